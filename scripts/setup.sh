@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Create or update .venv from requirements/lock.txt, fix the ROS wheels' CMake
+# paths, build the workspace (gato_core with pip, the ROS packages with colcon).
+# Idempotent and fast when nothing changed (stamps under .venv/.gato-stamps).
+#
+# Usage: scripts/setup.sh [--quiet]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+source scripts/env.sh
+QUIET=0; [[ "${1:-}" == "--quiet" ]] && QUIET=1
+say() { [[ $QUIET == 1 ]] || echo "[setup] $*"; }
+die() { echo "[setup] ERROR: $*" >&2; exit 1; }
+
+# --- system tools a fresh machine must have ---------------------------------
+need() {  # need TOOL "how to install"
+  command -v "$1" >/dev/null 2>&1 || die "'$1' not found. Install it: $2"
+}
+need python3 "apt-get install python3 python3-venv python3-dev"
+need c++ "apt-get install build-essential (a C++17 compiler)"
+need cmake "apt-get install cmake (3.22 or newer)"
+python3 - <<'PY' || die "Python >= 3.10 required (found $(python3 --version 2>&1)). Install it: apt-get install python3"
+import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)
+PY
+python3 -c 'import venv, ensurepip' 2>/dev/null || die "python3 venv support missing. Install it: apt-get install python3-venv"
+python3 -c 'import sysconfig, os; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null \
+  || die "Python headers missing. Install them: apt-get install python3-dev"
+
+VENV="$ROOT/.venv"
+STAMPS="$VENV/.gato-stamps"
+hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+stamp_ok() { [[ -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$2" ]]; }
+stamp_set() { mkdir -p "$STAMPS"; echo "$2" > "$STAMPS/$1"; }
+
+# --- 1. the venv and the pinned dependencies --------------------------------
+if [[ ! -x "$VENV/bin/python" ]]; then
+  say "creating .venv"
+  python3 -m venv "$VENV"
+fi
+source "$VENV/bin/activate"
+LOCK_HASH=$(hash_of requirements/lock.txt)
+if ! stamp_ok lock "$LOCK_HASH"; then
+  say "installing pinned dependencies (first run: a few minutes)"
+  python -m pip install -q --upgrade pip
+  python -m pip install -q -r requirements/lock.txt
+  # The ROS wheels' CMake exports name the paths of the machine they were
+  # built on; point them at this venv's Python and numpy headers.
+  PYINC=$(python -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
+  NPINC=$(python -c 'import numpy;print(numpy.get_include())')
+  { grep -rlZ --include='*.cmake' /opt/python/ "$VENV/share" 2>/dev/null || true; } | xargs -0 -r sed -i \
+    -e "s#/opt/python/cp[0-9]*-cp[0-9]*/include/python3\.[0-9]*#$PYINC#g" \
+    -e "s#/opt/python/cp[0-9]*-cp[0-9]*/lib/python3\.[0-9]*/site-packages/numpy/_core/include#$NPINC#g"
+  stamp_set lock "$LOCK_HASH"
+  rm -f "$STAMPS/core" "$STAMPS/colcon"   # rebuild against the new dependencies
+fi
+
+# --- 2. gato_core: the C++ core and the Python package ----------------------
+CORE_HASH=$(cd src/gato_core && find . -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.py' -o -name '*.txt' -o -name '*.toml' -o -name '*.json' -o -name '*.urdf' \) -not -path './build/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+if ! stamp_ok core "$CORE_HASH"; then
+  say "building gato_core (C++ core + pybind11; first build: a few minutes)"
+  # No build isolation: the venv already holds the pinned build dependencies,
+  # and the persistent build dir makes rebuilds incremental.
+  CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
+    python -m pip install -q --no-build-isolation --no-deps \
+      -Cbuild-dir="$ROOT/build/gato_core" ./src/gato_core
+  stamp_set core "$CORE_HASH"
+fi
+
+# --- 3. the ROS packages with colcon ----------------------------------------
+ROS_HASH=$(find src/gato_msgs src/gato_ros src/gato_bringup src/gato_description -type f -not -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+if ! stamp_ok colcon "$ROS_HASH" || [[ ! -f install/setup.bash ]]; then
+  say "building ROS packages with colcon"
+  AMENT_PREFIX_PATH="$VENV" colcon --log-base build/colcon-log build \
+    --base-paths src --build-base build/colcon --install-base install \
+    --packages-skip gato_core --event-handlers console_cohesion- summary- status- \
+    ${QUIET:+} > build/colcon.log 2>&1 || { tail -40 build/colcon.log; die "colcon build failed (full log: build/colcon.log)"; }
+  stamp_set colcon "$ROS_HASH"
+fi
+say "ready"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The README's main command: set up (first use installs everything), then run
+# the simulation bringup. Extra arguments go to the runner (see --help).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+scripts/setup.sh
+source scripts/activate.sh
+exec python -m gato_bringup_runner "$@"

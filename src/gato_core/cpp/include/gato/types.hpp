@@ -1,0 +1,42 @@
+// Shared enums and settings of the gato solver core.
+#pragma once
+
+#include <Eigen/Core>
+#include <string>
+
+namespace gato {
+
+enum class LinSys { kPcg = 0, kBdsv = 1, kBdsvFirst = 2 };
+enum class Integrator { kEuler = 0, kSemiImplicit = 1, kRk4 = 2 };
+
+/// Solver settings (the numeric half of gato.SolverParams; see docs/solver_method.md).
+struct Settings {
+  int max_sqp_iters = 1;      // SQP iterations per solve (1 = real-time iteration)
+  int max_pcg_iters = 200;    // PCG iteration cap per linear solve
+  double pcg_tol = 1e-4;      // PCG relative tolerance on r'z
+  double solve_ratio = 1.0;   // fraction of the batch whose convergence ends the solve
+  double mu = 10.0;           // merit weight of the L1 defect norm
+  double rho = 0.01;          // initial trust-region weight on the position block
+  bool adapt_rho = true;      // adapt rho from line-search outcomes
+  LinSys linsys = LinSys::kPcg;
+  Integrator integrator = Integrator::kEuler;
+  // Cost weights (scalars; per-knot and per-joint refinements live in CostWeights).
+  double q_cost = 2.0, qd_cost = 0.01, u_cost = 2e-6, N_cost = 50.0;
+  double q_lim_cost = 0.01, vel_lim_cost = 0.0, ctrl_lim_cost = 0.0;
+};
+
+inline constexpr int kLineSearchSteps = 8;   // alpha = 2^-i, i = 0..7
+inline constexpr double kLimitMargin = 0.1;  // barrier box = URDF box shrunk by this
+inline constexpr double kBarrierEps = 1e-3;  // quadratic extension below this distance
+inline constexpr double kRhoMin = 1e-8, kRhoMax = 10.0, kRhoResetAfterCap = 1e-3;
+
+inline const char* linsys_name(LinSys l) {
+  switch (l) {
+    case LinSys::kPcg: return "pcg";
+    case LinSys::kBdsv: return "bdsv";
+    case LinSys::kBdsvFirst: return "bdsv_first";
+  }
+  return "?";
+}
+
+}  // namespace gato

@@ -1,0 +1,32 @@
+"""Frame helpers shared by the solver, the worlds and the estimators."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def world_wrench_to_joint_local(model, data, frame_id: int, q, f_world) -> tuple[int, np.ndarray]:
+    """Re-express a world-axes wrench acting at a frame's origin in its parent joint's frame.
+
+    Args:
+        model, data: pinocchio Model / Data of the robot.
+        frame_id: pinocchio frame id of the point of application (e.g. the EE frame).
+        q: (nq,) configuration [rad].
+        f_world: (6,) [force(3) N; torque(3) N·m], world axes, torque about the frame origin.
+
+    Returns:
+        (body, slot): the 0-based moving-body index (parent joint - 1) and the (6,)
+        spatial force in that joint's LOCAL frame about the joint origin, ordered
+        [angular(3); linear(3)] — the layout of :meth:`gato.BSQP.set_f_ext_B`.
+    """
+    import pinocchio as pin
+
+    f_world = np.asarray(f_world, dtype=np.float64).reshape(6)
+    pin.forwardKinematics(model, data, np.asarray(q, dtype=np.float64))
+    frame = model.frames[frame_id]
+    j = frame.parentJoint
+    oMj = data.oMi[j]
+    p_frame = (oMj * frame.placement).translation
+    force, torque = f_world[:3], f_world[3:]
+    torque_j = torque + np.cross(p_frame - oMj.translation, force)  # about the joint origin
+    R = oMj.rotation
+    return int(j) - 1, np.concatenate([R.T @ torque_j, R.T @ force])

@@ -1,0 +1,93 @@
+"""Solver configuration: :class:`SolverParams`, the one configuration object of BSQP.
+
+Units: weights are dimensionless multipliers of the cost terms in
+docs/solver_method.md; ``pcg_tol`` is relative; ``rho`` weights the position
+block of the trust region (1/rad^2).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+LINSYS_MODES = ("pcg", "bdsv", "bdsv_first")
+
+
+@dataclass(frozen=True)
+class SolverParams:
+    """BSQP solver configuration. Immutable; derive variants with :meth:`replace`.
+
+    SQP and linear system:
+
+    - ``max_sqp_iters``: SQP iterations per solve (1 = real-time iteration / MPC).
+    - ``max_pcg_iters``, ``pcg_tol``: PCG budget and relative tolerance (pcg and bdsv_first).
+    - ``solve_ratio``: fraction of the batch that must converge before the loop exits early.
+    - ``mu``: merit-function weight of the L1 defect norm.
+    - ``rho``: initial trust-region weight on the position block (> 0);
+      ``adapt_rho`` lets the line search adapt it per solve.
+    - ``linsys``: "pcg" | "bdsv" | "bdsv_first" | None (None = the wired default:
+      pcg for fixed-base robots, see :func:`gato.linsys_autotune.resolve_linsys`).
+
+    Cost weights: ``q_cost`` (running EE position), ``N_cost`` (terminal EE position),
+    ``qd_cost`` (joint velocity), ``u_cost`` (torque), and the log-barrier limit weights
+    ``q_lim_cost`` / ``vel_lim_cost`` / ``ctrl_lim_cost`` (0 = off). Per-knot and per-joint
+    refinements are runtime setters on BSQP and take precedence over these.
+
+    ``exact_hessian``: second-order stage Hessians; the CPU backend has none (Gauss-Newton
+    only) and rejects True with a clear error.
+    """
+
+    max_sqp_iters: int = 1
+    max_pcg_iters: int = 200
+    pcg_tol: float = 1e-4
+    solve_ratio: float = 1.0
+    mu: float = 10.0
+    rho: float = 0.01
+    adapt_rho: bool = True
+    linsys: str | None = None
+    q_cost: float = 2.0
+    qd_cost: float = 0.01
+    u_cost: float = 2e-6
+    N_cost: float = 50.0
+    q_lim_cost: float = 0.01
+    vel_lim_cost: float = 0.0
+    ctrl_lim_cost: float = 0.0
+    exact_hessian: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_sqp_iters", "max_pcg_iters"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int,)) or v < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+        floats = ("pcg_tol", "solve_ratio", "mu", "rho", "q_cost", "qd_cost", "u_cost",
+                  "N_cost", "q_lim_cost", "vel_lim_cost", "ctrl_lim_cost")
+        for name in floats:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+        if self.rho <= 0:
+            raise ValueError(f"rho: expected > 0 (the trust region regularizes the position block), got {self.rho!r}")
+        if not 0 < self.solve_ratio <= 1:
+            raise ValueError(f"solve_ratio: expected a fraction in (0, 1], got {self.solve_ratio!r}")
+        if self.linsys is not None and self.linsys not in LINSYS_MODES:
+            raise ValueError(f"linsys: expected one of {LINSYS_MODES} or None, got {self.linsys!r}")
+        for name in ("adapt_rho", "exact_hessian"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: expected a bool, got {getattr(self, name)!r}")
+
+    def replace(self, **changes: Any) -> "SolverParams":
+        """A copy with ``changes`` applied (unknown names are an error)."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(f"SolverParams: unknown field(s) {sorted(unknown)}")
+        return dataclasses.replace(self, **changes)
+
+    def asdict(self) -> dict:
+        """The fields as a plain dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, Any]) -> "SolverParams":
+        """Build from a dict of field overrides (unknown keys are an error)."""
+        return cls().replace(**dict(m))

@@ -1,0 +1,80 @@
+"""The robot registry: names, end-effector frames and URDF locations.
+
+``_registry.json`` (next to this file) lists the shipped robots. A URDF is
+looked up, in order, in ``$GATO_DESCRIPTION_DIR``, the ``gato_description``
+package of a sourced ROS workspace (ament index), the source checkout around
+this package (``src/gato_description/robots``, with meshes) and the copies
+bundled in the wheel (``gato/robots/``, URDF only: enough for dynamics).
+Robots added with :func:`gato.register_robot` live in the per-user cache.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+
+@lru_cache(maxsize=None)
+def shipped_registry() -> dict:
+    with open(_HERE / "_registry.json") as f:
+        return json.load(f)
+
+
+def _description_roots() -> list[Path]:
+    roots = []
+    env = os.environ.get("GATO_DESCRIPTION_DIR")
+    if env:
+        roots.append(Path(env))
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        if prefix:
+            roots.append(Path(prefix) / "share" / "gato_description" / "robots")
+    # A source checkout: walk up from this file (editable installs) and the cwd.
+    for start in (_HERE, Path.cwd()):
+        for parent in [start, *start.parents]:
+            cand = parent / "src" / "gato_description" / "robots"
+            if cand.is_dir():
+                roots.append(cand)
+                break
+    roots.append(_HERE / "robots")
+    return roots
+
+
+def find_urdf(description: str, urdf: str) -> Path | None:
+    """First existing ``<root>/<description>/<urdf>`` (or ``<root>/<urdf>`` for the bundled copies)."""
+    for root in _description_roots():
+        for cand in (root / description / urdf, root / urdf):
+            if cand.is_file():
+                return cand
+    return None
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def all_robots() -> dict:
+    """Shipped robots merged with the user-registered ones (user entries win)."""
+    from . import _cache
+
+    reg = dict(shipped_registry())
+    reg.update(_cache.load_manifest())
+    return reg
+
+
+def detect_plant(model_path: str | os.PathLike) -> str | None:
+    """Registered name of the robot whose URDF has these bytes (then: this file stem), or None."""
+    digest = sha256_file(model_path)
+    reg = all_robots()
+    for name, meta in reg.items():
+        if meta.get("urdf_sha256") == digest:
+            return name
+    stem = Path(model_path).stem
+    for name, meta in reg.items():
+        if Path(meta.get("urdf", "")).stem == stem:
+            return name
+    return None

@@ -1,0 +1,1 @@
+"""ROS 2 nodes and message conversions for the gato MPC stack."""

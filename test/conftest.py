@@ -1,0 +1,65 @@
+"""Shared helpers for the system tests: a private ROS 2 graph per test session,
+and Python subprocesses that run in the workspace environment."""
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+# Fast DDS maps a domain id to UDP ports; 0..232 are valid. scripts/env.sh gives
+# interactive shells 1..100, so test sessions take 101..200.
+_TEST_DOMAIN_BASE = 101
+
+
+def import_or_skip(module, hint):
+    """Import `module`, or skip the calling test module if it is not installed.
+
+    Only a missing module skips; a module that is present but broken fails.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        pytest.skip(f"{module} not importable ({exc}); {hint}", allow_module_level=True)
+
+
+@pytest.fixture(scope="session")
+def ros_env():
+    """Environment (dict) for every ROS process of this session, this one included.
+
+    A ROS_DOMAIN_ID unique to this pytest process keeps parallel sessions apart,
+    and discovery stays on loopback. Also applied to os.environ, so rclpy in the
+    test process joins the same private graph.
+    """
+    overrides = {
+        "ROS_DOMAIN_ID": str(_TEST_DOMAIN_BASE + os.getpid() % 100),
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in overrides.items():
+            mp.setenv(key, value)
+        yield dict(os.environ)
+
+
+def start_python(code, env, **popen_kwargs):
+    """Start `python -c code` with this interpreter (the workspace venv) and `env`.
+
+    stdout is a text pipe unless overridden. Stop it with stop_process().
+    """
+    popen_kwargs.setdefault("stdout", subprocess.PIPE)
+    popen_kwargs.setdefault("text", True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env=env, start_new_session=True, **popen_kwargs
+    )
+
+
+def stop_process(proc, grace_s=5.0):
+    """Terminate `proc` (SIGTERM, then SIGKILL after grace_s); return its exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode

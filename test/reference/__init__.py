@@ -1,0 +1,1 @@
+"""Slow, obvious pure-NumPy reference implementations used to check the fast solver."""
