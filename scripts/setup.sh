@@ -26,6 +26,11 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || die "python3 venv support mis
 python3 -c 'import sysconfig, os; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null \
   || die "Python headers missing. Install them: apt-get install python3-dev"
 
+# One setup at a time per checkout (parallel test runs share the venv and build dir).
+mkdir -p "$ROOT/build"
+exec 9>"$ROOT/build/.setup.lock"
+flock 9
+
 VENV="$ROOT/.venv"
 STAMPS="$VENV/.gato-stamps"
 hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }

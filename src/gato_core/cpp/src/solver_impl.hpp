@@ -435,7 +435,13 @@ void BatchSolver<S>::recover_step(Entry& e) {
     e.t_nx = e.qv[k] - e.blk(e.lam, k);
     if (k < N_ - 1) e.t_nx.noalias() += e.A[k].transpose() * e.blk(e.lam, k + 1);
     e.apply_Qinv(k, e.t_nx, e.t_nx2);
-    e.dz.segment(k * (nx + nu), nx) = -e.t_nx2;
+    // Knot 0 is data: take dx_0 = -c_0 from the constraint row itself, so an
+    // inexact (PCG) dual cannot move the plan off the measured state.
+    if (k == 0) {
+      e.dz.head(nx) = -e.c[0];
+    } else {
+      e.dz.segment(k * (nx + nu), nx) = -e.t_nx2;
+    }
     if (k < N_ - 1) {
       e.t_nu = e.rv[k];
       e.t_nu.noalias() += e.Bm[k].transpose() * e.blk(e.lam, k + 1);
