@@ -6,4 +6,6 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 scripts/setup.sh
 source scripts/activate.sh
-exec python -m gato_bringup_runner "$@"
+# Until the MuJoCo simulation bringup lands (issue 7), the main job is a
+# solver smoke run.
+exec python -m gato smoke "$@"
