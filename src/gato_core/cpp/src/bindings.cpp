@@ -78,7 +78,7 @@ struct PySolver {
   PySolver(const std::string& urdf, const std::string& ee, int B, int N, double dt,
            const py::dict& settings, int threads) {
     plant = std::make_shared<Plant<S>>(urdf, ee);
-    solver = std::make_unique<BatchSolver<S>>(plant, B, N, S(dt), settings_from_dict(settings), threads);
+    solver = BatchSolver<S>::create(plant, B, N, S(dt), settings_from_dict(settings), threads);
     ws = plant->make_workspace();
     dyn = std::make_unique<DynamicsScratch<S>>(plant->nv());
   }
@@ -115,6 +115,7 @@ void bind_solver(py::module_& m, const char* name) {
         return d;
       })
       .def("set_settings", [](P& p, const py::dict& d) { p.solver->set_settings(settings_from_dict(d)); })
+      .def("set_collect_stats", [](P& p, bool on) { p.solver->set_collect_stats(on); })
       .def("set_linsys", [](P& p, int l) { p.solver->set_linsys(static_cast<LinSys>(l)); })
       .def("set_rho_batch", [](P& p, const Arr<double>& v) { p.solver->set_rho_batch(to_vec<S>(v)); })
       .def("set_mu_batch", [](P& p, const Arr<double>& v) { p.solver->set_mu_batch(to_vec<S>(v)); })

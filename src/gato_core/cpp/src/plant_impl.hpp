@@ -131,23 +131,31 @@ std::unique_ptr<PlantWorkspace<S>> Plant<S>::make_workspace() const {
 
 template <typename S>
 void Plant<S>::forward_dynamics(PlantWorkspace<S>& ws, const S* q, const S* v, const S* tau,
-                                const S* fext, S* qdd) const {
+                                const S* fext, S* qdd, S* ee) const {
   auto& w = detail::cast(ws);
   const auto& m = impl_->model;
   Eigen::Map<const Vec> Q(q, m.nq), V(v, m.nv), T(tau, m.nv);
   Eigen::Map<Vec> out(qdd, m.nv);
+  // The WORLD convention leaves data.oMi valid: the EE comes for free.
+  const auto conv = ee ? pinocchio::Convention::WORLD : pinocchio::Convention::LOCAL;
   if (fext) {
     detail::load_fext(w, fext, nbodies());
-    out = pinocchio::aba(m, w.data, Q, V, T, w.fext, pinocchio::Convention::LOCAL);
+    out = pinocchio::aba(m, w.data, Q, V, T, w.fext, conv);
   } else {
-    out = pinocchio::aba(m, w.data, Q, V, T, pinocchio::Convention::LOCAL);
+    out = pinocchio::aba(m, w.data, Q, V, T, conv);
+  }
+  if (ee) {
+    const auto& frame = m.frames[impl_->ee_frame];
+    Eigen::Map<Eigen::Matrix<S, 3, 1>> pos(ee);
+    pos = w.data.oMi[frame.parentJoint].act(frame.placement).translation();
   }
 }
 
 template <typename S>
 void Plant<S>::forward_dynamics_derivatives(PlantWorkspace<S>& ws, const S* q, const S* v,
                                             const S* tau, const S* fext, S* qdd,
-                                            MatRef dqdd_dq, MatRef dqdd_dv, MatRef Minv) const {
+                                            MatRef dqdd_dq, MatRef dqdd_dv, MatRef Minv, S* ee,
+                                            Mat* J) const {
   auto& w = detail::cast(ws);
   const auto& m = impl_->model;
   Eigen::Map<const Vec> Q(q, m.nq), V(v, m.nv), T(tau, m.nv);
@@ -164,6 +172,17 @@ void Plant<S>::forward_dynamics_derivatives(PlantWorkspace<S>& ws, const S* q, c
   Minv.template triangularView<Eigen::Upper>() = w.data.Minv.template triangularView<Eigen::Upper>();
   Minv.template triangularView<Eigen::StrictlyLower>() =
       w.data.Minv.transpose().template triangularView<Eigen::StrictlyLower>();
+  // ABA derivatives leave data.oMi and the world joint Jacobians data.J valid.
+  if (ee) {
+    const auto& frame = m.frames[impl_->ee_frame];
+    Eigen::Map<Eigen::Matrix<S, 3, 1>> pos(ee);
+    pos = w.data.oMi[frame.parentJoint].act(frame.placement).translation();
+  }
+  if (J) {
+    w.J6.setZero();
+    pinocchio::getFrameJacobian(m, w.data, impl_->ee_frame, pinocchio::LOCAL_WORLD_ALIGNED, w.J6);
+    *J = w.J6.template topRows<3>();
+  }
 }
 
 template <typename S>

@@ -1,4 +1,6 @@
-// Implementation of gato::BatchSolver<S>; instantiated in solver_{double,float}.cpp.
+// Implementation of gato::BatchSolver<S> as BatchSolverImpl<S, NV>: NV = 6 or 7
+// gives fixed-size Eigen kernels for the common arms, Eigen::Dynamic any other
+// size. Instantiated in solver_{double,float}.cpp.
 // The method and every convention: docs/solver_method.md.
 #pragma once
 
@@ -13,41 +15,160 @@
 
 namespace gato {
 
-namespace {
+namespace detail {
 using Clock = std::chrono::steady_clock;
 inline double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
-}  // namespace
+constexpr int times2(int n) { return n == Eigen::Dynamic ? Eigen::Dynamic : 2 * n; }
+}  // namespace detail
 
-template <typename S>
-struct BatchSolver<S>::Entry {
+template <typename S, int NV>
+class BatchSolverImpl final : public BatchSolver<S> {
+ public:
+  static constexpr int NX = detail::times2(NV);
+  static constexpr int NU = NV;
+  using Vec = VecX<S>;  // long vectors (N*nx, trajectories)
+  using MatXX = Eigen::Matrix<S, NX, NX>;
+  using MatXU = Eigen::Matrix<S, NX, NU>;
+  using MatUU = Eigen::Matrix<S, NU, NU>;
+  using MatVV = Eigen::Matrix<S, NV, NV>;
+  using MatJ = Eigen::Matrix<S, 3, NV>;
+  using VecNX = Eigen::Matrix<S, NX, 1>;
+  using VecNU = Eigen::Matrix<S, NU, 1>;
+  using VecNV = Eigen::Matrix<S, NV, 1>;
+  using Vec3 = Eigen::Matrix<S, 3, 1>;
+
+  BatchSolverImpl(std::shared_ptr<const Plant<S>> plant, int batch, int N, S dt,
+                  const Settings& settings, int num_threads);
+
+  int nv() const override { return nv_; }
+  int N() const override { return N_; }
+  int batch() const override { return B_; }
+  int xu_size() const override { return L_; }
+  S dt() const override { return dt_; }
+  int num_threads() const override { return pool_.size(); }
+  const Settings& settings() const override { return set_; }
+  const SolveStats& stats() const override { return stats_; }
+
+  void set_settings(const Settings& s) override;
+  void set_linsys(LinSys l) override { set_.linsys = l; }
+  void set_rho_batch(const std::vector<double>& v) override;
+  void set_mu_batch(const std::vector<double>& v) override;
+  void set_pcg_tol_batch(const std::vector<double>& v) override;
+  void set_drho_batch(const std::vector<double>& v, bool as_reset_default) override;
+  void set_knot_weights(const std::vector<double>& w) override { knot_w_ = w; }
+  void set_u_cost_vec(const std::vector<double>& w) override { u_vec_ = w; }
+  void set_q_pos_cost(const std::vector<double>& w) override { q_pos_w_ = w; }
+  void set_q_nom(const std::vector<double>& q) override { q_nom_ = q; }
+  void set_fext(const std::vector<S>& f) override {
+    has_fext_ = !f.empty();
+    fext_ = f;
+  }
+  bool has_fext() const override { return has_fext_; }
+  void set_collect_stats(bool on) override { collect_ = on; }
+  void reset_rho() override;
+  void reset_dual() override;
+  double rho(int b) const override { return double(entries_[b]->rho); }
+  void solve(const S* x_s, const S* ref, S* xu, double budget_s) override;
+  void debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R, S* q, S* r, S* A,
+                       S* Bm, S* c) override;
+  void merit(const S* xu, const S* x_s, const S* ref, S* out) override;
+  void get_lambda(S* out) const override;
+  void sim_forward(const S* x, const S* u, S h, S* out) override;
+
+ private:
+  struct Entry;
+  void iterate(Entry& e, int it);
+  S setup_kkt(Entry& e);  // returns the merit at e.xu
+  bool factor_schur(Entry& e);
+  void matvec(Entry& e, const Vec& p, Vec& out) const;
+  void precondition(Entry& e, const Vec& r, Vec& out) const;
+  int solve_pcg(Entry& e);
+  bool solve_bdsv(Entry& e);
+  void recover_step(Entry& e);
+  S trial_merit(Entry& e, S alpha);
+  S stage_cost_value(int k, const S* x, const S* u, const S* ee, const S* ref) const;
+  S ee_weight(int k) const;
+  S qd_weight(int k) const;
+  S u_weight(int k, int j) const;
+  const S* fext_ptr(int b, int k) const;
+  S pcg_floor() const { return std::is_same<S, float>::value ? S(1e-6) : S(1e-12); }
+
+  // k-th block of a long vector, fixed-size when NX is.
+  template <typename V>
+  static auto blk(V& v, int k, int nx) {
+    if constexpr (NX == Eigen::Dynamic) {
+      return v.segment(k * nx, nx);
+    } else {
+      return v.template segment<NX>(k * NX);
+    }
+  }
+
+  std::shared_ptr<const Plant<S>> plant_;
+  int B_, N_, nv_, nx_, nu_, L_;
+  S dt_;
+  Settings set_;
+  ThreadPool pool_;
+  std::vector<std::unique_ptr<Entry>> entries_;
+  std::vector<double> knot_w_, u_vec_, q_pos_w_, q_nom_;  // cost refinements shared by the batch
+  VecNV lo_q_, hi_q_, max_qd_, max_u_;                     // margin-shrunk barrier boxes
+  std::vector<S> fext_;
+  bool has_fext_ = false;
+  bool collect_ = true;
+  std::vector<double> rho_reset_, drho_factor_reset_;
+  std::vector<double> prev_iter_us_, this_iter_us_;  // budget prediction (per SQP iteration)
+  SolveStats stats_;
+};
+
+template <typename S, int NV>
+struct BatchSolverImpl<S, NV>::Entry {
   Entry(const Plant<S>& plant, int N, int max_iters)
       : nv(plant.nv()), nx(2 * plant.nv()), nu(plant.nv()), N(N),
         xu(N * nx + (N - 1) * nu), dz(xu.size()), trial(xu.size()),
-        Q(N, Mat::Zero(nx, nx)), R(N - 1, Mat::Zero(nu, nu)), A(N - 1, Mat::Zero(nx, nx)),
-        Bm(N - 1, Mat::Zero(nx, nu)), Qpp_inv(N, Mat::Zero(nv, nv)), Rinv(N - 1, Mat::Zero(nu, nu)),
-        Md(N, Mat::Zero(nx, nx)), phi(N - 1, Mat::Zero(nx, nx)), BRinv(N - 1, Mat::Zero(nx, nu)),
-        Dinv(N, Mat::Zero(nx, nx)), Lc(N, Mat::Zero(nx, nx)), E(N, Mat::Zero(nx, nx)),
-        qv(N, Vec::Zero(nx)), rv(N - 1, Vec::Zero(nu)), c(N, Vec::Zero(nx)), qvv_inv(N, Vec::Zero(nv)),
-        rhs(Vec::Zero(N * nx)), lam(Vec::Zero(N * nx)), r(Vec::Zero(N * nx)), z(Vec::Zero(N * nx)),
-        p(Vec::Zero(N * nx)), Mp(Vec::Zero(N * nx)), y(Vec::Zero(N * nx)), w(Vec::Zero(N * nx)),
-        t_nx(nx), t_nx2(nx), t_nu(nu), xnext(nx), ee(3), J(3, nv), tmp_nxnx(nx, nx),
-        llt_nv(nv), llt_nu(nu), llt_nx(nx), ws(plant.make_workspace()), dyn(plant.nv()),
-        pcg_iters(max_iters, 0), min_merit(max_iters, 0.0), step_size(max_iters, 0.0),
-        linsys_us(max_iters, 0.0) {}
+        Q(N, MatXX::Zero(nx, nx)), R(N - 1, MatUU::Zero(nu, nu)), A(N - 1, MatXX::Zero(nx, nx)),
+        Bm(N - 1, MatXU::Zero(nx, nu)), Qpp_inv(N, MatVV::Zero(nv, nv)), Rinv(N - 1, MatUU::Zero(nu, nu)),
+        Md(N, MatXX::Zero(nx, nx)), phi(N - 1, MatXX::Zero(nx, nx)), BRinv(N - 1, MatXU::Zero(nx, nu)),
+        Dinv(N, MatXX::Zero(nx, nx)), Lc(N, MatXX::Zero(nx, nx)), E(N, MatXX::Zero(nx, nx)),
+        qv(N, VecNX::Zero(nx)), rv(N - 1, VecNU::Zero(nu)), c(N, VecNX::Zero(nx)),
+        qvv_inv(N, VecNV::Zero(nv)), rhs(Vec::Zero(N * nx)), lam(Vec::Zero(N * nx)),
+        r(Vec::Zero(N * nx)), z(Vec::Zero(N * nx)), p(Vec::Zero(N * nx)), Mp(Vec::Zero(N * nx)),
+        y(Vec::Zero(N * nx)), w(Vec::Zero(N * nx)), t_nx(nx), t_nx2(nx), t_nu(nu), xnext(nx),
+        ee(N, Vec3::Zero()), J(MatJ::Zero(3, nv)), Jdyn(MatX<S>::Zero(3, nv)), tmp(nx, nx),
+        tmpv(nv, nv), llt_nv(nv), llt_nu(nu), llt_nx(nx), ws(plant.make_workspace()),
+        dyn(plant.nv()), pcg_iters(max_iters, 0), min_merit(max_iters, 0.0),
+        step_size(max_iters, 0.0), linsys_us(max_iters, 0.0) {}
 
   int nv, nx, nu, N;
   const S* xs = nullptr;   // measured state (nx)
   const S* ref = nullptr;  // reference (6N)
   int b = 0;
   Vec xu, dz, trial;
-  std::vector<Mat> Q, R, A, Bm, Qpp_inv, Rinv, Md, phi, BRinv, Dinv, Lc, E;
-  std::vector<Vec> qv, rv, c, qvv_inv;
+  std::vector<MatXX> Q;
+  std::vector<MatUU> R;
+  std::vector<MatXX> A;
+  std::vector<MatXU> Bm;
+  std::vector<MatVV> Qpp_inv;
+  std::vector<MatUU> Rinv;
+  std::vector<MatXX> Md, phi;
+  std::vector<MatXU> BRinv;
+  std::vector<MatXX> Dinv, Lc, E;
+  std::vector<VecNX> qv;
+  std::vector<VecNU> rv;
+  std::vector<VecNX> c;
+  std::vector<VecNV> qvv_inv;
   Vec rhs, lam, r, z, p, Mp, y, w;  // Schur system M lam = rhs (= -gamma) and PCG vectors
-  Vec t_nx, t_nx2, t_nu, xnext, ee;
-  Mat J, tmp_nxnx;
-  Eigen::LLT<Mat> llt_nv, llt_nu, llt_nx;
+  VecNX t_nx, t_nx2;
+  VecNU t_nu;
+  VecNX xnext;
+  std::vector<Vec3> ee;  // EE positions of the trial / KKT point, per knot
+  MatJ J;
+  MatX<S> Jdyn;
+  MatXX tmp;
+  MatVV tmpv;
+  Eigen::LLT<MatVV> llt_nv;
+  Eigen::LLT<MatUU> llt_nu;
+  Eigen::LLT<MatXX> llt_nx;
   std::unique_ptr<PlantWorkspace<S>> ws;
   DynamicsScratch<S> dyn;
   // Per-entry parameters.
@@ -61,27 +182,27 @@ struct BatchSolver<S>::Entry {
   double t_kkt = 0, t_schur = 0, t_lin = 0, t_ls = 0;
   LinSys last_linsys = LinSys::kPcg;
 
-  Eigen::Map<Vec> x(int k) { return Eigen::Map<Vec>(xu.data() + k * (nx + nu), nx); }
-  Eigen::Map<Vec> u(int k) { return Eigen::Map<Vec>(xu.data() + k * (nx + nu) + nx, nu); }
+  S* x(int k) { return xu.data() + k * (nx + nu); }
+  S* u(int k) { return xu.data() + k * (nx + nu) + nx; }
   // out = Qtilde_k^-1 v: dense position block, diagonal velocity block.
   template <typename V, typename O>
   void apply_Qinv(int k, const V& v, O& out) const {
-    out.head(nv).noalias() = Qpp_inv[k] * v.head(nv);
-    out.tail(nv) = qvv_inv[k].cwiseProduct(v.tail(nv));
+    if constexpr (NV == Eigen::Dynamic) {
+      out.head(nv).noalias() = Qpp_inv[k] * v.head(nv);
+      out.tail(nv) = qvv_inv[k].cwiseProduct(v.tail(nv));
+    } else {
+      out.template head<NV>().noalias() = Qpp_inv[k] * v.template head<NV>();
+      out.template tail<NV>() = qvv_inv[k].cwiseProduct(v.template tail<NV>());
+    }
   }
-  auto blk(Vec& v, int k) { return v.segment(k * nx, nx); }
-  auto blk(const Vec& v, int k) const { return v.segment(k * nx, nx); }
 };
 
-template <typename S>
-BatchSolver<S>::BatchSolver(std::shared_ptr<const Plant<S>> plant, int batch, int N, S dt,
-                            const Settings& settings, int num_threads)
+template <typename S, int NV>
+BatchSolverImpl<S, NV>::BatchSolverImpl(std::shared_ptr<const Plant<S>> plant, int batch, int N,
+                                        S dt, const Settings& settings, int num_threads)
     : plant_(std::move(plant)), B_(batch), N_(N), nv_(plant_->nv()), nx_(2 * plant_->nv()),
       nu_(plant_->nv()), L_(N * 2 * plant_->nv() + (N - 1) * plant_->nv()), dt_(dt),
       set_(settings), pool_(std::max(1, std::min(num_threads, batch))) {
-  if (batch < 1) throw std::invalid_argument("batch_size: must be >= 1, got " + std::to_string(batch));
-  if (N < 2) throw std::invalid_argument("N: the horizon needs at least 2 knots, got " + std::to_string(N));
-  if (!(dt > 0) || !std::isfinite(double(dt))) throw std::invalid_argument("dt: must be a finite number > 0");
   for (int b = 0; b < B_; ++b) {
     entries_.push_back(std::make_unique<Entry>(*plant_, N_, std::max(1, set_.max_sqp_iters)));
     entries_.back()->b = b;
@@ -100,107 +221,98 @@ BatchSolver<S>::BatchSolver(std::shared_ptr<const Plant<S>> plant, int batch, in
   reset_rho();
 }
 
-template <typename S>
-BatchSolver<S>::~BatchSolver() = default;
-
-template <typename S>
-void BatchSolver<S>::set_settings(const Settings& s) {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::set_settings(const Settings& s) {
   if (s.max_sqp_iters < 1) throw std::invalid_argument("max_sqp_iters: must be >= 1");
-  const bool grow = s.max_sqp_iters > set_.max_sqp_iters ||
-                    int(entries_.front()->pcg_iters.size()) < s.max_sqp_iters;
   const double old_rho = set_.rho;
   set_ = s;
   for (auto& e : entries_) {
     e->mu = S(s.mu);
     e->pcg_tol = S(s.pcg_tol);
-    if (grow) {  // statistics rows sized by max_sqp_iters (host-side, between solves)
-      e->pcg_iters.assign(s.max_sqp_iters, 0);
-      e->min_merit.assign(s.max_sqp_iters, 0.0);
-      e->step_size.assign(s.max_sqp_iters, 0.0);
-      e->linsys_us.assign(s.max_sqp_iters, 0.0);
-    }
+    // Statistics rows are sized by max_sqp_iters (host-side, between solves).
+    e->pcg_iters.assign(s.max_sqp_iters, 0);
+    e->min_merit.assign(s.max_sqp_iters, 0.0);
+    e->step_size.assign(s.max_sqp_iters, 0.0);
+    e->linsys_us.assign(s.max_sqp_iters, 0.0);
   }
-  for (auto& r : rho_reset_) if (r == old_rho) r = s.rho;
+  for (auto& r : rho_reset_) {
+    if (r == old_rho) r = s.rho;
+  }
   prev_iter_us_.assign(s.max_sqp_iters, -1.0);
+  this_iter_us_.assign(s.max_sqp_iters, -1.0);
+  const size_t BI = size_t(B_) * s.max_sqp_iters;
+  stats_.sqp_iters.assign(B_, 0);
+  stats_.converged.assign(B_, 0);
+  stats_.initial_merit.assign(B_, 0);
+  stats_.final_merit.assign(B_, 0);
+  stats_.pcg_iters.assign(BI, 0);
+  stats_.min_merit.assign(BI, 0);
+  stats_.step_size.assign(BI, 0);
+  stats_.linsys_time_us.assign(s.max_sqp_iters, 0.0);
+  stats_.linsys_used.assign(s.max_sqp_iters, char(s.linsys));
 }
 
-template <typename S>
-void BatchSolver<S>::set_rho_batch(const std::vector<double>& v) {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::set_rho_batch(const std::vector<double>& v) {
   for (int b = 0; b < B_; ++b) rho_reset_[b] = v.empty() ? set_.rho : v[b];
   reset_rho();
 }
-template <typename S>
-void BatchSolver<S>::set_mu_batch(const std::vector<double>& v) {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::set_mu_batch(const std::vector<double>& v) {
   for (int b = 0; b < B_; ++b) entries_[b]->mu = S(v.empty() ? set_.mu : v[b]);
 }
-template <typename S>
-void BatchSolver<S>::set_pcg_tol_batch(const std::vector<double>& v) {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::set_pcg_tol_batch(const std::vector<double>& v) {
   for (int b = 0; b < B_; ++b) entries_[b]->pcg_tol = S(v.empty() ? set_.pcg_tol : v[b]);
 }
-template <typename S>
-void BatchSolver<S>::set_drho_batch(const std::vector<double>& v, bool as_reset_default) {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::set_drho_batch(const std::vector<double>& v, bool as_reset_default) {
   for (int b = 0; b < B_; ++b) {
     const double f = v.empty() ? 1.2 : v[b];
     entries_[b]->drho_factor = S(f);
     if (as_reset_default) drho_factor_reset_[b] = f;
   }
 }
-template <typename S>
-void BatchSolver<S>::set_knot_weights(const std::vector<double>& w) { knot_w_ = w; }
-template <typename S>
-void BatchSolver<S>::set_u_cost_vec(const std::vector<double>& w) { u_vec_ = w; }
-template <typename S>
-void BatchSolver<S>::set_q_pos_cost(const std::vector<double>& w) { q_pos_w_ = w; }
-template <typename S>
-void BatchSolver<S>::set_q_nom(const std::vector<double>& q) { q_nom_ = q; }
-template <typename S>
-void BatchSolver<S>::set_fext(const std::vector<S>& f) {
-  has_fext_ = !f.empty();
-  fext_ = f;
-}
-
-template <typename S>
-void BatchSolver<S>::reset_rho() {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::reset_rho() {
   for (int b = 0; b < B_; ++b) {
     entries_[b]->rho = S(rho_reset_[b]);
     entries_[b]->drho_factor = S(drho_factor_reset_[b]);
   }
 }
-template <typename S>
-void BatchSolver<S>::reset_dual() {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::reset_dual() {
   for (auto& e : entries_) e->lam.setZero();
 }
-template <typename S>
-double BatchSolver<S>::rho(int b) const { return double(entries_[b]->rho); }
 
-template <typename S>
-S BatchSolver<S>::ee_weight(int k) const {
+template <typename S, int NV>
+S BatchSolverImpl<S, NV>::ee_weight(int k) const {
   if (!knot_w_.empty()) return S(knot_w_[3 * k]);
   return S(k == N_ - 1 ? set_.N_cost : set_.q_cost);
 }
-template <typename S>
-S BatchSolver<S>::qd_weight(int k) const {
+template <typename S, int NV>
+S BatchSolverImpl<S, NV>::qd_weight(int k) const {
   return S(knot_w_.empty() ? set_.qd_cost : knot_w_[3 * k + 1]);
 }
-template <typename S>
-S BatchSolver<S>::u_weight(int k, int j) const {
+template <typename S, int NV>
+S BatchSolverImpl<S, NV>::u_weight(int k, int j) const {
   if (!u_vec_.empty()) return S(u_vec_[j]);
   return S(knot_w_.empty() ? set_.u_cost : knot_w_[3 * k + 2]);
 }
-template <typename S>
-const S* BatchSolver<S>::fext_ptr(int b, int k) const {
+template <typename S, int NV>
+const S* BatchSolverImpl<S, NV>::fext_ptr(int b, int k) const {
   if (!has_fext_) return nullptr;
   return fext_.data() + (size_t(b) * N_ + k) * 6 * plant_->nbodies();
 }
 
-// Value of l_k at (x, u) (u null at the last knot); EE by forward kinematics only.
-template <typename S>
-S BatchSolver<S>::stage_cost_value(Entry& e, int k, const S* x, const S* u) const {
+// Value of l_k at (x, u) (u null at the last knot) given the EE position ee.
+template <typename S, int NV>
+S BatchSolverImpl<S, NV>::stage_cost_value(int k, const S* x, const S* u, const S* ee,
+                                           const S* ref) const {
   S l = 0;
-  plant_->frame_position(*e.ws, x, e.ee.data());
   const S w = ee_weight(k);
   for (int i = 0; i < 3; ++i) {
-    const S d = e.ee[i] - e.ref[6 * k + i];
+    const S d = ee[i] - ref[6 * k + i];
     l += S(0.5) * w * d * d;
   }
   const S wq = S(set_.q_lim_cost), wv = S(set_.vel_lim_cost), wu = S(set_.ctrl_lim_cost);
@@ -222,24 +334,40 @@ S BatchSolver<S>::stage_cost_value(Entry& e, int k, const S* x, const S* u) cons
   return l;
 }
 
-template <typename S>
-S BatchSolver<S>::setup_kkt(Entry& e) {
+template <typename S, int NV>
+S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
   const int nv = nv_, nx = nx_;
   const S wq = S(set_.q_lim_cost), wv = S(set_.vel_lim_cost), wu = S(set_.ctrl_lim_cost);
   S cost = 0, defect = 0;
   for (int k = 0; k < N_; ++k) {
-    auto x = e.x(k);
-    Mat& Q = e.Q[k];
-    Vec& q = e.qv[k];
+    const S* x = e.x(k);
+    MatXX& Q = e.Q[k];
+    VecNX& q = e.qv[k];
+    Vec3& ee = e.ee[k];
+    // Dynamics first: the same kinematics pass yields the EE position and Jacobian.
+    if (k < N_ - 1) {
+      dynamics_linearize(*plant_, *e.ws, e.dyn, set_.integrator, dt_, x, e.u(k), fext_ptr(e.b, k),
+                         e.xnext.data(), e.A[k], e.Bm[k], ee.data(), &e.Jdyn);
+      e.J = e.Jdyn;
+      e.c[k + 1] = Eigen::Map<const VecNX>(e.x(k + 1), nx) - e.xnext;
+      defect += e.c[k + 1].template lpNorm<1>();
+    } else {
+      plant_->ee_position_jacobian(*e.ws, x, ee.data(), e.Jdyn);
+      e.J = e.Jdyn;
+    }
+    // End-effector tracking, Gauss-Newton.
     Q.setZero();
     q.setZero();
-    // End-effector tracking, Gauss-Newton.
-    plant_->ee_position_jacobian(*e.ws, x.data(), e.ee.data(), e.J);
     const S w = ee_weight(k);
-    for (int i = 0; i < 3; ++i) e.ee[i] -= e.ref[6 * k + i];
-    cost += S(0.5) * w * e.ee.squaredNorm();
-    Q.topLeftCorner(nv, nv).noalias() = w * e.J.transpose() * e.J;
-    q.head(nv).noalias() = w * e.J.transpose() * e.ee;
+    const Vec3 d = ee - Eigen::Map<const Vec3>(e.ref + 6 * k);
+    cost += S(0.5) * w * d.squaredNorm();
+    if constexpr (NV == Eigen::Dynamic) {
+      Q.topLeftCorner(nv, nv).noalias() = w * e.J.transpose() * e.J;
+      q.head(nv).noalias() = w * e.J.transpose() * d;
+    } else {
+      Q.template topLeftCorner<NV, NV>().noalias() = w * e.J.transpose() * e.J;
+      q.template head<NV>().noalias() = w * e.J.transpose() * d;
+    }
     const S vw = qd_weight(k);
     for (int j = 0; j < nv; ++j) {
       const S a = S(q_pos_w_[j]);
@@ -255,9 +383,9 @@ S BatchSolver<S>::setup_kkt(Entry& e) {
       if (wv > 0) cost += box_barrier<S>(v, -max_qd_[j], max_qd_[j], wv, &q[nv + j], &Q(nv + j, nv + j));
     }
     if (k < N_ - 1) {
-      auto u = e.u(k);
-      Mat& R = e.R[k];
-      Vec& r = e.rv[k];
+      const S* u = e.u(k);
+      MatUU& R = e.R[k];
+      VecNU& r = e.rv[k];
       R.setZero();
       r.setZero();
       for (int j = 0; j < nu_; ++j) {
@@ -267,31 +395,41 @@ S BatchSolver<S>::setup_kkt(Entry& e) {
         r[j] += s * u[j];
         if (wu > 0) cost += box_barrier<S>(u[j], -max_u_[j], max_u_[j], wu, &r[j], &R(j, j));
       }
-      dynamics_linearize(*plant_, *e.ws, e.dyn, set_.integrator, dt_, x.data(), u.data(),
-                         fext_ptr(e.b, k), e.xnext.data(), e.A[k], e.Bm[k]);
-      e.c[k + 1] = e.x(k + 1) - e.xnext;
-      defect += e.c[k + 1].template lpNorm<1>();
     }
   }
-  e.c[0] = e.x(0) - Eigen::Map<const Vec>(e.xs, nx);
+  e.c[0] = Eigen::Map<const VecNX>(e.x(0), nx) - Eigen::Map<const VecNX>(e.xs, nx);
   defect += e.c[0].template lpNorm<1>();
   return cost + e.mu * defect;
 }
 
 // Blocks of M = -S (docs/solver_method.md, step 2) and the preconditioner.
-template <typename S>
-bool BatchSolver<S>::factor_schur(Entry& e) {
-  const int nv = nv_;
+template <typename S, int NV>
+bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
+  const int nv = nv_, nx = nx_;
+  auto pos = [&](auto& M) -> decltype(auto) {  // the position (top-left nv x nv) block
+    if constexpr (NV == Eigen::Dynamic) {
+      return M.topLeftCorner(nv, nv);
+    } else {
+      return M.template topLeftCorner<NV, NV>();
+    }
+  };
+  auto vel_diag = [&](auto& M) {
+    if constexpr (NV == Eigen::Dynamic) {
+      return M.bottomRightCorner(nv, nv).diagonal();
+    } else {
+      return M.template bottomRightCorner<NV, NV>().diagonal();
+    }
+  };
   for (int k = 0; k < N_; ++k) {
-    e.tmp_nxnx.topLeftCorner(nv, nv) = e.Q[k].topLeftCorner(nv, nv);
-    e.tmp_nxnx.topLeftCorner(nv, nv).diagonal().array() += e.rho;
-    e.llt_nv.compute(e.tmp_nxnx.topLeftCorner(nv, nv));
+    e.tmpv = pos(e.Q[k]);
+    e.tmpv.diagonal().array() += e.rho;
+    e.llt_nv.compute(e.tmpv);
     if (e.llt_nv.info() != Eigen::Success) return false;
     e.Qpp_inv[k].setIdentity();
     e.llt_nv.solveInPlace(e.Qpp_inv[k]);
-    const auto dv = e.Q[k].bottomRightCorner(nv, nv).diagonal();
-    if (!(dv.minCoeff() > 0)) return false;
-    e.qvv_inv[k] = dv.cwiseInverse();
+    e.qvv_inv[k] = vel_diag(e.Q[k]);
+    if (!(e.qvv_inv[k].minCoeff() > 0)) return false;
+    e.qvv_inv[k] = e.qvv_inv[k].cwiseInverse();
     if (k < N_ - 1) {
       e.llt_nu.compute(e.R[k]);
       if (e.llt_nu.info() != Eigen::Success) return false;
@@ -301,33 +439,37 @@ bool BatchSolver<S>::factor_schur(Entry& e) {
   }
   // M_00 = Qtilde_0^-1; rhs = -gamma.
   e.Md[0].setZero();
-  e.Md[0].topLeftCorner(nv, nv) = e.Qpp_inv[0];
-  e.Md[0].bottomRightCorner(nv, nv).diagonal() = e.qvv_inv[0];
+  pos(e.Md[0]) = e.Qpp_inv[0];
+  vel_diag(e.Md[0]) = e.qvv_inv[0];
   e.apply_Qinv(0, e.qv[0], e.t_nx);
-  e.blk(e.rhs, 0) = -(e.c[0] - e.t_nx);
+  blk(e.rhs, 0, nx) = e.t_nx - e.c[0];
   for (int k = 0; k < N_ - 1; ++k) {
-    Mat& phi = e.phi[k];
-    phi.leftCols(nv).noalias() = e.A[k].leftCols(nv) * e.Qpp_inv[k];
-    phi.rightCols(nv) = e.A[k].rightCols(nv) * e.qvv_inv[k].asDiagonal();
+    MatXX& phi = e.phi[k];
+    if constexpr (NV == Eigen::Dynamic) {
+      phi.leftCols(nv).noalias() = e.A[k].leftCols(nv) * e.Qpp_inv[k];
+      phi.rightCols(nv) = e.A[k].rightCols(nv) * e.qvv_inv[k].asDiagonal();
+    } else {
+      phi.template leftCols<NV>().noalias() = e.A[k].template leftCols<NV>() * e.Qpp_inv[k];
+      phi.template rightCols<NV>() = e.A[k].template rightCols<NV>() * e.qvv_inv[k].asDiagonal();
+    }
     e.BRinv[k].noalias() = e.Bm[k] * e.Rinv[k];
-    Mat& M = e.Md[k + 1];
+    MatXX& M = e.Md[k + 1];
     M.noalias() = phi * e.A[k].transpose();
     M.noalias() += e.BRinv[k] * e.Bm[k].transpose();
-    M.topLeftCorner(nv, nv) += e.Qpp_inv[k + 1];
-    M.bottomRightCorner(nv, nv).diagonal() += e.qvv_inv[k + 1];
+    pos(M) += e.Qpp_inv[k + 1];
+    vel_diag(M) += e.qvv_inv[k + 1];
     // gamma_{k+1} = c_{k+1} + phi_k q_k + B R^-1 r_k - Qtilde_{k+1}^-1 q_{k+1}
     e.t_nx2 = e.c[k + 1];
     e.t_nx2.noalias() += phi * e.qv[k];
     e.t_nx2.noalias() += e.BRinv[k] * e.rv[k];
     e.apply_Qinv(k + 1, e.qv[k + 1], e.t_nx);
-    e.t_nx2 -= e.t_nx;
-    e.blk(e.rhs, k + 1) = -e.t_nx2;
+    blk(e.rhs, k + 1, nx) = e.t_nx - e.t_nx2;
   }
   // Preconditioner diagonal: D_k = M_kk + rho * Ibar.
   for (int k = 0; k < N_; ++k) {
-    e.tmp_nxnx = e.Md[k];
-    e.tmp_nxnx.topLeftCorner(nv, nv).diagonal().array() += e.rho;
-    e.llt_nx.compute(e.tmp_nxnx);
+    e.tmp = e.Md[k];
+    pos(e.tmp).diagonal().array() += e.rho;
+    e.llt_nx.compute(e.tmp);
     if (e.llt_nx.info() != Eigen::Success) return false;
     e.Dinv[k].setIdentity();
     e.llt_nx.solveInPlace(e.Dinv[k]);
@@ -336,43 +478,41 @@ bool BatchSolver<S>::factor_schur(Entry& e) {
 }
 
 // out = M p, M block tridiagonal: M_kk p_k - phi_{k-1} p_{k-1} - phi_k^T p_{k+1}.
-template <typename S>
-void BatchSolver<S>::matvec(const Entry& e, const Vec& p, Vec& out) const {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::matvec(Entry& e, const Vec& p, Vec& out) const {
   const int nx = nx_;
   for (int k = 0; k < N_; ++k) {
-    auto o = out.segment(k * nx, nx);
-    o.noalias() = e.Md[k] * p.segment(k * nx, nx);
-    if (k > 0) o.noalias() -= e.phi[k - 1] * p.segment((k - 1) * nx, nx);
-    if (k < N_ - 1) o.noalias() -= e.phi[k].transpose() * p.segment((k + 1) * nx, nx);
+    auto o = blk(out, k, nx);
+    o.noalias() = e.Md[k] * blk(p, k, nx);
+    if (k > 0) o.noalias() -= e.phi[k - 1] * blk(p, k - 1, nx);
+    if (k < N_ - 1) o.noalias() -= e.phi[k].transpose() * blk(p, k + 1, nx);
   }
 }
 
 // out = (D^-1 - D^-1 O D^-1) r, O the off-diagonal part of M.
-template <typename S>
-void BatchSolver<S>::precondition(const Entry& e, const Vec& r, Vec& out) const {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::precondition(Entry& e, const Vec& r, Vec& out) const {
   const int nx = nx_;
-  Vec& y = const_cast<Entry&>(e).y;
-  Vec& w = const_cast<Entry&>(e).w;
-  for (int k = 0; k < N_; ++k) y.segment(k * nx, nx).noalias() = e.Dinv[k] * r.segment(k * nx, nx);
+  for (int k = 0; k < N_; ++k) blk(e.y, k, nx).noalias() = e.Dinv[k] * blk(r, k, nx);
   for (int k = 0; k < N_; ++k) {
-    auto wk = w.segment(k * nx, nx);
+    auto wk = blk(e.w, k, nx);
     wk.setZero();
-    if (k > 0) wk.noalias() -= e.phi[k - 1] * y.segment((k - 1) * nx, nx);
-    if (k < N_ - 1) wk.noalias() -= e.phi[k].transpose() * y.segment((k + 1) * nx, nx);
+    if (k > 0) wk.noalias() -= e.phi[k - 1] * blk(e.y, k - 1, nx);
+    if (k < N_ - 1) wk.noalias() -= e.phi[k].transpose() * blk(e.y, k + 1, nx);
   }
   for (int k = 0; k < N_; ++k) {
-    out.segment(k * nx, nx) = y.segment(k * nx, nx);
-    out.segment(k * nx, nx).noalias() -= e.Dinv[k] * w.segment(k * nx, nx);
+    auto ok = blk(out, k, nx);
+    ok = blk(e.y, k, nx);
+    ok.noalias() -= e.Dinv[k] * blk(e.w, k, nx);
   }
 }
 
-template <typename S>
-int BatchSolver<S>::solve_pcg(Entry& e, S tol) {
-  // r = rhs - M lam was computed by the caller (with z = P^-1 r).
-  const S floor = std::is_same<S, float>::value ? S(1e-6) : S(1e-12);
+template <typename S, int NV>
+int BatchSolverImpl<S, NV>::solve_pcg(Entry& e) {
+  // r = rhs - M lam and z = P^-1 r were computed by the caller.
   S rz = e.r.dot(e.z);
   const S rz0 = std::abs(rz);
-  if (rz0 < floor) return 0;
+  if (rz0 < pcg_floor()) return 0;
   e.p = e.z;
   int it = 0;
   while (it < set_.max_pcg_iters) {
@@ -385,7 +525,7 @@ int BatchSolver<S>::solve_pcg(Entry& e, S tol) {
     precondition(e, e.r, e.z);
     const S rz_new = e.r.dot(e.z);
     ++it;
-    if (std::abs(rz_new) < floor + tol * rz0) break;
+    if (std::abs(rz_new) < pcg_floor() + e.pcg_tol * rz0) break;
     e.p = e.z + (rz_new / rz) * e.p;
     rz = rz_new;
   }
@@ -393,34 +533,34 @@ int BatchSolver<S>::solve_pcg(Entry& e, S tol) {
 }
 
 // Block Cholesky of M (block Thomas), forward and back substitution.
-template <typename S>
-bool BatchSolver<S>::solve_bdsv(Entry& e) {
+template <typename S, int NV>
+bool BatchSolverImpl<S, NV>::solve_bdsv(Entry& e) {
   const int nx = nx_;
   for (int k = 0; k < N_; ++k) {
-    e.tmp_nxnx = e.Md[k];
+    e.tmp = e.Md[k];
     if (k > 0) {
       // E_k = M_{k,k-1} L_{k-1}^-T, with M_{k,k-1} = -phi_{k-1}.
       e.E[k] = -e.phi[k - 1].transpose();
       e.Lc[k - 1].template triangularView<Eigen::Lower>().solveInPlace(e.E[k]);
       e.E[k].transposeInPlace();
-      e.tmp_nxnx.noalias() -= e.E[k] * e.E[k].transpose();
+      e.tmp.noalias() -= e.E[k] * e.E[k].transpose();
     }
-    e.llt_nx.compute(e.tmp_nxnx);
+    e.llt_nx.compute(e.tmp);
     if (e.llt_nx.info() != Eigen::Success) return false;
     e.Lc[k] = e.llt_nx.matrixLLT().template triangularView<Eigen::Lower>();
   }
   // Forward: y_k = L_k^-1 (rhs_k - E_k y_{k-1}).
   for (int k = 0; k < N_; ++k) {
-    auto yk = e.y.segment(k * nx, nx);
-    yk = e.rhs.segment(k * nx, nx);
-    if (k > 0) yk.noalias() -= e.E[k] * e.y.segment((k - 1) * nx, nx);
+    auto yk = blk(e.y, k, nx);
+    yk = blk(e.rhs, k, nx);
+    if (k > 0) yk.noalias() -= e.E[k] * blk(e.y, k - 1, nx);
     e.Lc[k].template triangularView<Eigen::Lower>().solveInPlace(yk);
   }
   // Back: lam_k = L_k^-T (y_k - E_{k+1}^T lam_{k+1}).
   for (int k = N_ - 1; k >= 0; --k) {
-    auto lk = e.w.segment(k * nx, nx);
-    lk = e.y.segment(k * nx, nx);
-    if (k < N_ - 1) lk.noalias() -= e.E[k + 1].transpose() * e.w.segment((k + 1) * nx, nx);
+    auto lk = blk(e.w, k, nx);
+    lk = blk(e.y, k, nx);
+    if (k < N_ - 1) lk.noalias() -= e.E[k + 1].transpose() * blk(e.w, k + 1, nx);
     e.Lc[k].transpose().template triangularView<Eigen::Upper>().solveInPlace(lk);
   }
   if (!e.w.allFinite()) return false;
@@ -428,57 +568,66 @@ bool BatchSolver<S>::solve_bdsv(Entry& e) {
   return true;
 }
 
-template <typename S>
-void BatchSolver<S>::recover_step(Entry& e) {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::recover_step(Entry& e) {
   const int nx = nx_, nu = nu_;
   for (int k = 0; k < N_; ++k) {
-    e.t_nx = e.qv[k] - e.blk(e.lam, k);
-    if (k < N_ - 1) e.t_nx.noalias() += e.A[k].transpose() * e.blk(e.lam, k + 1);
-    e.apply_Qinv(k, e.t_nx, e.t_nx2);
-    // Knot 0 is data: take dx_0 = -c_0 from the constraint row itself, so an
-    // inexact (PCG) dual cannot move the plan off the measured state.
+    auto dx = Eigen::Map<VecNX>(e.dz.data() + k * (nx + nu), nx);
     if (k == 0) {
-      e.dz.head(nx) = -e.c[0];
+      // Knot 0 is data: take dx_0 = -c_0 from the constraint row itself, so an
+      // inexact (PCG) dual cannot move the plan off the measured state.
+      dx = -e.c[0];
     } else {
-      e.dz.segment(k * (nx + nu), nx) = -e.t_nx2;
+      e.t_nx = e.qv[k] - blk(e.lam, k, nx);
+      if (k < N_ - 1) e.t_nx.noalias() += e.A[k].transpose() * blk(e.lam, k + 1, nx);
+      e.apply_Qinv(k, e.t_nx, e.t_nx2);
+      dx = -e.t_nx2;
     }
     if (k < N_ - 1) {
       e.t_nu = e.rv[k];
-      e.t_nu.noalias() += e.Bm[k].transpose() * e.blk(e.lam, k + 1);
-      e.dz.segment(k * (nx + nu) + nx, nu).noalias() = -(e.Rinv[k] * e.t_nu);
+      e.t_nu.noalias() += e.Bm[k].transpose() * blk(e.lam, k + 1, nx);
+      Eigen::Map<VecNU>(e.dz.data() + k * (nx + nu) + nx, nu).noalias() = -(e.Rinv[k] * e.t_nu);
     }
   }
 }
 
-template <typename S>
-S BatchSolver<S>::trial_merit(Entry& e, S alpha) {
+template <typename S, int NV>
+S BatchSolverImpl<S, NV>::trial_merit(Entry& e, S alpha) {
   const int nx = nx_, nu = nu_;
   e.trial = e.xu;
   e.trial.noalias() += alpha * e.dz;
   S cost = 0, defect = 0;
   for (int k = 0; k < N_; ++k) {
     const S* x = e.trial.data() + k * (nx + nu);
-    const S* u = k < N_ - 1 ? x + nx : nullptr;
-    cost += stage_cost_value(e, k, x, u);
-    if (u) {
+    if (k < N_ - 1) {
+      const S* u = x + nx;
+      // One ABA pass gives f(x, u) and the EE position at x.
       dynamics_step(*plant_, *e.ws, e.dyn, set_.integrator, dt_, x, u, fext_ptr(e.b, k),
-                    e.xnext.data());
-      defect += (Eigen::Map<const Vec>(x + nx + nu, nx) - e.xnext).template lpNorm<1>();
+                    e.xnext.data(), e.ee[k].data());
+      defect += (Eigen::Map<const VecNX>(x + nx + nu, nx) - e.xnext).template lpNorm<1>();
+      cost += stage_cost_value(k, x, u, e.ee[k].data(), e.ref);
+    } else {
+      plant_->frame_position(*e.ws, x, e.ee[k].data());
+      cost += stage_cost_value(k, x, nullptr, e.ee[k].data(), e.ref);
     }
   }
-  defect += (Eigen::Map<const Vec>(e.trial.data(), nx) - Eigen::Map<const Vec>(e.xs, nx))
+  defect += (Eigen::Map<const VecNX>(e.trial.data(), nx) - Eigen::Map<const VecNX>(e.xs, nx))
                 .template lpNorm<1>();
   const S m = cost + e.mu * defect;
   return std::isfinite(double(m)) ? m : std::numeric_limits<S>::infinity();
 }
 
-template <typename S>
-void BatchSolver<S>::iterate(Entry& e, int it) {
-  auto t0 = Clock::now();
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
+  using detail::Clock;
+  using detail::us_since;
+  const bool timed = collect_;
+  Clock::time_point t0;
+  if (timed) t0 = Clock::now();
   e.merit0 = setup_kkt(e);
   if (it == 0) e.merit_initial = e.merit0;
   e.iters = it + 1;
-  e.t_kkt += us_since(t0);
+  if (timed) e.t_kkt += us_since(t0);
   if (!std::isfinite(double(e.merit0))) {  // diverged: nothing sensible to step from
     e.stopped = true;
     e.step_size[it] = -1;
@@ -486,10 +635,10 @@ void BatchSolver<S>::iterate(Entry& e, int it) {
     e.merit_final = e.merit0;
     return;
   }
-  auto t1 = Clock::now();
+  if (timed) t0 = Clock::now();
   bool ok = factor_schur(e);
-  e.t_schur += us_since(t1);
-  auto t2 = Clock::now();
+  if (timed) e.t_schur += us_since(t0);
+  const auto t_lin = Clock::now();  // the linear-solve time is always reported (pcg_times_us)
   LinSys mode = set_.linsys;
   if (mode == LinSys::kBdsvFirst) mode = it == 0 ? LinSys::kBdsv : LinSys::kPcg;
   e.last_linsys = mode;
@@ -499,18 +648,17 @@ void BatchSolver<S>::iterate(Entry& e, int it) {
     matvec(e, e.lam, e.Mp);
     e.r = e.rhs - e.Mp;
     precondition(e, e.r, e.z);
-    const S floor = std::is_same<S, float>::value ? S(1e-6) : S(1e-12);
-    e.converged = std::abs(e.r.dot(e.z)) < floor;
+    e.converged = std::abs(e.r.dot(e.z)) < pcg_floor();
     if (mode == LinSys::kPcg) {
-      pcg_it = solve_pcg(e, e.pcg_tol);
+      pcg_it = solve_pcg(e);
     } else if (!e.converged) {
       ok = solve_bdsv(e);
     }
   }
   e.pcg_iters[it] = pcg_it;
-  e.linsys_us[it] = us_since(t2);
+  e.linsys_us[it] = us_since(t_lin);
   e.t_lin += e.linsys_us[it];
-  auto t3 = Clock::now();
+  if (timed) t0 = Clock::now();
   if (!ok) {
     // Not positive definite: keep z and lam, regularize harder.
     e.rho = std::min(e.rho * S(100), S(kRhoMax));
@@ -518,7 +666,7 @@ void BatchSolver<S>::iterate(Entry& e, int it) {
     e.min_merit[it] = double(e.merit0);
     e.merit_final = e.merit0;
     e.converged = false;
-    e.t_ls += us_since(t3);
+    if (timed) e.t_ls += us_since(t0);
     return;
   }
   recover_step(e);
@@ -552,11 +700,13 @@ void BatchSolver<S>::iterate(Entry& e, int it) {
     e.rho = std::clamp(e.rho * e.drho, S(kRhoMin), S(kRhoMax));
     if (!accept && e.rho >= S(kRhoMax)) e.rho = S(kRhoResetAfterCap);
   }
-  e.t_ls += us_since(t3);
+  if (timed) e.t_ls += us_since(t0);
 }
 
-template <typename S>
-void BatchSolver<S>::solve(const S* x_s, const S* ref, S* xu, double budget_s) {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::solve(const S* x_s, const S* ref, S* xu, double budget_s) {
+  using detail::Clock;
+  using detail::us_since;
   const auto t_start = Clock::now();
   const int iters_max = set_.max_sqp_iters;
   for (int b = 0; b < B_; ++b) {
@@ -564,7 +714,7 @@ void BatchSolver<S>::solve(const S* x_s, const S* ref, S* xu, double budget_s) {
     e.xs = x_s + size_t(b) * nx_;
     e.ref = ref + size_t(b) * 6 * N_;
     e.xu = Eigen::Map<const Vec>(xu + size_t(b) * L_, L_);
-    e.x(0) = Eigen::Map<const Vec>(e.xs, nx_);  // the measured state is knot 0
+    Eigen::Map<VecNX>(e.x(0), nx_) = Eigen::Map<const VecNX>(e.xs, nx_);  // knot 0 is the measured state
     e.drho = 1;
     e.converged = e.stopped = false;
     e.iters = 0;
@@ -577,32 +727,28 @@ void BatchSolver<S>::solve(const S* x_s, const S* ref, S* xu, double budget_s) {
   const bool budgeted = budget_s > 0;
   const double budget_us = budget_s * 1e6;
   stats_.budget_hit = false;
-  stats_.linsys_used.assign(iters_max, char(set_.linsys));
-  std::vector<double>& iter_us = stats_.linsys_time_us;  // reused below for iteration times
-  iter_us.assign(iters_max, 0.0);
-  std::vector<double> this_iter_us(iters_max, -1.0);
+  std::fill(this_iter_us_.begin(), this_iter_us_.end(), -1.0);
   const int need = std::max(1, int(std::ceil(set_.solve_ratio * B_ - 1e-9)));
   int it = 0;
   for (; it < iters_max; ++it) {
     if (budgeted && it > 0) {
       double pred = prev_iter_us_[it];
-      if (pred < 0) pred = *std::max_element(this_iter_us.begin(), this_iter_us.begin() + it);
+      if (pred < 0) pred = *std::max_element(this_iter_us_.begin(), this_iter_us_.begin() + it);
       if (us_since(t_start) + pred > budget_us) {
         stats_.budget_hit = true;
         break;
       }
     }
-    const auto t_it = Clock::now();
     int active = 0;
-    auto body = [&](int b) {
-      Entry& e = *entries_[b];
-      if (e.converged || e.stopped) return;
-      iterate(e, it);
-    };
     for (auto& e : entries_) active += !(e->converged || e->stopped);
     if (active == 0) break;
+    const auto t_it = Clock::now();
+    auto body = [&](int b) {
+      Entry& e = *entries_[b];
+      if (!(e.converged || e.stopped)) iterate(e, it);
+    };
     pool_.run(B_, body);
-    this_iter_us[it] = us_since(t_it);
+    this_iter_us_[it] = us_since(t_it);
     stats_.linsys_used[it] = char(entries_[0]->last_linsys);
     int n_conv = 0;
     for (auto& e : entries_) n_conv += e->converged;
@@ -613,19 +759,12 @@ void BatchSolver<S>::solve(const S* x_s, const S* ref, S* xu, double budget_s) {
   }
   const int run = it;
   if (budgeted) {
-    for (int i = 0; i < iters_max; ++i) prev_iter_us_[i] = i < run ? this_iter_us[i] : -1.0;
+    for (int i = 0; i < iters_max; ++i) prev_iter_us_[i] = i < run ? this_iter_us_[i] : -1.0;
   }
-  // Results and statistics.
+  // Results and statistics (the vectors were sized in set_settings).
   stats_.iters_run = run;
-  stats_.sqp_iters.assign(B_, 0);
-  stats_.converged.assign(B_, 0);
-  stats_.initial_merit.assign(B_, 0);
-  stats_.final_merit.assign(B_, 0);
-  stats_.pcg_iters.assign(size_t(B_) * iters_max, 0);
-  stats_.min_merit.assign(size_t(B_) * iters_max, 0);
-  stats_.step_size.assign(size_t(B_) * iters_max, 0);
   stats_.t_kkt_us = stats_.t_schur_us = stats_.t_linsys_us = stats_.t_linesearch_us = 0;
-  for (int i = 0; i < iters_max; ++i) iter_us[i] = 0;
+  std::fill(stats_.linsys_time_us.begin(), stats_.linsys_time_us.end(), 0.0);
   for (int b = 0; b < B_; ++b) {
     Entry& e = *entries_[b];
     Eigen::Map<Vec>(xu + size_t(b) * L_, L_) = e.xu;
@@ -637,7 +776,7 @@ void BatchSolver<S>::solve(const S* x_s, const S* ref, S* xu, double budget_s) {
       stats_.pcg_iters[size_t(b) * iters_max + i] = e.pcg_iters[i];
       stats_.min_merit[size_t(b) * iters_max + i] = e.min_merit[i];
       stats_.step_size[size_t(b) * iters_max + i] = e.step_size[i];
-      iter_us[i] = std::max(iter_us[i], e.linsys_us[i]);
+      stats_.linsys_time_us[i] = std::max(stats_.linsys_time_us[i], e.linsys_us[i]);
     }
     stats_.t_kkt_us += e.t_kkt;
     stats_.t_schur_us += e.t_schur;
@@ -647,9 +786,9 @@ void BatchSolver<S>::solve(const S* x_s, const S* ref, S* xu, double budget_s) {
   stats_.solve_time_us = long(us_since(t_start));
 }
 
-template <typename S>
-void BatchSolver<S>::debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R, S* q,
-                                     S* r, S* A, S* Bm, S* c) {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R,
+                                             S* q, S* r, S* A, S* Bm, S* c) {
   using RowMat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const int nx = nx_, nu = nu_, N = N_;
   for (int b = 0; b < B_; ++b) {
@@ -672,8 +811,8 @@ void BatchSolver<S>::debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S*
   }
 }
 
-template <typename S>
-void BatchSolver<S>::merit(const S* xu, const S* x_s, const S* ref, S* out) {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::merit(const S* xu, const S* x_s, const S* ref, S* out) {
   for (int b = 0; b < B_; ++b) {
     Entry& e = *entries_[b];
     e.xs = x_s + size_t(b) * nx_;
@@ -684,17 +823,34 @@ void BatchSolver<S>::merit(const S* xu, const S* x_s, const S* ref, S* out) {
   }
 }
 
-template <typename S>
-void BatchSolver<S>::get_lambda(S* out) const {
-  for (int b = 0; b < B_; ++b) Eigen::Map<Vec>(out + size_t(b) * N_ * nx_, N_ * nx_) = entries_[b]->lam;
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::get_lambda(S* out) const {
+  for (int b = 0; b < B_; ++b) {
+    Eigen::Map<Vec>(out + size_t(b) * N_ * nx_, N_ * nx_) = entries_[b]->lam;
+  }
 }
 
-template <typename S>
-void BatchSolver<S>::sim_forward(const S* x, const S* u, S h, S* out) {
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::sim_forward(const S* x, const S* u, S h, S* out) {
   for (int b = 0; b < B_; ++b) {
     Entry& e = *entries_[b];
     dynamics_step(*plant_, *e.ws, e.dyn, set_.integrator, h, x + size_t(b) * nx_,
                   u + size_t(b) * nu_, fext_ptr(b, 0), out + size_t(b) * nx_);
+  }
+}
+
+template <typename S>
+std::unique_ptr<BatchSolver<S>> BatchSolver<S>::create(std::shared_ptr<const Plant<S>> plant,
+                                                       int batch, int N, S dt,
+                                                       const Settings& settings, int num_threads) {
+  if (batch < 1) throw std::invalid_argument("batch_size: must be >= 1, got " + std::to_string(batch));
+  if (N < 2) throw std::invalid_argument("N: the horizon needs at least 2 knots, got " + std::to_string(N));
+  if (!(dt > 0) || !std::isfinite(double(dt))) throw std::invalid_argument("dt: must be a finite number > 0");
+  switch (plant->nv()) {
+    case 6: return std::make_unique<BatchSolverImpl<S, 6>>(plant, batch, N, dt, settings, num_threads);
+    case 7: return std::make_unique<BatchSolverImpl<S, 7>>(plant, batch, N, dt, settings, num_threads);
+    default:
+      return std::make_unique<BatchSolverImpl<S, Eigen::Dynamic>>(plant, batch, N, dt, settings, num_threads);
   }
 }
 

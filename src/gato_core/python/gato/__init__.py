@@ -12,3 +12,10 @@ __version__ = "0.1.0"
 
 __all__ = ["BSQP", "SolverParams", "SolveResult", "SolverStats", "available", "module_name",
            "robot_info", "robot_urdf", "register_robot"]
+from .controller import MPCController, StepResult
+from .policy import GoalReference, MPCPolicy, TrajectoryReference
+
+__all__ += ["MPCController", "StepResult", "MPCPolicy", "TrajectoryReference", "GoalReference"]
+from . import fingerprint, tasks, worlds  # dynamics fingerprint, task generators, simulation worlds (numpy-only imports)
+
+__all__ += ["fingerprint", "tasks", "worlds"]

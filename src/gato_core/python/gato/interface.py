@@ -225,6 +225,7 @@ class BSQP:
         """Collect per-iteration statistics (on by default). Off: ``SolveResult.stats`` carries
         only the per-solve fields (times, iterations, merits); per-iteration arrays are empty."""
         self._collect_stats = bool(on)
+        self._s.set_collect_stats(self._collect_stats)  # also skips the per-stage timers
 
     def set_drho_batch(self, drho_batch, set_as_reset_default: bool = True) -> None:
         """Per-solve trust-region adaptation factor (B,), > 1 (default 1.2): rho is divided by it

@@ -26,29 +26,31 @@ struct DynamicsScratch {
 };
 
 /// One step of the plant: xn = f(x, u). fext: nullptr or 6*nbodies numbers.
+/// ee (nullable): the EE position at x, from the same kinematics pass.
 template <typename S>
 void dynamics_step(const Plant<S>& plant, PlantWorkspace<S>& ws, DynamicsScratch<S>& s,
-                   Integrator integ, S h, const S* x, const S* u, const S* fext, S* xn) {
+                   Integrator integ, S h, const S* x, const S* u, const S* fext, S* xn,
+                   S* ee = nullptr) {
   const int nv = plant.nv(), nx = 2 * nv;
   Eigen::Map<const VecX<S>> X(x, nx);
   Eigen::Map<VecX<S>> XN(xn, nx);
   if (integ == Integrator::kRk4) {
-    auto deriv = [&](const S* xi, VecX<S>& out) {
-      plant.forward_dynamics(ws, xi, xi + nv, u, fext, s.qdd.data());
+    auto deriv = [&](const S* xi, VecX<S>& out, S* ee_out) {
+      plant.forward_dynamics(ws, xi, xi + nv, u, fext, s.qdd.data(), ee_out);
       out.head(nv) = Eigen::Map<const VecX<S>>(xi + nv, nv);
       out.tail(nv) = s.qdd;
     };
-    deriv(x, s.k[0]);
+    deriv(x, s.k[0], ee);
     s.xs.noalias() = X + (h / 2) * s.k[0];
-    deriv(s.xs.data(), s.k[1]);
+    deriv(s.xs.data(), s.k[1], nullptr);
     s.xs.noalias() = X + (h / 2) * s.k[1];
-    deriv(s.xs.data(), s.k[2]);
+    deriv(s.xs.data(), s.k[2], nullptr);
     s.xs.noalias() = X + h * s.k[2];
-    deriv(s.xs.data(), s.k[3]);
+    deriv(s.xs.data(), s.k[3], nullptr);
     XN.noalias() = X + (h / 6) * (s.k[0] + 2 * s.k[1] + 2 * s.k[2] + s.k[3]);
     return;
   }
-  plant.forward_dynamics(ws, x, x + nv, u, fext, s.qdd.data());
+  plant.forward_dynamics(ws, x, x + nv, u, fext, s.qdd.data(), ee);
   auto q = X.head(nv);
   auto v = X.tail(nv);
   XN.tail(nv).noalias() = v + h * s.qdd;
@@ -59,11 +61,12 @@ void dynamics_step(const Plant<S>& plant, PlantWorkspace<S>& ws, DynamicsScratch
   }
 }
 
-/// xn = f(x, u) with A = df/dx (nx x nx) and B = df/du (nx x nu).
+/// xn = f(x, u) with A = df/dx (nx x nx) and B = df/du (nx x nu); ee / J
+/// (nullable): the EE position and its Jacobian at x, from the same pass.
 template <typename S, typename MA, typename MB>
 void dynamics_linearize(const Plant<S>& plant, PlantWorkspace<S>& ws, DynamicsScratch<S>& s,
                         Integrator integ, S h, const S* x, const S* u, const S* fext, S* xn,
-                        MA& A, MB& B) {
+                        MA& A, MB& B, S* ee = nullptr, MatX<S>* J = nullptr) {
   const int nv = plant.nv(), nx = 2 * nv;
   Eigen::Map<const VecX<S>> X(x, nx);
   Eigen::Map<VecX<S>> XN(xn, nx);
@@ -77,7 +80,8 @@ void dynamics_linearize(const Plant<S>& plant, PlantWorkspace<S>& ws, DynamicsSc
         s.xs.noalias() = X + c[i] * s.k[i - 1];
       }
       plant.forward_dynamics_derivatives(ws, s.xs.data(), s.xs.data() + nv, u, fext,
-                                         s.qdd.data(), s.Qq, s.Qv, s.Minv);
+                                         s.qdd.data(), s.Qq, s.Qv, s.Minv, i == 0 ? ee : nullptr,
+                                         i == 0 ? J : nullptr);
       s.k[i].head(nv) = s.xs.tail(nv);
       s.k[i].tail(nv) = s.qdd;
       s.Jk.setZero();
@@ -103,7 +107,7 @@ void dynamics_linearize(const Plant<S>& plant, PlantWorkspace<S>& ws, DynamicsSc
     B.noalias() = (h / 6) * (s.duk[0] + 2 * s.duk[1] + 2 * s.duk[2] + s.duk[3]);
     return;
   }
-  plant.forward_dynamics_derivatives(ws, x, x + nv, u, fext, s.qdd.data(), s.Qq, s.Qv, s.Minv);
+  plant.forward_dynamics_derivatives(ws, x, x + nv, u, fext, s.qdd.data(), s.Qq, s.Qv, s.Minv, ee, J);
   auto q = X.head(nv);
   auto v = X.tail(nv);
   XN.tail(nv).noalias() = v + h * s.qdd;

@@ -62,13 +62,16 @@ class Plant {
 
   /// qdd = M(q)^-1 (tau - c(q, v) + sum J^T f_ext). fext: nullptr or
   /// 6*nbodies numbers, per body its joint-local spatial force [angular; linear].
+  /// ee (nullable): also writes the EE position (3), from the same kinematics pass.
   void forward_dynamics(PlantWorkspace<S>& ws, const S* q, const S* v, const S* tau,
-                        const S* fext, S* qdd) const;
+                        const S* fext, S* qdd, S* ee = nullptr) const;
   /// Forward dynamics and its partials: dqdd_dq, dqdd_dv (nv x nv), Minv
-  /// (nv x nv, full symmetric).
+  /// (nv x nv, full symmetric). ee / J (nullable): also the EE position (3) and
+  /// its 3 x nv world-aligned Jacobian, from the same kinematics pass.
   void forward_dynamics_derivatives(PlantWorkspace<S>& ws, const S* q, const S* v,
                                     const S* tau, const S* fext, S* qdd, MatRef dqdd_dq,
-                                    MatRef dqdd_dv, MatRef Minv) const;
+                                    MatRef dqdd_dv, MatRef Minv, S* ee = nullptr,
+                                    Mat* J = nullptr) const;
   /// World position (3) of frame fid's origin; fid = -1 means the EE frame.
   void frame_position(PlantWorkspace<S>& ws, const S* q, S* p, int fid = -1) const;
   /// EE position (3) and its 3 x nv world-aligned position Jacobian.

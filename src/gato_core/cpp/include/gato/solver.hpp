@@ -39,93 +39,64 @@ class BatchSolver {
   using Vec = VecX<S>;
   using Mat = MatX<S>;
 
-  BatchSolver(std::shared_ptr<const Plant<S>> plant, int batch, int N, S dt,
-              const Settings& settings, int num_threads);
-  ~BatchSolver();
+  /// A solver for this plant: fixed-size kernels for 6- and 7-DoF arms,
+  /// dynamic-size ones otherwise. Throws std::invalid_argument on bad sizes.
+  static std::unique_ptr<BatchSolver> create(std::shared_ptr<const Plant<S>> plant, int batch,
+                                             int N, S dt, const Settings& settings,
+                                             int num_threads);
+  virtual ~BatchSolver() = default;
 
-  int nq() const { return nv_; }
-  int nv() const { return nv_; }
-  int nx() const { return nx_; }
-  int nu() const { return nu_; }
-  int N() const { return N_; }
-  int batch() const { return B_; }
-  int xu_size() const { return L_; }
-  S dt() const { return dt_; }
-  int num_threads() const { return pool_.size(); }
-  const Plant<S>& plant() const { return *plant_; }
-  const Settings& settings() const { return set_; }
-  const SolveStats& stats() const { return stats_; }
+  virtual int nv() const = 0;
+  int nq() const { return nv(); }
+  int nx() const { return 2 * nv(); }
+  int nu() const { return nv(); }
+  virtual int N() const = 0;
+  virtual int batch() const = 0;
+  virtual int xu_size() const = 0;
+  virtual S dt() const = 0;
+  virtual int num_threads() const = 0;
+  virtual const Settings& settings() const = 0;
+  virtual const SolveStats& stats() const = 0;
 
-  /// Replace the settings (rho/mu/pcg_tol per entry keep their per-batch overrides).
-  void set_settings(const Settings& s);
-  void set_linsys(LinSys l) { set_.linsys = l; }
+  /// Replace the settings (per-entry rho/mu/pcg_tol overrides are kept).
+  virtual void set_settings(const Settings& s) = 0;
+  virtual void set_linsys(LinSys l) = 0;
   /// Per-entry overrides (B); empty restores the Settings value.
-  void set_rho_batch(const std::vector<double>& v);
-  void set_mu_batch(const std::vector<double>& v);
-  void set_pcg_tol_batch(const std::vector<double>& v);
-  void set_drho_batch(const std::vector<double>& v, bool as_reset_default);
+  virtual void set_rho_batch(const std::vector<double>& v) = 0;
+  virtual void set_mu_batch(const std::vector<double>& v) = 0;
+  virtual void set_pcg_tol_batch(const std::vector<double>& v) = 0;
+  virtual void set_drho_batch(const std::vector<double>& v, bool as_reset_default) = 0;
   /// (N, 3) [ee, qd, u] weights; empty clears the table.
-  void set_knot_weights(const std::vector<double>& w);
+  virtual void set_knot_weights(const std::vector<double>& w) = 0;
   /// (nu) control weights; empty clears (back to the scalar / table weight).
-  void set_u_cost_vec(const std::vector<double>& w);
+  virtual void set_u_cost_vec(const std::vector<double>& w) = 0;
   /// Posture anchor weight (nq) and target (nq).
-  void set_q_pos_cost(const std::vector<double>& w);
-  void set_q_nom(const std::vector<double>& q);
+  virtual void set_q_pos_cost(const std::vector<double>& w) = 0;
+  virtual void set_q_nom(const std::vector<double>& q) = 0;
   /// (B, N, 6*nbodies) joint-local external wrenches; empty clears.
-  void set_fext(const std::vector<S>& f);
-  bool has_fext() const { return has_fext_; }
+  virtual void set_fext(const std::vector<S>& f) = 0;
+  virtual bool has_fext() const = 0;
+  /// Collect the per-stage timers (two clock reads per stage and entry).
+  virtual void set_collect_stats(bool on) = 0;
 
-  void reset_rho();
-  void reset_dual();
-  double rho(int b) const;
+  virtual void reset_rho() = 0;
+  virtual void reset_dual() = 0;
+  virtual double rho(int b) const = 0;
 
   /// Solve from x_s (B, nx) toward ref (B, 6N); xu (B, L) holds the warm
   /// start on entry and the solution on return. budget_s <= 0: no budget.
-  void solve(const S* x_s, const S* ref, S* xu, double budget_s);
+  virtual void solve(const S* x_s, const S* ref, S* xu, double budget_s) = 0;
 
   /// KKT blocks at xu (no knot-0 replacement, no rho): Q (B,N,nx,nx), R (B,N-1,nu,nu),
   /// q (B,N,nx), r (B,N-1,nu), A (B,N-1,nx,nx), Bm (B,N-1,nx,nu), c (B,N,nx), row-major.
-  void debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R, S* q, S* r,
-                       S* A, S* Bm, S* c);
+  virtual void debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R, S* q,
+                               S* r, S* A, S* Bm, S* c) = 0;
   /// Merit of xu for every entry (B).
-  void merit(const S* xu, const S* x_s, const S* ref, S* out);
+  virtual void merit(const S* xu, const S* x_s, const S* ref, S* out) = 0;
   /// lambda (B, N, nx).
-  void get_lambda(S* out) const;
+  virtual void get_lambda(S* out) const = 0;
   /// One plant step per entry with the knot-0 wrench: x (B,nx), u (B,nu) -> (B,nx).
-  void sim_forward(const S* x, const S* u, S h, S* out);
-
- private:
-  struct Entry;
-  void iterate(Entry& e, int it);
-  S setup_kkt(Entry& e);  // returns the merit at e.xu
-  bool factor_schur(Entry& e);
-  void matvec(const Entry& e, const Vec& p, Vec& out) const;
-  void precondition(const Entry& e, const Vec& r, Vec& out) const;
-  int solve_pcg(Entry& e, S tol);
-  bool solve_bdsv(Entry& e);
-  void recover_step(Entry& e);
-  S trial_merit(Entry& e, S alpha);
-  S stage_cost_value(Entry& e, int k, const S* x, const S* u) const;
-  S ee_weight(int k) const;
-  S qd_weight(int k) const;
-  S u_weight(int k, int j) const;
-  const S* fext_ptr(int b, int k) const;
-
-  std::shared_ptr<const Plant<S>> plant_;
-  int B_, N_, nv_, nx_, nu_, L_;
-  S dt_;
-  Settings set_;
-  ThreadPool pool_;
-  std::vector<std::unique_ptr<Entry>> entries_;
-  // Cost refinements shared by the batch.
-  std::vector<double> knot_w_, u_vec_, q_pos_w_, q_nom_;
-  Vec lo_q_, hi_q_, max_qd_, max_u_;  // margin-shrunk barrier boxes
-  std::vector<S> fext_;
-  bool has_fext_ = false;
-  std::vector<double> rho_reset_, drho_factor_reset_;
-  // Budget prediction: per-iteration cost measured in the previous budgeted solve.
-  std::vector<double> prev_iter_us_;
-  SolveStats stats_;
+  virtual void sim_forward(const S* x, const S* u, S h, S* out) = 0;
 };
 
 }  // namespace gato
