@@ -50,6 +50,7 @@ Settings settings_from_dict(const py::dict& d) {
     else if (k == "adapt_rho") s.adapt_rho = py::cast<bool>(v);
     else if (k == "linsys") s.linsys = static_cast<LinSys>(py::cast<int>(v));
     else if (k == "integrator") s.integrator = static_cast<Integrator>(py::cast<int>(v));
+    else if (k == "line_search") s.line_search = static_cast<LineSearch>(py::cast<int>(v));
     else if (k == "q_cost") s.q_cost = py::cast<double>(v);
     else if (k == "qd_cost") s.qd_cost = py::cast<double>(v);
     else if (k == "u_cost") s.u_cost = py::cast<double>(v);

@@ -82,6 +82,7 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void iterate(Entry& e, int it);
   S setup_kkt(Entry& e);  // returns the merit at e.xu
   bool factor_schur(Entry& e);
+  bool factor_preconditioner(Entry& e);
   void matvec(Entry& e, const Vec& p, Vec& out) const;
   void precondition(Entry& e, const Vec& r, Vec& out) const;
   int solve_pcg(Entry& e);
@@ -465,10 +466,19 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
     e.apply_Qinv(k + 1, e.qv[k + 1], e.t_nx);
     blk(e.rhs, k + 1, nx) = e.t_nx - e.t_nx2;
   }
-  // Preconditioner diagonal: D_k = M_kk + rho * Ibar.
+  return true;
+}
+
+// Preconditioner diagonal of PCG: D_k = M_kk + rho * Ibar, inverted once per iteration.
+template <typename S, int NV>
+bool BatchSolverImpl<S, NV>::factor_preconditioner(Entry& e) {
   for (int k = 0; k < N_; ++k) {
     e.tmp = e.Md[k];
-    pos(e.tmp).diagonal().array() += e.rho;
+    if constexpr (NV == Eigen::Dynamic) {
+      e.tmp.topLeftCorner(nv_, nv_).diagonal().array() += e.rho;
+    } else {
+      e.tmp.template topLeftCorner<NV, NV>().diagonal().array() += e.rho;
+    }
     e.llt_nx.compute(e.tmp);
     if (e.llt_nx.info() != Eigen::Success) return false;
     e.Dinv[k].setIdentity();
@@ -532,7 +542,9 @@ int BatchSolverImpl<S, NV>::solve_pcg(Entry& e) {
   return it;
 }
 
-// Block Cholesky of M (block Thomas), forward and back substitution.
+// Block Cholesky of M (block Thomas). Solves for the correction of the warm
+// dual, M d = r (r = rhs - M lam, set by the caller), so r'd is the exact
+// energy of the residual: the convergence test comes with the solve.
 template <typename S, int NV>
 bool BatchSolverImpl<S, NV>::solve_bdsv(Entry& e) {
   const int nx = nx_;
@@ -549,22 +561,23 @@ bool BatchSolverImpl<S, NV>::solve_bdsv(Entry& e) {
     if (e.llt_nx.info() != Eigen::Success) return false;
     e.Lc[k] = e.llt_nx.matrixLLT().template triangularView<Eigen::Lower>();
   }
-  // Forward: y_k = L_k^-1 (rhs_k - E_k y_{k-1}).
+  // Forward: y_k = L_k^-1 (r_k - E_k y_{k-1}).
   for (int k = 0; k < N_; ++k) {
     auto yk = blk(e.y, k, nx);
-    yk = blk(e.rhs, k, nx);
+    yk = blk(e.r, k, nx);
     if (k > 0) yk.noalias() -= e.E[k] * blk(e.y, k - 1, nx);
     e.Lc[k].template triangularView<Eigen::Lower>().solveInPlace(yk);
   }
-  // Back: lam_k = L_k^-T (y_k - E_{k+1}^T lam_{k+1}).
+  // Back: d_k = L_k^-T (y_k - E_{k+1}^T d_{k+1}).
   for (int k = N_ - 1; k >= 0; --k) {
-    auto lk = blk(e.w, k, nx);
-    lk = blk(e.y, k, nx);
-    if (k < N_ - 1) lk.noalias() -= e.E[k + 1].transpose() * blk(e.w, k + 1, nx);
-    e.Lc[k].transpose().template triangularView<Eigen::Upper>().solveInPlace(lk);
+    auto dk = blk(e.w, k, nx);
+    dk = blk(e.y, k, nx);
+    if (k < N_ - 1) dk.noalias() -= e.E[k + 1].transpose() * blk(e.w, k + 1, nx);
+    e.Lc[k].transpose().template triangularView<Eigen::Upper>().solveInPlace(dk);
   }
   if (!e.w.allFinite()) return false;
-  e.lam = e.w;
+  e.converged = std::abs(e.r.dot(e.w)) < pcg_floor();
+  e.lam += e.w;
   return true;
 }
 
@@ -644,14 +657,18 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
   e.last_linsys = mode;
   int pcg_it = 0;
   if (ok) {
-    // Residual of the warm dual: the convergence test on every path.
+    // Residual of the warm dual; its energy is the convergence test on both
+    // paths (preconditioned for PCG, exact M^-1 for the direct solve).
     matvec(e, e.lam, e.Mp);
     e.r = e.rhs - e.Mp;
-    precondition(e, e.r, e.z);
-    e.converged = std::abs(e.r.dot(e.z)) < pcg_floor();
     if (mode == LinSys::kPcg) {
-      pcg_it = solve_pcg(e);
-    } else if (!e.converged) {
+      ok = factor_preconditioner(e);
+      if (ok) {
+        precondition(e, e.r, e.z);
+        e.converged = std::abs(e.r.dot(e.z)) < pcg_floor();
+        pcg_it = solve_pcg(e);
+      }
+    } else {
       ok = solve_bdsv(e);
     }
   }
@@ -673,12 +690,14 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
   S best = std::numeric_limits<S>::infinity();
   S best_alpha = 0;
   S alpha = 1;
+  const bool first = set_.line_search == LineSearch::kFirst;
   for (int i = 0; i < kLineSearchSteps; ++i, alpha *= S(0.5)) {
     const S m = trial_merit(e, alpha);
     if (m < best) {  // strict: ties keep the larger alpha
       best = m;
       best_alpha = alpha;
     }
+    if (first && best < e.merit0) break;  // backtracking: the first strict decrease
   }
   const bool accept = best < e.merit0;
   e.min_merit[it] = double(best);

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 LINSYS_MODES = ("pcg", "bdsv", "bdsv_first")
+LINE_SEARCH_MODES = ("best", "first")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ class SolverParams:
 
     ``exact_hessian``: second-order stage Hessians; the CPU backend has none (Gauss-Newton
     only) and rejects True with a clear error.
+
+    ``line_search`` (a gato extension): "best" (default; the reference semantics) evaluates
+    all 8 step sizes 2^-i and takes the lowest merit; "first" backtracks from alpha = 1
+    and takes the first strict decrease (one rollout when the full step is accepted).
     """
 
     max_sqp_iters: int = 1
@@ -54,6 +59,7 @@ class SolverParams:
     vel_lim_cost: float = 0.0
     ctrl_lim_cost: float = 0.0
     exact_hessian: bool = False
+    line_search: str = "best"
 
     def __post_init__(self) -> None:
         for name in ("max_sqp_iters", "max_pcg_iters"):
@@ -72,6 +78,8 @@ class SolverParams:
             raise ValueError(f"solve_ratio: expected a fraction in (0, 1], got {self.solve_ratio!r}")
         if self.linsys is not None and self.linsys not in LINSYS_MODES:
             raise ValueError(f"linsys: expected one of {LINSYS_MODES} or None, got {self.linsys!r}")
+        if self.line_search not in LINE_SEARCH_MODES:
+            raise ValueError(f"line_search: expected one of {LINE_SEARCH_MODES}, got {self.line_search!r}")
         for name in ("adapt_rho", "exact_hessian"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected a bool, got {getattr(self, name)!r}")

@@ -110,6 +110,8 @@ class MPCController:
             ``bdsv_threshold``, a PCG cap-out on the previous step — some entry's
             PCG ran ``max_pcg_iters`` — or a re-seed) runs "bdsv_first" (exact solve
             of the fresh linearization, PCG warm-started after), a warm step "pcg".
+            (The cap-out signal reads ``SolverStats.pcg_iters``: it is absent while
+            ``solver.set_collect_stats(False)``.)
             None (default): a tuned (plant, N, task_tag) entry, else the wired
             per-base default ("auto" fixed base, "bdsv" floating base); see
             :func:`gato.linsys_autotune.resolve_linsys`. An explicit value always wins.
@@ -125,7 +127,8 @@ class MPCController:
             the ADMM mechanism (``solver.admm_active``): "pcg" | "bdsv_factor" pin
             it, "auto" factors on cold steps (pred_err above ``admm_threshold``, a
             previous PCG cap-out, a re-seed) and runs warm PCG otherwise. None: a
-            tuned entry's admm_policy, else the wired default by horizon
+            tuned entry's admm_policy, else the wired default by horizon — "pcg"
+            below ``ADMM_FACTOR_MIN_N`` knots, "bdsv_factor" from there
             (:func:`gato.linsys_autotune.resolve_admm_linsys`).
         admm_threshold: pred_err threshold of admm_linsys "auto" (default: the tuned
             admm_tau, else ``bdsv_threshold``, else 0.1).
@@ -368,6 +371,7 @@ class MPCController:
                 predicted cost fits; at least one runs and the cut is at an
                 iteration boundary. None: ``max_sqp_iters`` iterations.
 
+        A first call without a prior :meth:`reset` resets at ``x_measured`` (hold seed).
         Per tick: pred_err against the warm start; optional re-seed; rho reset;
         ``hypotheses.apply``; the linsys choice; one batched solve; selection
         (``hypotheses.select`` / ``update`` once a previous control exists, else

@@ -201,8 +201,9 @@ class BSQP:
 
     # ------------------------------------------------------------------ settings
     def _settings(self, p: SolverParams, linsys: str) -> dict:
-        d = {k: v for k, v in p.asdict().items() if k not in ("linsys", "exact_hessian")}
+        d = {k: v for k, v in p.asdict().items() if k not in ("linsys", "exact_hessian", "line_search")}
         d["linsys"] = _LINSYS_CODE[linsys]
+        d["line_search"] = {"best": 0, "first": 1}[p.line_search]
         d["integrator"] = INTEGRATORS[self.integrator]
         return d
 

@@ -246,16 +246,6 @@ def feasible_fig8(model, ee_frame, q0, dt, *, ratio=0.8, cycles=1, **fig8_params
     return dict(params=params, ratio_est=r1, ik_err_max=err, within_q_limits=within)
 
 
-def _build(plant: str):
-    import pinocchio as pin
-
-    from .interface import robot_urdf
-
-    if plant not in Q_READY:
-        raise ValueError(f"plant: no task tables for {plant!r}; have {sorted(Q_READY)}")
-    return pin.buildModelFromUrdf(str(robot_urdf(plant)))
-
-
 def _check_plant(model, plant: str) -> None:
     if plant not in Q_READY:
         raise ValueError(f"plant: no task tables for {plant!r}; have {sorted(Q_READY)}")

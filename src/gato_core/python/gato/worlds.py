@@ -44,6 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .common import world_wrench_to_joint_local
+
 __all__ = ["MuJoCoWorld", "PinocchioWorld", "probe_tip_drop"]
 
 ROBOT_CONTYPE, ROBOT_CONAFFINITY = 1, 2
@@ -178,7 +180,10 @@ class MuJoCoWorld:
         record_contact: also append every step's contact summary to ``contact_history``.
         floating: give the URDF's root body a free joint. States then use pinocchio's
             free-flyer convention (q = [p (3), quat xyzw (4), joints], v = [v_lin, omega]
-            both in the base frame, u base rows a base-frame wrench) and are converted.
+            both in the base frame, u base rows a base-frame wrench) and are converted; u may
+            also be the n_actuated joint torques alone. A base wrench is rotated to the world
+            at the step's start and held there over the step (pinocchio would hold it in the
+            base frame).
         integrator: keyword only; "euler" (MuJoCo's semi-implicit Euler, default),
             "rk4" or "implicitfast".
 
@@ -195,7 +200,8 @@ class MuJoCoWorld:
                  integrator="euler"):
         import mujoco
 
-        if not (isinstance(timestep, (int, float)) and math.isfinite(timestep) and timestep > 0):
+        if isinstance(timestep, bool) or not (isinstance(timestep, (int, float)) and math.isfinite(timestep)
+                                               and timestep > 0):
             raise ValueError(f"timestep: expected a finite step > 0 s, got {timestep!r}")
         if integrator not in _INTEGRATORS:
             raise ValueError(f"integrator: expected one of {_INTEGRATORS}, got {integrator!r}")
@@ -213,10 +219,21 @@ class MuJoCoWorld:
         self.nq, self.nv = int(m.nq), int(m.nv)
         self.n_actuated = self.nv - (6 if self.floating else 0)
         self.joint_names = [m.joint(i).name for i in range(m.njnt) if m.jnt_type[i] != mujoco.mjtJoint.mjJNT_FREE]
+        self._check_joint_order()
         self._table = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "table") if self._plane else -1
         self.contact_history: list[dict] = []
         self.last_contact = dict(ncon=0, fn=0.0, ft=0.0, fn_by_body={})
         self.time = 0.0
+
+    def _check_joint_order(self) -> None:
+        """qpos/qvel must be pinocchio's configuration order: compare joint names and sizes."""
+        import pinocchio as pin
+
+        pm = pin.buildModelFromUrdf(self.urdf_path)
+        pin_joints = list(pm.names)[1:]
+        if self.joint_names != pin_joints or self.nq - (7 if self.floating else 0) != pm.nq:
+            raise ValueError(f"urdf_path: MuJoCo's joint order {self.joint_names} (nq {self.nq}) differs from "
+                             f"pinocchio's {pin_joints} (nq {pm.nq}); this world assumes they are equal")
 
     # --------------------------------------------------------------- conventions
     def _to_mj(self, q, dq, u):
@@ -508,8 +525,6 @@ class PinocchioWorld:
             tau = np.concatenate([u, -self.pendulum["damping"] * va[self.nv:]])
         if self.constant_f_ext is None:
             return pin.aba(model, data, qa, va, tau).copy()
-        from .common import world_wrench_to_joint_local
-
         body, slot = world_wrench_to_joint_local(model, data, self._fid, qa, self.constant_f_ext)
         fext = [pin.Force.Zero() for _ in range(model.njoints)]
         fext[body + 1] = pin.Force(slot[3:], slot[:3])

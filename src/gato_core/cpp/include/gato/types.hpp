@@ -8,6 +8,9 @@ namespace gato {
 
 enum class LinSys { kPcg = 0, kBdsv = 1, kBdsvFirst = 2 };
 enum class Integrator { kEuler = 0, kSemiImplicit = 1, kRk4 = 2 };
+/// Line search over alpha = 2^-i: the lowest merit of all 8 (the reference
+/// semantics) or the first strict decrease (backtracking, fewer rollouts).
+enum class LineSearch { kBest = 0, kFirst = 1 };
 
 /// Solver settings (the numeric half of gato.SolverParams; see docs/solver_method.md).
 struct Settings {
@@ -20,6 +23,7 @@ struct Settings {
   bool adapt_rho = true;      // adapt rho from line-search outcomes
   LinSys linsys = LinSys::kPcg;
   Integrator integrator = Integrator::kEuler;
+  LineSearch line_search = LineSearch::kBest;
   // Cost weights (scalars; per-knot and per-joint refinements live in CostWeights).
   double q_cost = 2.0, qd_cost = 0.01, u_cost = 2e-6, N_cost = 50.0;
   double q_lim_cost = 0.01, vel_lim_cost = 0.0, ctrl_lim_cost = 0.0;

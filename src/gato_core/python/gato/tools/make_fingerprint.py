@@ -6,7 +6,9 @@ package, i.e. the source tree when run by path)::
     .venv/bin/python src/gato_core/python/gato/tools/make_fingerprint.py          # write
     .venv/bin/python src/gato_core/python/gato/tools/make_fingerprint.py --check  # compare only
 
-then ``scripts/setup.sh`` to install the new table. The table is a pure
+then ``scripts/setup.sh`` to install the new table. (``python -m
+gato.tools.make_fingerprint`` runs the INSTALLED copy, whose default output is
+the installed table: pass ``--out`` to write the checkout's.) The table is a pure
 function of the URDFs (``gato.robot_urdf(name)``) and the seeds below:
 
 - per plant, ``rng = np.random.default_rng([SEED, crc32(plant)])``;

@@ -1,0 +1,139 @@
+"""gato.fingerprint: the committed table, the checker, and the solver self-check.
+
+The table pins pinocchio aba at seeded probes; these tests check that it is
+exactly what tools/make_fingerprint.py produces from the pinned URDFs, that the
+checker passes the same model and the solver, and that it names the kind of
+mismatch the consumer contract says it names (inertia vs damping).
+"""
+import json
+
+import numpy as np
+import pytest
+
+import gato
+import gato.fingerprint as fp
+from gato.robots import sha256_file
+from gato.tools import make_fingerprint as mk
+
+pin = pytest.importorskip("pinocchio")
+
+PLANTS = ("iiwa14", "indy7", "fr3", "gen3", "ur5e")
+
+
+def aba_fn(plant, armature=None, damping=None):
+    """qdd_fn of pinocchio aba on the plant's URDF, optionally with extra armature / viscous damping."""
+    model = pin.buildModelFromUrdf(str(gato.robot_urdf(plant)))
+    if armature is not None:
+        model.armature = np.asarray(model.armature) + np.asarray(armature)
+    data = model.createData()
+    D = np.zeros(model.nv) if damping is None else np.asarray(damping, dtype=float)
+
+    def qdd(q, qd, u):
+        return pin.aba(model, data, q, qd, u - D * qd)
+
+    return qdd
+
+
+def test_table_schema_probes_and_urdf_pins():
+    table = fp.load()
+    assert table["schema"] == 2
+    assert tuple(table["plants"]) == PLANTS
+    for plant, e in table["plants"].items():
+        urdf = gato.robot_urdf(plant)
+        assert e["urdf_sha256"] == sha256_file(urdf) == gato.robot_info(plant)["urdf_sha256"]
+        model = pin.buildModelFromUrdf(str(urdf))
+        assert (e["nq"], e["nv"]) == (model.nq, model.nv)
+        assert e["joints"] == list(model.names)[1:]
+        kinds = [p["kind"] for p in e["probes"]]
+        assert kinds.count("gravity") == 4 and kinds.count("coriolis") == 3 and kinds.count("inertia_j") == e["nv"]
+        for p in e["probes"]:
+            q, qd, u = (np.asarray(p[k]) for k in ("q", "qd", "u"))
+            assert q.shape == (e["nq"],) and qd.shape == u.shape == (e["nv"],) == np.shape(p["qdd"])
+            assert np.all(q > model.lowerPositionLimit) and np.all(q < model.upperPositionLimit)
+            if p["kind"] in ("gravity", "inertia_j"):
+                assert not qd.any()
+            if p["kind"] == "gravity":
+                assert not u.any()
+            if p["kind"] == "coriolis":
+                assert np.all(qd != 0)
+            if p["kind"] == "inertia_j":
+                j = p["joint"]
+                assert np.flatnonzero(u).tolist() == [j] and u[j] == p["torque"] > 0
+                np.testing.assert_array_equal(np.asarray(p["qdd"]) - p["qdd_gravity"], p["response"])
+                # ~10 rad/s^2 on the driven joint by construction (torque = 10 M_jj, 3 significant figures)
+                assert 1.0 < p["response"][j] < 100.0
+
+
+def test_table_regenerates_exactly_from_the_urdfs():
+    fresh = mk.build_table(PLANTS)
+    assert mk._max_rel_diff(fp.load(), fresh) <= 1e-12
+
+
+def test_pinocchio_aba_passes_at_machine_precision():
+    for plant in PLANTS:
+        res = fp.check(aba_fn(plant), plant)
+        assert res["ok"], fp.report(res)
+        assert res["max_rel_err"] < 1e-12
+        np.testing.assert_allclose(res["inertia_ratio"], 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("plant", ["iiwa14", "indy7"])
+def test_check_solver_passes_bsqp(plant):
+    url = str(gato.robot_urdf(plant))
+    res = fp.check_solver(gato.BSQP(url, 2, 8, 0.01))
+    assert res["ok"] and res["urdf_sha256_ok"], fp.report(res)
+    assert res["max_rel_err"] < 1e-12  # euler: (v' - v)/h recovers the solver's aba exactly
+    res32 = fp.check_solver(gato.BSQP(url, 1, 8, 0.01, dtype=np.float32))
+    assert res32["ok"] and res32["max_rel_err"] < 5e-6  # float32 rounding (measured 5e-7)
+    res_rk4 = fp.check_solver(gato.BSQP(url, 1, 8, 0.01, integrator="rk4"))
+    assert res_rk4["ok"] and res_rk4["max_rel_err"] < 1e-7  # two Richardson levels (measured 2e-9)
+    assert "URDF sha256 matches" in fp.report(res)
+
+
+def test_solver_qdd_fn_equals_aba_off_the_probes():
+    plant = "iiwa14"
+    solver = gato.BSQP(str(gato.robot_urdf(plant)), 3, 8, 0.01, integrator="semi_implicit")
+    f, ref = fp.solver_qdd_fn(solver), aba_fn(plant)
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        q, qd, u = rng.uniform(-1, 1, 7), rng.uniform(-1, 1, 7), rng.uniform(-20, 20, 7)
+        np.testing.assert_allclose(f(q, qd, u), ref(q, qd, u), rtol=1e-12, atol=1e-10)
+
+
+def test_check_names_an_inertia_mismatch_on_one_joint():
+    # 0.01 kg m^2 of armature on iiwa14 joint 7 (rotor inertia a URDF does not carry)
+    res = fp.check(aba_fn("iiwa14", armature=[0, 0, 0, 0, 0, 0, 0.01]), "iiwa14")
+    ratio = res["inertia_ratio"]
+    assert not res["ok"]
+    assert ratio[6] < 0.5  # joint 7 responds at less than half the reference acceleration
+    np.testing.assert_allclose(ratio[:6], 1.0, atol=0.02)  # the other joints barely move
+    assert int(np.argmax(np.abs(ratio - 1.0))) == 6
+    assert "MISMATCH" in fp.report(res) and "joints [6]" in fp.report(res)
+
+
+def test_damping_mismatch_shows_only_on_the_coriolis_probes():
+    res = fp.check(aba_fn("indy7", damping=np.full(6, 2.0)), "indy7")
+    assert not res["ok"]
+    np.testing.assert_allclose(res["inertia_ratio"], 1.0, atol=1e-12)  # qd = 0: damping-immune
+    for r in res["probes"]:
+        assert r["ok"] == (r["kind"] != "coriolis"), (r["name"], r["rel_err"])
+
+
+def test_check_input_errors(tmp_path):
+    with pytest.raises(ValueError, match="plant"):
+        fp.check(aba_fn("iiwa14"), "go2")
+    with pytest.raises(ValueError, match="qdd_fn"):
+        fp.check(lambda q, qd, u: np.zeros(3), "iiwa14")
+    with pytest.raises(ValueError, match="rtol"):
+        fp.check(aba_fn("iiwa14"), "iiwa14", rtol=0)
+    bad = tmp_path / "old.json"
+    bad.write_text(json.dumps({"schema": 1, "plants": {}}))
+    with pytest.raises(ValueError, match="schema-2"):
+        fp.load(bad)
+
+
+def test_solver_qdd_fn_shape_and_gravity_sign():
+    f = fp.solver_qdd_fn(gato.BSQP(str(gato.robot_urdf("indy7")), 1, 8, 0.01))
+    a = f(np.zeros(6), np.zeros(6), np.zeros(6))
+    assert a.shape == (6,) and a.dtype == np.float64
+    np.testing.assert_allclose(a, aba_fn("indy7")(np.zeros(6), np.zeros(6), np.zeros(6)), rtol=1e-12, atol=1e-12)
