@@ -52,7 +52,7 @@ def knot(row, k, s):
 
 # ------------------------------------------------------------------ plain MPC and warm starts
 def test_b1_controller_is_plain_mpc_bit_for_bit():
-    a, b = solver(), solver()
+    a, b = solver(), solver(linsys="pcg")
     ctrl = MPCController(a, linsys="pcg")
     ref = ref_for(a)
     x = X0.copy()
@@ -146,7 +146,11 @@ def test_best_of_batch_picks_lowest_final_merit():
 def test_linsys_default_and_pinned():
     s = solver(linsys="bdsv")
     c = MPCController(s)
+    assert (c.linsys, c.bdsv_threshold) == ("bdsv", None)  # the CPU backend's wired default
+    s.backend = "cuda"  # the reference's GPU default: auto at tau 0.1
+    c = MPCController(s)
     assert (c.linsys, c.bdsv_threshold) == ("auto", 0.1)
+    s.backend = "cpu"
     c = MPCController(s, linsys="bdsv")
     assert (c.linsys, c.bdsv_threshold, s.linsys) == ("bdsv", None, "bdsv")
     c.step(X0, ref_for(s))
@@ -518,7 +522,7 @@ def test_admm_linsys_auto_follows_the_warm_startedness_signal():
     assert [r.admm_linsys for r in (r1, r2, r3)] == ["pcg", "bdsv_factor", "pcg"]
     assert s.admm_modes == ["pcg", "bdsv_factor", "pcg"]
     # admm_threshold defaults to the SQP bdsv_threshold (one signal, two switches)
-    c = MPCController(solver(cls=AdmmStub), bdsv_threshold=0.2, admm_linsys="auto")
+    c = MPCController(solver(cls=AdmmStub), linsys="auto", bdsv_threshold=0.2, admm_linsys="auto")
     assert (c.admm_linsys, c.admm_threshold) == ("auto", 0.2)
     pinned = solver(cls=AdmmStub)
     r = MPCController(pinned, admm_linsys="bdsv_factor").step(X0, ref)

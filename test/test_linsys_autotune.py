@@ -181,8 +181,8 @@ def test_controller_reads_tuned_entry(tuning_file):
     assert (c.linsys, c.bdsv_threshold) == ("auto", 0.3)
     c = gato.MPCController(s, task_tag="auto", linsys="bdsv_first")   # explicit wins
     assert (c.linsys, s.linsys) == ("bdsv_first", "bdsv_first")
-    c = gato.MPCController(s)                                          # no tag: wired default
-    assert (c.linsys, c.bdsv_threshold) == ("auto", 0.1)
+    c = gato.MPCController(s)                                          # no tag: wired CPU default
+    assert (c.linsys, c.bdsv_threshold) == ("bdsv", None)
     assert (c.admm_linsys, c.admm_threshold) == ("pcg", None)          # N = 16 < 48
 
 

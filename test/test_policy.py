@@ -104,14 +104,14 @@ def test_policy_slides_the_window_on_its_clock():
 @pytest.mark.slow
 def test_policy_tracks_figure8_in_closed_loop():
     """iiwa14, N = 32 knots of 0.03125 s, 100 Hz control, one 4 s figure-8 period of
-    half-width 0.1 m around the start EE position; linsys left to the controller (auto).
+    half-width 0.1 m around the start EE position; linsys left to the controller (the CPU default, bdsv).
     Measured (2 cores, float64): mean EE error 9.0 mm, max 15.2 mm."""
     N, dtk, ctrl_dt, dur = 32, 0.03125, 0.01, 4.0
     s = gato.BSQP(URDF, 1, N, dtk)
     traj = figure8(s.ee_pos(Q0), N, dtk, dur, amplitude=0.1, period=4.0)
     ref = TrajectoryReference(traj, dtk, N)
     ctrl = gato.MPCController(s)
-    assert ctrl.linsys == "auto"
+    assert ctrl.linsys == "bdsv"
     pol = MPCPolicy(ctrl, ref, ctrl_dt)
     x = X0.copy()
     pol.reset(x)

@@ -27,8 +27,9 @@ class SolverParams:
     - ``mu``: merit-function weight of the L1 defect norm.
     - ``rho``: initial trust-region weight on the position block (> 0);
       ``adapt_rho`` lets the line search adapt it per solve.
-    - ``linsys``: "pcg" | "bdsv" | "bdsv_first" | None (None = the wired default:
-      pcg for fixed-base robots, see :func:`gato.linsys_autotune.resolve_linsys`).
+    - ``linsys``: "pcg" | "bdsv" | "bdsv_first" | None (None = the backend's wired default:
+      "bdsv" on the CPU backend, "pcg" for fixed-base robots on CUDA; see
+      :func:`gato.linsys_autotune.resolve_linsys`).
 
     Cost weights: ``q_cost`` (running EE position), ``N_cost`` (terminal EE position),
     ``qd_cost`` (joint velocity), ``u_cost`` (torque), and the log-barrier limit weights

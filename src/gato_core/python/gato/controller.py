@@ -113,7 +113,8 @@ class MPCController:
             (The cap-out signal reads ``SolverStats.pcg_iters``: it is absent while
             ``solver.set_collect_stats(False)``.)
             None (default): a tuned (plant, N, task_tag) entry, else the wired
-            per-base default ("auto" fixed base, "bdsv" floating base); see
+            per-base default ("bdsv" on the CPU backend; on CUDA "auto" fixed base, "bdsv"
+            floating base); see
             :func:`gato.linsys_autotune.resolve_linsys`. An explicit value always wins.
         bdsv_threshold: pred_err threshold of "auto" (default: the tuned tau, else 0.1).
         task_tag: workload tag into the autotuned table (``linsys_tuning.json`` next
@@ -185,7 +186,8 @@ class MPCController:
         self.floating_base = bool(getattr(solver, "floating_base", False)
                                   or (robot_info(plant).get("floating_base", False) if plant else False))
         self.linsys, self.bdsv_threshold = resolve_linsys(self.floating_base, linsys, bdsv_threshold,
-                                                          plant=plant, N=int(solver.N), task_tag=task_tag)
+                                                          plant=plant, N=int(solver.N), task_tag=task_tag,
+                                                          backend=getattr(solver, "backend", "cuda"))
         if self.linsys != "auto":
             solver.set_linsys(self.linsys)
         self.admm_linsys, self.admm_threshold = resolve_admm_linsys(

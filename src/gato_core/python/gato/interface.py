@@ -157,6 +157,7 @@ class BSQP:
                              "supports fixed-base arms")
         if ee_frame is None:
             ee_frame = meta.get("ee_frame", "EE")
+        self.backend = "cpu"
         self.model_path = str(path.resolve())
         self.plant_type = plant_type
         self.variant = "default"
@@ -169,7 +170,9 @@ class BSQP:
         self.params = params
         if threads is None:
             threads = min(self.batch_size, os.cpu_count() or 1)
-        self._linsys = params.linsys or "pcg"  # wired default for fixed-base robots
+        # Wired CPU default: one exact block-tridiagonal solve is cheaper here than the
+        # PCG iterations of a warm step (the reference's "pcg" default is GPU-shaped).
+        self._linsys = params.linsys or "bdsv"
         cls = _core.Solver64 if dtype == np.float64 else _core.Solver32
         try:
             self._s = cls(self.model_path, ee_frame, self.batch_size, self.N, self.dt,

@@ -278,7 +278,7 @@ def _tuned(plant, N, task_tag, path):
 
 
 def resolve_linsys(floating_base, linsys=None, bdsv_threshold=None, plant=None, N=None, task_tag=None,
-                   path=None):
+                   path=None, backend="cuda"):
     """Controller-side resolution of the SQP linsys policy: explicit > tuned > wired default.
 
     Args:
@@ -292,7 +292,9 @@ def resolve_linsys(floating_base, linsys=None, bdsv_threshold=None, plant=None, 
 
     With ``linsys=None`` a tuned entry's policy ("pcg" | "bdsv" | "auto"@tau) wins
     over the wired default, which is "auto" for fixed-base plants and "bdsv" for
-    floating-base plants.
+    floating-base plants on the CUDA backend, and "bdsv" on the CPU backend
+    (``backend="cpu"``): there one exact block-tridiagonal solve costs less than
+    the ~20 PCG iterations of a warm MPC step (iiwa14, N=32: docs/benchmarks.md).
 
     Returns ``(linsys, bdsv_threshold)`` with linsys in {"pcg", "bdsv", "bdsv_first",
     "auto"} and the threshold a float iff linsys is "auto", else None.
@@ -306,7 +308,7 @@ def resolve_linsys(floating_base, linsys=None, bdsv_threshold=None, plant=None, 
         if entry is not None:
             linsys = entry["policy"]
         else:
-            linsys = "bdsv" if floating_base else "auto"
+            linsys = "bdsv" if floating_base or backend == "cpu" else "auto"
     if linsys != "auto":
         return linsys, None
     if thr is None:
