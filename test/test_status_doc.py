@@ -9,7 +9,7 @@ API_NAMES = ROOT.parent / "shared" / "reference" / "api_names.txt"
 
 def rows():
     text = (ROOT / "docs" / "status.md").read_text()
-    return re.findall(r"^\| (.+?) \| (works|partial|missing) \| (.*?) \| (.*?) \|$", text, flags=re.M)
+    return re.findall(r"^\|\s*(.+?)\s*\|\s*(works|partial|missing)\s*\|\s*(.*?)\s*\|\s*(.*?)\s*\|$", text, flags=re.M)
 
 
 def test_every_api_name_has_exactly_one_row():
