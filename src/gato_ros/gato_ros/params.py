@@ -10,9 +10,10 @@ From this schema come:
   and ``ros2 param describe`` show): :func:`descriptor`;
 - the validation of a requested change (range, choices, read-only, type):
   :func:`validate`; the controller adds a capability check (limit mechanisms);
-- the per-robot YAML parameter files in ``gato_bringup/config/`` and the
-  ros2_control controller-manager files next to them: :func:`robot_yaml`,
-  :func:`controllers_yaml`;
+- the per-robot YAML parameter files in ``gato_bringup/config/``, the
+  ros2_control controller-manager files next to them and the ros2_control robot
+  descriptions in ``gato_bringup/urdf/``: :func:`robot_yaml`,
+  :func:`controllers_yaml`, :func:`ros2_control_xacro`;
 - the Markdown reference ``docs/parameters.md``: :func:`markdown`.
 
 ``python -m gato_ros.params --write`` regenerates the YAML files and the Markdown
@@ -29,7 +30,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["Param", "CONTROLLER", "SIM", "REFERENCE", "SCHEMAS", "NODE_NAMES", "ROBOTS", "by_name", "defaults",
-           "validate", "coerce", "descriptor", "robot_yaml", "controllers_yaml", "markdown", "main"]
+           "validate", "coerce", "descriptor", "robot_yaml", "controllers_yaml", "ros2_control_xacro", "markdown",
+           "main"]
 
 TYPES = ("double", "integer", "bool", "string", "string_array", "double_array")
 
@@ -382,10 +384,12 @@ def robot_yaml(robot: str) -> str:
     return "".join(lines)
 
 
-def controllers_yaml(robot: str, controller_name: str = "effort_controller", update_rate: int = 1000) -> str:
+def controllers_yaml(robot: str, controller_name: str = "effort_controller", update_rate: int = 1000,
+                     state_rate: int = 100) -> str:
     """ros2_control controller-manager configuration (gato_bringup/config/<robot>_controllers.yaml):
-    joint_state_broadcaster plus an effort_controllers/JointGroupEffortController over the
-    robot's joints, which the gato controller node commands on /<controller_name>/commands."""
+    joint_state_broadcaster (publishing at ``state_rate`` Hz, the gato controller's rate: it
+    solves on every joint state) plus an effort_controllers/JointGroupEffortController over
+    the robot's joints, which the gato controller node commands on /<controller_name>/commands."""
     joints = _yaml_value(_joint_names(robot))
     return (f"{_HEADER}# ros2_control controllers for {robot}: the gato controller node publishes joint torques to\n"
             f"# /{controller_name}/commands (Float64MultiArray, joints in the order below) and reads\n"
@@ -394,7 +398,48 @@ def controllers_yaml(robot: str, controller_name: str = "effort_controller", upd
             f"    update_rate: {update_rate}  # Hz\n"
             "    joint_state_broadcaster:\n      type: joint_state_broadcaster/JointStateBroadcaster\n"
             f"    {controller_name}:\n      type: effort_controllers/JointGroupEffortController\n"
+            "joint_state_broadcaster:\n  ros__parameters:\n"
+            f"    update_rate: {state_rate}  # Hz: every /joint_states message starts a gato MPC tick\n"
             f"{controller_name}:\n  ros__parameters:\n    joints: {joints}\n")
+
+
+def ros2_control_xacro(robot: str) -> str:
+    """The robot description for ros2_control (gato_bringup/urdf/<robot>.urdf.xacro): the robot's
+    URDF from gato_description plus a ``<ros2_control>`` system block with an effort command
+    interface (bounded by the URDF effort limit) and position / velocity / effort state
+    interfaces per joint. The hardware plugin is a xacro argument (default: ros2_control's
+    mock_components/GenericSystem, which starts at gato.tasks.Q_READY)."""
+    import pinocchio as pin
+
+    info = _registry(robot)
+    model = pin.buildModelFromUrdf(info["urdf"])
+    names = list(model.names)[1:]
+    q0 = _q_ready(robot)
+    rel = Path(info["urdf"]).resolve().relative_to(Path(info["urdf"]).resolve().parents[1])
+    out = ['<?xml version="1.0"?>\n',
+           # No colon-space or space-hash in comments: xacro keeps them, and launch_ros reads
+           # the expanded description through YAML (hardware.launch.xml).
+           "<!-- GENERATED from src/gato_ros/gato_ros/params.py (python -m gato_ros.params, write option),\n"
+           "     do not edit (test/test_ros_params.py checks this file). -->\n",
+           f"<!-- {robot} for ros2_control, the gato_description URDF plus an effort-controlled system.\n"
+           f"     xacro {robot}.urdf.xacro hardware_plugin:=(your driver plugin) -->\n",
+           f'<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name="{model.name}">\n',
+           '  <xacro:arg name="hardware_plugin" default="mock_components/GenericSystem"/>\n',
+           f'  <xacro:include filename="$(find gato_description)/robots/{rel.as_posix()}"/>\n',
+           f'  <ros2_control name="gato_{robot}" type="system">\n',
+           "    <hardware>\n      <plugin>$(arg hardware_plugin)</plugin>\n    </hardware>\n"]
+    for i, n in enumerate(names):
+        lim = float(model.effortLimit[model.joints[model.getJointId(n)].idx_v])
+        out.append(f'    <joint name="{n}">\n'
+                   f'      <command_interface name="effort">\n'
+                   f'        <param name="min">{-lim!r}</param>\n        <param name="max">{lim!r}</param>\n'
+                   f"      </command_interface>\n"
+                   f'      <state_interface name="position">\n'
+                   f'        <param name="initial_value">{q0[i]!r}</param>\n      </state_interface>\n'
+                   f'      <state_interface name="velocity"/>\n      <state_interface name="effort"/>\n'
+                   "    </joint>\n")
+    out.append("  </ros2_control>\n</robot>\n")
+    return "".join(out)
 
 
 def _md_escape(s: str) -> str:
@@ -439,6 +484,7 @@ def generated_files(root: Path) -> dict:
     for r in ROBOTS:
         files[cfg / f"{r}.yaml"] = robot_yaml(r)
         files[cfg / f"{r}_controllers.yaml"] = controllers_yaml(r)
+        files[root / "src" / "gato_bringup" / "urdf" / f"{r}.urdf.xacro"] = ros2_control_xacro(r)
     return files
 
 
