@@ -269,3 +269,13 @@ def test_invalid_configuration_is_refused_at_start():
     if not callable(getattr(__import__("gato").BSQP, "enable_limit_admm", None)):
         with pytest.raises(ValueError, match="row-group"):
             make(limits="admm")
+
+
+def test_a_new_timeout_applies_on_the_watchdog_between_ticks():
+    lg = make(joint_state_timeout_s=10.0)
+    lg.on_joint_state(js(S), now_ns=0)
+    assert lg.on_timer(sec_to_ns(0.5)) is None
+    lg.request_changes({"joint_state_timeout_s": 0.2})
+    out = lg.on_timer(sec_to_ns(0.5))
+    assert out.source == "hold" and lg.status.stale_events == 1
+    assert json.loads(lg.status.params_json)["joint_state_timeout_s"] == 0.2

@@ -137,7 +137,10 @@ def test_bringup_launch_files_resolve(tmp_path):
     sim = procs[-1]
     assert sim.on_exit == "shutdown" and sim.cmd[0] == "gato_ros/sim_node"
     assert f"{share}/config/iiwa14.yaml" in sim.cmd
-    assert params_of(sim)["duration_s"] == 3
+    assert params_of(sim)["duration_s"] == 3 and params_of(sim)["start_subscribers"] == 2   # controller + recorder
+    no_rec = lr.load(f"{share}/launch/sim.launch.yaml", {}, tmp_path)
+    assert [p.name for p in no_rec] == ["gato_controller", "gato_reference", "gato_sim"]
+    assert params_of(no_rec[-1])["start_subscribers"] == 1
     assert params_of(procs[1])["use_sim_time"] is True and params_of(procs[1])["reference_sync"] is True
     for p in procs:                                     # every executable exists in the install
         assert os.path.isfile(lr.resolve_executable(p.cmd[0]))

@@ -131,3 +131,64 @@ def test_ros2_control_description_expands_with_xacro(robot, tmp_path):
         # position/velocity interfaces; ros2_control would see its joints claimed twice.
         pytest.xfail(f"{robot}: the gato_description URDF already has ros2_control block(s) {others}; "
                      "remove them there (this description adds the effort-controlled one)")
+
+
+def _topic_types():
+    """{topic: pkg/msg/Type} of the bringup's recorded topics (sim.launch.yaml)."""
+    doc = yaml.safe_load((ROOT / "src/gato_bringup/launch/sim.launch.yaml").read_text())
+    rec = next(e["node"] for e in doc["launch"] if "node" in e and e["node"]["exec"] == "recorder_node")
+    topics = next(p["value"] for p in rec["param"] if p.get("name") == "topics")
+    return dict(t.split(":", 1) for t in topics)
+
+
+def _resolve(path, types):
+    """Check that '/topic/field[/sub][index]' names a numeric field of the topic's message."""
+    import importlib
+    import re
+
+    topic = next((t for t in sorted(types, key=len, reverse=True) if path.startswith(t + "/")), None)
+    assert topic, f"{path}: no recorded topic is a prefix"
+    pkg, _, name = types[topic].partition("/msg/")
+    cls = getattr(importlib.import_module(f"{pkg}.msg"), name)
+    for part in path[len(topic) + 1:].split("/"):
+        m = re.fullmatch(r"(\w+)(\[\d+\])?", part)
+        assert m, f"{path}: bad field {part!r}"
+        ftypes = cls.get_fields_and_field_types()
+        assert m.group(1) in ftypes, f"{path}: {cls.__name__} has no field {m.group(1)!r}"
+        ftype = ftypes[m.group(1)]
+        if m.group(2):
+            assert ftype.startswith("sequence<"), f"{path}: {m.group(1)} is not an array"
+            ftype = ftype[len("sequence<"):-1]
+        if "/" in ftype:
+            pkg2, name2 = ftype.split("/")
+            cls = getattr(importlib.import_module(f"{pkg2}.msg"), name2)
+        else:
+            assert ftype in ("double", "float", "int32", "int64", "uint64", "boolean"), f"{path}: {ftype} not numeric"
+
+
+def test_rqt_perspective_and_plotjuggler_layout_name_real_fields():
+    import ast
+    import json
+    import xml.etree.ElementTree as ET
+
+    import_or_skip("gato_msgs.msg", _HINT)
+    types = _topic_types()
+    cfg = ROOT / "src/gato_bringup/config"
+    persp = json.loads((cfg / "gato.perspective").read_text())
+    pm = persp["groups"]["pluginmanager"]
+    running = ast.literal_eval(pm["keys"]["running-plugins"]["repr"])
+    assert running == {"rqt_reconfigure/Param": [1], "rqt_plot/Plot": [1, 2]}
+    assert set(pm["groups"]) == {"plugin__rqt_reconfigure__Param__1", "plugin__rqt_plot__Plot__1",
+                                 "plugin__rqt_plot__Plot__2"}
+    plotted = []
+    for i in (1, 2):
+        keys = pm["groups"][f"plugin__rqt_plot__Plot__{i}"]["groups"]["plugin"]["keys"]
+        plotted += ast.literal_eval(keys["topics"]["repr"])
+    assert "/gato_controller/solver_stats/solve_time_us" in plotted
+    root = ET.parse(cfg / "gato_plotjuggler.xml").getroot()
+    curves = [c.get("name") for c in root.iter("curve")]
+    assert len(curves) >= 10
+    sel = root.find("Plugins/plugin[@ID='ROS2 Topic Subscriber']/selected_topics").get("value").split(";")
+    assert set(sel) == {"/gato_controller/solver_stats", "/gato_controller/step_result", "/gato_controller/status"}
+    for path in plotted + curves:
+        _resolve(path, types)

@@ -157,6 +157,7 @@ class ControllerLogic:
         self._prev_tick_stamp = None
         self._apply_limits(cfg["limits"])
         self.status.params_json = self.params_json()
+        self.gravity_hold(np.zeros(self.nq))  # builds the pinocchio model now, not in the first hold
 
     # ------------------------------------------------------------------ parameters
     def validate_changes(self, changes: dict) -> str | None:
@@ -325,6 +326,7 @@ class ControllerLogic:
         events: list = []
         if self.cfg["trigger"] == "timer":
             return self._tick(now_ns, events)
+        self._apply_pending()  # between ticks: a new joint_state_timeout_s governs this watchdog
         if self._good is not None and self._is_stale(now_ns, events):
             return self._hold(self._good[0], events)
         return None

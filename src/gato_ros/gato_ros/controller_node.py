@@ -43,7 +43,7 @@ class ControllerNode(Node):
         self._ControllerStatus = ControllerStatus
         values = declare_schema(self, schema.CONTROLLER)
         log = self.get_logger()
-        self.logic = ControllerLogic(values, log=lambda level, text: getattr(log, level)(text))
+        self.logic = ControllerLogic(values, log=self._log)
         cname = values["controller_name"].strip("/")
         self.pub_cmd = self.create_publisher(Float64MultiArray, f"/{cname}/commands", qos())
         self.pub_cmd_stamped = self.create_publisher(EffortCommand, "~/command", qos())
@@ -51,7 +51,9 @@ class ControllerNode(Node):
         self.pub_stats = self.create_publisher(SolverStats, "~/solver_stats", qos())
         self.pub_plan = self.create_publisher(Plan, "~/plan", qos())
         self.pub_status = self.create_publisher(ControllerStatus, "~/status", qos())
-        self.create_subscription(JointState, "joint_states", self._on_joint_state, qos())
+        # Depth 1: a tick that falls behind solves from the newest joint state, not a queued one
+        # (queueing would add every late tick's delay to the next). Lockstep has one in flight.
+        self.create_subscription(JointState, "joint_states", self._on_joint_state, qos(1))
         self.create_subscription(EEReference, "ee_reference", self._on_reference, qos())
         self.timer = self.create_timer(1.0 / values["control_rate_hz"], self._on_timer)
         self.add_on_set_parameters_callback(self._on_set)
@@ -61,6 +63,16 @@ class ControllerNode(Node):
         self.bad_references = 0
         log.info(f"gato controller for {values['robot']}: N={values['N']}, dt={values['dt']} s, "
                  f"{values['control_rate_hz']:g} Hz, trigger={values['trigger']}, commands on /{cname}/commands")
+
+    def _log(self, level: str, text: str) -> None:
+        # One call site per severity: rclpy refuses a severity change at the same call site.
+        log = self.get_logger()
+        if level == "error":
+            log.error(text)
+        elif level == "warn":
+            log.warning(text)
+        else:
+            log.info(text)
 
     # ------------------------------------------------------------------ parameters
     def _on_set(self, parameters):

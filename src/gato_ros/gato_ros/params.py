@@ -197,6 +197,9 @@ SIM = (
           "realtime mode: efforts are read from /<controller_name>/commands", read_only=True),
     Param("command_topic", "string", "/gato_controller/command",
           "lockstep mode: the stamped gato_msgs/EffortCommand topic", read_only=True),
+    Param("start_subscribers", "integer", 0, "lockstep: publish the first joint state only once /joint_states "
+          "has this many subscribers (the controller, a recorder), so that nobody misses the start (0 = at once)",
+          "subscribers", range=(0, 100), read_only=True),
     Param("lockstep_resend_s", "double", 0.5, "lockstep: re-publish the current joint state and clock when no "
           "command arrived for this long (wall clock): covers start-up and lost messages", "s",
           range=(0.01, 60.0), read_only=True),

@@ -14,6 +14,9 @@ lockstep=false (realtime): subscribes /<controller_name>/commands (std_msgs/Floa
 joint_names order) and advances on a wall-clock timer at control_rate_hz with the
 latest command held (zero torque once it is older than command_timeout_s).
 
+start_subscribers > 0 (lockstep): the first joint state goes out only once that many
+subscribers (controller, recorder) listen, so a recording starts at t = 0.
+
 With duration_s > 0 the node exits 0 once that much time has been simulated (use
 ``on_exit="shutdown"`` in a launch file to end the whole bringup with it).
 """
@@ -56,10 +59,11 @@ class SimNode(Node):
             self.create_subscription(EffortCommand, cfg["command_topic"], self._on_stamped_command, qos())
             self._last_progress = time.monotonic()
             self._resend_s = cfg["lockstep_resend_s"]
+            self._started = cfg["start_subscribers"] == 0
             self.create_timer(min(0.05, self._resend_s / 2), self._resend, clock=self._wall)
         else:
             cname = cfg["controller_name"].strip("/")
-            self.create_subscription(Float64MultiArray, f"/{cname}/commands", self._on_command, qos())
+            self.create_subscription(Float64MultiArray, f"/{cname}/commands", self._on_command, qos(1))
             self._u = np.zeros(len(self.logic.urdf_joints))
             self._u_time = None
             self.create_timer(1.0 / cfg["control_rate_hz"], self._realtime_tick, clock=self._wall)
@@ -67,7 +71,8 @@ class SimNode(Node):
             f"gato sim: {cfg['robot']} in {cfg['world']}, {'lockstep' if cfg['lockstep'] else 'realtime'}, {cfg['control_rate_hz']:g} Hz, "
             f"physics {self.logic.physics_dt:g} s x {self.logic.substeps}"
             + (f", {cfg['duration_s']:g} s" if cfg["duration_s"] > 0 else ""))
-        self._publish_state()
+        if not self.lockstep or self._started:
+            self._publish_state()
 
     def _publish_state(self):
         js = self.logic.joint_state()
@@ -95,6 +100,15 @@ class SimNode(Node):
             self._publish_state()
 
     def _resend(self):
+        if not self._started:
+            n = self.pub_js.get_subscription_count()
+            if n < self.logic.cfg["start_subscribers"]:
+                return
+            self.get_logger().info(f"{n} joint-state subscribers: starting")
+            self._started = True
+            self._last_progress = time.monotonic()
+            self._publish_state()
+            return
         if not self.done and time.monotonic() - self._last_progress > self._resend_s:
             self._last_progress = time.monotonic()
             self._publish_state()
