@@ -460,8 +460,11 @@ bool BatchSolverImpl<S, NV>::admm_inner(Entry& e, int& lin_iters) {
   e.admm_rp = double(rp);
   e.admm_rd = double(rd);
   e.converged = conv0 && fixed;
-  if (admm_.rho_adapt) {
-    // OSQP's rule on scale-free residuals: one scalar per entry, clamped.
+  if (admm_.rho_adapt && !(exit_on && fixed)) {
+    // OSQP's rule on scale-free residuals: one scalar per entry, clamped. Only while
+    // the inner loop is still iterating: a loop that met its exit test (or whose
+    // relative residuals are both below 1e-6) leaves the scale alone, so a converged
+    // stretch of MPC ticks does not drift it to a clamp before the next transient.
     S p = 0, d = 0;
     for (int gi = 0; gi < int(groups_.size()); ++gi) {
       const Group& G = groups_[gi];
@@ -470,7 +473,7 @@ bool BatchSolverImpl<S, NV>::admm_inner(Entry& e, int& lin_iters) {
       p = std::max(p, e.rprim[gi] / sc);
       d = std::max(d, e.rdual[gi] / (G.w * e.rho_scale * sc));
     }
-    const S ratio = (p + S(1e-9)) / (d + S(1e-9));
+    const S ratio = (p + S(1e-6)) / (d + S(1e-6));
     if (ratio > S(5) || ratio < S(0.2)) {
       e.rho_scale = std::clamp(e.rho_scale * std::sqrt(ratio), S(1e-2), S(1e2));
     }

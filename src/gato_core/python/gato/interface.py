@@ -900,8 +900,11 @@ class BSQP:
         else:
             lo_a, hi_a = self._bounds(-np.inf if lo is None else lo, 0.0 if hi is None else hi, m, "add_lin_u_rows")
         norms = np.linalg.norm(Cm, axis=1)
-        if np.any(norms == 0):
-            raise ValueError(f"C: row {int(np.argwhere(norms == 0)[0][0])} is zero")
+        if cone and norms.max() == 0:
+            raise ValueError("C: all rows are zero")
+        if not cone and np.any(norms == 0):
+            raise ValueError(f"C: row {int(np.argwhere(norms == 0)[0][0])} is zero (a constant row is a bound "
+                             "on d, not a constraint)")
         if normalize:
             sc = np.full(m, 1.0 / norms.max()) if cone else 1.0 / norms
             Cm = Cm * sc[:, None]
