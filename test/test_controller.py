@@ -53,7 +53,7 @@ def knot(row, k, s):
 # ------------------------------------------------------------------ plain MPC and warm starts
 def test_b1_controller_is_plain_mpc_bit_for_bit():
     a, b = solver(), solver(linsys="pcg")
-    ctrl = MPCController(a, linsys="pcg")
+    ctrl = MPCController(a, linsys="pcg", limits="off")
     ref = ref_for(a)
     x = X0.copy()
     warm = b.hold_trajectory(X0[None])
@@ -180,7 +180,7 @@ def test_auto_switches_on_pred_err_threshold():
 
 def test_auto_goes_cold_after_pcg_capout():
     s = solver(max_pcg_iters=1)
-    ctrl = MPCController(s, linsys="auto", bdsv_threshold=10.0)   # pred_err never decides here
+    ctrl = MPCController(s, linsys="auto", bdsv_threshold=10.0, limits="off")   # pred_err never decides here
     ref = ref_for(s)
     x, seq, iters = X0, [], []
     for _ in range(3):
@@ -195,7 +195,7 @@ def test_auto_goes_cold_after_pcg_capout():
 # ------------------------------------------------------------------ re-seed
 def test_reseed_resets_duals_and_seeds_hold():
     s = solver(cls=Spy)
-    ctrl = MPCController(s, linsys="pcg", reseed_threshold=0.1)
+    ctrl = MPCController(s, linsys="pcg", reseed_threshold=0.1, limits="off")
     ref = ref_for(s)
     r = ctrl.step(X0, ref)
     assert not r.reseeded
@@ -279,22 +279,56 @@ def test_bad_input_raises_naming_the_argument():
 
 
 # ------------------------------------------------------------------ limits
-def test_limits_off_and_none_install_nothing():
+def test_limits_off_installs_nothing_and_none_installs_the_admm_default():
     assert MPCController.LIMIT_DEFAULTS == {
         "admm": {"eps_rel": 0.01, "iters": 10, "rho": 0.01, "rho_q": 0.1, "rho_qd": 0.03, "rho_u": 1e-05},
         "al": {}, "barrier": {}, "telemetry": {}}
-    for lim in (None, "off"):
+    s = solver()
+    c = MPCController(s, limits="off")
+    r = c.step(X0, ref_for(s))
+    assert c.limits is None and r.limits == "" and r.row_viol is None and r.admm_linsys == ""
+    assert s.get_row_groups() == [] and r.solve.stats.row_max_violation is None
+    s = solver()
+    c = MPCController(s)                                   # None: the ADMM default of a fixed-base arm
+    g = s.get_row_groups()
+    assert [x["rho"] for x in g] == [0.1, 0.03, 1e-5] and [x["mech_name"] for x in g] == ["admm"] * 3
+    assert (s.admm_iters, s.admm_eps_abs, s.admm_eps_rel) == (10, 0.0, 0.01)
+    r = c.step(X0, ref_for(s))
+    assert c.limits == "admm" and r.limits == "admm" and r.admm_linsys == "bdsv_factor"
+    np.testing.assert_array_equal(r.row_viol, r.solve.stats.row_max_violation[0])
+    assert r.row_viol.shape == (3,)
+    s = solver()
+    s.enable_limit_al(rho=2.0)                             # configured by the caller: left as is
+    c = MPCController(s)
+    assert c.limits == "al" and [x["rho"] for x in s.get_row_groups()] == [2.0] * 3
+    with pytest.raises(ValueError, match="limits_kw"):
+        MPCController(s, limits_kw={"rho": 1.0})
+    s = solver()
+    MPCController(s, limits_kw={"iters": 4})               # overrides reach the default install
+    assert s.admm_iters == 4 and s.get_row_groups()[1]["rho"] == 0.03
+    for mech in ("admm", "barrier", "al", "telemetry"):
         s = solver()
-        c = MPCController(s, limits=lim)
-        r = c.step(X0, ref_for(s))
-        assert c.limits is None and r.limits == "" and r.row_viol is None and r.admm_linsys == ""
+        s.enable_limit_al()
+        s.add_lin_u_rows(np.eye(7)[:1])
+        c = MPCController(s, limits=mech)                  # re-installs the canonical groups only
+        assert c.limits == mech and len(s.get_row_groups()) == 3
+        assert c.step(X0, ref_for(s)).limits == mech
     for mech in ("admm", "barrier", "al", "telemetry"):
         with pytest.raises(ValueError, match=f"limits: '{mech}' needs the constraint row-group layer"):
-            MPCController(solver(), limits=mech)
+            MPCController(solver(cls=NoRowGroups), limits=mech)
+    assert MPCController(solver(cls=NoRowGroups)).limits is None
     with pytest.raises(ValueError, match="limits_kw"):
         MPCController(solver(), limits="off", limits_kw={"rho": 1.0})
     with pytest.raises(ValueError, match="limits"):
         MPCController(solver(), limits="hard")
+
+
+class NoRowGroups(gato.BSQP):
+    """A solver without the row-group layer (as a floating or foreign solver may be)."""
+
+    enable_limit_admm = enable_limit_barrier = enable_limit_al = enable_limit_telemetry = None
+    get_row_groups = disable_row_groups = None
+    row_mech = None
 
 
 class RowGroupStub(gato.BSQP):
@@ -493,7 +527,7 @@ def test_single_hypothesis_select_is_a_noop():
 
 def test_step_result_layout():
     s = solver()
-    r = MPCController(s).step(X0, ref_for(s), DT)
+    r = MPCController(s, limits="off").step(X0, ref_for(s), DT)
     assert isinstance(r, StepResult)
     assert r.xu_best.shape == (s.xu_size,) and r.iterations == 1 and not r.budget_hit
     assert (r.reseeded, r.diverged, r.fallback, r.admm_linsys, r.limits) == (False, False, "", "", "")

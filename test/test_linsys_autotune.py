@@ -160,6 +160,7 @@ def test_resolve_admm_linsys_precedence(tuning_file):
     assert lt.resolve_admm_linsys(N=47) == ("pcg", None)
     assert lt.resolve_admm_linsys(N=48) == ("bdsv_factor", None)
     assert lt.resolve_admm_linsys() == ("pcg", None)
+    assert lt.resolve_admm_linsys(N=16, backend="cpu") == ("bdsv_factor", None)
     assert lt.resolve_admm_linsys("auto") == ("auto", 0.1)
     assert lt.resolve_admm_linsys("auto", fallback_tau=0.2) == ("auto", 0.2)
     assert lt.resolve_admm_linsys("auto", 0.03, fallback_tau=0.2) == ("auto", 0.03)
@@ -183,7 +184,7 @@ def test_controller_reads_tuned_entry(tuning_file):
     assert (c.linsys, s.linsys) == ("bdsv_first", "bdsv_first")
     c = gato.MPCController(s)                                          # no tag: wired CPU default
     assert (c.linsys, c.bdsv_threshold) == ("bdsv", None)
-    assert (c.admm_linsys, c.admm_threshold) == ("pcg", None)          # N = 16 < 48
+    assert (c.admm_linsys, c.admm_threshold) == ("bdsv_factor", None)  # CPU: bdsv_factor at every N
 
 
 # ----------------------------------------------------------------------------- the CLI
@@ -211,4 +212,4 @@ def test_cli_module_honours_env_and_rejects_admm(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "iiwa14|16|envtag" in json.loads(path.read_text())
     r = subprocess.run(cmd + ["--admm"], env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "row-group layer" in r.stderr
+    assert r.returncode == 2 and "--admm" in r.stderr and "not implemented" in r.stderr

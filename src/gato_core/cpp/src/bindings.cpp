@@ -63,6 +63,35 @@ Settings settings_from_dict(const py::dict& d) {
   return s;
 }
 
+RowGroupSpec group_from_dict(const py::dict& d) {
+  RowGroupSpec g;
+  for (auto item : d) {
+    const std::string k = py::cast<std::string>(item.first);
+    py::handle v = item.second;
+    if (k == "kind") g.kind = py::cast<int>(v);
+    else if (k == "mech") g.mech = py::cast<int>(v);
+    else if (k == "n_rows") g.n_rows = py::cast<int>(v);
+    else if (k == "knot_lo") g.knot_lo = py::cast<int>(v);
+    else if (k == "knot_hi") g.knot_hi = py::cast<int>(v);
+    else if (k == "lo") g.lo = py::cast<std::vector<double>>(v);
+    else if (k == "hi") g.hi = py::cast<std::vector<double>>(v);
+    else if (k == "mask") g.mask = py::cast<std::vector<unsigned char>>(v);
+    else if (k == "weight") g.weight = py::cast<double>(v);
+    else if (k == "delta") g.delta = py::cast<double>(v);
+    else if (k == "sigma") g.sigma = py::cast<double>(v);
+    else if (k == "cone") g.cone = py::cast<bool>(v);
+    else if (k == "admm_iters") g.admm_iters = py::cast<int>(v);
+    else if (k == "C") g.C = py::cast<std::vector<double>>(v);
+    else if (k == "d") g.d = py::cast<std::vector<double>>(v);
+    else if (k == "target") g.target = py::cast<std::vector<double>>(v);
+    else if (k == "reset_state") g.reset_state = py::cast<bool>(v);
+    else if (k == "admm_reinit") g.admm_reinit = py::cast<bool>(v);
+    else if (k == "admm_reclip") g.admm_reclip = py::cast<bool>(v);
+    else throw py::value_error("row group: unknown key '" + k + "'");
+  }
+  return g;
+}
+
 template <typename S>
 std::vector<double> to_vec(const Arr<double>& a) {
   return std::vector<double>(a.data(), a.data() + a.size());
@@ -148,6 +177,30 @@ void bind_solver(py::module_& m, const char* name) {
           s.solve(x.data(), ref.data(), out, budget_s);
         }
       }, py::arg("x"), py::arg("ref"), py::arg("xu"), py::arg("budget_s") = 0.0)
+      .def("set_row_groups", [](P& p, const py::list& groups) {
+        std::vector<RowGroupSpec> v;
+        for (auto g : groups) v.push_back(group_from_dict(py::cast<py::dict>(g)));
+        p.solver->set_row_groups(v);
+      })
+      .def("set_admm_config", [](P& p, int iters, double eps_abs, double eps_rel, int check_every,
+                                 int linsys, bool merit, bool rho_adapt) {
+        AdmmConfig c;
+        c.iters = iters; c.eps_abs = eps_abs; c.eps_rel = eps_rel; c.check_every = check_every;
+        c.linsys = static_cast<AdmmLinSys>(linsys); c.merit = merit; c.rho_adapt = rho_adapt;
+        p.solver->set_admm_config(c);
+      }, py::arg("iters"), py::arg("eps_abs"), py::arg("eps_rel"), py::arg("check_every"),
+         py::arg("linsys"), py::arg("merit"), py::arg("rho_adapt"))
+      .def("get_row_state", [](const P& p, int which) {
+        const auto& s = *p.solver;
+        py::array_t<S> out({long(s.batch()), long(kMaxRowGroups), long(s.N()), long(kMaxRowsPerGroup)});
+        s.get_row_state(which, out.mutable_data());
+        return out;
+      })
+      .def("get_admm_rho_scale", [](const P& p) {
+        py::array_t<double> out(p.solver->batch());
+        p.solver->get_admm_rho_scale(out.mutable_data());
+        return out;
+      })
       .def("stats", [](const P& p) {
         const auto& st = p.solver->stats();
         const int B = p.solver->batch(), I = p.solver->settings().max_sqp_iters, n = st.iters_run;
@@ -179,6 +232,22 @@ void bind_solver(py::module_& m, const char* name) {
         prof["linsys_us"] = st.t_linsys_us;
         prof["linesearch_us"] = st.t_linesearch_us;
         d["profile"] = prof;
+        const int G = st.n_groups;
+        d["n_groups"] = G;
+        if (G > 0) {
+          py::array_t<double> vmax({B, G}), vsum({B, G});
+          for (int b = 0; b < B; ++b)
+            for (int g = 0; g < G; ++g) {
+              vmax.mutable_at(b, g) = st.row_max_violation[size_t(b) * G + g];
+              vsum.mutable_at(b, g) = st.row_sum_violation[size_t(b) * G + g];
+            }
+          d["row_max_violation"] = vmax;
+          d["row_sum_violation"] = vsum;
+          d["admm_r_prim"] = py::array_t<double>(B, st.admm_r_prim.data());
+          d["admm_r_dual"] = py::array_t<double>(B, st.admm_r_dual.data());
+          d["admm_iters"] = py::array_t<int>(B, st.admm_iters.data());
+          d["admm_linsys_iters"] = py::array_t<int>(B, st.admm_linsys_iters.data());
+        }
         return d;
       })
       .def("debug_setup_kkt", [](P& p, const Arr<S>& xu, const Arr<S>& x, const Arr<S>& ref) {
@@ -302,4 +371,6 @@ PYBIND11_MODULE(_core, m) {
   m.attr("INTEGRATOR_RK4") = int(Integrator::kRk4);
   m.attr("LIMIT_MARGIN") = kLimitMargin;
   m.attr("BARRIER_EPS") = kBarrierEps;
+  m.attr("MAX_ROW_GROUPS") = kMaxRowGroups;
+  m.attr("MAX_ROWS_PER_GROUP") = kMaxRowsPerGroup;
 }

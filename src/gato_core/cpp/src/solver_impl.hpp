@@ -76,9 +76,15 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void merit(const S* xu, const S* x_s, const S* ref, S* out) override;
   void get_lambda(S* out) const override;
   void sim_forward(const S* x, const S* u, S h, S* out) override;
+  void set_row_groups(const std::vector<RowGroupSpec>& groups) override;
+  void set_admm_config(const AdmmConfig& c) override;
+  const AdmmConfig& admm_config() const override { return admm_; }
+  void get_row_state(int which, S* out) const override;
+  void get_admm_rho_scale(double* out) const override;
 
  private:
   struct Entry;
+  struct Group;
   void iterate(Entry& e, int it);
   S setup_kkt(Entry& e);  // returns the merit at e.xu
   bool factor_schur(Entry& e);
@@ -87,6 +93,26 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void precondition(Entry& e, const Vec& r, Vec& out) const;
   int solve_pcg(Entry& e);
   bool solve_bdsv(Entry& e);
+  bool factor_bdsv(Entry& e);
+  bool backsolve_bdsv(Entry& e);
+  void build_rhs(Entry& e);
+  // Row groups (src/solver_rows.hpp).
+  int rix(int gi, int k, int i) const { return (gi * N_ + k) * kMaxRowsPerGroup + i; }
+  static bool live(const Group& G, int k, int i);
+  void row_values(const Group& G, int b, int k, const S* xu, const S* ee, S* out) const;
+  void add_GT(const Group& G, Entry& e, int k, const S* v) const;
+  void add_GT_diag_G(const Group& G, Entry& e, int k, const S* h) const;
+  void add_GT_dense_G(const Group& G, Entry& e, int k, const S* H) const;
+  void fold(const Group& G, Entry& e, int k, S rho) const;
+  void G_dz(const Group& G, const Entry& e, int k, S* out) const;
+  void project(const Group& G, const S* v, S* out) const;
+  S rows_cost(Entry& e, const S* xu, const S* ee, bool derivs, bool admm_term);
+  void admm_prepare(Entry& e);
+  void admm_gradient(Entry& e);
+  void admm_update(Entry& e);
+  bool admm_converged(const Entry& e) const;
+  bool admm_inner(Entry& e, int& lin_iters);
+  void rows_finish(Entry& e);
   void recover_step(Entry& e);
   S trial_merit(Entry& e, S alpha);
   S stage_cost_value(int k, const S* x, const S* u, const S* ee, const S* ref) const;
@@ -120,6 +146,27 @@ class BatchSolverImpl final : public BatchSolver<S> {
   std::vector<double> rho_reset_, drho_factor_reset_;
   std::vector<double> prev_iter_us_, this_iter_us_;  // budget prediction (per SQP iteration)
   SolveStats stats_;
+  // Row groups (shared by the batch, read-only during a solve).
+  std::vector<Group> groups_;
+  AdmmConfig admm_;
+  bool has_admm_ = false, need_ee_ = false;
+  int admm_cap_ = 0;  // inner iterations per SQP iteration (cap)
+};
+
+// S-typed copy of a RowGroupSpec.
+template <typename S, int NV>
+struct BatchSolverImpl<S, NV>::Group {
+  RowKind kind = RowKind::kQBox;
+  RowMech mech = RowMech::kTelemetry;
+  int n = 0, klo = 0, khi = 0;
+  S lo[kMaxRowsPerGroup], hi[kMaxRowsPerGroup];
+  bool eq[kMaxRowsPerGroup];
+  std::vector<unsigned char> mask;  // N * n, empty = all live
+  S w = 0, delta = S(0.05), sigma = 0;
+  bool cone = false;
+  int admm_iters = 0;
+  std::vector<S> C, d, target;
+  MatUU CtC;
 };
 
 template <typename S, int NV>
@@ -138,7 +185,16 @@ struct BatchSolverImpl<S, NV>::Entry {
         ee(N, Vec3::Zero()), J(MatJ::Zero(3, nv)), Jdyn(MatX<S>::Zero(3, nv)), tmp(nx, nx),
         tmpv(nv, nv), llt_nv(nv), llt_nu(nu), llt_nx(nx), ws(plant.make_workspace()),
         dyn(plant.nv()), pcg_iters(max_iters, 0), min_merit(max_iters, 0.0),
-        step_size(max_iters, 0.0), linsys_us(max_iters, 0.0) {}
+        step_size(max_iters, 0.0), linsys_us(max_iters, 0.0), qv_base(N, VecNX::Zero(nx)),
+        rv_base(N - 1, VecNU::Zero(nu)), Jee(MatJ::Zero(3, nv)), ee_fin(Vec3::Zero()) {
+    const size_t rs = size_t(kMaxRowGroups) * N * kMaxRowsPerGroup;
+    lam_hi.assign(rs, S(0));
+    lam_lo.assign(rs, S(0));
+    rz.assign(rs, S(0));
+    ry.assign(rs, S(0));
+    g0.assign(rs, S(0));
+    for (auto& f : need_init) f = 1;
+  }
 
   int nv, nx, nu, N;
   const S* xs = nullptr;   // measured state (nx)
@@ -182,6 +238,18 @@ struct BatchSolverImpl<S, NV>::Entry {
   std::vector<double> min_merit, step_size, linsys_us;
   double t_kkt = 0, t_schur = 0, t_lin = 0, t_ls = 0;
   LinSys last_linsys = LinSys::kPcg;
+  // Row-group state, dense layout (kMaxRowGroups, N, kMaxRowsPerGroup); allocated here.
+  std::vector<S> lam_hi, lam_lo, rz, ry, g0;
+  std::vector<VecNX> qv_base;
+  std::vector<VecNU> rv_base;
+  MatJ Jee;      // EE Jacobian at knot N-1 of the KKT point
+  Vec3 ee_fin;   // EE position at knot N-1 of the returned plan
+  unsigned char need_init[kMaxRowGroups] = {}, need_clip[kMaxRowGroups] = {};
+  S rprim[kMaxRowGroups] = {}, rdual[kMaxRowGroups] = {}, zmax[kMaxRowGroups] = {};
+  double vmax[kMaxRowGroups] = {}, vsum[kMaxRowGroups] = {};
+  S rho_scale = 1;
+  int admm_it = 0, admm_lin = 0;
+  double admm_rp = 0, admm_rd = 0;
 
   S* x(int k) { return xu.data() + k * (nx + nu); }
   S* u(int k) { return xu.data() + k * (nx + nu) + nx; }
@@ -283,7 +351,16 @@ void BatchSolverImpl<S, NV>::reset_rho() {
 }
 template <typename S, int NV>
 void BatchSolverImpl<S, NV>::reset_dual() {
-  for (auto& e : entries_) e->lam.setZero();
+  for (auto& e : entries_) {
+    e->lam.setZero();
+    // Row-group duals: AL multipliers and ADMM (z, y) (re-initialized at the next solve).
+    std::fill(e->lam_hi.begin(), e->lam_hi.end(), S(0));
+    std::fill(e->lam_lo.begin(), e->lam_lo.end(), S(0));
+    std::fill(e->rz.begin(), e->rz.end(), S(0));
+    std::fill(e->ry.begin(), e->ry.end(), S(0));
+    for (auto& f : e->need_init) f = 1;
+    e->rho_scale = 1;
+  }
 }
 
 template <typename S, int NV>
@@ -400,6 +477,10 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
   }
   e.c[0] = Eigen::Map<const VecNX>(e.x(0), nx) - Eigen::Map<const VecNX>(e.xs, nx);
   defect += e.c[0].template lpNorm<1>();
+  if (!groups_.empty()) {
+    e.Jee = e.J;  // the loop ends at knot N-1
+    cost += rows_cost(e, e.xu.data(), e.ee[N_ - 1].data(), true, false);
+  }
   return cost + e.mu * defect;
 }
 
@@ -467,6 +548,22 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
     blk(e.rhs, k + 1, nx) = e.t_nx - e.t_nx2;
   }
   return true;
+}
+
+// rhs = -gamma from the current gradients (the blocks of factor_schur are kept):
+// the ADMM inner loop changes q and r only.
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::build_rhs(Entry& e) {
+  const int nx = nx_;
+  e.apply_Qinv(0, e.qv[0], e.t_nx);
+  blk(e.rhs, 0, nx) = e.t_nx - e.c[0];
+  for (int k = 0; k < N_ - 1; ++k) {
+    e.t_nx2 = e.c[k + 1];
+    e.t_nx2.noalias() += e.phi[k] * e.qv[k];
+    e.t_nx2.noalias() += e.BRinv[k] * e.rv[k];
+    e.apply_Qinv(k + 1, e.qv[k + 1], e.t_nx);
+    blk(e.rhs, k + 1, nx) = e.t_nx - e.t_nx2;
+  }
 }
 
 // Preconditioner diagonal of PCG: D_k = M_kk + rho * Ibar, inverted once per iteration.
@@ -547,7 +644,13 @@ int BatchSolverImpl<S, NV>::solve_pcg(Entry& e) {
 // energy of the residual: the convergence test comes with the solve.
 template <typename S, int NV>
 bool BatchSolverImpl<S, NV>::solve_bdsv(Entry& e) {
-  const int nx = nx_;
+  if (!factor_bdsv(e)) return false;
+  return backsolve_bdsv(e);
+}
+
+// The block Cholesky factor of M (E_k, L_k), kept for back-solves.
+template <typename S, int NV>
+bool BatchSolverImpl<S, NV>::factor_bdsv(Entry& e) {
   for (int k = 0; k < N_; ++k) {
     e.tmp = e.Md[k];
     if (k > 0) {
@@ -561,6 +664,13 @@ bool BatchSolverImpl<S, NV>::solve_bdsv(Entry& e) {
     if (e.llt_nx.info() != Eigen::Success) return false;
     e.Lc[k] = e.llt_nx.matrixLLT().template triangularView<Eigen::Lower>();
   }
+  return true;
+}
+
+// lam += M^-1 r with the factor of factor_bdsv; sets converged from r'M^-1 r.
+template <typename S, int NV>
+bool BatchSolverImpl<S, NV>::backsolve_bdsv(Entry& e) {
+  const int nx = nx_;
   // Forward: y_k = L_k^-1 (r_k - E_k y_{k-1}).
   for (int k = 0; k < N_; ++k) {
     auto yk = blk(e.y, k, nx);
@@ -626,6 +736,7 @@ S BatchSolverImpl<S, NV>::trial_merit(Entry& e, S alpha) {
   }
   defect += (Eigen::Map<const VecNX>(e.trial.data(), nx) - Eigen::Map<const VecNX>(e.xs, nx))
                 .template lpNorm<1>();
+  if (!groups_.empty()) cost += rows_cost(e, e.trial.data(), e.ee[N_ - 1].data(), false, admm_.merit);
   const S m = cost + e.mu * defect;
   return std::isfinite(double(m)) ? m : std::numeric_limits<S>::infinity();
 }
@@ -648,6 +759,11 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
     e.merit_final = e.merit0;
     return;
   }
+  const bool admm = has_admm_;
+  if (admm) {
+    admm_prepare(e);   // linearize the ADMM rows, fold rho G'G, keep the plain gradients
+    admm_gradient(e);  // + G'(y + rho (g - z)) for the first inner iteration
+  }
   if (timed) t0 = Clock::now();
   bool ok = factor_schur(e);
   if (timed) e.t_schur += us_since(t0);
@@ -656,7 +772,10 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
   if (mode == LinSys::kBdsvFirst) mode = it == 0 ? LinSys::kBdsv : LinSys::kPcg;
   e.last_linsys = mode;
   int pcg_it = 0;
-  if (ok) {
+  if (ok && admm) {
+    // OSQP-style inner loop on the folded system (recovers dz itself).
+    ok = admm_inner(e, pcg_it);
+  } else if (ok) {
     // Residual of the warm dual; its energy is the convergence test on both
     // paths (preconditioned for PCG, exact M^-1 for the direct solve).
     matvec(e, e.lam, e.Mp);
@@ -686,7 +805,15 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
     if (timed) e.t_ls += us_since(t0);
     return;
   }
-  recover_step(e);
+  if (admm) {
+    if (admm_.merit) {
+      // The merit compares against the row state the inner loop just produced.
+      e.merit0 += rows_cost(e, e.xu.data(), e.ee[N_ - 1].data(), false, true);
+      if (it == 0) e.merit_initial = e.merit0;
+    }
+  } else {
+    recover_step(e);
+  }
   S best = std::numeric_limits<S>::infinity();
   S best_alpha = 0;
   S alpha = 1;
@@ -742,6 +869,8 @@ void BatchSolverImpl<S, NV>::solve(const S* x_s, const S* ref, S* xu, double bud
     std::fill(e.min_merit.begin(), e.min_merit.end(), 0.0);
     std::fill(e.step_size.begin(), e.step_size.end(), 0.0);
     std::fill(e.linsys_us.begin(), e.linsys_us.end(), 0.0);
+    e.admm_it = e.admm_lin = 0;
+    e.admm_rp = e.admm_rd = 0;
   }
   const bool budgeted = budget_s > 0;
   const double budget_us = budget_s * 1e6;
@@ -777,6 +906,11 @@ void BatchSolverImpl<S, NV>::solve(const S* x_s, const S* ref, S* xu, double bud
     }
   }
   const int run = it;
+  if (!groups_.empty()) {
+    // AL dual update and the true violation, on the returned plan.
+    auto fin = [&](int b) { rows_finish(*entries_[b]); };
+    pool_.run(B_, fin);
+  }
   if (budgeted) {
     for (int i = 0; i < iters_max; ++i) prev_iter_us_[i] = i < run ? this_iter_us_[i] : -1.0;
   }
@@ -801,6 +935,17 @@ void BatchSolverImpl<S, NV>::solve(const S* x_s, const S* ref, S* xu, double bud
     stats_.t_schur_us += e.t_schur;
     stats_.t_linsys_us += e.t_lin;
     stats_.t_linesearch_us += e.t_ls;
+    const int G = int(groups_.size());
+    for (int gi = 0; gi < G; ++gi) {
+      stats_.row_max_violation[size_t(b) * G + gi] = e.vmax[gi];
+      stats_.row_sum_violation[size_t(b) * G + gi] = e.vsum[gi];
+    }
+    if (G > 0) {
+      stats_.admm_r_prim[b] = e.admm_rp;
+      stats_.admm_r_dual[b] = e.admm_rd;
+      stats_.admm_iters[b] = e.admm_it;
+      stats_.admm_linsys_iters[b] = e.admm_lin;
+    }
   }
   stats_.solve_time_us = long(us_since(t_start));
 }
@@ -857,6 +1002,12 @@ void BatchSolverImpl<S, NV>::sim_forward(const S* x, const S* u, S h, S* out) {
                   u + size_t(b) * nu_, fext_ptr(b, 0), out + size_t(b) * nx_);
   }
 }
+
+}  // namespace gato
+
+#include "solver_rows.hpp"
+
+namespace gato {
 
 template <typename S>
 std::unique_ptr<BatchSolver<S>> BatchSolver<S>::create(std::shared_ptr<const Plant<S>> plant,

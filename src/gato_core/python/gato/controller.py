@@ -133,14 +133,20 @@ class MPCController:
             (:func:`gato.linsys_autotune.resolve_admm_linsys`).
         admm_threshold: pred_err threshold of admm_linsys "auto" (default: the tuned
             admm_tau, else ``bdsv_threshold``, else 0.1).
-        limits: URDF joint-limit rows installed on the solver. "admm" | "barrier" |
-            "al" | "telemetry" call ``solver.enable_limit_<mech>(**LIMIT_DEFAULTS[mech],
-            **limits_kw)`` (after removing installed row groups); a solver without
-            that method (the CPU backend before its row-group layer exists) raises
-            ValueError. "off": install nothing. None (default): install nothing and
-            leave the solver as configured — the ADMM default for fixed-base arms
-            arrives with the row-group layer.
-        limits_kw: keyword overrides for the enable call behind ``limits``.
+        limits: the URDF joint limits (position, velocity, torque boxes) as constraint
+            rows on the solver (docs/constraints.md). None (default): a fixed-base arm
+            whose solver has no row groups yet gets the ADMM mechanism with the
+            measured defaults (``LIMIT_DEFAULTS["admm"]``: per-box rho 0.1 / 0.03 / 1e-5
+            for the position / velocity / torque rows, at most 10 inner iterations,
+            residual exit at eps_rel 1e-2); a solver the caller already configured (any
+            row group installed), a floating-base solver and a solver without the
+            row-group layer are left as they are. "off": install nothing (the
+            unconstrained step, bit for bit). "admm" | "barrier" | "al" | "telemetry":
+            ``solver.enable_limit_<mech>(**LIMIT_DEFAULTS[mech], **limits_kw)`` after
+            removing the installed row groups (appended groups must come after). A
+            solver without that method raises ValueError.
+        limits_kw: keyword overrides for the enable call behind ``limits`` (also for the
+            None default; an error with "off").
 
     The controller runs the host path: the warm start is host memory and inputs
     of any kind (numpy, CPU torch, JAX) are copied in; ``u`` comes back in the
@@ -192,7 +198,7 @@ class MPCController:
             solver.set_linsys(self.linsys)
         self.admm_linsys, self.admm_threshold = resolve_admm_linsys(
             admm_linsys, admm_threshold, fallback_tau=self.bdsv_threshold, plant=plant, N=int(solver.N),
-            task_tag=task_tag)
+            task_tag=task_tag, backend=getattr(solver, "backend", "cuda"))
         self._install_limits(limits, limits_kw)
         self._warm = None          # (B, xu_size) float64 warm start of the next solve
         self._x_prev = None        # (nx,) state the last returned control was computed at
@@ -207,18 +213,27 @@ class MPCController:
             raise ValueError(f"limits: expected None, 'off' or one of {_LIMIT_MECHS}, got {limits!r}")
         if limits_kw is not None and not isinstance(limits_kw, dict):
             raise ValueError(f"limits_kw: expected a dict of keyword overrides, got {type(limits_kw).__name__}")
-        if limits_kw and limits in (None, "off"):
+        if limits_kw and limits == "off":
             raise ValueError(f"limits_kw: given, but limits={limits!r} installs no mechanism to pass them to")
         self.limits_kw = dict(limits_kw or {})
         self._limits_arg = limits
-        if limits in (None, "off"):
+        if limits == "off":
             return
+        groups = getattr(self.solver, "get_row_groups", None)
+        if limits is None:
+            # The default: ADMM limits on a fixed-base arm the caller has not configured.
+            if self.floating_base or not callable(getattr(self.solver, "enable_limit_admm", None)) \
+                    or (callable(groups) and groups()):
+                if self.limits_kw:
+                    raise ValueError("limits_kw: given, but limits=None leaves this solver as configured "
+                                     "(pass limits='admm' to re-install)")
+                return
+            limits = "admm"
         enable = getattr(self.solver, f"enable_limit_{limits}", None)
         if not callable(enable):
             raise ValueError(f"limits: {limits!r} needs the constraint row-group layer, which is not built yet "
                              f"for this solver ({type(self.solver).__name__} has no enable_limit_{limits}()); "
                              "use limits=None or 'off'")
-        groups = getattr(self.solver, "get_row_groups", None)
         if callable(groups) and groups() and callable(getattr(self.solver, "disable_row_groups", None)):
             self.solver.disable_row_groups()  # re-install the canonical limit groups
         enable(**{**self.LIMIT_DEFAULTS[limits], **self.limits_kw})

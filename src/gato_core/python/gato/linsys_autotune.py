@@ -317,12 +317,15 @@ def resolve_linsys(floating_base, linsys=None, bdsv_threshold=None, plant=None, 
 
 
 def resolve_admm_linsys(admm_linsys=None, admm_threshold=None, *, fallback_tau=None, plant=None, N=None,
-                        task_tag=None, path=None):
+                        task_tag=None, path=None, backend="cuda"):
     """Controller-side resolution of the ADMM inner-loop linsys policy.
 
     Precedence: explicit ``admm_linsys`` > tuned entry (``admm_policy`` /
-    ``admm_tau``) > wired default by horizon: "pcg" for ``N <`` :data:`ADMM_FACTOR_MIN_N`
-    knots, "bdsv_factor" from there ("pcg" when N is not given).
+    ``admm_tau``) > wired default: on the CUDA backend by horizon, "pcg" for
+    ``N <`` :data:`ADMM_FACTOR_MIN_N` knots, "bdsv_factor" from there ("pcg" when N
+    is not given); on the CPU backend (``backend="cpu"``) "bdsv_factor" at every
+    horizon (one block Cholesky per SQP iteration and a back-substitution per inner
+    iteration cost less than warm PCG there, and the inner solves are exact).
 
     Under "auto" an unset ``admm_threshold`` takes the tuned ``admm_tau``, else
     ``fallback_tau`` (the controller passes its SQP ``bdsv_threshold``: one
@@ -339,7 +342,7 @@ def resolve_admm_linsys(admm_linsys=None, admm_threshold=None, *, fallback_tau=N
     if admm_linsys is None:
         if entry is not None and entry.get("admm_policy") is not None:
             admm_linsys = entry["admm_policy"]
-        elif N is not None and int(N) >= ADMM_FACTOR_MIN_N:
+        elif backend == "cpu" or (N is not None and int(N) >= ADMM_FACTOR_MIN_N):
             admm_linsys = "bdsv_factor"
         else:
             admm_linsys = "pcg"

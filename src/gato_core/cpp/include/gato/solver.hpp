@@ -11,6 +11,7 @@
 
 #include "gato/integrator.hpp"
 #include "gato/plant.hpp"
+#include "gato/rowgroups.hpp"
 #include "gato/thread_pool.hpp"
 #include "gato/types.hpp"
 
@@ -31,6 +32,11 @@ struct SolveStats {
   std::vector<char> linsys_used;                       // (max_sqp_iters) LinSys of entry 0
   // Per-stage wall time summed over the batch entries, microseconds.
   double t_kkt_us = 0, t_schur_us = 0, t_linsys_us = 0, t_linesearch_us = 0;
+  // Row groups (filled only while groups are installed; G = n_groups).
+  int n_groups = 0;
+  std::vector<double> row_max_violation, row_sum_violation;  // (B, G) of the returned plan
+  std::vector<double> admm_r_prim, admm_r_dual;              // (B) last inner iteration, max over groups
+  std::vector<int> admm_iters, admm_linsys_iters;            // (B) summed over the solve
 };
 
 template <typename S>
@@ -97,6 +103,17 @@ class BatchSolver {
   virtual void get_lambda(S* out) const = 0;
   /// One plant step per entry with the knot-0 wrench: x (B,nx), u (B,nu) -> (B,nx).
   virtual void sim_forward(const S* x, const S* u, S h, S* out) = 0;
+
+  /// Replace the installed row groups (at most kMaxRowGroups; docs/constraints.md).
+  /// Throws std::invalid_argument on inconsistent sizes.
+  virtual void set_row_groups(const std::vector<RowGroupSpec>& groups) = 0;
+  virtual void set_admm_config(const AdmmConfig& c) = 0;
+  virtual const AdmmConfig& admm_config() const = 0;
+  /// Dense row state (B, kMaxRowGroups, N, kMaxRowsPerGroup): which = 0 lam_hi,
+  /// 1 lam_lo (AL duals), 2 z, 3 y (ADMM auxiliary and dual).
+  virtual void get_row_state(int which, S* out) const = 0;
+  /// (B) adapted ADMM rho scale.
+  virtual void get_admm_rho_scale(double* out) const = 0;
 };
 
 }  // namespace gato

@@ -129,9 +129,10 @@ def main(argv=None) -> int:
         solver = gato.BSQP(gato.robot_urdf(args.plant), 1, args.N, args.dt, max_sqp_iters=args.max_sqp_iters)
     except (ValueError, FileNotFoundError) as e:
         return fail(str(e))
-    if args.admm and not callable(getattr(solver, "enable_limit_admm", None)):
-        return fail("--admm: the ADMM probe needs the constraint row-group layer (solver.enable_limit_admm), "
-                    "which this solver does not have yet")
+    if args.admm:
+        return fail("--admm: the ADMM inner-loop probe (pcg vs bdsv_factor legs under the limit rows) is not "
+                    "implemented yet; the CPU backend's wired ADMM default is bdsv_factor "
+                    "(gato.linsys_autotune.resolve_admm_linsys)")
     if args.q0 is not None:
         q0 = np.array([float(v) for v in args.q0.split(",")])
     else:
