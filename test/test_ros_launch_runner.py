@@ -195,7 +195,7 @@ def _wait(proc, timeout=60):
     return out
 
 
-def _wait_ready(tmp_path_report_unused, proc, n, timeout=60):
+def _wait_ready(proc, n, timeout=60):
     """Wait until n children printed 'ready' (reads the runner's stdout line by line)."""
     lines, end = [], time.monotonic() + timeout
     while sum("ready" in line for line in lines) < n and time.monotonic() < end:
@@ -240,7 +240,7 @@ def test_signal_to_the_runner_shuts_everything_down_cleanly(tmp_path, sig):
           <executable cmd="CHILD b" name="b"/>
         </launch>""", marker)
     try:
-        _wait_ready(tmp_path, proc, 2)
+        _wait_ready(proc, 2)
         proc.send_signal(sig)
         out = _wait(proc)
         assert proc.returncode == 0, out
@@ -261,7 +261,7 @@ def test_children_die_with_a_killed_runner(tmp_path):
           <executable cmd="CHILD a" name="a"/>
         </launch>""", marker)
     try:
-        _wait_ready(tmp_path, proc, 1)
+        _wait_ready(proc, 1)
         assert len(processes_with_env("GATO_TEST_MARKER", marker)) == 2    # runner + child
         proc.kill()                                                        # no chance to clean up
         proc.wait()

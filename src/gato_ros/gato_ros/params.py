@@ -27,7 +27,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["Param", "CONTROLLER", "SIM", "REFERENCE", "SCHEMAS", "NODE_NAMES", "ROBOTS", "by_name", "defaults",
            "validate", "coerce", "descriptor", "robot_yaml", "controllers_yaml", "ros2_control_xacro", "markdown",
