@@ -18,6 +18,7 @@ docs/benchmarks.md with --out (the file is never rewritten).
     source scripts/activate.sh && python bench/bench_ros_latency.py [--seconds 20] [--out docs/benchmarks.md]
 """
 import argparse
+import json
 import os
 import platform
 import signal
@@ -118,6 +119,7 @@ def main(argv=None) -> int:
         print("no latency samples collected", file=sys.stderr)
         return 1
     e, n, sv = pct(ext), pct(node_lat), pct(solve)
+    limits = json.loads(meas[-1].params_json).get("limits", "?") if meas and meas[-1].params_json else "?"
     cmd = f"python bench/bench_ros_latency.py --seconds {a.seconds:g}" + (f" --robot {a.robot}" if a.robot != "iiwa14"
                                                                            else "")
     lines = [
@@ -125,8 +127,8 @@ def main(argv=None) -> int:
         "",
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"load average {load_before[0]:.1f} before / {load_after[0]:.1f} after (shared machine: other jobs ran).",
-        f"Command: `{cmd}` (sim world in real time, MuJoCo, {a.robot}, N=32, B=1, 1 SQP iteration, "
-        f"figure-8 reference; {a.seconds:g} s measured after {a.warmup:g} s of warm-up).",
+        f"Command: `{cmd}` (sim world in real time, MuJoCo, {a.robot}, N=32, B=1, 1 SQP iteration, joint-limit "
+        f"rows: {limits}, figure-8 reference; {a.seconds:g} s measured after {a.warmup:g} s of warm-up).",
         "",
         "| measure | n | median | p90 | p99 | max |",
         "|---|---|---|---|---|---|",

@@ -190,7 +190,7 @@ def test_parameter_validation_reasons():
 
 
 def test_q_cost_change_applies_at_the_next_tick_and_reaches_the_kkt_system():
-    lg = make(q_lim_cost=0.0)
+    lg = make(q_lim_cost=0.0, limits="off")    # only the EE cost in the position block
     ref = ref_at(lg, S)
     lg.on_reference(ref, S)
     lg.on_joint_state(js(S), S)
@@ -279,3 +279,19 @@ def test_a_new_timeout_applies_on_the_watchdog_between_ticks():
     out = lg.on_timer(sec_to_ns(0.5))
     assert out.source == "hold" and lg.status.stale_events == 1
     assert json.loads(lg.status.params_json)["joint_state_timeout_s"] == 0.2
+
+
+def test_limit_mechanism_changes_apply_at_the_next_tick():
+    lg = make()
+    if not callable(getattr(lg.solver, "enable_limit_barrier", None)):
+        pytest.skip("this gato has no constraint row-group layer (the refusal is tested above)")
+    lg.on_reference(ref_at(lg, S), S)
+    out = lg.on_joint_state(js(S), S)
+    assert out.step.limits == "admm" and lg.controller.limits == "admm"        # the schema default
+    lg.request_changes({"limits": "barrier"})
+    out = lg.on_joint_state(js(2 * S), 2 * S)
+    assert out.step.limits == "barrier" and json.loads(lg.status.params_json)["limits"] == "barrier"
+    lg.request_changes({"limits": "off"})
+    out = lg.on_joint_state(js(3 * S), 3 * S)
+    assert out.step.limits == "" and lg.controller.limits is None and out.step.row_viol is None
+    assert json.loads(lg.status.params_json)["limits"] == "off"

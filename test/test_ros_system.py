@@ -159,6 +159,7 @@ _CONTROLLER_LAUNCH = """\
   <node pkg="gato_ros" exec="controller_node" name="gato_controller">
     <param from="$(find-pkg-share gato_bringup)/config/iiwa14.yaml"/>
     <param name="N" value="16"/>
+    <param name="limits" value="off"/>
     <param name="joint_state_timeout_s" value="10.0"/>
   </node>
 </launch>
@@ -273,12 +274,17 @@ def test_controller_node_parameters_and_safety_over_dds(tmp_path, ros_env):
         assert not r.successful and "one of" in r.reason, r.reason
         import gato
 
-        if not callable(getattr(gato.BSQP, "enable_limit_admm", None)):
-            r = probe.set_param("limits", "admm")
+        layer = callable(getattr(gato.BSQP, "enable_limit_telemetry", None))
+        r = probe.set_param("limits", "telemetry")
+        if layer:
+            assert r.successful, r.reason
+        else:
             assert not r.successful and "row-group" in r.reason, r.reason
         probe.exchange(3 * S, q0)
-        st = probe.status_where(lambda s: s.ticks >= 3, "a status after the refused changes")
-        assert json.loads(st.params_json)["q_cost"] == 7.5 and json.loads(st.params_json)["limits"] == "off"
+        st = probe.status_where(lambda s: s.ticks >= 3, "a status after the changes")
+        p = json.loads(st.params_json)
+        assert p["q_cost"] == 7.5 and p["linsys"] == "bdsv"               # refused changes left no trace
+        assert p["limits"] == ("telemetry" if layer else "off")
 
         # --- NaN joint state: hold (gravity compensation at the last good state)
         q_nan = q0.copy()

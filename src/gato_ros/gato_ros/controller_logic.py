@@ -127,9 +127,13 @@ class ControllerLogic:
         sp = gato.SolverParams(**{k: cfg[k] for k in COST_KEYS + SOLVER_KEYS})
         self.solver = gato.BSQP(gato.robot_urdf(robot), cfg["batch_size"], cfg["N"], cfg["dt"], sp,
                                 plant_type=robot)
+        if cfg["limits"] != "off" and not callable(getattr(self.solver, f"enable_limit_{cfg['limits']}", None)):
+            raise ValueError(f"limits: {cfg['limits']!r} needs the solver's constraint row-group layer "
+                             f"(no enable_limit_{cfg['limits']} on {type(self.solver).__name__}); use 'off'")
         self.controller = gato.MPCController(self.solver, warm_start=cfg["warm_start"],
                                              linsys=cfg["linsys"],
-                                             reseed_threshold=cfg["reseed_threshold"] or None)
+                                             reseed_threshold=cfg["reseed_threshold"] or None,
+                                             limits=cfg["limits"])
         solver_joints = list(self.solver.joint_names)
         names = list(cfg["joint_names"])
         if sorted(names) != sorted(solver_joints):
@@ -155,7 +159,6 @@ class ControllerLogic:
         self._hold_ref: ReferenceWindow | None = None
         self._pending_tick_stamp = None  # reference_sync: a state waiting for its reference
         self._prev_tick_stamp = None
-        self._apply_limits(cfg["limits"])
         self.status.params_json = self.params_json()
         self.gravity_hold(np.zeros(self.nq))  # builds the pinocchio model now, not in the first hold
 

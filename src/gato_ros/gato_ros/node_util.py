@@ -29,8 +29,9 @@ def declare_schema(node, params_schema) -> dict:
     from rclpy.parameter import Parameter
 
     specs = schema.by_name(params_schema)
-    # An integer given for a double parameter (duration:=5 on a launch command line) is
-    # accepted as that number; rclpy would refuse the type.
+    # Start-up values that YAML typed differently from the schema are converted where the
+    # intent is unambiguous (rclpy would refuse the type): an integer for a double
+    # (duration:=5), an unquoted off for a choice parameter (limits:=off).
     overrides = getattr(node, "_parameter_overrides", None)
     if isinstance(overrides, dict):
         for p in params_schema:
@@ -39,6 +40,10 @@ def declare_schema(node, params_schema) -> dict:
                 overrides[p.name] = Parameter(p.name, Parameter.Type.DOUBLE, float(ov.value))
             elif ov is not None and p.type == "double_array" and ov.type_ == Parameter.Type.INTEGER_ARRAY:
                 overrides[p.name] = Parameter(p.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in ov.value])
+            elif ov is not None and p.type == "string" and ov.type_ == Parameter.Type.BOOL and p.choices \
+                    and ("off" if not ov.value else "on") in p.choices:
+                # YAML 1.1 reads an unquoted off / on as a bool (limits:=off, <param value="off"/>)
+                overrides[p.name] = Parameter(p.name, Parameter.Type.STRING, "off" if not ov.value else "on")
     robot = node.declare_parameter("robot", "iiwa14", schema.descriptor(specs["robot"])).value
     values = {"robot": robot}
     for p in params_schema:

@@ -161,9 +161,11 @@ CONTROLLER = (
           "warm steps PCG)", choices=_LINSYS, group="solver"),
     Param("budget_s", "double", 0.0, "wall-clock budget of a tick's SQP loop (0 = off: max_sqp_iters run)", "s",
           range=(0.0, 1.0), group="solver"),
-    Param("limits", "string", "off",
-          "joint-limit rows on the solver: off | telemetry | barrier | al | admm (needs the solver's row-group "
-          "layer: refused when the solver has no enable_limit_<mechanism>)", choices=_LIMITS, group="solver"),
+    Param("limits", "string", "admm",
+          "URDF joint-limit rows (position, velocity, torque boxes) on the solver: off | telemetry | barrier | al "
+          "| admm (the library's default for fixed-base arms, with its measured settings); needs the solver's "
+          "row-group layer: refused when the solver has no enable_limit_<mechanism>", choices=_LIMITS,
+          group="solver"),
     Param("reseed_threshold", "double", 0.0,
           "re-seed the warm start to a hold when ||x_measured - x_predicted|| exceeds this (0 = off)",
           range=(0.0, 1e3), group="solver"),
@@ -462,7 +464,9 @@ def markdown() -> str:
            "the `/set_parameters` service); the controller validates a change against the range or choices "
            "below and applies it between two ticks. Robot-specific defaults are shown for iiwa14.\n\n",
            "The limit mechanisms other than `off` need the solver's constraint row-group layer: on a "
-           "solver without `enable_limit_<mechanism>` the change is refused with that reason.\n"]
+           "solver without `enable_limit_<mechanism>` the change is refused with that reason. YAML reads an "
+           "unquoted `off` as a boolean: in parameter files and launch arguments the nodes accept it for "
+           "`limits` at start-up; at run time quote it (`ros2 param set /gato_controller limits \"'off'\"`).\n"]
     for node, schema in SCHEMAS.items():
         out.append(f"\n## `{node}`\n\n| name | type | default | unit | range / choices | access | description |\n"
                    "|---|---|---|---|---|---|---|\n")
