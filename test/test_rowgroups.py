@@ -98,3 +98,344 @@ def test_limit_groups_are_the_margin_shrunk_urdf_boxes():
     s.disable_row_groups()
     assert s.row_mech is None and s.get_row_groups() == []
     assert s.solve(X0, ref_for(s)).stats.row_max_violation is None
+
+
+# ------------------------------------------------------------------ bit-identity and telemetry
+def test_without_row_groups_nothing_changes_bit_for_bit():
+    """No group, and enable + disable, leave the solver bit-identical to a fresh plain one."""
+    plain, other = solver(), solver()
+    other.enable_limit_admm()
+    other.add_lin_u_rows(np.eye(7)[:2])
+    other.disable_row_groups()
+    ref = ref_for(plain, (0.0, 0.4, 0.1))
+    xa = xb = None
+    for _ in range(4):
+        ra, rb = plain.solve(X0, ref, xa), other.solve(X0, ref, xb)
+        xa, xb = ra.xu, rb.xu
+        assert np.array_equal(xa, xb)
+        for f in ("row_max_violation", "row_sum_violation", "admm_r_prim", "admm_r_dual", "admm_iters",
+                  "admm_linsys_iters"):
+            assert getattr(ra.stats, f) is None and getattr(rb.stats, f) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_telemetry_is_bit_identical_and_reports_the_true_violation(dtype):
+    """Telemetry changes no bit of the plan; its statistics are the violation NumPy computes
+    from the returned plan (velocity rows violated by ~0.85 rad/s here)."""
+    x = np.stack([X0, X0 + np.r_[np.zeros(7), 0.3 * np.ones(7)]])
+    plain, tele = solver(B=2, dtype=dtype), solver(B=2, dtype=dtype)
+    tele.enable_limit_telemetry()
+    ref = np.stack([ref_for(plain, (0.0, 0.4, 0.1)), ref_for(plain, (0.1, -0.3, 0.0))])
+    xa = xb = None
+    for _ in range(10):
+        ra, rb = plain.solve(x, ref, xa), tele.solve(x, ref, xb)
+        xa, xb = ra.xu, rb.xu
+        assert np.array_equal(xa, xb)
+    st = rb.stats
+    assert st.row_max_violation.shape == (2, 3) and st.row_sum_violation.shape == (2, 3)
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == np.float64 else dict(rtol=1e-5, atol=2e-5)
+    for b in range(2):
+        v = np_violation(tele, xb[b])
+        np.testing.assert_allclose(st.row_max_violation[b], v[:, 0], **tol)
+        np.testing.assert_allclose(st.row_sum_violation[b], v[:, 1], **tol)
+    assert st.row_max_violation[0, 1] > 0.5                      # the velocity box is violated
+    assert np.array_equal(st.admm_iters, [0, 0]) and np.array_equal(st.admm_r_prim, [0.0, 0.0])
+
+
+# ------------------------------------------------------------------ NumPy oracle
+TOY_N, TOY_DT, TOY_VB = 6, 0.05, 0.4   # tight velocity bounds make the rows bind on the toy problem
+
+
+def toy():
+    x = np.stack([X0, X0 + np.r_[0.02 * np.ones(7), 0.3 * np.ones(7)]])
+    s = gato.BSQP(URDF, 2, TOY_N, TOY_DT, max_sqp_iters=2, linsys="bdsv")
+    ref = np.stack([ref_for(s, (0.0, 0.3, 0.1)), ref_for(s, (0.1, -0.2, 0.0))])
+    return s, x, ref
+
+
+def toy_refs(s, mech, weights, extra=None, **kw):
+    """One RefRows per batch entry with the solver's groups (limits + appended, read back from
+    get_row_groups so both sides run the same rows)."""
+    out = []
+    for b in range(s.batch_size):
+        p = RefProblem(URDF, "EE", TOY_N, TOY_DT)
+        gs = RefRows.limit_groups(p, mech, weights)
+        gs[1]["lo"], gs[1]["hi"] = -TOY_VB * np.ones(7), TOY_VB * np.ones(7)
+        for g in s.get_row_groups()[3:]:
+            d = dict(mech=g["mech_name"], lo=g["lo"], hi=g["hi"], w=g["rho"], delta=g["delta"],
+                     knots=range(g["knot_lo"], g["knot_hi"]))
+            if g["kind"] == rk.LIN_U:
+                d.update(kind="lin_u", C=g["C"], d=g["d"])
+            else:
+                d.update(kind="ee", target=g["target"][b])
+            gs.append(d)
+        out.append(RefRows(p, gs, **kw))
+    return out
+
+
+def compare_with_oracle(s, x, ref, refs, repeats=3):
+    xu, xr = None, [None] * s.batch_size
+    for _ in range(repeats):
+        r = s.solve(x, ref, xu)
+        xu = r.xu
+        for b in range(s.batch_size):
+            xr[b], _ = refs[b].sqp(x[b], ref[b], xr[b], iters=2)
+            np.testing.assert_allclose(xu[b], xr[b], rtol=0, atol=1e-8)
+            vio = [v[0] for v in refs[b].violation]
+            np.testing.assert_allclose(r.stats.row_max_violation[b], vio, rtol=0, atol=1e-9)
+    return r
+
+
+def test_admm_matches_the_numpy_oracle():
+    """Two entries, 2 SQP iterations per solve, 4 inner iterations, 3 warm-started solves:
+    plan, (z, y) of every group and the violations agree with the dense NumPy ADMM."""
+    s, x, ref = toy()
+    w = (0.1, 0.03, 1e-3)
+    s.enable_limit_admm(rho_q=w[0], rho_qd=w[1], rho_u=w[2], iters=4)
+    s.set_row_group_bounds(1, -TOY_VB, TOY_VB)
+    refs = toy_refs(s, "admm", w, admm_iters=4)
+    r = compare_with_oracle(s, x, ref, refs)
+    st = s.get_admm_state()
+    for b in range(2):
+        for gi, g in enumerate(refs[b].groups):
+            k = list(g["knots"])
+            np.testing.assert_allclose(st["z"][b, gi, k, :7], g["z"][k], rtol=0, atol=1e-9)
+            np.testing.assert_allclose(st["y"][b, gi, k, :7], g["y"][k], rtol=0, atol=1e-9)
+    assert np.abs(st["y"][:, 1]).max() > 0.1                   # the velocity rows bind
+    assert np.array_equal(r.stats.admm_iters, [8, 8]) and np.array_equal(r.stats.admm_linsys_iters, [8, 8])
+
+
+def test_al_matches_the_numpy_oracle():
+    """PHR cost, Gauss-Newton Hessian and the once-per-solve dual update agree with NumPy."""
+    s, x, ref = toy()
+    w = (1.0, 1.0, 1e-3)
+    s.enable_limit_al(rho_q=w[0], rho_qd=w[1], rho_u=w[2])
+    s.set_row_group_bounds(1, -TOY_VB, TOY_VB)
+    refs = toy_refs(s, "al", w)
+    compare_with_oracle(s, x, ref, refs)
+    du = s.get_row_duals()
+    for b in range(2):
+        for gi, g in enumerate(refs[b].groups):
+            k = list(g["knots"])
+            np.testing.assert_allclose(du["lam_hi"][b, gi, k, :7], g["lam_hi"][k], rtol=0, atol=1e-9)
+            np.testing.assert_allclose(du["lam_lo"][b, gi, k, :7], g["lam_lo"][k], rtol=0, atol=1e-9)
+    assert du["lam_hi"][:, 1].max() > 0.1 and du["lam_lo"].min() >= 0
+
+
+def test_barrier_matches_the_numpy_oracle():
+    s, x, ref = toy()
+    s.enable_limit_barrier(mu=0.003, delta=0.05)
+    s.set_row_group_bounds(1, -TOY_VB, TOY_VB)
+    refs = toy_refs(s, "barrier", (0.003,) * 3)
+    r = compare_with_oracle(s, x, ref, refs)
+    for b in range(2):                                           # the merit carries the barrier
+        np.testing.assert_allclose(s.merit(r.xu, x, ref)[b], refs[b].merit(r.xu[b], x[b], ref[b]),
+                                   rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("mech", ["admm", "al"])
+def test_appended_groups_match_the_numpy_oracle(mech):
+    """EE terminal equality (rho J'J on the dense position block) and LIN_U rows (rho C'C on R)
+    next to the limits, under ADMM and AL."""
+    s, x, ref = toy()
+    if mech == "admm":
+        w = (0.1, 0.03, 1e-3)
+        s.enable_limit_admm(rho_q=w[0], rho_qd=w[1], rho_u=w[2], iters=3)
+    else:
+        w = (1.0, 1.0, 1e-3)
+        s.enable_limit_al(rho_q=w[0], rho_qd=w[1], rho_u=w[2])
+    s.set_row_group_bounds(1, -TOY_VB, TOY_VB)
+    tgt = np.stack([s.ee_pos(Q0) + [0.0, 0.05, 0.02], s.ee_pos(Q0) + [0.02, -0.03, 0.0]])
+    assert s.enable_ee_terminal_equality(tgt, rho=5.0) == 3
+    C = np.random.default_rng(3).standard_normal((2, 7))
+    assert s.add_lin_u_rows(C, d=[1.0, -2.0], lo=-3.0, hi=[4.0, 2.0], rho=0.02, knot_lo=1) == 4
+    g = s.get_row_groups()
+    assert g[3]["kind"] == rk.EE_TERMINAL and (g[3]["knot_lo"], g[3]["knot_hi"]) == (TOY_N - 1, TOY_N)
+    assert g[4]["kind"] == rk.LIN_U and (g[4]["knot_lo"], g[4]["knot_hi"]) == (1, TOY_N - 1)
+    np.testing.assert_allclose(np.linalg.norm(g[4]["C"], axis=1), 1.0)    # normalize=True
+    np.testing.assert_allclose(g[4]["hi"], [4.0, 2.0] / np.linalg.norm(C, axis=1))
+    refs = toy_refs(s, mech, w, **({"admm_iters": 3} if mech == "admm" else {}))
+    compare_with_oracle(s, x, ref, refs)
+    state = s.get_admm_state() if mech == "admm" else s.get_row_duals()
+    for b in range(2):
+        for gi in (3, 4):
+            rg = refs[b].groups[gi]
+            k = list(rg["knots"])
+            for key_s, key_r in ((("z", "z"), ("y", "y")) if mech == "admm" else (("lam_hi", "lam_hi"),
+                                                                                   ("lam_lo", "lam_lo"))):
+                np.testing.assert_allclose(state[key_s][b, gi, k, :rg["lo"].size], rg[key_r][k], rtol=0, atol=1e-8)
+
+
+# ------------------------------------------------------------------ what each mechanism promises
+STEP = (0.0, 0.4, 0.1)   # EE offset whose unconstrained plans exceed the velocity box by ~0.85 rad/s
+
+
+def test_each_mechanism_delivers_its_promise_on_a_violated_box():
+    """The unconstrained optimum violates the velocity box; over warm-started repeat solves
+    ADMM ends within its residual tolerance, AL's outer loop drives the violation to ~0 and the
+    relaxed barrier keeps the plan strictly inside (from the feasible hold start)."""
+    ref = ref_for(solver(), STEP)
+    s = solver()
+    s.enable_limit_telemetry()
+    r = repeat(s, X0, ref, 30)
+    v_free = r.stats.row_max_violation[0, 1]
+    assert v_free > 0.8
+    # ADMM with the residual exit: violation <= eps_rel * max|z| of the velocity group
+    s = solver()
+    s.enable_limit_admm(eps_rel=1e-2)
+    r = repeat(s, X0, ref, 30)
+    z = s.get_admm_state()["z"][0, 1, 1:N, :7]
+    tol = 1e-2 * np.abs(z).max()
+    assert r.stats.row_max_violation[0, 1] <= tol and r.stats.admm_r_prim[0] <= tol
+    assert np.all(r.stats.row_max_violation[0] <= tol)
+    # AL: the violation falls over the outer loop
+    s = solver()
+    s.enable_limit_al()
+    v = [repeat(s, X0, ref, 1).stats.row_max_violation[0, 1]]
+    xu = None
+    for _ in range(60):
+        r = s.solve(X0, ref, xu)
+        xu = r.xu
+        v.append(r.stats.row_max_violation[0, 1])
+    assert max(v[-10:]) < 0.012 * v_free                       # ~1 % of the unconstrained violation
+    assert s.get_row_duals()["lam_hi"][0, 1].max() > 0.01 or s.get_row_duals()["lam_lo"][0, 1].max() > 0.01
+    # barrier: strictly inside every box
+    s = solver()
+    s.enable_limit_barrier()
+    r = repeat(s, X0, ref, 30)
+    assert np.all(r.stats.row_max_violation[0] == 0.0)
+    xs, us = split(s, r.xu[0])
+    b = limit_boxes(s)
+    assert np.min(b["qd"][1] - np.abs(xs[1:, 7:])) > 0 and np.min(b["u"][1] - np.abs(us)) > 0
+    assert np.min(np.minimum(xs[1:, :7] - b["q"][0], b["q"][1] - xs[1:, :7])) > 0
+
+
+def test_duals_persist_across_solves_and_reset_dual_zeroes_them():
+    ref = ref_for(solver(), STEP)
+    for mech in ("al", "admm"):
+        s, fresh = solver(), solver()
+        getattr(s, f"enable_limit_{mech}")()
+        getattr(fresh, f"enable_limit_{mech}")()
+        r = repeat(s, X0, ref, 5)
+        state = s.get_row_duals() if mech == "al" else s.get_admm_state()
+        key = "lam_hi" if mech == "al" else "y"
+        assert np.abs(state[key]).max() > 0
+        again = s.get_row_duals() if mech == "al" else s.get_admm_state()
+        assert np.array_equal(state[key], again[key])          # reading does not touch them
+        s.reset_dual()
+        s.reset_rho()
+        zero = s.get_row_duals() if mech == "al" else s.get_admm_state()
+        assert all(not np.any(v) for v in zero.values())
+        # the next solve is the first solve of a fresh solver, bit for bit
+        assert np.array_equal(s.solve(X0, ref, r.xu).xu, fresh.solve(X0, ref, r.xu).xu)
+
+
+def test_masks_bounds_and_soft_rows():
+    ref = ref_for(solver(), STEP)
+    s = solver()
+    s.enable_limit_telemetry()
+    s.set_row_group_bounds(1, -0.3, [0.3] * 6 + [np.inf])     # a one-sided row on joint 7
+    mask = np.ones((N, 7), dtype=bool)
+    mask[:8] = False                                           # rows off on knots 0..7
+    mask[:, 0] = False                                         # and joint 1 everywhere
+    s.set_row_group_mask(1, mask)
+    r = repeat(s, X0, ref, 3)
+    xs, _ = split(s, r.xu[0])
+    hi = np.array([0.3] * 6 + [np.inf])
+    v = np.maximum(0.0, np.maximum(-0.3 - xs[:, 7:], xs[:, 7:] - hi))
+    v[~mask] = 0.0
+    v[0] = 0.0
+    np.testing.assert_allclose(r.stats.row_max_violation[0, 1], v.max(), rtol=1e-12)
+    np.testing.assert_allclose(r.stats.row_sum_violation[0, 1], v.sum(), rtol=1e-12)
+    g = s.get_row_groups()[1]
+    assert np.array_equal(g["mask"], mask) and g["hi"][6] == np.inf
+    s.set_row_group_mask(1, None)
+    assert s.get_row_groups()[1]["mask"].all()
+    # AL: masked slots carry no dual; elastic rows cap the multiplier at sigma
+    s = solver()
+    s.enable_limit_al(rho=5.0)
+    mask = np.ones((N, 7), dtype=bool)
+    mask[1:5, 0] = False                                       # joint 1 (the violated row) off on knots 1..4
+    s.set_row_group_mask(1, mask)
+    s.set_row_group_soft(1, 0.02)
+    repeat(s, X0, ref, 10)
+    du = s.get_row_duals()
+    lam = np.maximum(du["lam_hi"][0, 1, :N, :7], du["lam_lo"][0, 1, :N, :7])
+    assert np.all(lam[~mask] == 0) and lam.max() == pytest.approx(0.02, rel=1e-12)
+    # ADMM: elastic rows keep |y| <= sigma
+    s = solver()
+    s.enable_limit_admm(rho_qd=1.0)
+    s.set_row_group_soft(1, 0.05)
+    ys, xu = [], None
+    for _ in range(6):
+        xu = s.solve(X0, ref, xu).xu
+        ys.append(np.abs(s.get_admm_state()["y"][0, 1]).max())
+    assert max(ys) == pytest.approx(0.05, rel=1e-12)            # saturated, never beyond sigma
+    # set_row_group_rho reads back and re-initializes ADMM's (z, y) at the next solve
+    s.set_row_group_rho(1, 0.5)
+    assert s.get_row_groups()[1]["rho"] == 0.5
+    r = s.solve(X0, ref, None)
+    assert np.isfinite(r.stats.final_merit[0])
+
+
+def test_ee_terminal_equality_reaches_its_target():
+    ref = ref_for(solver(), (0.0, 0.3, 0.1))
+    for mech, tol in (("al", 1e-4), ("admm", 1e-3)):
+        s = solver()
+        getattr(s, f"enable_limit_{mech}")()
+        tgt = s.ee_pos(Q0) + np.array([0.05, 0.2, 0.1])
+        g = s.enable_ee_terminal_equality(tgt)
+        r = repeat(s, X0, ref, 40)
+        qN = r.xu[0, (N - 1) * 21:(N - 1) * 21 + 7]
+        err = np.abs(s.ee_pos(qN) - tgt)
+        np.testing.assert_allclose(r.stats.row_max_violation[0, g], err.max(), rtol=1e-9, atol=1e-12)
+        assert err.max() < tol
+        assert s.get_row_groups()[g]["mech_name"] == mech and s.get_row_groups()[g]["rho"] == 10.0
+
+
+def test_u_cone_soc_and_facets():
+    """||[u_1, u_3]|| <= 5 N·m (joints 1 and 3, zero-based 0 and 2): violated by ~230 N·m
+    unconstrained; the ADMM cone drives it to 0; the inscribed facets lie inside the cone."""
+    ref = ref_for(solver(), STEP)
+    C = np.zeros((3, 7))
+    C[1, 0] = C[2, 2] = 1.0
+
+    def soc_violation(s, xu):
+        _, us = split(s, xu)
+        return np.max(np.maximum(0.0, np.hypot(us[:, 0], us[:, 2]) - 5.0))
+
+    s = solver()
+    s.enable_limit_telemetry()
+    g = s.enable_u_cone(C, d=[5.0, 0.0, 0.0])
+    r = repeat(s, X0, ref, 10)
+    assert g == 3 and rk.is_vector_kind(rk.LIN_U, s.get_row_groups()[g]["cone"])
+    np.testing.assert_allclose(r.stats.row_max_violation[0, g], soc_violation(s, r.xu[0]), rtol=1e-9)
+    assert soc_violation(s, r.xu[0]) > 100
+    s = solver()
+    s.enable_limit_admm()
+    g = s.enable_u_cone(C, d=[5.0, 0.0, 0.0], rho=1e-2)
+    assert s.get_row_groups()[g]["mask"].shape == (N,)
+    r = repeat(s, X0, ref, 30)
+    assert soc_violation(s, r.xu[0]) < 1e-6
+    z = s.get_admm_state()["z"][0, g, :N - 1, :3]
+    assert np.all(np.hypot(z[:, 1], z[:, 2]) <= z[:, 0] + 1e-12)  # z lives in the cone
+    # facets: 8 half-planes, inscribed (s = cos(pi/8)) ⊂ cone ⊂ circumscribed (s = 1)
+    s = solver()
+    s.enable_limit_admm()
+    g = s.enable_u_cone(C, d=[5.0, 0.0, 0.0], rho=1e-2, form="facets", facets=8)
+    grp = s.get_row_groups()[g]
+    assert grp["n_rows"] == 8 and grp["form"] == "facets" and not grp["cone"]
+    r = repeat(s, X0, ref, 30)
+    assert r.stats.row_max_violation[0, g] < 1e-3               # N·m (unit rows), from ~230
+    assert soc_violation(s, r.xu[0]) <= r.stats.row_max_violation[0, g] + 1e-12   # inscribed: inside
+    t = np.linspace(0, 2 * np.pi, 8, endpoint=False)
+    for scale, inside in (("inscribed", True), ("circumscribed", False)):
+        s2 = solver()
+        s2.enable_limit_telemetry()
+        g2 = s2.enable_u_cone(C, d=[5.0, 0.0, 0.0], form="facets", facet_scale=scale)
+        Cf, df = s2.get_row_groups()[g2]["C"], s2.get_row_groups()[g2]["d"]
+        # the point of the circle along a facet normal: outside the inscribed polygon only
+        ang = t[1]
+        u = np.zeros(7)
+        u[0], u[2] = 5.0 * np.cos(ang), 5.0 * np.sin(ang)
+        assert (np.max(Cf @ u + df) > 1e-9) == inside
