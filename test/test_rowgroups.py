@@ -439,3 +439,251 @@ def test_u_cone_soc_and_facets():
         u = np.zeros(7)
         u[0], u[2] = 5.0 * np.cos(ang), 5.0 * np.sin(ang)
         assert (np.max(Cf @ u + df) > 1e-9) == inside
+
+
+# ------------------------------------------------------------------ ADMM loop controls and statistics
+def test_admm_exit_linear_solvers_and_statistics():
+    ref = ref_for(solver(), STEP)
+    runs = {}
+    for name, setup in {
+        "budget": lambda s: s.enable_limit_admm(iters=6),
+        "budget_again": lambda s: (s.enable_limit_admm(iters=6, eps_rel=1e-2), s.set_admm_exit(0.0, 0.0)),
+        "exit": lambda s: s.enable_limit_admm(iters=6, eps_rel=1e-2),
+        "pcg": lambda s: (s.enable_limit_admm(iters=6), s.set_admm_linsys("pcg")),
+    }.items():
+        s = solver(max_sqp_iters=2)
+        setup(s)
+        runs[name] = [s.solve(X0, ref)]
+        for _ in range(15):
+            runs[name].append(s.solve(X0, ref, runs[name][-1].xu))
+    b, e, p = runs["budget"], runs["exit"], runs["pcg"]
+    for r in b:                                    # fixed budget: iters per SQP iteration, one back-solve each
+        assert r.stats.admm_iters[0] == 6 * r.stats.sqp_iters[0]
+        assert r.stats.admm_linsys_iters[0] == r.stats.admm_iters[0]
+    for ra, rb in zip(b, runs["budget_again"]):    # eps = 0 is the fixed budget, bit for bit
+        assert np.array_equal(ra.xu, rb.xu)
+    assert sum(r.stats.admm_iters[0] for r in e) < sum(r.stats.admm_iters[0] for r in b)
+    assert min(r.stats.admm_iters[0] for r in e[-4:]) < 6 * e[-1].stats.sqp_iters[0]  # warm: early exit
+    last = e[-1].stats
+    assert last.admm_r_prim.shape == (1,) and last.admm_r_dual.shape == (1,)
+    # the PCG inner loop solves the same systems to its tolerance (linsys iterations = PCG steps)
+    assert all(r.stats.admm_linsys_iters[0] > r.stats.admm_iters[0] for r in p)
+    assert p[-1].stats.row_max_violation[0, 1] < 0.02 and b[-1].stats.row_max_violation[0, 1] < 0.02
+    out = {}
+    for lin in ("bdsv_factor", "pcg"):
+        s = solver(max_sqp_iters=2, pcg_tol=1e-12, max_pcg_iters=5000)
+        s.enable_limit_admm(iters=6)
+        s.set_admm_linsys(lin)
+        out[lin] = (repeat(s, X0, ref, 3).xu, s.get_admm_state()["y"])
+    np.testing.assert_allclose(out["pcg"][0], out["bdsv_factor"][0], rtol=0, atol=1e-3)   # N·m-sized entries
+    np.testing.assert_allclose(out["pcg"][1], out["bdsv_factor"][1], rtol=0, atol=1e-5)
+    s = solver()
+    s.enable_limit_admm()
+    s.set_admm_exit(1e-4, 1e-3, check_every=0)
+    assert (s.admm_eps_abs, s.admm_eps_rel, s.admm_check_every) == (1e-4, 1e-3, 0)
+
+
+def test_admm_rho_adaptation_and_merit_toggle():
+    ref = ref_for(solver(), STEP)
+    s = solver()
+    s.enable_limit_admm()
+    assert np.array_equal(s.get_admm_rho_scale(), [1.0])
+    s.set_admm_rho_adaptation(True)
+    repeat(s, X0, ref, 6)
+    scale = s.get_admm_rho_scale()[0]
+    assert scale != 1.0 and 1e-2 <= scale <= 1e2
+    s.set_admm_rho_adaptation(False)               # toggling resets the scale
+    assert np.array_equal(s.get_admm_rho_scale(), [1.0])
+    # merit toggle: the same plan is scored with y'(g - z) + rho/2 |g - z|^2 added
+    a, m = solver(), solver()
+    for x in (a, m):
+        x.enable_limit_admm(rho_qd=0.5)
+    m.set_admm_merit(True)
+    xa = repeat(a, X0, ref, 3).xu
+    repeat(m, X0, ref, 3)
+    st = m.get_admm_state()
+    z, y = st["z"][0, 1, 1:N, :7], st["y"][0, 1, 1:N, :7]
+    xs, _ = split(m, xa[0])
+    g = xs[1:, 7:]
+    extra = np.sum(y * (g - z) + 0.25 * (g - z) ** 2)
+    # merit() of the toggled solver adds the term (groups 0 and 2 inactive: y = 0, z = g)
+    st0 = [st["z"][0, gi] for gi in (0, 2)]
+    assert all(np.isfinite(v).all() for v in st0)
+    np.testing.assert_allclose(m.merit(xa, X0, ref)[0] - a.merit(xa, X0, ref)[0], extra, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("mech", ["telemetry", "barrier", "admm", "al"])
+def test_float32_runs_every_mechanism_like_float64(mech):
+    ref = ref_for(solver(), STEP)
+    out = {}
+    for dt in (np.float64, np.float32):
+        s = solver(dtype=dt)
+        getattr(s, f"enable_limit_{mech}")()
+        r = repeat(s, X0, ref, 8)
+        assert np.all(np.isfinite(r.xu)) and r.stats.row_max_violation.dtype == np.float64
+        out[dt] = r
+    np.testing.assert_allclose(out[np.float32].stats.row_max_violation, out[np.float64].stats.row_max_violation,
+                               rtol=0, atol=0.02)
+    xa, _ = split(s, out[np.float64].xu[0])
+    xb, _ = split(s, out[np.float32].xu[0])
+    np.testing.assert_allclose(xb, xa, rtol=0, atol=0.05)      # states (torques are nearly free: u_cost 2e-6)
+
+
+def test_batch_entries_are_independent_and_solves_deterministic():
+    """Each entry of a B = 3 batch (different states, references, appended rows) equals the
+    B = 1 solve of its own problem bit for bit, run after run."""
+    rng = np.random.default_rng(7)
+    xs = np.stack([X0 + np.r_[0.05 * rng.standard_normal(7), 0.2 * rng.standard_normal(7)] for _ in range(3)])
+    refs = np.stack([ref_for(solver(), off) for off in ((0.0, 0.4, 0.1), (0.1, -0.3, 0.0), (-0.1, 0.2, -0.1))])
+    tgts = np.stack([solver().ee_pos(Q0) + d for d in ([0, .1, 0], [0, -.1, .05], [.05, 0, 0])])
+
+    def configure(s, tgt):
+        s.enable_limit_admm(eps_rel=1e-2)
+        s.enable_ee_terminal_equality(tgt)
+        s.add_lin_u_rows(np.eye(7)[:2], lo=-40.0, hi=40.0)
+
+    def run_batch():
+        s = solver(B=3, threads=2)
+        configure(s, tgts)
+        xu = None
+        for _ in range(3):
+            r = s.solve(xs, refs, xu)
+            xu = r.xu
+        return r, s.get_admm_state()
+
+    r1, st1 = run_batch()
+    r2, st2 = run_batch()
+    assert np.array_equal(r1.xu, r2.xu) and np.array_equal(st1["y"], st2["y"])
+    for b in range(3):
+        s = solver()
+        configure(s, tgts[b])
+        xu = None
+        for _ in range(3):
+            r = s.solve(xs[b], refs[b], xu)
+            xu = r.xu
+        assert np.array_equal(r.xu[0], r1.xu[b])
+        assert np.array_equal(r.stats.row_max_violation[0], r1.stats.row_max_violation[b])
+        assert np.array_equal(s.get_admm_state()["y"][0], st1["y"][b])
+
+
+def test_row_gradients_match_finite_differences_of_the_merit():
+    """Barrier and AL terms of every kind (boxes, SOC cone, LIN_U, EE rows): the gradient the
+    KKT blocks carry equals a central difference of merit() (the groups' cost)."""
+    rng = np.random.default_rng(0)
+    C = np.zeros((3, 7))
+    C[1, 0], C[2, 2], C[0, 3] = 1.0, 1.0, 0.2
+    cases = [
+        lambda s: s.enable_limit_barrier(mu=0.01),
+        lambda s: s.enable_limit_al(rho=0.5),
+        lambda s: (s.enable_limit_telemetry(), s.enable_u_cone(C, d=[5.0, 0, 0], mech="al", rho=0.1)),
+        lambda s: (s.enable_limit_telemetry(), s.enable_u_cone(C, d=[50.0, 0, 0], mech="barrier", rho=0.1)),
+        lambda s: (s.enable_limit_telemetry(), s.add_lin_u_rows(rng.standard_normal((3, 7)), d=[1, 2, 3], lo=-5,
+                                                                hi=5, mech="al", rho=0.3)),
+        lambda s: (s.enable_limit_barrier(), s.enable_ee_terminal_equality(s.ee_pos(Q0) + 0.01, rho=0.05)),
+        lambda s: (s.enable_limit_al(), s.enable_ee_terminal_equality(s.ee_pos(Q0) + 0.05, rho=3.0)),
+    ]
+    n, st = 5, 21
+    for setup in cases:
+        s, s0 = solver(n=n), solver(n=n)
+        setup(s)
+        ref = ref_for(s)
+        xu = s.hold_trajectory(X0[None])[0]
+        for k in range(n - 1):
+            xu[k * st + 14:(k + 1) * st] = 30 * rng.standard_normal(7)
+        for k in range(1, n):
+            xu[k * st + 7:k * st + 14] += 1.5 * rng.standard_normal(7)
+        K, K0 = (x.debug_setup_kkt(xu[None], X0[None], ref[None]) for x in (s, s0))
+
+        def f(z):
+            return (s.merit(z[None], X0[None], ref[None]) - s0.merit(z[None], X0[None], ref[None]))[0]
+
+        grad = np.zeros_like(xu)
+        for k in range(n):
+            grad[k * st:k * st + 14] = K["q"][0, k] - K0["q"][0, k]
+            if k < n - 1:
+                grad[k * st + 14:(k + 1) * st] = K["r"][0, k] - K0["r"][0, k]
+        fd = np.zeros_like(xu)
+        for i in range(xu.size):
+            e = 1e-6 * max(1.0, abs(xu[i]))
+            zp, zm = xu.copy(), xu.copy()
+            zp[i] += e
+            zm[i] -= e
+            fd[i] = (f(zp) - f(zm)) / (2 * e)
+        assert np.abs(grad).max() > 0.1
+        np.testing.assert_allclose(grad, fd, rtol=0, atol=1e-5 * max(1.0, np.abs(fd).max()))
+
+
+# ------------------------------------------------------------------ bad input
+def test_bad_input_raises_with_clear_messages():
+    s = solver()
+    with pytest.raises(ValueError, match="no limit mechanism is installed.*enable_limit_"):
+        s.add_lin_u_rows(np.eye(7)[:1])
+    with pytest.raises(ValueError, match="enable_ee_terminal_equality: no limit mechanism"):
+        s.enable_ee_terminal_equality([0.5, 0.0, 0.5])
+    with pytest.raises(ValueError, match="enable_u_cone|add_lin_u_rows: no limit mechanism"):
+        s.enable_u_cone(np.eye(7)[:3])
+    with pytest.raises(ValueError, match="row-group index"):
+        s.set_row_group_bounds(0, -1, 1)
+    s.enable_limit_al()
+    with pytest.raises(ValueError, match="lo needs 7 entries"):
+        s.set_row_group_bounds(1, np.zeros(6), np.ones(7))
+    with pytest.raises(ValueError, match="hi needs 7 entries"):
+        s.set_row_group_bounds(1, -1.0, np.ones(8))
+    with pytest.raises(ValueError, match=r"lo > hi at row 2"):
+        s.set_row_group_bounds(1, [0, 0, 2, 0, 0, 0, 0], 1.0)
+    with pytest.raises(ValueError, match="lo contains NaN"):
+        s.set_row_group_bounds(1, [0, np.nan, 0, 0, 0, 0, 0], 1.0)
+    with pytest.raises(ValueError, match="hi contains NaN"):
+        s.set_row_group_bounds(1, -1.0, np.nan)
+    with pytest.raises(ValueError, match=r"mask: expected shape \(16, 7\)"):
+        s.set_row_group_mask(1, np.ones((16, 6), dtype=bool))
+    with pytest.raises(ValueError, match=r"mask: expected shape \(16, 7\)"):
+        s.set_row_group_mask(1, np.ones(16, dtype=bool))
+    with pytest.raises(ValueError, match="mask: expected booleans"):
+        s.set_row_group_mask(1, np.full((16, 7), 2.0))
+    with pytest.raises(ValueError, match="row-group index"):
+        s.set_row_group_rho(3, 1.0)
+    with pytest.raises(ValueError, match="rho: expected a finite number > 0"):
+        s.set_row_group_rho(0, -1.0)
+    with pytest.raises(ValueError, match="sigma"):
+        s.set_row_group_soft(0, np.nan)
+    with pytest.raises(ValueError, match=r"C: expected shape \(m, 7\)"):
+        s.add_lin_u_rows(np.ones((2, 6)))
+    with pytest.raises(ValueError, match="C: contains NaN"):
+        s.add_lin_u_rows(np.full((1, 7), np.nan))
+    with pytest.raises(ValueError, match="lo > hi"):
+        s.add_lin_u_rows(np.eye(7)[:1], lo=1.0, hi=0.0)
+    with pytest.raises(ValueError, match="knot_lo / knot_hi"):
+        s.add_lin_u_rows(np.eye(7)[:1], knot_lo=5, knot_hi=5)
+    with pytest.raises(ValueError, match="a cone needs 3 rows"):
+        s.add_lin_u_rows(np.eye(7)[:2], cone=True)
+    with pytest.raises(ValueError, match="form"):
+        s.enable_u_cone(np.eye(7)[:3], form="ellipse")
+    with pytest.raises(ValueError, match="equilibrate"):
+        s.add_lin_u_rows(np.eye(7)[:1], equilibrate=True)
+    with pytest.raises(ValueError, match="mech: expected None or one of"):
+        s.add_lin_u_rows(np.eye(7)[:1], mech="hard")
+    with pytest.raises(ValueError, match=r"target: expected shape \(1, 3\)"):
+        s.enable_ee_terminal_equality([0.5, 0.0])
+    with pytest.raises(ValueError, match="admm_linsys"):
+        s.set_admm_linsys("lu")
+    with pytest.raises(ValueError, match="eps_rel"):
+        s.set_admm_exit(0.0, -1.0)
+    with pytest.raises(ValueError, match="iters: expected an integer >= 1"):
+        s.enable_limit_admm(iters=0)
+    with pytest.raises(ValueError, match="a residual exit needs a tolerance"):
+        s.enable_limit_admm(eps_rel=0.0)
+    with pytest.raises(ValueError, match="mu"):
+        s.enable_limit_barrier(mu=0.0)
+    cone = s.enable_u_cone(np.eye(7)[:3])
+    with pytest.raises(ValueError, match=r"mask: expected shape \(16,\)"):
+        s.set_row_group_mask(cone, np.ones((16, 3), dtype=bool))
+    with pytest.raises(ValueError, match="second-order cone"):
+        s.set_row_group_bounds(cone, 0.0, 1.0)
+    with pytest.raises(ValueError, match="elastic cones are ADMM-only"):
+        s.set_row_group_soft(cone, 0.1)
+    for _ in range(8 - len(s.get_row_groups())):
+        s.add_lin_u_rows(np.eye(7)[:1])
+    with pytest.raises(ValueError, match="at most 8 row groups"):
+        s.add_lin_u_rows(np.eye(7)[:1])
+    assert len(s.get_row_groups()) == 8
