@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The README's main command: set up (first use installs everything), then run
-# the simulation bringup. Extra arguments go to the runner (see --help).
+# The README's main command: set up (first use installs everything), then run the
+# MuJoCo simulation bringup headless (sim world, MPC controller and reference as
+# separate ROS 2 processes, lockstep) for a fixed simulated duration, and print a
+# summary; the bag, a tracking plot and summary.json land in build/sim/<robot>-<time>/.
+# Extra arguments go to the bringup (python -m gato_ros.bringup_sim --help), e.g.
+#   scripts/sim.sh --robot fr3 --duration 5 --reference goals
+# The solver smoke run of before stays available: python -m gato smoke
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 scripts/setup.sh
 source scripts/activate.sh
-# Until the MuJoCo simulation bringup lands (issue 7), the main job is a
-# solver smoke run.
-exec python -m gato smoke "$@"
+exec python -m gato_ros.bringup_sim "$@"

@@ -63,3 +63,37 @@ def stop_process(proc, grace_s=5.0):
             proc.kill()
             proc.wait()
     return proc.returncode
+
+
+def processes_with_env(key, value):
+    """PIDs of live processes (not zombies) whose environment has key=value (Linux /proc).
+
+    Tag the processes a test starts with a unique environment marker, then check that
+    none is left over: this also finds grandchildren that a pid list would miss.
+    """
+    needle = f"{key}={value}".encode()
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{d}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in env and state != b"Z":
+            found.append(int(d))
+    return found
+
+
+def kill_tagged(key, value, sig=9):
+    """Send `sig` to every process processes_with_env(key, value) finds (test clean-up)."""
+    import signal as _signal
+
+    for pid in processes_with_env(key, value):
+        try:
+            os.kill(pid, sig if sig else _signal.SIGKILL)
+        except OSError:
+            pass

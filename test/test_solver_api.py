@@ -203,3 +203,49 @@ def test_registry_helpers():
         gato.available("xx")
     with pytest.raises(ValueError, match="unknown robot"):
         gato.robot_urdf("nope")
+
+
+def test_drho_batch_sets_the_trust_region_adaptation_factor():
+    s = gato.BSQP(URDF, 2, 8, 0.03, max_sqp_iters=1, rho=0.01)
+    x, ref = inputs(s)
+    s.set_drho_batch([2.0, 1.5])
+    r = s.solve(x, ref)
+    # One accepted step: rho <- rho * min(1/f, 1/f) per entry.
+    assert np.all(r.stats.step_size[:, 0] > 0)
+    np.testing.assert_allclose(s.rho(), [0.01 / 2.0, 0.01 / 1.5], rtol=1e-12)
+    s.reset_rho()
+    np.testing.assert_allclose(s.rho(), [0.01, 0.01])
+    with pytest.raises(ValueError, match="drho_batch: factors must be > 1"):
+        s.set_drho_batch([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"drho_batch: expected shape \(2,\)"):
+        s.set_drho_batch([2.0, 2.0, 2.0])
+
+
+def test_collect_stats_off_keeps_results_and_drops_per_iteration_arrays():
+    s = gato.BSQP(URDF, 1, 8, 0.03, max_sqp_iters=3)
+    x, ref = inputs(s)
+    on = s.solve(x[:1], ref[:1])
+    s.reset()
+    s.set_collect_stats(False)
+    off = s.solve(x[:1], ref[:1])
+    np.testing.assert_array_equal(on.xu, off.xu)
+    assert off.stats.pcg_iters.shape == (1, 0) and off.stats.step_size.shape == (1, 0)
+    assert off.stats.sqp_iters[0] == on.stats.sqp_iters[0]
+    assert s.last_profile["kkt_us"] == 0.0  # the per-stage timers are skipped too
+
+
+def test_register_robot_makes_a_urdf_usable_by_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("GATO_CACHE_DIR", str(tmp_path))
+    entry = gato.register_robot("my_arm", URDF, ee_frame="EE")
+    assert entry["nq"] == 7 and gato.robot_info("my_arm")["ee_frame"] == "EE"
+    s = gato.BSQP(URDF, 1, 8, 0.03, plant_type="my_arm")
+    assert s.plant_type == "my_arm" and s.ee_frame == "EE"
+    assert gato.robot_urdf("my_arm") == URDF.resolve() if hasattr(URDF, "resolve") else True
+    with pytest.raises(ValueError, match="ee_frame: frame 'nope' not found"):
+        gato.register_robot("bad", URDF, ee_frame="nope")
+    with pytest.raises(ValueError, match="urdf_path: file not found"):
+        gato.register_robot("bad", tmp_path / "none.urdf")
+    other = gato.robot_urdf("indy7")
+    with pytest.raises(ValueError, match="already registered with another URDF"):
+        gato.register_robot("my_arm", other)
+    assert gato.register_robot("my_arm", other, force=True)["nq"] == 6

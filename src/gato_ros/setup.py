@@ -17,6 +17,12 @@ setup(
     description='rclpy nodes of the gato MPC stack and message conversions.',
     license='MIT',
     entry_points={
-        'console_scripts': [],
+        'console_scripts': [
+            'controller_node = gato_ros.controller_node:main',
+            'sim_node = gato_ros.sim_node:main',
+            'reference_node = gato_ros.reference_node:main',
+            'recorder_node = gato_ros.recorder_node:main',
+            'launch_runner = gato_ros.launch_runner:main',
+        ],
     },
 )

@@ -19,3 +19,6 @@ __all__ += ["MPCController", "StepResult", "MPCPolicy", "TrajectoryReference", "
 from . import fingerprint, tasks, worlds  # dynamics fingerprint, task generators, simulation worlds (numpy-only imports)
 
 __all__ += ["fingerprint", "tasks", "worlds"]
+from .mpc_gato import MPC_GATO  # closed-loop simulation driver (numpy-only imports; worlds built on use)
+
+__all__ += ["MPC_GATO"]

@@ -1,0 +1,284 @@
+"""ArmTrackEnv: a gymnasium environment for torque-controlled arm end-effector tracking.
+
+The env owns everything a controller should not: the plant integration
+(pinocchio ``aba`` + RK4 through :class:`gato.worlds.PinocchioWorld`), the
+ground-truth (unmodelled) external wrench, time, and the reward / termination
+logic. Pair it with :class:`gato.MPCPolicy` for MPC-as-policy, or drive it
+with any other torque policy::
+
+    import gato, gato.envs
+    env = gato.envs.ArmTrackEnv("iiwa14", reference=ref, ctrl_dt=0.01)
+    obs, info = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(action)
+
+This module imports gymnasium; ``import gato`` does not import it (use
+``import gato.envs``).
+
+Units: q rad, dq rad/s, torques N*m, positions m (world frame), times s,
+wrenches [force N; torque N*m].
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+__all__ = ["ArmTrackEnv"]
+
+_EPS = 1e-9  # s: absorbs float error in accumulated time (0.1 + 0.2 ...)
+
+
+def _pos_float(v, name: str, unit: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v) \
+            or v <= 0:
+        raise ValueError(f"{name}: expected a finite value > 0 {unit}, got {v!r}")
+    return float(v)
+
+
+def _vec(v, name: str, n: int, what: str) -> np.ndarray:
+    try:
+        a = np.array(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a numeric array of shape ({n},) {what}, got {type(v).__name__}") from None
+    if a.shape != (n,):
+        raise ValueError(f"{name}: expected shape ({n},) {what}, got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name}: contains NaN or Inf")
+    return a
+
+
+def _resolve_robot(robot, ee_frame):
+    """(urdf path, plant name or None, ee_frame) from a registered plant name or a URDF path."""
+    from .interface import robot_info, robot_urdf
+    from .robots import all_robots, detect_plant
+
+    if not isinstance(robot, (str, os.PathLike)):
+        raise ValueError(f"robot: expected a registered plant name or a URDF path, got {type(robot).__name__}")
+    name = os.fspath(robot)
+    if name in all_robots():
+        plant, urdf = name, str(robot_urdf(name))
+    else:
+        path = Path(name)
+        if not path.is_file():
+            raise ValueError(f"robot: {name!r} is neither a registered plant ({sorted(all_robots())}) "
+                             "nor an existing URDF file")
+        urdf = str(path.resolve())
+        plant = detect_plant(urdf)
+    if ee_frame is None:
+        ee_frame = robot_info(plant).get("ee_frame", "EE") if plant else "EE"
+    return urdf, plant, ee_frame
+
+
+class ArmTrackEnv(gym.Env):
+    """Torque-controlled arm with RK4 substeps and an optional unmodelled EE wrench.
+
+    - Observation: the state ``[q, dq]``, ``Box(-inf, inf, (nq + nv,), float64)``
+      (rad, rad/s; unbounded: the plant does not enforce position limits).
+    - Action: joint torques (nv,) N*m, ``Box(-effort, effort)`` from the URDF
+      ``<limit effort>`` tags. An in-shape, finite action outside the box is
+      clipped to it (actuator saturation); a misshaped or non-finite action
+      raises ValueError. The action is held (zero-order hold) for ``ctrl_dt``:
+      ``n_substeps = floor(ctrl_dt / sim_dt)`` RK4 steps of ``sim_dt``
+      (float rounding absorbed: 0.03 / 0.001 is 30 substeps).
+    - Reward: ``-||ee_pos(q) - reference.window(t)[0:3]||`` (m) at the state and
+      time after the step; 0 without a reference.
+    - terminated: the state became non-finite (the integrator diverged); the
+      observation then holds NaN, the reward is ``-nonfinite_penalty`` and
+      further ``step`` calls raise until ``reset``.
+    - truncated: ``t >= horizon_s`` or ``reference.done(t)`` (stepping on after
+      a truncation is allowed and keeps reporting truncated).
+    - info: ``{"t": time after the step [s], "ee_pos": (3,) m, "ref0": (3,) m
+      reference knot 0 at t, "tracking_err": ||ee_pos - ref0|| m}`` (``ref0`` and
+      ``tracking_err`` are None without a reference; ``ee_pos`` and
+      ``tracking_err`` are NaN on a terminated step). ``reset`` returns the same
+      keys at t = 0.
+
+    Args:
+        robot: a registered plant name ("iiwa14", "indy7", ...) or a URDF path.
+        ee_frame: tracked frame (URDF frame name); default: the plant's registered
+            EE frame (the point the solver's tracking cost uses), else "EE".
+        q0: (nq,) start configuration [rad]; default ``gato.tasks.Q_READY[plant]``,
+            else the registry's ready pose, else zeros.
+        dq0: (nv,) start velocity [rad/s]; default zeros.
+        reference: None or an object with ``window(t) -> (6N,)`` ([x, y, z, 0, 0, 0]
+            per knot, m) and optionally ``done(t) -> bool``
+            (:class:`gato.TrajectoryReference`, :class:`gato.GoalReference`).
+        ctrl_dt: control period [s] (how long one action is held).
+        sim_dt: integration step [s] (<= ctrl_dt).
+        horizon_s: episode length [s]: truncation at t >= horizon_s.
+        f_ext_world: None or (6,) constant wrench [force (3) N; torque (3) N*m],
+            WORLD axes, acting at the EE frame origin, re-expressed at every RK4
+            stage (it stays world-constant while the arm moves). The ground truth a
+            controller does not see.
+        q0_jitter: half-width [rad] of a uniform per-joint jitter added to the start
+            configuration at every ``reset``, drawn from the env's seeded
+            ``np_random`` (``reset(seed=s)`` makes it reproducible); 0 (default)
+            starts exactly at q0.
+        nonfinite_penalty: reward of the step on which the state became non-finite
+            (``-nonfinite_penalty``; a finite number so returns stay finite).
+
+    ``reset(seed=None, options=None)``: options may hold ``"q0"`` (nq,) and/or
+    ``"dq0"`` (nv,) to override the start state of this episode (the jitter is
+    added to that q0 too).
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, robot="iiwa14", *, ee_frame=None, q0=None, dq0=None, reference=None, ctrl_dt=0.01,
+                 sim_dt=0.001, horizon_s=10.0, f_ext_world=None, q0_jitter=0.0, nonfinite_penalty=100.0):
+        import pinocchio as pin
+
+        from .worlds import PinocchioWorld
+
+        super().__init__()
+        self._pin = pin
+        self.urdf_path, self.plant, self.ee_frame = _resolve_robot(robot, ee_frame)
+        self.model = pin.buildModelFromUrdf(self.urdf_path)
+        self.data = self.model.createData()
+        if not self.model.existFrame(self.ee_frame):
+            raise ValueError(f"ee_frame: frame {self.ee_frame!r} not found in {Path(self.urdf_path).name}")
+        self._fid = self.model.getFrameId(self.ee_frame)
+        self.nq, self.nv = int(self.model.nq), int(self.model.nv)
+
+        self.ctrl_dt = _pos_float(ctrl_dt, "ctrl_dt", "s")
+        self.sim_dt = _pos_float(sim_dt, "sim_dt", "s")
+        if self.sim_dt > self.ctrl_dt * (1 + 1e-9):
+            raise ValueError(f"sim_dt: {sim_dt!r} s is longer than ctrl_dt = {ctrl_dt!r} s")
+        self.n_substeps = max(int(math.floor(self.ctrl_dt / self.sim_dt + 1e-9)), 1)
+        self.horizon_s = _pos_float(horizon_s, "horizon_s", "s")
+        if reference is not None and not callable(getattr(reference, "window", None)):
+            raise ValueError(f"reference: expected None or an object with window(t), got {type(reference).__name__}")
+        self.reference = reference
+        if isinstance(q0_jitter, bool) or not isinstance(q0_jitter, (int, float, np.floating)) \
+                or not math.isfinite(q0_jitter) or q0_jitter < 0:
+            raise ValueError(f"q0_jitter: expected a finite half-width >= 0 rad, got {q0_jitter!r}")
+        self.q0_jitter = float(q0_jitter)
+        if isinstance(nonfinite_penalty, bool) or not isinstance(nonfinite_penalty, (int, float, np.floating)) \
+                or not math.isfinite(nonfinite_penalty) or nonfinite_penalty < 0:
+            raise ValueError(f"nonfinite_penalty: expected a finite number >= 0, got {nonfinite_penalty!r}")
+        self.nonfinite_penalty = float(nonfinite_penalty)
+
+        if q0 is None:
+            from .robots import all_robots
+            from .tasks import Q_READY
+
+            if self.plant in Q_READY and len(Q_READY[self.plant]) == self.nq:
+                q0 = Q_READY[self.plant]
+            else:
+                q0 = all_robots().get(self.plant or "", {}).get("q_ready", np.zeros(self.nq))
+        self.q0 = _vec(q0, "q0", self.nq, "[rad]")
+        self.dq0 = np.zeros(self.nv) if dq0 is None else _vec(dq0, "dq0", self.nv, "[rad/s]")
+
+        self.f_ext_world = None if f_ext_world is None else _vec(f_ext_world, "f_ext_world", 6,
+                                                                 "[force N; torque N*m]")
+        self.world = PinocchioWorld(self.urdf_path, ee_frame=self.ee_frame, constant_f_ext=self.f_ext_world,
+                                    timestep=self.sim_dt)
+
+        effort = np.array(self.model.effortLimit, dtype=np.float64)
+        self.effort_limit = effort
+        self.action_space = spaces.Box(-effort, effort, shape=(self.nv,), dtype=np.float64)
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(self.nq + self.nv,), dtype=np.float64)
+
+        self.t = 0.0
+        self._k = 0
+        self._q = None
+        self._dq = None
+        self._terminated = False
+
+    # ---------------------------------------------------------------- helpers
+    @property
+    def state(self):
+        """Current state [q, dq] (nq + nv,) (a copy), or None before the first reset."""
+        return None if self._q is None else np.concatenate([self._q, self._dq])
+
+    def ee_pos(self, q) -> np.ndarray:
+        """World position [m] (3,) of the ``ee_frame`` origin at configuration q (nq,) rad."""
+        q = _vec(q, "q", self.nq, "[rad]")
+        pin = self._pin
+        pin.forwardKinematics(self.model, self.data, q)
+        return pin.updateFramePlacement(self.model, self.data, self._fid).translation.copy()
+
+    def _info(self):
+        q = self._q
+        ee = self.ee_pos(q) if np.all(np.isfinite(q)) else np.full(3, np.nan)
+        if self.reference is None:
+            ref0 = err = None
+        else:
+            ref0 = np.asarray(self.reference.window(self.t), dtype=np.float64)[0:3].copy()
+            err = float(np.linalg.norm(ee - ref0))
+        return {"t": self.t, "ee_pos": ee, "ref0": ref0, "tracking_err": err}
+
+    def _action(self, action) -> np.ndarray:
+        try:
+            a = np.array(action, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"action: expected joint torques of shape ({self.nv},) N*m, "
+                             f"got {type(action).__name__}") from None
+        if a.shape != (self.nv,):
+            raise ValueError(f"action: expected joint torques of shape ({self.nv},) N*m, got shape {a.shape}")
+        if not np.all(np.isfinite(a)):
+            bad = int(np.argwhere(~np.isfinite(a))[0][0])
+            raise ValueError(f"action: contains NaN or Inf (first at index {bad}); expected finite torques "
+                             f"of shape ({self.nv},) N*m")
+        return np.clip(a, -self.effort_limit, self.effort_limit)
+
+    # ---------------------------------------------------------------- gym API
+    def reset(self, *, seed=None, options=None):
+        """Start an episode at t = 0 from q0 (+ seeded jitter) and dq0. Returns (obs, info)."""
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - {"q0", "dq0"}
+        if unknown:
+            raise ValueError(f"options: unknown keys {sorted(unknown)}; expected 'q0' and/or 'dq0'")
+        q = _vec(options["q0"], "options['q0']", self.nq, "[rad]") if "q0" in options else self.q0.copy()
+        dq = _vec(options["dq0"], "options['dq0']", self.nv, "[rad/s]") if "dq0" in options else self.dq0.copy()
+        if self.q0_jitter > 0:
+            q = q + self.np_random.uniform(-self.q0_jitter, self.q0_jitter, self.nq)
+        self._q, self._dq = q, dq
+        self.t = 0.0
+        self._k = 0
+        self._terminated = False
+        self.world.reset()
+        return self.state, self._info()
+
+    def step(self, action):
+        """Hold ``action`` (nv,) N*m for ctrl_dt. Returns (obs, reward, terminated, truncated, info)."""
+        if self._q is None:
+            raise RuntimeError("ArmTrackEnv.step: call reset() first")
+        if self._terminated:
+            raise RuntimeError("ArmTrackEnv.step: the episode terminated (non-finite state); call reset()")
+        u = self._action(action)
+        q, dq = self._q, self._dq
+        diverged = False
+        for _ in range(self.n_substeps):
+            try:
+                q, dq = self.world.step(q, dq, u, self.sim_dt)
+            except RuntimeError:  # PinocchioWorld: the state diverged
+                diverged = True
+                break
+            if not (np.all(np.isfinite(q)) and np.all(np.isfinite(dq))):
+                diverged = True
+                break
+        self._k += 1
+        self.t = self._k * self.ctrl_dt  # counted, not accumulated: no float drift over long episodes
+        if diverged:
+            self._q, self._dq = np.full(self.nq, np.nan), np.full(self.nv, np.nan)
+            self._terminated = True
+            info = {"t": self.t, "ee_pos": np.full(3, np.nan),
+                    "ref0": (None if self.reference is None
+                             else np.asarray(self.reference.window(self.t), dtype=np.float64)[0:3].copy()),
+                    "tracking_err": None if self.reference is None else float("nan")}
+            return self.state, -self.nonfinite_penalty, True, False, info
+        self._q, self._dq = q, dq
+        info = self._info()
+        reward = 0.0 if self.reference is None else -info["tracking_err"]
+        truncated = self.t >= self.horizon_s - _EPS
+        if self.reference is not None:
+            done = getattr(self.reference, "done", None)
+            if callable(done) and done(self.t):
+                truncated = True
+        return self.state, float(reward), False, bool(truncated), info

@@ -1,0 +1,163 @@
+"""Summaries of a simulation-bringup run from its bag: tracking error, solve times,
+latency, deadline misses; and a tracking plot. ROS-free (rosbags + numpy + pinocchio).
+
+Tracking error at each /joint_states stamp t: the distance between the EE position
+of the measured joints (pinocchio forward kinematics of the robot's URDF) and the
+reference at t (the EE reference window stamped t, else the latest earlier window
+resampled at t).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+import gato
+
+from .bag import read_bag
+from .types import ReferenceWindow
+
+__all__ = ["summarize_bag", "format_summary", "plot_tracking"]
+
+T_JS = "/joint_states"
+T_REF = "/ee_reference"
+T_STATUS = "/gato_controller/status"
+T_CMD = "/gato_controller/command"
+
+
+def _stamp_ns(header) -> int:
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+
+def _pct(a) -> dict:
+    a = np.asarray(a, dtype=np.float64)
+    if a.size == 0:
+        return {}
+    return {"p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+            "p99": float(np.percentile(a, 99)), "max": float(a.max()), "n": int(a.size)}
+
+
+def summarize_bag(bag_path, robot: str) -> dict:
+    """Summary dict of a bag recorded by the simulation bringup (see the module docstring).
+
+    Keys: ``n_ticks``, ``duration_s`` (first to last joint state), ``tracking_error_m``
+    {mean, max, p99}, ``solve_time_us`` and ``latency_us`` percentiles (from
+    ControllerStatus, MPC ticks), ``deadline_misses`` and the other counters of the last
+    ControllerStatus, ``command_sources`` counts, and the arrays for plotting under
+    ``series`` (t [s], ee (T, 3), ref (T, 3), err (T,)).
+    """
+    import pinocchio as pin
+
+    msgs = read_bag(bag_path, topics=[T_JS, T_REF, T_STATUS, T_CMD])
+    js = msgs.get(T_JS, [])
+    refs = msgs.get(T_REF, [])
+    if not js:
+        raise ValueError(f"{bag_path}: no {T_JS} messages")
+    model = pin.buildModelFromUrdf(str(gato.robot_urdf(robot)))
+    data = model.createData()
+    fid = model.getFrameId(gato.robot_info(robot)["ee_frame"])
+    joints = list(model.names)[1:]
+    windows = sorted(((_stamp_ns(m.header), m) for _, m in refs), key=lambda x: x[0])
+    w_stamps = np.array([s for s, _ in windows], dtype=np.int64)
+    seen, t, ee, ref = set(), [], [], []
+    for _, m in js:
+        s = _stamp_ns(m.header)
+        if s in seen:          # re-sent states (lockstep start-up)
+            continue
+        seen.add(s)
+        pos = dict(zip(m.name, np.asarray(m.position, dtype=np.float64)))
+        q = np.array([pos[j] for j in joints])
+        pin.forwardKinematics(model, data, q)
+        p = pin.updateFramePlacement(model, data, fid).translation.copy()
+        i = int(np.searchsorted(w_stamps, s, side="right")) - 1
+        if i < 0:
+            continue
+        _, wm = windows[i]
+        w = ReferenceWindow(_stamp_ns(wm.header), float(wm.knot_dt),
+                            np.asarray(wm.positions, dtype=np.float64).reshape(-1, 3))
+        t.append(s / 1e9)
+        ee.append(p)
+        ref.append(w.sample(s, 1, w.knot_dt)[0])
+    ee, ref = np.array(ee).reshape(-1, 3), np.array(ref).reshape(-1, 3)
+    err = np.linalg.norm(ee - ref, axis=1) if len(t) else np.zeros(0)
+    statuses = [m for _, m in msgs.get(T_STATUS, [])]
+    solve = [m.solve_us for m in statuses if m.solve_us > 0]
+    lat = [m.latency_us for m in statuses if m.latency_us > 0]
+    last = statuses[-1] if statuses else None
+    counters = {}
+    if last is not None:
+        for k in ("ticks", "deadline_misses", "dropped_out_of_order", "rejected_nonfinite", "rejected_names",
+                  "stale_events", "fallbacks", "clamped", "holds"):
+            counters[k] = int(getattr(last, k))
+    sources: dict = {}
+    for _, m in msgs.get(T_CMD, []):
+        sources[m.source] = sources.get(m.source, 0) + 1
+    return {
+        "robot": robot,
+        "n_ticks": len(t),
+        "duration_s": float(t[-1] - t[0]) if len(t) > 1 else 0.0,
+        "tracking_error_m": {"mean": float(err.mean()), "max": float(err.max()),
+                             "p99": float(np.percentile(err, 99))} if err.size else {},
+        "solve_time_us": _pct(solve),
+        "latency_us": _pct(lat),
+        "deadline_misses": counters.get("deadline_misses", 0),
+        "counters": counters,
+        "final_state": (last.state, last.reason) if last is not None else ("", ""),
+        "command_sources": sources,
+        "series": {"t": np.asarray(t), "ee": ee, "ref": ref, "err": err},
+    }
+
+
+def format_summary(s: dict) -> str:
+    """The summary as a few human-readable lines."""
+    te, st, lat = s["tracking_error_m"], s["solve_time_us"], s["latency_us"]
+    lines = [f"gato simulation summary: {s['robot']}, {s['n_ticks']} ticks over {s['duration_s']:.2f} s "
+             "of simulated time"]
+    if te:
+        lines.append(f"  EE tracking error: mean {te['mean'] * 1e3:.1f} mm, max {te['max'] * 1e3:.1f} mm, "
+                     f"p99 {te['p99'] * 1e3:.1f} mm")
+    if st:
+        lines.append(f"  MPC step (wall): p50 {st['p50'] / 1e3:.2f} ms, p90 {st['p90'] / 1e3:.2f} ms, "
+                     f"p99 {st['p99'] / 1e3:.2f} ms, max {st['max'] / 1e3:.2f} ms")
+    if lat:
+        lines.append(f"  joint state -> command (in the controller): p50 {lat['p50'] / 1e3:.2f} ms, "
+                     f"p99 {lat['p99'] / 1e3:.2f} ms")
+    c = s["counters"]
+    lines.append(f"  deadline misses: {s['deadline_misses']} of {c.get('ticks', 0)} ticks; holds {c.get('holds', 0)}, "
+                 f"fallbacks {c.get('fallbacks', 0)}, clamped {c.get('clamped', 0)}, dropped out-of-order "
+                 f"{c.get('dropped_out_of_order', 0)}; commands by source {s['command_sources']}")
+    return "\n".join(lines)
+
+
+def summary_json(s: dict) -> str:
+    """The summary without the plot series, as JSON."""
+    return json.dumps({k: v for k, v in s.items() if k != "series"}, indent=1)
+
+
+def plot_tracking(s: dict, path) -> Path:
+    """A PNG of the run: EE vs reference per axis, and the tracking error over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ser = s["series"]
+    t, ee, ref, err = ser["t"], ser["ee"], ser["ref"], ser["err"]
+    fig, axes = plt.subplots(4, 1, figsize=(8, 9), sharex=True)
+    for i, axis in enumerate("xyz"):
+        axes[i].plot(t, ref[:, i], "k--", lw=1, label="reference")
+        axes[i].plot(t, ee[:, i], lw=1.2, label="end effector")
+        axes[i].set_ylabel(f"{axis} [m]")
+    axes[0].legend(loc="upper right", fontsize=8)
+    axes[3].plot(t, err * 1e3, color="tab:red", lw=1)
+    axes[3].set_ylabel("error [mm]")
+    axes[3].set_xlabel("simulated time [s]")
+    te = s["tracking_error_m"]
+    fig.suptitle(f"gato {s['robot']}: EE tracking (mean {te.get('mean', 0) * 1e3:.1f} mm, "
+                 f"max {te.get('max', 0) * 1e3:.1f} mm)")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,450 @@
+"""ROS-free logic of the gato controller node: joint states and EE references in,
+effort commands out, with the safety rules of the node. The node
+(:mod:`gato_ros.controller_node`) only converts messages, keeps the clock and publishes.
+
+Inputs are time-stamped on two clocks: ``stamp_ns`` (the producer's header stamp;
+ordering and the plan's time) and ``now_ns`` (the node's clock at receipt; staleness).
+
+Safety rules (each tested in test/test_ros_controller_logic.py):
+
+- **Out-of-order stamps**: a joint state whose stamp is older than the last accepted
+  one is dropped and counted (``dropped_out_of_order``); no command. A state with the
+  SAME stamp as the last accepted one is a duplicate: the command already computed
+  for it is returned again (no new solve), so a lockstep simulation that re-sends a
+  state after a lost command gets the same answer.
+- **Joint-name mismatch** (a controlled joint missing from the message, or position /
+  velocity arrays whose length differs from the names): the state is refused
+  (``rejected_names``, status ``refused`` with the missing names) and the controller
+  HOLDS.
+- **NaN / Inf** in a controlled joint's position or velocity: refused
+  (``rejected_nonfinite``, status ``hold``) and the controller HOLDS.
+- **Stale joint states**: no good state received within ``joint_state_timeout_s``
+  (node clock) -> one ``stale_events`` count, status ``hold``, and the controller
+  HOLDS on every watchdog / timer tick until a good state arrives; the next good state
+  resets the MPC warm start at it.
+- **HOLD** = gravity compensation at the last good joint positions (pinocchio
+  ``rnea(q, 0, 0)``), clamped to the URDF effort limits, published as a command with
+  ``source="hold"``. Before any good state there is nothing to hold at: no command is
+  published (a ros2_control forward controller then keeps its initial zero command).
+- **Non-finite solver output**: MPCController's own fallback (gravity compensation at
+  the measured state, ``source="fallback"``, counted in ``fallbacks``); a solver
+  exception holds.
+- **Torque clamp**: every MPC command is clamped to the URDF effort limits (ticks with a
+  clamped joint are counted in ``clamped``).
+- **Deadlines**: a tick whose receipt-to-publish time exceeds 1 / control_rate_hz
+  counts as a deadline miss (:meth:`ControllerLogic.record_publish`).
+
+Parameter changes are validated against the schema (:mod:`gato_ros.params`) plus a
+capability check (limit mechanisms need the solver's row-group layer) and applied at
+the start of the next tick, never inside one.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+import gato
+
+from . import params as schema
+from .types import JointStateSample, Plan, ReferenceWindow, ns_to_sec
+
+__all__ = ["ControllerLogic", "TickOutput", "Status", "COST_KEYS", "SOLVER_KEYS"]
+
+COST_KEYS = ("q_cost", "qd_cost", "u_cost", "N_cost", "q_lim_cost", "vel_lim_cost", "ctrl_lim_cost")
+SOLVER_KEYS = ("mu", "rho", "max_sqp_iters", "max_pcg_iters", "pcg_tol")
+_SCHEMA = schema.by_name(schema.CONTROLLER)
+
+
+@dataclass
+class Status:
+    """Health counters and state (gato_msgs/ControllerStatus without the header)."""
+
+    state: str = "waiting"
+    reason: str = "no joint state received yet"
+    ticks: int = 0
+    deadline_misses: int = 0
+    dropped_out_of_order: int = 0
+    rejected_nonfinite: int = 0
+    rejected_names: int = 0
+    stale_events: int = 0
+    fallbacks: int = 0
+    clamped: int = 0
+    holds: int = 0
+    latency_us: float = 0.0
+    solve_us: float = 0.0
+    params_json: str = ""
+
+
+@dataclass
+class TickOutput:
+    """What one tick publishes.
+
+    ``effort`` (n,) N*m in ``joint_names`` order, or None when there is nothing to command
+    (refused input before any good state). ``stamp_ns``: the stamp of the joint state it
+    answers. ``step`` / ``plan`` are set on MPC ticks only. ``duplicate``: a re-send of the
+    previous output for a repeated state stamp.
+    """
+
+    stamp_ns: int
+    effort: np.ndarray | None
+    source: str
+    tick: int
+    step: object = None
+    plan: Plan | None = None
+    duplicate: bool = False
+    events: list = field(default_factory=list)
+
+
+class ControllerLogic:
+    """MPC controller with the node's safety rules; no ROS.
+
+    Args:
+        config: parameter values by name (the controller schema of gato_ros.params);
+            missing names take their defaults for ``config["robot"]``. Validated like a
+            parameter file (read-only parameters allowed).
+        log: optional ``log(level, text)`` callback, level in {"info", "warn", "error"},
+            called on state changes (entering / leaving hold, refusals), not every tick.
+
+    Raises ValueError on an invalid configuration (the reason names the parameter).
+    """
+
+    def __init__(self, config: dict, *, log=None):
+        robot = config.get("robot", "iiwa14")
+        cfg = schema.defaults(schema.CONTROLLER, robot)
+        unknown = set(config) - set(cfg)
+        if unknown:
+            raise ValueError(f"unknown controller parameter(s): {sorted(unknown)}")
+        cfg.update(config)
+        for name, value in cfg.items():
+            reason = schema.validate(schema.CONTROLLER, name, value, allow_read_only=True)
+            if reason:
+                raise ValueError(reason)
+            cfg[name] = schema.coerce(_SCHEMA[name], value)
+        self.cfg = cfg
+        self._log = log or (lambda level, text: None)
+        sp = gato.SolverParams(**{k: cfg[k] for k in COST_KEYS + SOLVER_KEYS})
+        self.solver = gato.BSQP(gato.robot_urdf(robot), cfg["batch_size"], cfg["N"], cfg["dt"], sp,
+                                plant_type=robot)
+        self.controller = gato.MPCController(self.solver, warm_start=cfg["warm_start"],
+                                             linsys=cfg["linsys"],
+                                             reseed_threshold=cfg["reseed_threshold"] or None)
+        solver_joints = list(self.solver.joint_names)
+        names = list(cfg["joint_names"])
+        if sorted(names) != sorted(solver_joints):
+            raise ValueError(f"joint_names: {names} are not the joints of {robot}'s URDF {solver_joints}")
+        self.joint_names = names
+        self._solver_joints = solver_joints
+        # command order <- solver order
+        self._cmd_from_solver = np.array([solver_joints.index(n) for n in names])
+        self.nq, self.nv = int(self.solver.nq), int(self.solver.nv)
+        self.effort_limit = np.asarray(self.solver.limits["u"], dtype=np.float64)  # solver order
+        self._pin_data = None
+        self.period_s = 1.0 / cfg["control_rate_hz"]
+        self.status = Status()
+        self._pending: dict = {}
+        self._name_map: dict = {}
+        self._last_stamp_ns = None     # stamp of the last accepted state
+        self._good = None              # (stamp_ns, x (nx,) solver order, recv now_ns) of the last good state
+        self._stale = False
+        self._need_reset = True        # next MPC tick resets the warm start at its state
+        self._last_out: TickOutput | None = None
+        self._refs: dict = {}          # stamp_ns -> ReferenceWindow (recent)
+        self._ref_latest: ReferenceWindow | None = None
+        self._hold_ref: ReferenceWindow | None = None
+        self._pending_tick_stamp = None  # reference_sync: a state waiting for its reference
+        self._prev_tick_stamp = None
+        self._apply_limits(cfg["limits"])
+        self.status.params_json = self.params_json()
+        self.gravity_hold(np.zeros(self.nq))  # builds the pinocchio model now, not in the first hold
+
+    # ------------------------------------------------------------------ parameters
+    def validate_changes(self, changes: dict) -> str | None:
+        """Why a run-time change is refused (first reason), or None. Schema checks (type,
+        range, choices, read-only) plus the limit-mechanism capability check."""
+        for name, value in changes.items():
+            reason = schema.validate(schema.CONTROLLER, name, value)
+            if reason:
+                return reason
+            if name == "limits" and value != "off" and not callable(getattr(self.solver, f"enable_limit_{value}",
+                                                                               None)):
+                return (f"limits: {value!r} needs the solver's constraint row-group layer, which this solver "
+                        f"({type(self.solver).__name__}, backend {self.cfg['backend']}) does not have "
+                        f"(no enable_limit_{value}); only 'off' is available")
+        return None
+
+    def request_changes(self, changes: dict) -> None:
+        """Queue validated changes; they take effect at the start of the next tick."""
+        reason = self.validate_changes(changes)
+        if reason:
+            raise ValueError(reason)
+        self._pending.update({k: schema.coerce(_SCHEMA[k], v) for k, v in changes.items()})
+
+    def _apply_pending(self) -> None:
+        if not self._pending:
+            return
+        ch, self._pending = self._pending, {}
+        cost = {k: ch[k] for k in COST_KEYS if k in ch}
+        if cost:
+            self.solver.set_cost_weights(**cost)
+        sp = {k: ch[k] for k in SOLVER_KEYS if k in ch}
+        if sp:
+            self.solver.set_params(self.solver.params.replace(**sp))
+        if "linsys" in ch:
+            self.controller.linsys = ch["linsys"]
+            if ch["linsys"] != "auto":
+                self.solver.set_linsys(ch["linsys"])
+        if "reseed_threshold" in ch:
+            self.controller.reseed_threshold = ch["reseed_threshold"] or None
+        if "limits" in ch:
+            self._apply_limits(ch["limits"])
+        self.cfg.update(ch)
+        self.status.params_json = self.params_json()
+        self._log("info", "parameters applied: " + ", ".join(f"{k}={v}" for k, v in sorted(ch.items())))
+
+    def _apply_limits(self, mech: str) -> None:
+        s = self.solver
+        if callable(getattr(s, "get_row_groups", None)) and s.get_row_groups() \
+                and callable(getattr(s, "disable_row_groups", None)):
+            s.disable_row_groups()
+        if mech != "off":
+            enable = getattr(s, f"enable_limit_{mech}", None)
+            if not callable(enable):
+                raise ValueError(f"limits: {mech!r} needs the solver's constraint row-group layer "
+                                 f"(no enable_limit_{mech} on {type(s).__name__}); use 'off'")
+            enable(**gato.MPCController.LIMIT_DEFAULTS[mech])
+
+    def params_json(self) -> str:
+        """The tunables in force, read back from the solver and controller objects (JSON)."""
+        p = self.solver.params
+        out = {k: getattr(p, k) for k in COST_KEYS + SOLVER_KEYS}
+        out.update(linsys=self.controller.linsys, budget_s=self.cfg["budget_s"],
+                   limits=self.controller.limits or "off",
+                   reseed_threshold=self.controller.reseed_threshold or 0.0,
+                   joint_state_timeout_s=self.cfg["joint_state_timeout_s"])
+        return json.dumps(out, sort_keys=True)
+
+    # ------------------------------------------------------------------ inputs
+    def _set_state(self, state: str, reason: str, events: list, level: str = "warn") -> None:
+        """Change the reported state; log (and list in ``events``) only actual changes."""
+        if (state, reason) == (self.status.state, self.status.reason):
+            return
+        self.status.state, self.status.reason = state, reason
+        text = f"{state}: {reason}" if reason else state
+        events.append((level, text))
+        self._log(level, text)
+
+    def _map(self, names) -> np.ndarray | None:
+        key = tuple(names)
+        idx = self._name_map.get(key)
+        if idx is None:
+            pos = {n: i for i, n in enumerate(names)}
+            if not all(n in pos for n in self._solver_joints):
+                return None
+            idx = np.array([pos[n] for n in self._solver_joints])
+            if len(self._name_map) > 16:
+                self._name_map.clear()
+            self._name_map[key] = idx
+        return idx
+
+    def on_joint_state(self, js: JointStateSample, now_ns: int) -> TickOutput | None:
+        """A joint state arrived at node time ``now_ns``. Returns the output to publish, or None.
+
+        trigger=state: a good state triggers a tick (unless reference_sync is waiting for
+        its reference); trigger=timer: it is stored for the next timer tick. A refused
+        state returns a HOLD output immediately (None before any good state).
+        """
+        events: list = []
+        st = self.status
+        if self._last_stamp_ns is not None and js.stamp_ns < self._last_stamp_ns:
+            st.dropped_out_of_order += 1
+            return None
+        if self._last_stamp_ns is not None and js.stamp_ns == self._last_stamp_ns:
+            if self._last_out is not None and self._last_out.stamp_ns == js.stamp_ns:
+                dup = TickOutput(**{**self._last_out.__dict__, "duplicate": True, "events": []})
+                return dup
+            return None
+        n = len(js.names)
+        idx = self._map(js.names)
+        if idx is None or len(js.position) != n or len(js.velocity) != n:
+            st.rejected_names += 1
+            if idx is None:
+                missing = [j for j in self._solver_joints if j not in set(js.names)]
+                why = (f"joint-name mismatch: /joint_states lacks {missing} (got {list(js.names)}); "
+                       f"expected {self.joint_names}")
+            else:
+                why = (f"joint-state arrays do not match the names: {n} names, {len(js.position)} positions, "
+                       f"{len(js.velocity)} velocities")
+            self._set_state("refused", why, events, "error")
+            return self._hold(js.stamp_ns, events)
+        x = np.concatenate([np.asarray(js.position, dtype=np.float64)[idx],
+                            np.asarray(js.velocity, dtype=np.float64)[idx]])
+        if not np.all(np.isfinite(x)):
+            st.rejected_nonfinite += 1
+            bad = int(np.argwhere(~np.isfinite(x))[0][0])
+            kind = "position" if bad < self.nq else "velocity"
+            jn = self._solver_joints[bad % self.nq]
+            self._set_state("hold", f"non-finite joint state ({kind} of {jn} = {x[bad]}) at stamp "
+                            f"{ns_to_sec(js.stamp_ns):.6f} s", events)
+            return self._hold(js.stamp_ns, events)
+        # accepted
+        self._last_stamp_ns = js.stamp_ns
+        if self._stale or self.status.state in ("hold", "refused"):
+            self._need_reset = True
+        self._stale = False
+        self._good = (js.stamp_ns, x, int(now_ns))
+        if self._hold_ref is None:
+            self._hold_ref = ReferenceWindow(js.stamp_ns, self.cfg["dt"], self.solver.ee_pos(x[:self.nq])[None, :])
+        if self.cfg["trigger"] != "state":
+            return None
+        if self.cfg["reference_sync"] and js.stamp_ns not in self._refs:
+            self._pending_tick_stamp = js.stamp_ns
+            if self._ref_latest is None:
+                self._set_state("waiting", "no EE reference received yet (reference_sync waits for the window "
+                                "stamped at each joint state's time)", events, "info")
+            return None
+        return self._tick(now_ns, events)
+
+    def on_reference(self, w: ReferenceWindow, now_ns: int) -> TickOutput | None:
+        """An EE reference window arrived. With reference_sync, completes a tick that waited
+        for it (returns its output); otherwise it is only stored."""
+        self._refs[w.stamp_ns] = w
+        if len(self._refs) > 64:
+            for k in sorted(self._refs)[:-32]:
+                del self._refs[k]
+        if self._ref_latest is None or w.stamp_ns >= self._ref_latest.stamp_ns:
+            self._ref_latest = w
+        if self._pending_tick_stamp is not None and self._pending_tick_stamp == w.stamp_ns and self._good is not None \
+                and self._good[0] == w.stamp_ns:
+            return self._tick(now_ns, [])
+        return None
+
+    def on_timer(self, now_ns: int) -> TickOutput | None:
+        """Timer callback (control_rate_hz). trigger=timer: the tick. trigger=state: the
+        staleness watchdog (HOLD while the joint states are stale)."""
+        events: list = []
+        if self.cfg["trigger"] == "timer":
+            return self._tick(now_ns, events)
+        self._apply_pending()  # between ticks: a new joint_state_timeout_s governs this watchdog
+        if self._good is not None and self._is_stale(now_ns, events):
+            return self._hold(self._good[0], events)
+        return None
+
+    # ------------------------------------------------------------------ ticks
+    def _is_stale(self, now_ns: int, events: list) -> bool:
+        age = ns_to_sec(int(now_ns) - self._good[2])
+        if age <= self.cfg["joint_state_timeout_s"]:
+            return False
+        if not self._stale:
+            self._stale = True
+            self.status.stale_events += 1
+        self._set_state("hold", f"stale joint states: last good one received {age:.3f} s ago "
+                        f"(joint_state_timeout_s = {self.cfg['joint_state_timeout_s']:g})", events)
+        return True
+
+    def _reference_for(self, stamp_ns: int) -> tuple[np.ndarray, str]:
+        N, dt = self.cfg["N"], self.cfg["dt"]
+        w = self._refs.get(stamp_ns) if self.cfg["reference_sync"] else None
+        w = w or self._ref_latest
+        if w is None:
+            return self._hold_ref.solver_reference(stamp_ns, N, dt), "no EE reference received: holding the EE " \
+                "position of the first joint state"
+        return w.solver_reference(stamp_ns, N, dt), ""
+
+    def _tick(self, now_ns: int, events: list) -> TickOutput | None:
+        self._apply_pending()
+        self._pending_tick_stamp = None
+        if self._good is None:
+            return None
+        if self._is_stale(now_ns, events):
+            return self._hold(self._good[0], events)
+        stamp, x, _ = self._good
+        ref, note = self._reference_for(stamp)
+        budget = self.cfg["budget_s"] or None
+        dt_el = None
+        if self._prev_tick_stamp is not None and stamp > self._prev_tick_stamp:
+            dt_el = ns_to_sec(stamp - self._prev_tick_stamp)
+        try:
+            if self._need_reset:
+                self.controller.reset(x)
+                self.controller.warmup(x, ref)
+                self._need_reset = False
+                dt_el = None
+            res = self.controller.step(x, ref, dt_el, budget_s=budget)
+        except (ValueError, RuntimeError, FloatingPointError) as e:
+            self._need_reset = True
+            self._set_state("hold", f"solver error: {e}", events, "error")
+            return self._hold(stamp, events)
+        u = np.asarray(res.u, dtype=np.float64)
+        if not np.all(np.isfinite(u)):
+            self._need_reset = True
+            self._set_state("hold", "solver returned a non-finite command", events, "error")
+            return self._hold(stamp, events)
+        source = "mpc"
+        if res.diverged:
+            source = "fallback"
+            self.status.fallbacks += 1
+            self._set_state("running", f"solver diverged: {res.fallback} fallback this tick", events)
+        else:
+            self._set_state("running", note, events, "info")
+        clamped = np.clip(u, -self.effort_limit, self.effort_limit)
+        if np.any(clamped != u):
+            self.status.clamped += 1
+        self._prev_tick_stamp = stamp
+        self.status.solve_us = float(res.wall_s) * 1e6
+        plan = Plan(stamp_ns=stamp, knot_dt=self.cfg["dt"], nx=res.solve.nx, nu=res.solve.nu, n_knots=res.solve.N,
+                    joint_names=self._solver_joints, xu=np.asarray(res.xu_best, dtype=np.float64))
+        return self._emit(stamp, clamped[self._cmd_from_solver], source, events, step=res, plan=plan)
+
+    def gravity_hold(self, q: np.ndarray) -> np.ndarray:
+        """Gravity compensation rnea(q, 0, 0) (nv,) N*m in SOLVER order, clamped to the effort limits."""
+        import pinocchio as pin
+
+        model = self.solver.model
+        if self._pin_data is None:
+            self._pin_data = model.createData()
+        z = np.zeros(model.nv)
+        tau = np.array(pin.rnea(model, self._pin_data, np.asarray(q, dtype=np.float64), z, z))
+        return np.clip(np.where(np.isfinite(tau), tau, 0.0), -self.effort_limit, self.effort_limit)
+
+    def _hold(self, stamp_ns: int, events: list) -> TickOutput | None:
+        if self._good is None:
+            return TickOutput(stamp_ns=stamp_ns, effort=None, source="none", tick=self.status.ticks, events=events)
+        self._need_reset = True
+        tau = self.gravity_hold(self._good[1][:self.nq])
+        self.status.holds += 1
+        self.status.solve_us = 0.0
+        return self._emit(stamp_ns, tau[self._cmd_from_solver], "hold", events)
+
+    def _emit(self, stamp_ns, effort, source, events, step=None, plan=None) -> TickOutput:
+        self.status.ticks += 1
+        out = TickOutput(stamp_ns=stamp_ns, effort=np.asarray(effort, dtype=np.float64), source=source,
+                         tick=self.status.ticks, step=step, plan=plan, events=events)
+        self._last_out = out
+        return out
+
+    def record_publish(self, latency_s: float) -> None:
+        """The node published a tick's command ``latency_s`` after receiving its trigger
+        (joint state, or the timer); counts a deadline miss above 1 / control_rate_hz."""
+        self.status.latency_us = float(latency_s) * 1e6
+        if latency_s > self.period_s:
+            self.status.deadline_misses += 1
+
+    def status_dict(self) -> dict:
+        return asdict(self.status)
+
+    # ------------------------------------------------------------------ helpers for callers
+    @property
+    def stale(self) -> bool:
+        return self._stale
+
+    def last_good_stamp_ns(self):
+        return None if self._good is None else self._good[0]
+
+
+def window_from_flat(stamp_ns: int, knot_dt: float, flat_6n) -> ReferenceWindow:
+    """A ReferenceWindow from a solver-layout (6N,) reference (orientation slots dropped)."""
+    a = np.asarray(flat_6n, dtype=np.float64).reshape(-1, 6)
+    return ReferenceWindow(stamp_ns, knot_dt, a[:, :3])
+

@@ -1,0 +1,150 @@
+"""The gato controller node: a thin rclpy shell over :class:`gato_ros.controller_logic.ControllerLogic`.
+
+Subscribes:
+    joint_states (sensor_msgs/JointState): mapped by joint name, any order.
+    ee_reference (gato_msgs/EEReference): the EE reference window.
+Publishes:
+    /<controller_name>/commands (std_msgs/Float64MultiArray): joint torques [N*m] in
+        ``joint_names`` order (ros2_control JointGroupEffortController convention).
+    ~/command (gato_msgs/EffortCommand): the same torques, stamped with the joint state
+        they answer (lockstep simulation; recording).
+    ~/step_result (gato_msgs/StepResult), ~/solver_stats (gato_msgs/SolverStats),
+    ~/plan (gato_msgs/Plan): per MPC tick.
+    ~/status (gato_msgs/ControllerStatus): every tick, and on state changes.
+Parameters: the controller schema of :mod:`gato_ros.params` (docs/parameters.md);
+tunables are validated in an on-set callback and applied between ticks.
+
+Run: ``ros2 run gato_ros controller_node --ros-args --params-file <robot>.yaml``.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from rclpy.node import Node
+
+from . import conversions as cv
+from . import params as schema
+from .controller_logic import ControllerLogic
+from .node_util import declare_schema, qos, run
+
+__all__ = ["ControllerNode", "main"]
+
+
+class ControllerNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("gato_controller", **kwargs)
+        from gato_msgs.msg import ControllerStatus, EEReference, EffortCommand, Plan, SolverStats, StepResult
+        from rcl_interfaces.msg import SetParametersResult
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+
+        self._SetParametersResult = SetParametersResult
+        self._ControllerStatus = ControllerStatus
+        values = declare_schema(self, schema.CONTROLLER)
+        log = self.get_logger()
+        self.logic = ControllerLogic(values, log=self._log)
+        cname = values["controller_name"].strip("/")
+        self.pub_cmd = self.create_publisher(Float64MultiArray, f"/{cname}/commands", qos())
+        self.pub_cmd_stamped = self.create_publisher(EffortCommand, "~/command", qos())
+        self.pub_step = self.create_publisher(StepResult, "~/step_result", qos())
+        self.pub_stats = self.create_publisher(SolverStats, "~/solver_stats", qos())
+        self.pub_plan = self.create_publisher(Plan, "~/plan", qos())
+        self.pub_status = self.create_publisher(ControllerStatus, "~/status", qos())
+        # Depth 1: a tick that falls behind solves from the newest joint state, not a queued one
+        # (queueing would add every late tick's delay to the next). Lockstep has one in flight.
+        self.create_subscription(JointState, "joint_states", self._on_joint_state, qos(1))
+        self.create_subscription(EEReference, "ee_reference", self._on_reference, qos())
+        self.timer = self.create_timer(1.0 / values["control_rate_hz"], self._on_timer)
+        self.add_on_set_parameters_callback(self._on_set)
+        self.add_post_set_parameters_callback(self._post_set)
+        self._t_recv = None        # perf_counter at receipt of the latest joint state
+        self._last_status_ns = 0
+        self.bad_references = 0
+        log.info(f"gato controller for {values['robot']}: N={values['N']}, dt={values['dt']} s, "
+                 f"{values['control_rate_hz']:g} Hz, trigger={values['trigger']}, commands on /{cname}/commands")
+
+    def _log(self, level: str, text: str) -> None:
+        # One call site per severity: rclpy refuses a severity change at the same call site.
+        log = self.get_logger()
+        if level == "error":
+            log.error(text)
+        elif level == "warn":
+            log.warning(text)
+        else:
+            log.info(text)
+
+    # ------------------------------------------------------------------ parameters
+    def _on_set(self, parameters):
+        reason = self.logic.validate_changes({p.name: p.value for p in parameters})
+        return self._SetParametersResult(successful=reason is None, reason=reason or "")
+
+    def _post_set(self, parameters):
+        self.logic.request_changes({p.name: (list(p.value) if type(p.value).__name__ == "array" else p.value)
+                                    for p in parameters})
+
+    # ------------------------------------------------------------------ callbacks
+    def _now_ns(self) -> int:
+        return self.get_clock().now().nanoseconds
+
+    def _on_joint_state(self, msg):
+        t_recv = time.perf_counter()
+        self._t_recv = t_recv
+        out = self.logic.on_joint_state(cv.joint_state_from_msg(msg), self._now_ns())
+        self._publish(out, t_recv)
+
+    def _on_reference(self, msg):
+        try:
+            w = cv.reference_from_msg(msg)
+        except ValueError as e:
+            self.bad_references += 1
+            self.get_logger().error(f"EE reference rejected: {e}", throttle_duration_sec=1.0)
+            return
+        out = self.logic.on_reference(w, self._now_ns())
+        self._publish(out, self._t_recv)
+
+    def _on_timer(self):
+        out = self.logic.on_timer(self._now_ns())
+        if out is not None:
+            self._publish(out, self._t_recv if self.logic.cfg["trigger"] == "timer" else time.perf_counter())
+        elif self._now_ns() - self._last_status_ns > 500_000_000:
+            self._publish_status()  # keep the status alive while idle (waiting, or between ticks)
+
+    # ------------------------------------------------------------------ output
+    def _publish(self, out, t_recv):
+        if out is None:
+            return
+        if out.effort is not None:
+            self.pub_cmd.publish(cv.effort_to_multiarray(out.effort))
+            self.pub_cmd_stamped.publish(cv.effort_command_to_msg(out.effort, self.logic.joint_names, out.stamp_ns,
+                                                                  out.source, out.tick))
+            if not out.duplicate and t_recv is not None:
+                self.logic.record_publish(time.perf_counter() - t_recv)
+        if out.step is not None and not out.duplicate:
+            if self.logic.cfg["publish_step_result"]:
+                self.pub_step.publish(cv.step_result_to_msg(out.step, out.stamp_ns))
+            self.pub_stats.publish(cv.solver_stats_to_msg(out.step.solve.stats, out.stamp_ns))
+        if out.plan is not None and not out.duplicate:
+            self.pub_plan.publish(cv.plan_to_msg(out.plan))
+        if not out.duplicate:
+            self._publish_status()
+
+    def _publish_status(self):
+        st = self.logic.status
+        m = self._ControllerStatus()
+        now = self._now_ns()
+        m.header.stamp = cv.ns_to_time(max(now, 0))
+        for name in ("state", "reason", "ticks", "deadline_misses", "dropped_out_of_order", "rejected_nonfinite",
+                     "rejected_names", "stale_events", "fallbacks", "clamped", "holds", "latency_us", "solve_us",
+                     "params_json"):
+            setattr(m, name, getattr(st, name))
+        self.pub_status.publish(m)
+        self._last_status_ns = now
+
+
+def main(argv=None) -> int:
+    return run(ControllerNode, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""Conversions between gato_msgs / common ROS messages and the Python types.
+
+Python side: ``gato.SolverStats``, ``gato.SolveResult``, ``gato.StepResult``
+(numpy arrays), :class:`gato_ros.types.ReferenceWindow`, :class:`gato_ros.types.Plan`,
+:class:`gato_ros.types.JointStateSample`. Message side: the gato_msgs messages
+(see src/gato_msgs/README.md for shapes), sensor_msgs/JointState,
+std_msgs/Float64MultiArray.
+
+Conventions: 2-D arrays travel flattened row-major with their dimensions; an
+optional array that is None in Python travels empty; a dict travels as JSON
+("" for None). Every ``*_from_msg`` returns fresh numpy arrays (float64, int32 or
+bool), so ``x_from_msg(x_to_msg(v))`` equals ``v`` field for field, except for what
+a message cannot carry (noted per function).
+"""
+from __future__ import annotations
+
+import array
+import json
+
+import numpy as np
+
+import gato
+from gato.controller import StepResult as GatoStepResult
+
+from .types import JointStateSample, Plan, ReferenceWindow, NS_PER_S
+
+__all__ = [
+    "ns_to_time", "time_to_ns", "solver_stats_to_msg", "solver_stats_from_msg", "solve_result_to_msg",
+    "solve_result_from_msg", "step_result_to_msg", "step_result_from_msg", "reference_to_msg",
+    "reference_from_msg", "plan_to_msg", "plan_from_msg", "plan_from_step", "joint_state_to_msg",
+    "joint_state_from_msg", "effort_to_multiarray", "effort_command_to_msg",
+]
+
+
+# ------------------------------------------------------------------ primitives
+def _f64(a) -> array.array:
+    """float64[] field value from anything array-like (fast path through bytes)."""
+    return array.array("d", np.ascontiguousarray(np.asarray(a, dtype=np.float64).reshape(-1)).tobytes())
+
+
+def _i32(a) -> array.array:
+    return array.array("i", np.ascontiguousarray(np.asarray(a, dtype=np.int32).reshape(-1)).tobytes())
+
+
+def _np(field, dtype) -> np.ndarray:
+    return np.array(field, dtype=dtype).reshape(-1)
+
+
+def _opt(a):
+    """None -> empty float64[] (the message convention for an absent optional array)."""
+    return _f64(np.zeros(0) if a is None else a)
+
+
+def ns_to_time(t_ns: int):
+    """builtin_interfaces/Time from integer nanoseconds (>= 0)."""
+    from builtin_interfaces.msg import Time
+
+    t_ns = int(t_ns)
+    if t_ns < 0:
+        raise ValueError(f"t_ns: a ROS Time cannot be negative, got {t_ns}")
+    return Time(sec=t_ns // NS_PER_S, nanosec=t_ns % NS_PER_S)
+
+
+def time_to_ns(t) -> int:
+    """Integer nanoseconds of a builtin_interfaces/Time."""
+    return int(t.sec) * NS_PER_S + int(t.nanosec)
+
+
+def _header(stamp_ns: int, frame_id: str = ""):
+    from std_msgs.msg import Header
+
+    return Header(stamp=ns_to_time(stamp_ns), frame_id=frame_id)
+
+
+# ------------------------------------------------------------------ SolverStats
+def solver_stats_to_msg(stats, stamp_ns: int = 0):
+    """gato.SolverStats -> gato_msgs/SolverStats. B from ``sqp_iters``, I from
+    ``pcg_iters.shape[1]``, G from ``row_max_violation.shape[1]`` (0 when None)."""
+    from gato_msgs.msg import SolverStats
+
+    sqp = np.asarray(stats.sqp_iters).reshape(-1)
+    B = int(sqp.size)
+    pcg = np.asarray(stats.pcg_iters).reshape(B, -1) if B else np.zeros((0, 0))
+    m = SolverStats()
+    m.header = _header(stamp_ns)
+    m.batch_size = B
+    m.n_iters = int(pcg.shape[1]) if B else 0
+    m.solve_time_us = int(stats.solve_time_us)
+    m.sqp_iters = _i32(sqp)
+    m.kkt_converged = [bool(v) for v in np.asarray(stats.kkt_converged).reshape(-1)]
+    m.final_merit = _f64(stats.final_merit)
+    m.initial_merit = _f64(stats.initial_merit)
+    m.ls_num_iters = int(stats.ls_num_iters)
+    m.pcg_iters = _i32(pcg)
+    m.pcg_times_us = _f64(stats.pcg_times_us)
+    m.min_merit = _f64(stats.min_merit)
+    m.step_size = _f64(stats.step_size)
+    m.linsys = str(stats.linsys)
+    m.budget_hit = bool(stats.budget_hit)
+    rmax = getattr(stats, "row_max_violation", None)
+    m.has_row_stats = rmax is not None
+    m.n_row_groups = int(np.asarray(rmax).reshape(B, -1).shape[1]) if (rmax is not None and B) else 0
+    m.row_max_violation = _opt(rmax)
+    m.row_sum_violation = _opt(getattr(stats, "row_sum_violation", None))
+    m.admm_r_prim = _opt(getattr(stats, "admm_r_prim", None))
+    m.admm_r_dual = _opt(getattr(stats, "admm_r_dual", None))
+    admm_iters = getattr(stats, "admm_iters", None)
+    m.admm_iters = _i32(np.zeros(0) if admm_iters is None else admm_iters)
+    admm_ls = getattr(stats, "admm_linsys_iters", None)
+    m.admm_linsys_iters = _i32(np.zeros(0) if admm_ls is None else admm_ls)
+    return m
+
+
+def solver_stats_from_msg(m) -> gato.SolverStats:
+    """gato_msgs/SolverStats -> gato.SolverStats (per-iteration arrays reshaped (B, I); row
+    arrays (B, G) when ``has_row_stats``, else None; empty ADMM arrays -> None)."""
+    B, I, G = int(m.batch_size), int(m.n_iters), int(m.n_row_groups)
+
+    def bi(field, dtype):
+        return _np(field, dtype).reshape(B, I)
+
+    def opt(field, dtype):
+        a = _np(field, dtype)
+        return a if a.size else None
+
+    rows = m.has_row_stats
+    return gato.SolverStats(
+        solve_time_us=int(m.solve_time_us),
+        sqp_iters=_np(m.sqp_iters, np.int32),
+        kkt_converged=_np(m.kkt_converged, bool),
+        final_merit=_np(m.final_merit, np.float64),
+        initial_merit=_np(m.initial_merit, np.float64),
+        ls_num_iters=int(m.ls_num_iters),
+        pcg_iters=bi(m.pcg_iters, np.int32),
+        pcg_times_us=_np(m.pcg_times_us, np.float64),
+        min_merit=bi(m.min_merit, np.float64),
+        step_size=bi(m.step_size, np.float64),
+        linsys=str(m.linsys),
+        budget_hit=bool(m.budget_hit),
+        row_max_violation=_np(m.row_max_violation, np.float64).reshape(B, G) if rows else None,
+        row_sum_violation=_np(m.row_sum_violation, np.float64).reshape(B, G) if rows else None,
+        admm_r_prim=opt(m.admm_r_prim, np.float64),
+        admm_r_dual=opt(m.admm_r_dual, np.float64),
+        admm_iters=opt(m.admm_iters, np.int32),
+        admm_linsys_iters=opt(m.admm_linsys_iters, np.int32),
+    )
+
+
+# ------------------------------------------------------------------ SolveResult
+def solve_result_to_msg(res, stamp_ns: int = 0):
+    """gato.SolveResult (numpy ``xu`` (B, S)) -> gato_msgs/SolveResult; ``stamp_ns`` goes to
+    the embedded SolverStats header."""
+    from gato_msgs.msg import SolveResult
+
+    xu = np.asarray(res.xu, dtype=np.float64)
+    xu = xu.reshape(1, -1) if xu.ndim == 1 else xu
+    m = SolveResult()
+    m.xu = _f64(xu)
+    m.batch_size, m.xu_size = int(xu.shape[0]), int(xu.shape[1])
+    m.solve_time_us = int(res.solve_time_us)
+    m.stats = solver_stats_to_msg(res.stats, stamp_ns)
+    m.nx, m.nu, m.n_knots, m.n_actuated = int(res.nx), int(res.nu), int(res.N), int(res.n_actuated)
+    return m
+
+
+def solve_result_from_msg(m) -> gato.SolveResult:
+    """gato_msgs/SolveResult -> gato.SolveResult with ``xu`` (B, S) float64."""
+    xu = _np(m.xu, np.float64).reshape(int(m.batch_size), int(m.xu_size))
+    return gato.SolveResult(xu=xu, solve_time_us=int(m.solve_time_us), stats=solver_stats_from_msg(m.stats),
+                            nx=int(m.nx), nu=int(m.nu), N=int(m.n_knots), n_actuated=int(m.n_actuated))
+
+
+# ------------------------------------------------------------------ StepResult
+def step_result_to_msg(step, stamp_ns: int = 0):
+    """gato.StepResult -> gato_msgs/StepResult; ``stamp_ns``: the measured state's time.
+
+    Not carried (the message predates them): ``diverged`` and ``fallback``; the
+    controller node reports those in gato_msgs/EffortCommand.source and ControllerStatus.
+    """
+    from gato_msgs.msg import StepResult
+
+    m = StepResult()
+    m.header = _header(stamp_ns)
+    m.u = _f64(step.u)
+    m.best_id = int(step.best_id)
+    m.xu_best = _f64(step.xu_best)
+    m.solve = solve_result_to_msg(step.solve, stamp_ns)
+    m.hypo_stats_json = "" if step.hypo_stats is None else json.dumps(step.hypo_stats, default=_json_default)
+    m.pred_err = float(step.pred_err)
+    m.reseeded = bool(step.reseeded)
+    m.fc = _opt(step.fc)
+    m.iterations = int(step.iterations)
+    m.budget_hit = bool(step.budget_hit)
+    m.wall_s = float(step.wall_s)
+    m.admm_linsys = str(step.admm_linsys or "")
+    m.limits = str(step.limits or "")
+    m.row_viol = _opt(step.row_viol)
+    return m
+
+
+def _json_default(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def step_result_from_msg(m) -> GatoStepResult:
+    """gato_msgs/StepResult -> gato.StepResult (``diverged=False``, ``fallback=""``: not
+    carried by the message). Empty ``fc`` / ``row_viol`` -> None; "" hypo stats -> None."""
+    fc = _np(m.fc, np.float64)
+    rv = _np(m.row_viol, np.float64)
+    return GatoStepResult(
+        u=_np(m.u, np.float64), best_id=int(m.best_id), xu_best=_np(m.xu_best, np.float64),
+        solve=solve_result_from_msg(m.solve),
+        hypo_stats=json.loads(m.hypo_stats_json) if m.hypo_stats_json else None,
+        pred_err=float(m.pred_err), reseeded=bool(m.reseeded), fc=fc if fc.size else None,
+        iterations=int(m.iterations), budget_hit=bool(m.budget_hit), wall_s=float(m.wall_s),
+        admm_linsys=str(m.admm_linsys), limits=str(m.limits), row_viol=rv if rv.size else None)
+
+
+# ------------------------------------------------------------------ references and plans
+def reference_to_msg(w: ReferenceWindow):
+    """ReferenceWindow -> gato_msgs/EEReference."""
+    from gato_msgs.msg import EEReference
+
+    m = EEReference()
+    m.header = _header(w.stamp_ns, w.frame_id)
+    m.n_knots = w.n_knots
+    m.knot_dt = float(w.knot_dt)
+    m.positions = _f64(w.positions)
+    return m
+
+
+def reference_from_msg(m) -> ReferenceWindow:
+    """gato_msgs/EEReference -> ReferenceWindow. Raises ValueError when ``positions`` does not
+    hold ``n_knots * 3`` finite values or ``knot_dt`` is not > 0."""
+    p = _np(m.positions, np.float64)
+    n = int(m.n_knots)
+    if n < 1 or p.size != 3 * n:
+        raise ValueError(f"EEReference: positions holds {p.size} values, expected n_knots*3 = {3 * n} (n_knots >= 1)")
+    return ReferenceWindow(stamp_ns=time_to_ns(m.header.stamp), knot_dt=float(m.knot_dt),
+                           positions=p.reshape(n, 3), frame_id=str(m.header.frame_id))
+
+
+def plan_to_msg(p: Plan):
+    """Plan -> gato_msgs/Plan."""
+    from gato_msgs.msg import Plan as PlanMsg
+
+    m = PlanMsg()
+    m.header = _header(p.stamp_ns)
+    m.knot_dt = float(p.knot_dt)
+    m.nx, m.nu, m.n_knots = p.nx, p.nu, p.n_knots
+    m.joint_names = list(p.joint_names)
+    m.xu = _f64(p.xu)
+    return m
+
+
+def plan_from_msg(m) -> Plan:
+    """gato_msgs/Plan -> Plan (validates the xu length)."""
+    return Plan(stamp_ns=time_to_ns(m.header.stamp), knot_dt=float(m.knot_dt), nx=int(m.nx), nu=int(m.nu),
+                n_knots=int(m.n_knots), joint_names=list(m.joint_names), xu=_np(m.xu, np.float64))
+
+
+def plan_from_step(step, stamp_ns: int, knot_dt: float, joint_names) -> Plan:
+    """The winning plan of a gato.StepResult as a Plan stamped ``stamp_ns``."""
+    s = step.solve
+    return Plan(stamp_ns=stamp_ns, knot_dt=knot_dt, nx=s.nx, nu=s.nu, n_knots=s.N, joint_names=list(joint_names),
+                xu=np.asarray(step.xu_best, dtype=np.float64))
+
+
+# ------------------------------------------------------------------ joint states and commands
+def joint_state_to_msg(js: JointStateSample):
+    """JointStateSample -> sensor_msgs/JointState."""
+    from sensor_msgs.msg import JointState
+
+    m = JointState()
+    m.header = _header(js.stamp_ns)
+    m.name = [str(n) for n in js.names]
+    m.position = _f64(js.position)
+    m.velocity = _f64(js.velocity)
+    m.effort = _f64(js.effort)
+    return m
+
+
+def joint_state_from_msg(m) -> JointStateSample:
+    """sensor_msgs/JointState -> JointStateSample (arrays as sent; no validation)."""
+    return JointStateSample(stamp_ns=time_to_ns(m.header.stamp), names=list(m.name),
+                            position=_np(m.position, np.float64), velocity=_np(m.velocity, np.float64),
+                            effort=_np(m.effort, np.float64))
+
+
+def effort_to_multiarray(effort):
+    """(n,) torques [N*m] -> std_msgs/Float64MultiArray (no layout: the forward-command
+    controller's convention, joints in its configured order)."""
+    from std_msgs.msg import Float64MultiArray
+
+    m = Float64MultiArray()
+    m.data = _f64(effort)
+    return m
+
+
+def effort_command_to_msg(effort, joint_names, stamp_ns: int, source: str, tick: int):
+    """gato_msgs/EffortCommand: ``effort`` (n,) N*m in ``joint_names`` order, stamped with the
+    joint state it answers."""
+    from gato_msgs.msg import EffortCommand
+
+    m = EffortCommand()
+    m.header = _header(stamp_ns)
+    m.joint_names = [str(n) for n in joint_names]
+    m.effort = _f64(effort)
+    m.source = str(source)
+    m.tick = int(tick)
+    return m

@@ -1,0 +1,581 @@
+"""A small runner for ROS 2 XML / YAML launch files, for machines without ``ros2 launch``.
+
+The pip-only ROS 2 install (rclpy from PyPI wheels) has no ``launch`` / ``launch_ros``.
+This runner brings the same graph up as plain OS processes, so the launch files of
+gato_bringup are tested here and used unchanged with ``ros2 launch`` on a full
+ROS 2 install. It supports a stated SUBSET of the launch frontends:
+
+Entities (XML tag / YAML key):
+    launch                  root (XML element / YAML top-level key)
+    arg name default        command-line arguments ``name:=value`` override defaults;
+                            an arg without default must be given
+    let name value          set a launch configuration
+    node pkg exec name namespace args ros_args on_exit output
+        param name value    a parameter (value typed like launch_ros: YAML rules)
+        param from          a parameter file
+        remap from to       a topic / service remapping
+        env name value      an environment variable for this process
+    executable cmd name on_exit output (with env)
+    include file            another XML / YAML launch file (with ``arg name value``)
+    group                   children (scoped: configurations set inside stay inside)
+    if / unless             on every entity: "true"/"1" or "false"/"0"
+Substitutions: $(var name), $(find-pkg-share pkg), $(find-pkg-prefix pkg),
+$(env NAME [default]), $(dirname), $(command 'shell command') (its stdout), nested.
+``on_exit="shutdown"``: when that process exits, the whole launch shuts down.
+
+Anything else raises a LaunchError naming the unsupported entity or substitution.
+
+Processes: each node runs ``<prefix>/lib/<pkg>/<exec>`` (found through the ament
+index: AMENT_PREFIX_PATH) with ``--ros-args -r __node:=<name> -r __ns:=<ns>`` and one
+``--params-file`` per param item, in order (inline params go through a temporary
+YAML file, so types survive). Each child gets its own process group and
+PR_SET_PDEATHSIG=SIGTERM (it dies with the runner even if the runner is killed).
+Output lines are prefixed with ``[name]``.
+
+Shutdown: on SIGINT / SIGTERM to the runner, or when an ``on_exit="shutdown"`` process
+exits, every live child gets SIGINT; after ``--sigint-timeout`` s the rest get SIGTERM,
+after ``--sigterm-timeout`` s SIGKILL (the same escalation as ros2 launch). The runner
+exits 0 when every process exited 0, else 1 (2 on a launch-file error).
+
+Usage::
+
+    python -m gato_ros.launch_runner gato_bringup sim.launch.yaml robot:=iiwa14 duration:=5
+    python -m gato_ros.launch_runner path/to/file.launch.xml --print      # resolve, don't run
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+__all__ = ["LaunchError", "Process", "load", "Runner", "main"]
+
+_TRUE, _FALSE = ("true", "1"), ("false", "0")
+
+
+class LaunchError(Exception):
+    """A launch file uses something this runner does not support, or is invalid."""
+
+
+@dataclass
+class Entity:
+    """A frontend-neutral launch entity: tag, attributes, child entities."""
+
+    tag: str
+    attrs: dict
+    children: list = field(default_factory=list)
+    where: str = ""
+
+
+@dataclass
+class Process:
+    """One OS process to start: the resolved command line."""
+
+    name: str
+    cmd: list
+    env: dict = field(default_factory=dict)
+    on_exit: str = ""
+    output: str = "screen"
+
+
+# ------------------------------------------------------------------ parsing
+def _xml_entities(path: Path) -> list:
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:
+        raise LaunchError(f"{path}: invalid XML: {e}") from None
+    if root.tag != "launch":
+        raise LaunchError(f"{path}: root element is <{root.tag}>, expected <launch>")
+
+    def conv(el):
+        return Entity(el.tag, dict(el.attrib), [conv(c) for c in el], f"{path.name}: <{el.tag}>")
+
+    return [conv(c) for c in root]
+
+
+_YAML_CHILD_KEYS = {"node": ("param", "remap", "env"), "executable": ("env",), "include": ("arg",),
+                    "group": ("children",)}
+
+
+def _yaml_entities(path: Path) -> list:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise LaunchError(f"{path}: invalid YAML: {e}") from None
+    if not isinstance(doc, dict) or list(doc) != ["launch"] or not isinstance(doc["launch"], list):
+        raise LaunchError(f"{path}: expected a top-level 'launch:' list")
+
+    def conv(item):
+        if not isinstance(item, dict) or len(item) != 1:
+            raise LaunchError(f"{path}: each launch entry must be a one-key mapping, got {item!r}")
+        tag, body = next(iter(item.items()))
+        body = dict(body or {})
+        kids = []
+        for key in _YAML_CHILD_KEYS.get(tag, ()):
+            for c in body.pop(key, None) or []:
+                kids.append(conv(c) if key == "children" else Entity(key, dict(c), [], f"{path.name}: {key}"))
+        return Entity(tag, body, kids, f"{path.name}: {tag}")
+
+    return [conv(i) for i in doc["launch"]]
+
+
+def parse_file(path) -> list:
+    """Entities of an XML (.xml) or YAML (.yaml / .yml) launch file."""
+    path = Path(path)
+    if not path.is_file():
+        raise LaunchError(f"launch file not found: {path}")
+    if path.suffix == ".xml":
+        return _xml_entities(path)
+    if path.suffix in (".yaml", ".yml"):
+        return _yaml_entities(path)
+    raise LaunchError(f"{path}: unsupported launch file type (supported: .xml, .yaml, .yml; "
+                      "Python launch files need ros2 launch)")
+
+
+# ------------------------------------------------------------------ substitutions
+def _package_prefix(pkg: str) -> str:
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+
+    try:
+        return get_package_prefix(pkg)
+    except (PackageNotFoundError, LookupError, ValueError):
+        raise LaunchError(f"package {pkg!r} not found in the ament index (AMENT_PREFIX_PATH); source "
+                          "install/setup.bash, or install it (ros2_control, robot_state_publisher, ... come "
+                          "with a full ROS 2 install)") from None
+
+
+class Context:
+    """Launch configurations and the current file (for $(dirname))."""
+
+    def __init__(self, configs=None, file=None):
+        self.configs = dict(configs or {})
+        self.file = file
+
+    def child(self, file=None):
+        return Context(self.configs, file or self.file)
+
+    def subst(self, text) -> str:
+        """Perform the $(...) substitutions in ``text`` (innermost first)."""
+        if not isinstance(text, str):
+            return text
+        out, i = [], 0
+        while True:
+            j = text.find("$(", i)
+            if j < 0:
+                out.append(text[i:])
+                return "".join(out)
+            out.append(text[i:j])
+            depth, k, quote = 0, j + 2, None
+            while k < len(text):
+                ch = text[k]
+                if quote:
+                    if ch == quote:
+                        quote = None
+                elif ch in "'\"":
+                    quote = ch
+                elif text.startswith("$(", k):
+                    depth += 1
+                    k += 1
+                elif ch == ")":
+                    if depth == 0:
+                        break
+                    depth -= 1
+                k += 1
+            if k >= len(text):
+                raise LaunchError(f"unterminated substitution in {text!r}")
+            out.append(self._one(self.subst(text[j + 2:k])))
+            i = k + 1
+
+    def _one(self, body: str) -> str:
+        try:
+            parts = shlex.split(body)
+        except ValueError as e:
+            raise LaunchError(f"$({body}): {e}") from None
+        if not parts:
+            raise LaunchError("empty substitution $()")
+        name, args = parts[0], parts[1:]
+        if name == "var":
+            if len(args) != 1:
+                raise LaunchError(f"$(var ...) takes one name, got {args}")
+            if args[0] not in self.configs:
+                raise LaunchError(f"$(var {args[0]}): launch configuration not set (declare an <arg>)")
+            return str(self.configs[args[0]])
+        if name in ("find-pkg-share", "find-pkg-prefix"):
+            if len(args) != 1:
+                raise LaunchError(f"$({name} ...) takes one package name, got {args}")
+            prefix = _package_prefix(args[0])
+            return os.path.join(prefix, "share", args[0]) if name == "find-pkg-share" else prefix
+        if name == "env":
+            if not 1 <= len(args) <= 2:
+                raise LaunchError(f"$(env NAME [default]) got {args}")
+            if args[0] in os.environ:
+                return os.environ[args[0]]
+            if len(args) == 2:
+                return args[1]
+            raise LaunchError(f"$(env {args[0]}): environment variable not set")
+        if name == "dirname":
+            return str(Path(self.file).parent) if self.file else os.getcwd()
+        if name == "command":
+            cmd = " ".join(args)
+            r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise LaunchError(f"$(command {cmd}) failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+            return r.stdout
+        raise LaunchError(f"unsupported substitution $({name} ...); supported: var, find-pkg-share, "
+                          "find-pkg-prefix, env, dirname, command")
+
+    def truth(self, value, where: str) -> bool:
+        v = self.subst(value) if isinstance(value, str) else value
+        if isinstance(v, bool):
+            return v
+        s = str(v).strip().lower()
+        if s in _TRUE:
+            return True
+        if s in _FALSE:
+            return False
+        raise LaunchError(f"{where}: condition {value!r} evaluated to {s!r}, expected true/false/1/0")
+
+
+def _typed(value):
+    """A parameter value typed like launch_ros does: YAML rules on the substituted string."""
+    if not isinstance(value, str):
+        return value
+    try:
+        v = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    if isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, list) and v and len({type(x) for x in v}) == 1 and type(v[0]) in (bool, int, float, str):
+        return v
+    return value
+
+
+# ------------------------------------------------------------------ evaluation
+_NODE_ATTRS = {"pkg", "exec", "name", "namespace", "args", "ros_args", "on_exit", "output", "if", "unless"}
+_EXEC_ATTRS = {"cmd", "name", "on_exit", "output", "if", "unless"}
+
+
+def _attr(e: Entity, key: str, ctx: Context, default=None, required=False):
+    if key not in e.attrs:
+        if required:
+            raise LaunchError(f"{e.where}: missing attribute '{key}'")
+        return default
+    return ctx.subst(e.attrs[key])
+
+
+class _Loader:
+    def __init__(self, tmpdir: Path):
+        self.tmpdir = tmpdir
+        self.processes: list = []
+        self._n_tmp = 0
+
+    def _params_file(self, node_name: str, params: dict) -> str:
+        self._n_tmp += 1
+        path = self.tmpdir / f"params_{self._n_tmp}_{node_name or 'node'}.yaml"
+        path.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}, sort_keys=False))
+        return str(path)
+
+    def run(self, entities, ctx: Context):
+        for e in entities:
+            if "if" in e.attrs and not ctx.truth(e.attrs["if"], e.where):
+                continue
+            if "unless" in e.attrs and ctx.truth(e.attrs["unless"], e.where):
+                continue
+            handler = getattr(self, f"_{e.tag.replace('-', '_')}", None)
+            if handler is None or e.tag.startswith("_"):
+                raise LaunchError(f"{e.where}: unsupported launch entity '{e.tag}'; this runner supports arg, "
+                                  "let, node, executable, include, group (see gato_ros/launch_runner.py)")
+            handler(e, ctx)
+
+    def _arg(self, e, ctx):
+        name = _attr(e, "name", ctx, required=True)
+        if name in ctx.configs:
+            return
+        if "default" not in e.attrs:
+            raise LaunchError(f"{e.where}: argument '{name}' has no default and was not given ({name}:=...)")
+        ctx.configs[name] = ctx.subst(e.attrs["default"])
+
+    def _let(self, e, ctx):
+        ctx.configs[_attr(e, "name", ctx, required=True)] = _attr(e, "value", ctx, required=True)
+
+    def _group(self, e, ctx):
+        scoped = ctx.truth(e.attrs.get("scoped", "true"), e.where)
+        self.run(e.children, ctx.child() if scoped else ctx)
+
+    def _include(self, e, ctx):
+        path = Path(_attr(e, "file", ctx, required=True))
+        sub = ctx.child(file=str(path))
+        for a in e.children:
+            if a.tag != "arg":
+                raise LaunchError(f"{e.where}: <include> supports <arg> children only, got <{a.tag}>")
+            sub.configs[_attr(a, "name", ctx, required=True)] = _attr(a, "value", ctx, required=True)
+        self.run(parse_file(path), sub)
+
+    def _env_children(self, e, ctx) -> dict:
+        env = {}
+        for c in e.children:
+            if c.tag == "env":
+                env[_attr(c, "name", ctx, required=True)] = _attr(c, "value", ctx, required=True)
+        return env
+
+    def _node(self, e, ctx):
+        unknown = set(e.attrs) - _NODE_ATTRS
+        if unknown:
+            raise LaunchError(f"{e.where}: unsupported node attribute(s) {sorted(unknown)}")
+        pkg = _attr(e, "pkg", ctx, required=True)
+        exe = _attr(e, "exec", ctx, required=True)
+        name = _attr(e, "name", ctx, default="")
+        ns = _attr(e, "namespace", ctx, default="")
+        ros_args = ["--ros-args"]
+        if name:
+            ros_args += ["-r", f"__node:={name}"]
+        if ns:
+            ros_args += ["-r", f"__ns:={ns if ns.startswith('/') else '/' + ns}"]
+        inline: dict = {}
+        for c in e.children:
+            if c.tag == "param":
+                if "from" in c.attrs:
+                    if inline:
+                        ros_args += ["--params-file", self._params_file(name, inline)]
+                        inline = {}
+                    f = _attr(c, "from", ctx)
+                    if not Path(f).is_file():
+                        raise LaunchError(f"{c.where}: parameter file not found: {f}")
+                    ros_args += ["--params-file", f]
+                else:
+                    pname = _attr(c, "name", ctx, required=True)
+                    if "value" not in c.attrs:
+                        raise LaunchError(f"{c.where}: param '{pname}' needs value or from")
+                    v = c.attrs["value"]
+                    inline[pname] = [_typed(ctx.subst(x)) for x in v] if isinstance(v, list) else _typed(ctx.subst(v))
+            elif c.tag == "remap":
+                ros_args += ["-r", f"{_attr(c, 'from', ctx, required=True)}:={_attr(c, 'to', ctx, required=True)}"]
+            elif c.tag != "env":
+                raise LaunchError(f"{c.where}: unsupported node child '{c.tag}' (param, remap, env)")
+        if inline:
+            ros_args += ["--params-file", self._params_file(name, inline)]
+        extra = shlex.split(_attr(e, "ros_args", ctx, default="") or "")
+        args = shlex.split(_attr(e, "args", ctx, default="") or "")
+        cmd = [f"{pkg}/{exe}"] + args + ros_args + extra
+        self.processes.append(Process(name=name or exe, cmd=cmd, env=self._env_children(e, ctx),
+                                      on_exit=_attr(e, "on_exit", ctx, default="") or "",
+                                      output=_attr(e, "output", ctx, default="screen")))
+
+    def _executable(self, e, ctx):
+        unknown = set(e.attrs) - _EXEC_ATTRS
+        if unknown:
+            raise LaunchError(f"{e.where}: unsupported executable attribute(s) {sorted(unknown)}")
+        cmd = shlex.split(_attr(e, "cmd", ctx, required=True))
+        self.processes.append(Process(name=_attr(e, "name", ctx, default=Path(cmd[0]).name), cmd=["@" + cmd[0]]
+                                      + cmd[1:], env=self._env_children(e, ctx),
+                                      on_exit=_attr(e, "on_exit", ctx, default="") or ""))
+
+
+def resolve_executable(spec: str) -> str:
+    """'pkg/exec' -> <prefix>/lib/<pkg>/<exec>; '@cmd' -> cmd."""
+    if spec.startswith("@"):
+        return spec[1:]
+    pkg, _, exe = spec.partition("/")
+    path = Path(_package_prefix(pkg)) / "lib" / pkg / exe
+    if not path.is_file():
+        raise LaunchError(f"executable {exe!r} of package {pkg!r} not found at {path}")
+    return str(path)
+
+
+def load(path, args: dict, tmpdir) -> list:
+    """Processes of the launch file at ``path`` with launch arguments ``args`` ({name: value})."""
+    loader = _Loader(Path(tmpdir))
+    ctx = Context({k: str(v) for k, v in args.items()}, str(path))
+    loader.run(parse_file(path), ctx)
+    for p in loader.processes:
+        if p.on_exit not in ("", "shutdown"):
+            raise LaunchError(f"{p.name}: on_exit={p.on_exit!r} unsupported (only 'shutdown')")
+    return loader.processes
+
+
+# ------------------------------------------------------------------ running
+def _pdeathsig():
+    """In the child before exec: die with the runner (SIGTERM when the parent exits)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class Runner:
+    """Start processes, forward their output, shut them down on request."""
+
+    def __init__(self, processes, *, sigint_timeout=10.0, sigterm_timeout=5.0, out=None):
+        self.specs = processes
+        self.sigint_timeout, self.sigterm_timeout = sigint_timeout, sigterm_timeout
+        self.out = out or sys.stdout
+        self.procs: list = []
+        self.returncodes: dict = {}
+        self.shutdown_reason = ""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def say(self, text: str):
+        with self._lock:
+            self.out.write(f"[launch_runner] {text}\n")
+            self.out.flush()
+
+    def _pump(self, name, stream):
+        for line in iter(stream.readline, ""):
+            with self._lock:
+                self.out.write(f"[{name}] {line}" if line.endswith("\n") else f"[{name}] {line}\n")
+                self.out.flush()
+        stream.close()
+
+    def start(self):
+        names = {}
+        for spec in self.specs:
+            cmd = [resolve_executable(spec.cmd[0])] + spec.cmd[1:]
+            env = {**os.environ, **spec.env}
+            n = names[spec.name] = names.get(spec.name, 0) + 1
+            label = spec.name if n == 1 else f"{spec.name}-{n}"
+            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True, preexec_fn=_pdeathsig, bufsize=1)
+            self.procs.append((label, spec, p))
+            threading.Thread(target=self._pump, args=(label, p.stdout), daemon=True).start()
+            self.say(f"started {label} (pid {p.pid}): {shlex.join(cmd)}")
+
+    def request_shutdown(self, reason: str):
+        if not self.shutdown_reason:
+            self.shutdown_reason = reason
+        self._stop.set()
+
+    def _signal_all(self, sig) -> list:
+        live = []
+        for label, _, p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    continue
+                live.append(label)
+        return live
+
+    def _wait_all(self, timeout) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if all(p.poll() is not None for _, _, p in self.procs):
+                return True
+            time.sleep(0.05)
+        return all(p.poll() is not None for _, _, p in self.procs)
+
+    def shutdown(self):
+        live = self._signal_all(signal.SIGINT)
+        if live:
+            self.say(f"shutting down ({self.shutdown_reason}): SIGINT to {', '.join(live)}")
+        if not self._wait_all(self.sigint_timeout):
+            self.say(f"SIGTERM to {', '.join(self._signal_all(signal.SIGTERM))} (no exit {self.sigint_timeout:g} s "
+                     "after SIGINT)")
+            if not self._wait_all(self.sigterm_timeout):
+                self.say(f"SIGKILL to {', '.join(self._signal_all(signal.SIGKILL))}")
+                self._wait_all(5.0)
+        for _, _, p in self.procs:  # anything a child left in its process group
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def run(self) -> int:
+        """Run until every process exited, a shutdown was requested or an on_exit=shutdown
+        process exited; then shut down. Returns 0 when every exit code is 0, else 1."""
+        self.start()
+        reported = set()
+        while not self._stop.is_set():
+            for label, spec, p in self.procs:
+                rc = p.poll()
+                if rc is not None and label not in reported:
+                    reported.add(label)
+                    self.say(f"{label} exited with code {rc}")
+                    if spec.on_exit == "shutdown":
+                        self.request_shutdown(f"{label} exited (on_exit=shutdown)")
+            if len(reported) == len(self.procs):
+                self.request_shutdown("all processes exited")
+            self._stop.wait(0.1)
+        self.shutdown()
+        for label, _, p in self.procs:
+            self.returncodes[label] = p.wait()
+        bad = {k: v for k, v in self.returncodes.items() if v != 0}
+        self.say("exit codes: " + ", ".join(f"{k}={v}" for k, v in self.returncodes.items()))
+        return 1 if bad else 0
+
+
+def _find_file(a: list) -> tuple:
+    """(launch file path, launch args) from [file | pkg file] + name:=value ..."""
+    pos = [x for x in a if ":=" not in x]
+    largs = dict(x.split(":=", 1) for x in a if ":=" in x)
+    if len(pos) == 1:
+        return Path(pos[0]), largs
+    if len(pos) == 2:
+        share = Path(_package_prefix(pos[0])) / "share" / pos[0]
+        hits = sorted(share.rglob(pos[1]))
+        if not hits:
+            raise LaunchError(f"no launch file {pos[1]!r} in {share}")
+        return hits[0], largs
+    raise LaunchError("expected <launch file> or <package> <launch file>, then name:=value arguments")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="launch_runner", description="Run a ROS 2 XML/YAML launch file (a subset) "
+                                 "as OS processes; see the module docstring for what is supported.")
+    ap.add_argument("target", nargs="+", help="<file> | <package> <file>, then name:=value launch arguments")
+    ap.add_argument("--print", action="store_true", help="print the resolved processes and exit")
+    ap.add_argument("--report", type=Path, help="write {name: exit code, ...} and the pids as JSON here")
+    ap.add_argument("--sigint-timeout", type=float, default=10.0)
+    ap.add_argument("--sigterm-timeout", type=float, default=5.0)
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="gato_launch_") as tmp:
+        try:
+            path, largs = _find_file(a.target)
+            procs = load(path, largs, tmp)
+        except LaunchError as e:
+            print(f"[launch_runner] error: {e}", file=sys.stderr)
+            return 2
+        if a.print:
+            for p in procs:
+                print(json.dumps({"name": p.name, "cmd": p.cmd, "env": p.env, "on_exit": p.on_exit}))
+            return 0
+        if os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") is None:
+            print("[launch_runner] note: ROS_AUTOMATIC_DISCOVERY_RANGE is not set (DDS discovery may leave this "
+                  "machine); scripts/env.sh sets LOCALHOST", file=sys.stderr)
+        runner = Runner(procs, sigint_timeout=a.sigint_timeout, sigterm_timeout=a.sigterm_timeout)
+
+        def on_signal(signum, _frame):
+            runner.request_shutdown(signal.Signals(signum).name)
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        try:
+            code = runner.run()
+        except LaunchError as e:
+            print(f"[launch_runner] error: {e}", file=sys.stderr)
+            runner.request_shutdown("launch error")
+            runner.shutdown()
+            code = 2
+        if a.report:
+            a.report.write_text(json.dumps({"returncodes": runner.returncodes,
+                                            "pids": {label: p.pid for label, _, p in runner.procs},
+                                            "shutdown_reason": runner.shutdown_reason}, indent=1))
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

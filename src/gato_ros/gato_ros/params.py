@@ -1,0 +1,525 @@
+"""The one parameter schema of the gato nodes, and everything generated from it.
+
+Every parameter of the controller node (and of the simulation-world and reference
+nodes) is declared ONCE here: type, default, unit, description, range or choices,
+and whether it is read-only (structural: fixed at start-up) or tunable at run time.
+From this schema come:
+
+- the rclpy ``ParameterDescriptor`` of each parameter, with its
+  ``FloatingPointRange`` / ``IntegerRange`` and description (what rqt_reconfigure
+  and ``ros2 param describe`` show): :func:`descriptor`;
+- the validation of a requested change (range, choices, read-only, type):
+  :func:`validate`; the controller adds a capability check (limit mechanisms);
+- the per-robot YAML parameter files in ``gato_bringup/config/``, the
+  ros2_control controller-manager files next to them and the ros2_control robot
+  descriptions in ``gato_bringup/urdf/``: :func:`robot_yaml`,
+  :func:`controllers_yaml`, :func:`ros2_control_xacro`;
+- the Markdown reference ``docs/parameters.md``: :func:`markdown`.
+
+``python -m gato_ros.params --write`` regenerates the YAML files and the Markdown
+from this module (``--check`` exits 1 when a committed file differs; the tests
+run the same comparison). ROS-free except :func:`descriptor` (imports rclpy).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Param", "CONTROLLER", "SIM", "REFERENCE", "SCHEMAS", "NODE_NAMES", "ROBOTS", "by_name", "defaults",
+           "validate", "coerce", "descriptor", "robot_yaml", "controllers_yaml", "ros2_control_xacro", "markdown",
+           "main"]
+
+TYPES = ("double", "integer", "bool", "string", "string_array", "double_array")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter.
+
+    ``default`` is a value or a callable ``robot -> value`` (robot-specific defaults:
+    joint names, start pose). ``range`` (lo, hi) is inclusive, for double/integer;
+    ``choices`` lists the allowed strings; ``read_only`` parameters are fixed after
+    start-up (structural: changing them needs a new solver or new connections).
+    """
+
+    name: str
+    type: str
+    default: Any
+    description: str
+    unit: str = ""
+    range: tuple | None = None
+    choices: tuple | None = None
+    read_only: bool = False
+    group: str = ""
+
+    def __post_init__(self):
+        if self.type not in TYPES:
+            raise ValueError(f"{self.name}: type {self.type!r} not in {TYPES}")
+        if self.range is not None and self.type not in ("double", "integer"):
+            raise ValueError(f"{self.name}: a range needs a double or integer parameter")
+
+    def default_for(self, robot: str):
+        return self.default(robot) if callable(self.default) else self.default
+
+
+# ---------------------------------------------------------------- robot-specific defaults
+def _registry(robot: str) -> dict:
+    import gato
+
+    info = gato.robot_info(robot)
+    if not info:
+        raise ValueError(f"robot: unknown robot {robot!r}")
+    return info
+
+
+def _joint_names(robot: str) -> list:
+    return list(_registry(robot)["joints"])
+
+
+def _q_ready(robot: str) -> list:
+    from gato import tasks
+
+    q = tasks.Q_READY.get(robot)
+    if q is None:
+        q = _registry(robot).get("q_ready")
+    return [float(v) for v in q]
+
+
+def _goals(robot: str) -> list:
+    """Three goals around the plant's centre of record (gato.tasks), flat [x, y, z] * 3, mm-rounded."""
+    from gato import tasks
+
+    c = tasks.CENTRE_OF_RECORD[robot]
+    offsets = ((0.08, 0.12, 0.06), (0.08, -0.12, -0.06), (-0.06, 0.0, 0.08))
+    return [round(float(c[i] + o[i]), 3) for o in offsets for i in range(3)]
+
+
+#: Robots with task tables (start pose, centre of record): the ones that get parameter files.
+ROBOTS = ("iiwa14", "indy7", "fr3", "gen3", "ur5e")
+
+_LIMITS = ("off", "telemetry", "barrier", "al", "admm")
+_LINSYS = ("pcg", "bdsv", "bdsv_first", "auto")
+
+# ---------------------------------------------------------------- the controller node
+CONTROLLER = (
+    # structural (read-only)
+    Param("robot", "string", lambda r: r, "registered robot (gato.robot_info); selects URDF, EE frame and limits",
+          read_only=True, group="structure"),
+    Param("joint_names", "string_array", _joint_names,
+          "joints the solver controls, in the order of the command arrays; /joint_states is mapped by name "
+          "(any order, extra joints ignored)", read_only=True, group="structure"),
+    Param("controller_name", "string", "effort_controller",
+          "ros2_control forward controller: commands go to /<controller_name>/commands (Float64MultiArray)",
+          read_only=True, group="structure"),
+    Param("N", "integer", 32, "horizon length in knots", "knots", range=(2, 512), read_only=True,
+          group="structure"),
+    Param("dt", "double", 0.03125, "knot spacing of the horizon", "s", range=(0.001, 1.0), read_only=True,
+          group="structure"),
+    Param("batch_size", "integer", 1, "batched solves per tick (best of batch wins)", "problems",
+          range=(1, 512), read_only=True, group="structure"),
+    Param("backend", "string", "cpu", "solver backend (the CPU backend runs everywhere)", choices=("cpu",),
+          read_only=True, group="structure"),
+    Param("control_rate_hz", "double", 100.0,
+          "control rate: the deadline of a tick is 1/control_rate_hz; the timer rate when trigger=timer", "Hz",
+          range=(1.0, 2000.0), read_only=True, group="structure"),
+    Param("trigger", "string", "state",
+          "what starts a tick: 'state' solves on every new joint state (lowest latency; lockstep), 'timer' "
+          "solves at control_rate_hz on the latest state", choices=("state", "timer"), read_only=True,
+          group="structure"),
+    Param("reference_sync", "bool", False,
+          "wait for the EE reference stamped at the joint state's time before solving (lockstep "
+          "reproducibility); false: use the latest reference, resampled at the state's time",
+          read_only=True, group="structure"),
+    Param("warm_start", "string", "shift", "warm start of the next tick: the plan shifted one knot, or as solved",
+          choices=("shift", "hold"), read_only=True, group="structure"),
+    # solver costs (tunable)
+    Param("q_cost", "double", 2.0, "running end-effector position weight", range=(0.0, 1e4), group="cost"),
+    Param("qd_cost", "double", 0.01, "joint velocity weight", range=(0.0, 1e3), group="cost"),
+    Param("u_cost", "double", 2e-6, "joint torque weight", range=(0.0, 1.0), group="cost"),
+    Param("N_cost", "double", 50.0, "terminal end-effector position weight", range=(0.0, 1e5), group="cost"),
+    Param("q_lim_cost", "double", 0.01, "joint position limit barrier weight (0 = off)", range=(0.0, 1e3),
+          group="cost"),
+    Param("vel_lim_cost", "double", 0.0, "joint velocity limit barrier weight (0 = off)", range=(0.0, 1e3),
+          group="cost"),
+    Param("ctrl_lim_cost", "double", 0.0, "torque limit barrier weight (0 = off)", range=(0.0, 1e3),
+          group="cost"),
+    # solver settings (tunable)
+    Param("mu", "double", 10.0, "merit-function weight of the L1 defect norm", range=(0.0, 1e4), group="solver"),
+    Param("rho", "double", 0.01, "initial trust-region weight on the position block", "1/rad^2",
+          range=(1e-9, 1e3), group="solver"),
+    Param("max_sqp_iters", "integer", 1, "SQP iterations per tick (1 = real-time iteration)", "iterations",
+          range=(1, 100), group="solver"),
+    Param("max_pcg_iters", "integer", 200, "PCG iteration cap per SQP iteration", "iterations",
+          range=(1, 10000), group="solver"),
+    Param("pcg_tol", "double", 1e-4, "PCG relative tolerance", range=(0.0, 1.0), group="solver"),
+    Param("linsys", "string", "bdsv",
+          "Schur-system path: pcg | bdsv (exact block-tridiagonal) | bdsv_first | auto (cold steps exact, "
+          "warm steps PCG)", choices=_LINSYS, group="solver"),
+    Param("budget_s", "double", 0.0, "wall-clock budget of a tick's SQP loop (0 = off: max_sqp_iters run)", "s",
+          range=(0.0, 1.0), group="solver"),
+    Param("limits", "string", "off",
+          "joint-limit rows on the solver: off | telemetry | barrier | al | admm (needs the solver's row-group "
+          "layer: refused when the solver has no enable_limit_<mechanism>)", choices=_LIMITS, group="solver"),
+    Param("reseed_threshold", "double", 0.0,
+          "re-seed the warm start to a hold when ||x_measured - x_predicted|| exceeds this (0 = off)",
+          range=(0.0, 1e3), group="solver"),
+    # safety (tunable)
+    Param("joint_state_timeout_s", "double", 0.1,
+          "joint states older than this (by receipt time) are stale: the controller holds "
+          "(gravity compensation at the last good state)", "s", range=(0.001, 10.0), group="safety"),
+    Param("publish_step_result", "bool", True, "publish gato_msgs/StepResult every tick (the largest message)",
+          group="output"),
+)
+
+# ---------------------------------------------------------------- the simulation-world node
+SIM = (
+    Param("robot", "string", lambda r: r, "registered robot (URDF from gato_description)", read_only=True),
+    Param("world", "string", "mujoco", "simulator: mujoco (gato.worlds.MuJoCoWorld, independent of the solver's "
+          "model) or pinocchio (gato.worlds.PinocchioWorld, RK4)", choices=("mujoco", "pinocchio"),
+          read_only=True),
+    Param("lockstep", "bool", True, "true: advance one control period only when the stamped command for the "
+          "current tick has arrived (reproducible); false: free-running at wall-clock pace, zero-order hold of "
+          "the latest command", read_only=True),
+    Param("control_rate_hz", "double", 100.0, "tick rate: joint states and /clock are published every "
+          "1/control_rate_hz of simulated time", "Hz", range=(1.0, 2000.0), read_only=True),
+    Param("physics_dt", "double", 0.001, "simulator step; must divide the control period", "s",
+          range=(1e-5, 0.1), read_only=True),
+    Param("duration_s", "double", 0.0, "simulated time after which the node exits 0 (0 = run until stopped)", "s",
+          range=(0.0, 1e6), read_only=True),
+    Param("q0", "double_array", _q_ready, "start joint positions (gato.tasks.Q_READY)", "rad", read_only=True),
+    Param("joint_names", "string_array", _joint_names, "joint names published in /joint_states (the URDF's)",
+          read_only=True),
+    Param("controller_name", "string", "effort_controller",
+          "realtime mode: efforts are read from /<controller_name>/commands", read_only=True),
+    Param("command_topic", "string", "/gato_controller/command",
+          "lockstep mode: the stamped gato_msgs/EffortCommand topic", read_only=True),
+    Param("start_subscribers", "integer", 0, "lockstep: publish the first joint state only once /joint_states "
+          "has this many subscribers (the controller, a recorder), so that nobody misses the start (0 = at once)",
+          "subscribers", range=(0, 100), read_only=True),
+    Param("lockstep_resend_s", "double", 0.5, "lockstep: re-publish the current joint state and clock when no "
+          "command arrived for this long (wall clock): covers start-up and lost messages", "s",
+          range=(0.01, 60.0), read_only=True),
+    Param("command_timeout_s", "double", 0.1, "realtime: apply zero torque when the last command is older than "
+          "this (wall clock)", "s", range=(0.001, 10.0), read_only=True),
+    Param("payload_mass_kg", "double", 0.0, "rigid payload at the EE frame origin: its weight is applied as an "
+          "EE force (inertia neglected)", "kg", range=(0.0, 100.0), read_only=True),
+    Param("external_wrench", "double_array", [0.0] * 6, "constant wrench at the EE frame origin, world axes "
+          "[fx, fy, fz, tx, ty, tz]", "N, N*m", read_only=True),
+    Param("pendulum_mass_kg", "double", 0.0, "pinocchio world only: a pendulum payload hanging from the EE "
+          "(0 = none)", "kg", range=(0.0, 100.0), read_only=True),
+    Param("pendulum_length_m", "double", 0.3, "pinocchio world only: pendulum length", "m", range=(0.01, 5.0),
+          read_only=True),
+)
+
+# ---------------------------------------------------------------- the reference node
+REFERENCE = (
+    Param("robot", "string", lambda r: r, "registered robot (EE frame, task tables)", read_only=True),
+    Param("mode", "string", "fig8", "fig8: a figure-8 around the EE position at q0; goals: a sequence of EE "
+          "goals; hold: the EE position at q0", choices=("fig8", "goals", "hold"), read_only=True),
+    Param("n_knots", "integer", 32, "knots per published window (>= the controller's N)", "knots",
+          range=(1, 4096), read_only=True),
+    Param("knot_dt", "double", 0.03125, "knot spacing of the window", "s", range=(0.001, 1.0), read_only=True),
+    Param("rate_hz", "double", 100.0, "publish rate when not clock-driven", "Hz", range=(0.1, 2000.0),
+          read_only=True),
+    Param("clock_driven", "bool", True, "publish one window per /clock message, stamped with that time "
+          "(lockstep); false: a timer at rate_hz", read_only=True),
+    Param("q0", "double_array", _q_ready, "pose whose EE position centres the figure-8 / is held", "rad",
+          read_only=True),
+    Param("fig8_amplitude_x", "double", 0.1, "figure-8 horizontal half-amplitude", "m", range=(0.0, 1.0),
+          read_only=True),
+    Param("fig8_amplitude_z", "double", 0.1, "figure-8 vertical half-amplitude", "m", range=(0.0, 1.0),
+          read_only=True),
+    Param("fig8_theta", "double", 1.5707963267948966, "figure-8 plane rotation about world z (pi/2: the y-z "
+          "plane)", "rad", range=(-math.pi, math.pi), read_only=True),
+    Param("fig8_period_s", "double", 4.0, "figure-8 period", "s", range=(0.1, 1000.0), read_only=True),
+    Param("goals", "double_array", _goals, "goals mode: flat [x, y, z] * n EE goals, world frame", "m",
+          read_only=True),
+    Param("goal_seed", "integer", -1, "goals mode: >= 0 draws the goals from gato.tasks.pickplace_scenarios "
+          "with this seed instead of 'goals'", range=(-1, 2**31 - 1), read_only=True),
+    Param("goal_hold_s", "double", 2.0, "goals mode: time at each goal (ramp included)", "s",
+          range=(0.01, 1000.0), read_only=True),
+    Param("goal_ramp_s", "double", 0.6, "goals mode: minimum-jerk travel time between goals (0 = steps)", "s",
+          range=(0.0, 1000.0), read_only=True),
+)
+
+#: Node name -> schema. The node names are the keys of the per-robot YAML files.
+SCHEMAS = {"gato_controller": CONTROLLER, "gato_sim": SIM, "gato_reference": REFERENCE}
+NODE_NAMES = tuple(SCHEMAS)
+
+
+def by_name(schema) -> dict:
+    return {p.name: p for p in schema}
+
+
+def defaults(schema, robot: str) -> dict:
+    """{name: default} of a schema for ``robot``."""
+    return {p.name: p.default_for(robot) for p in schema}
+
+
+# ---------------------------------------------------------------- validation
+def coerce(p: Param, value):
+    """``value`` as the Python type of parameter ``p``, or raise ValueError (type check only)."""
+    t = p.type
+    if t == "double":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{p.name}: expected a number, got {value!r}")
+        return float(value)
+    if t == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{p.name}: expected an integer, got {value!r}")
+        return int(value)
+    if t == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{p.name}: expected true or false, got {value!r}")
+        return value
+    if t == "string":
+        if not isinstance(value, str):
+            raise ValueError(f"{p.name}: expected a string, got {value!r}")
+        return value
+    try:
+        seq = list(value)
+    except TypeError:
+        raise ValueError(f"{p.name}: expected a list, got {value!r}") from None
+    if t == "string_array":
+        if not all(isinstance(v, str) for v in seq):
+            raise ValueError(f"{p.name}: expected a list of strings, got {value!r}")
+        return seq
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seq):
+        raise ValueError(f"{p.name}: expected a list of numbers, got {value!r}")
+    return [float(v) for v in seq]
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def validate(schema, name: str, value, *, allow_read_only: bool = False) -> str | None:
+    """Why setting ``name`` to ``value`` is refused (a one-line reason), or None if it is valid.
+
+    Checks: known name, read-only (unless ``allow_read_only``: start-up values), type,
+    finiteness, range (inclusive; the reason names it) and choices.
+    """
+    p = by_name(schema).get(name)
+    if p is None:
+        return f"{name}: unknown parameter"
+    if p.read_only and not allow_read_only:
+        return f"{name}: read-only (structural; set it in the parameter file and restart the node)"
+    try:
+        v = coerce(p, value)
+    except ValueError as e:
+        return str(e)
+    if p.type in ("double", "integer") and not math.isfinite(v):
+        return f"{name}: expected a finite value, got {value!r}"
+    if p.type == "double_array" and not all(math.isfinite(x) for x in v):
+        return f"{name}: contains NaN or Inf"
+    if p.range is not None and not p.range[0] <= v <= p.range[1]:
+        return f"{name}: {_fmt(v)} is out of range [{_fmt(p.range[0])}, {_fmt(p.range[1])}]"
+    if p.choices is not None and v not in p.choices:
+        return f"{name}: {v!r} is not one of {', '.join(p.choices)}"
+    return None
+
+
+# ---------------------------------------------------------------- rclpy descriptors
+def descriptor(p: Param):
+    """The rclpy ParameterDescriptor of ``p``: type, description (with unit and choices),
+    read_only, and a FloatingPointRange / IntegerRange (step 0: continuous)."""
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+
+    types = {"double": ParameterType.PARAMETER_DOUBLE, "integer": ParameterType.PARAMETER_INTEGER,
+             "bool": ParameterType.PARAMETER_BOOL, "string": ParameterType.PARAMETER_STRING,
+             "string_array": ParameterType.PARAMETER_STRING_ARRAY,
+             "double_array": ParameterType.PARAMETER_DOUBLE_ARRAY}
+    desc = p.description + (f" [{p.unit}]" if p.unit else "")
+    d = ParameterDescriptor(name=p.name, type=types[p.type], description=desc, read_only=p.read_only)
+    if p.choices is not None:
+        d.additional_constraints = "one of: " + ", ".join(p.choices)
+    if p.range is not None:
+        if p.type == "double":
+            d.floating_point_range = [FloatingPointRange(from_value=float(p.range[0]), to_value=float(p.range[1]),
+                                                         step=0.0)]
+        else:
+            d.integer_range = [IntegerRange(from_value=int(p.range[0]), to_value=int(p.range[1]), step=0)]
+    return d
+
+
+# ---------------------------------------------------------------- generated files
+_HEADER = ("# GENERATED by `python -m gato_ros.params --write` from src/gato_ros/gato_ros/params.py.\n"
+           "# Do not edit: change the schema and regenerate (test/test_ros_params.py checks this file).\n")
+
+
+def _yaml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        r = repr(v)
+        if "e" in r and "." not in r.split("e")[0]:
+            r = r.replace("e", ".0e")  # YAML 1.1 (PyYAML) reads 2e-06 as a string, 2.0e-06 as a float
+        return r if ("." in r or "inf" in r or "nan" in r) else r + ".0"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_yaml_value(x) for x in v) + "]"
+    raise TypeError(f"no YAML form for {v!r}")
+
+
+def robot_yaml(robot: str) -> str:
+    """The per-robot parameter file (gato_bringup/config/<robot>.yaml): every parameter of the
+    three nodes with its default for ``robot``, one comment line each (description, unit,
+    range / choices, read-only)."""
+    lines = [_HEADER, f"# Parameters of the gato nodes for {robot}.\n"]
+    for node, schema in SCHEMAS.items():
+        lines.append(f"{node}:\n  ros__parameters:\n")
+        for p in schema:
+            notes = [p.unit] if p.unit else []
+            if p.range is not None:
+                notes.append(f"range [{_fmt(p.range[0])}, {_fmt(p.range[1])}]")
+            if p.choices is not None:
+                notes.append("one of " + "|".join(p.choices))
+            notes.append("read-only" if p.read_only else "tunable")
+            lines.append(f"    # {p.description} ({'; '.join(notes)})\n")
+            lines.append(f"    {p.name}: {_yaml_value(p.default_for(robot))}\n")
+    return "".join(lines)
+
+
+def controllers_yaml(robot: str, controller_name: str = "effort_controller", update_rate: int = 1000,
+                     state_rate: int = 100) -> str:
+    """ros2_control controller-manager configuration (gato_bringup/config/<robot>_controllers.yaml):
+    joint_state_broadcaster (publishing at ``state_rate`` Hz, the gato controller's rate: it
+    solves on every joint state) plus an effort_controllers/JointGroupEffortController over
+    the robot's joints, which the gato controller node commands on /<controller_name>/commands."""
+    joints = _yaml_value(_joint_names(robot))
+    return (f"{_HEADER}# ros2_control controllers for {robot}: the gato controller node publishes joint torques to\n"
+            f"# /{controller_name}/commands (Float64MultiArray, joints in the order below) and reads\n"
+            "# /joint_states from the broadcaster.\n"
+            "controller_manager:\n  ros__parameters:\n"
+            f"    update_rate: {update_rate}  # Hz\n"
+            "    joint_state_broadcaster:\n      type: joint_state_broadcaster/JointStateBroadcaster\n"
+            f"    {controller_name}:\n      type: effort_controllers/JointGroupEffortController\n"
+            "joint_state_broadcaster:\n  ros__parameters:\n"
+            f"    update_rate: {state_rate}  # Hz: every /joint_states message starts a gato MPC tick\n"
+            f"{controller_name}:\n  ros__parameters:\n    joints: {joints}\n")
+
+
+def ros2_control_xacro(robot: str) -> str:
+    """The robot description for ros2_control (gato_bringup/urdf/<robot>.urdf.xacro): the robot's
+    URDF from gato_description plus a ``<ros2_control>`` system block with an effort command
+    interface (bounded by the URDF effort limit) and position / velocity / effort state
+    interfaces per joint. The hardware plugin is a xacro argument (default: ros2_control's
+    mock_components/GenericSystem, which starts at gato.tasks.Q_READY)."""
+    import pinocchio as pin
+
+    info = _registry(robot)
+    model = pin.buildModelFromUrdf(info["urdf"])
+    names = list(model.names)[1:]
+    q0 = _q_ready(robot)
+    rel = Path(info["urdf"]).resolve().relative_to(Path(info["urdf"]).resolve().parents[1])
+    out = ['<?xml version="1.0"?>\n',
+           # No colon-space or space-hash in comments: xacro keeps them, and launch_ros reads
+           # the expanded description through YAML (hardware.launch.xml).
+           "<!-- GENERATED from src/gato_ros/gato_ros/params.py (python -m gato_ros.params, write option),\n"
+           "     do not edit (test/test_ros_params.py checks this file). -->\n",
+           f"<!-- {robot} for ros2_control, the gato_description URDF plus an effort-controlled system.\n"
+           f"     xacro {robot}.urdf.xacro hardware_plugin:=(your driver plugin) -->\n",
+           f'<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name="{model.name}">\n',
+           '  <xacro:arg name="hardware_plugin" default="mock_components/GenericSystem"/>\n',
+           f'  <xacro:include filename="$(find gato_description)/robots/{rel.as_posix()}"/>\n',
+           f'  <ros2_control name="gato_{robot}" type="system">\n',
+           "    <hardware>\n      <plugin>$(arg hardware_plugin)</plugin>\n    </hardware>\n"]
+    for i, n in enumerate(names):
+        lim = float(model.effortLimit[model.joints[model.getJointId(n)].idx_v])
+        out.append(f'    <joint name="{n}">\n'
+                   f'      <command_interface name="effort">\n'
+                   f'        <param name="min">{-lim!r}</param>\n        <param name="max">{lim!r}</param>\n'
+                   f"      </command_interface>\n"
+                   f'      <state_interface name="position">\n'
+                   f'        <param name="initial_value">{q0[i]!r}</param>\n      </state_interface>\n'
+                   f'      <state_interface name="velocity"/>\n      <state_interface name="effort"/>\n'
+                   "    </joint>\n")
+    out.append("  </ros2_control>\n</robot>\n")
+    return "".join(out)
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def markdown() -> str:
+    """docs/parameters.md: one table per node (defaults shown for iiwa14 where robot-specific)."""
+    out = ["<!-- GENERATED by `python -m gato_ros.params --write` from src/gato_ros/gato_ros/params.py; "
+           "do not edit (test/test_ros_params.py checks it). -->\n",
+           "# Parameters of the gato nodes\n\n",
+           "One schema (`gato_ros/params.py`) declares every parameter once; the nodes' rclpy descriptors "
+           "(ranges and descriptions shown by rqt_reconfigure and `ros2 param describe`), the per-robot files "
+           "`gato_bringup/config/<robot>.yaml` and this page are generated from it.\n\n",
+           "*Read-only* parameters are structural: they are fixed when the node starts (a change is refused "
+           "with a reason). *Tunable* ones can be changed at run time (rqt_reconfigure, `ros2 param set`, "
+           "the `/set_parameters` service); the controller validates a change against the range or choices "
+           "below and applies it between two ticks. Robot-specific defaults are shown for iiwa14.\n\n",
+           "The limit mechanisms other than `off` need the solver's constraint row-group layer: on a "
+           "solver without `enable_limit_<mechanism>` the change is refused with that reason.\n"]
+    for node, schema in SCHEMAS.items():
+        out.append(f"\n## `{node}`\n\n| name | type | default | unit | range / choices | access | description |\n"
+                   "|---|---|---|---|---|---|---|\n")
+        for p in schema:
+            dflt = p.default_for("iiwa14")
+            if callable(p.default):
+                dflt_s = f"{_yaml_value(dflt)} (per robot)"
+            else:
+                dflt_s = _yaml_value(dflt)
+            rng = (f"[{_fmt(p.range[0])}, {_fmt(p.range[1])}]" if p.range is not None
+                   else ", ".join(p.choices) if p.choices is not None else "")
+            out.append(f"| `{p.name}` | {p.type} | `{_md_escape(dflt_s)}` | {_md_escape(p.unit)} | "
+                       f"{_md_escape(rng)} | {'read-only' if p.read_only else 'tunable'} | "
+                       f"{_md_escape(p.description)} |\n")
+    return "".join(out)
+
+
+def generated_files(root: Path) -> dict:
+    """{path: text} of every file generated from the schema, paths under the workspace ``root``."""
+    cfg = root / "src" / "gato_bringup" / "config"
+    files = {root / "docs" / "parameters.md": markdown()}
+    for r in ROBOTS:
+        files[cfg / f"{r}.yaml"] = robot_yaml(r)
+        files[cfg / f"{r}_controllers.yaml"] = controllers_yaml(r)
+        files[root / "src" / "gato_bringup" / "urdf" / f"{r}.urdf.xacro"] = ros2_control_xacro(r)
+    return files
+
+
+def _workspace_root() -> Path:
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for d in (start, *start.parents):
+            if (d / "src" / "gato_ros" / "gato_ros" / "params.py").is_file():
+                return d
+    raise FileNotFoundError("no gato workspace (src/gato_ros) above the current directory; pass --root")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gato_ros.params", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="write the generated files")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a committed file differs from the schema")
+    ap.add_argument("--root", type=Path, default=None, help="workspace root (default: found from the cwd)")
+    a = ap.parse_args(argv)
+    root = a.root or _workspace_root()
+    stale = []
+    for path, text in generated_files(root).items():
+        current = path.read_text() if path.is_file() else None
+        if current != text:
+            stale.append(path)
+            if a.write:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+    for path in stale:
+        print(("wrote " if a.write else "differs: ") + str(path.relative_to(root)))
+    if a.check and stale and not a.write:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

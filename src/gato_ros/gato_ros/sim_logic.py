@@ -1,0 +1,149 @@
+"""ROS-free logic of the simulation-world node: a gato world (MuJoCo or pinocchio)
+advanced one control period at a time, external loads, and the lockstep rule.
+
+Lockstep: the world publishes the joint state of tick k (stamp t_k = k * period) and
+advances to t_{k+1} only when a command stamped t_k arrives (gato_msgs/EffortCommand
+carries the stamp of the joint state it answers; the ros2_control Float64MultiArray
+has none). Commands for other stamps are ignored and counted. Given the same
+commands, the run is bit-for-bit reproducible regardless of machine load.
+
+Realtime: the caller advances the world on a wall-clock timer with the latest
+command held (zero-order hold), zero torque once the command is older than
+``command_timeout_s``.
+
+Loads: ``payload_mass_kg`` (a point mass at the EE frame origin: its weight only,
+inertia neglected) and ``external_wrench`` (world axes, at the EE frame origin) are
+applied as joint torques J(q)^T w, re-evaluated at every physics step. The pinocchio
+world can also carry a pendulum payload (gato.worlds.PinocchioWorld).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import gato
+
+from . import params as schema
+from .types import JointStateSample, sec_to_ns
+
+__all__ = ["SimWorldLogic"]
+
+GRAVITY = 9.81  # m/s^2
+
+
+class SimWorldLogic:
+    """Args: config: values of the simulation-world schema (gato_ros.params.SIM); missing
+    names take their defaults for ``config["robot"]``. Raises ValueError on invalid values."""
+
+    def __init__(self, config: dict):
+        robot = config.get("robot", "iiwa14")
+        cfg = schema.defaults(schema.SIM, robot)
+        unknown = set(config) - set(cfg)
+        if unknown:
+            raise ValueError(f"unknown sim parameter(s): {sorted(unknown)}")
+        cfg.update(config)
+        specs = schema.by_name(schema.SIM)
+        for name, value in cfg.items():
+            reason = schema.validate(schema.SIM, name, value, allow_read_only=True)
+            if reason:
+                raise ValueError(reason)
+            cfg[name] = schema.coerce(specs[name], value)
+        self.cfg = cfg
+        urdf = str(gato.robot_urdf(robot))
+        ee = gato.robot_info(robot)["ee_frame"]
+        self.period_ns = sec_to_ns(1.0 / cfg["control_rate_hz"])
+        self.physics_dt = cfg["physics_dt"]
+        n_sub = self.period_ns / sec_to_ns(self.physics_dt)
+        if abs(n_sub - round(n_sub)) > 1e-9 or round(n_sub) < 1:
+            raise ValueError(f"physics_dt: {self.physics_dt:g} s does not divide the control period "
+                             f"{1.0 / cfg['control_rate_hz']:g} s")
+        self.substeps = int(round(n_sub))
+        if cfg["world"] == "mujoco":
+            if cfg["pendulum_mass_kg"] > 0:
+                raise ValueError("pendulum_mass_kg: the pendulum payload is a pinocchio-world feature; "
+                                 "use world=pinocchio or payload_mass_kg")
+            self.world = gato.worlds.MuJoCoWorld(urdf, plane=None, timestep=self.physics_dt)
+        else:
+            pend = None
+            if cfg["pendulum_mass_kg"] > 0:
+                pend = dict(mass=cfg["pendulum_mass_kg"], length=cfg["pendulum_length_m"])
+            self.world = gato.worlds.PinocchioWorld(urdf, ee_frame=ee, pendulum=pend, timestep=self.physics_dt)
+        import pinocchio as pin
+
+        self._pin = pin
+        self._model = pin.buildModelFromUrdf(urdf)
+        self._data = self._model.createData()
+        self._fid = self._model.getFrameId(ee)
+        self.urdf_joints = list(self._model.names)[1:]
+        names = list(cfg["joint_names"])
+        if sorted(names) != sorted(self.urdf_joints):
+            raise ValueError(f"joint_names: {names} are not the joints of {robot}'s URDF {self.urdf_joints}")
+        self.joint_names = names
+        self._to_urdf = np.array([names.index(n) for n in self.urdf_joints])  # urdf order <- names order
+        nq = self._model.nq
+        q0 = np.asarray(cfg["q0"], dtype=np.float64)
+        if q0.shape != (nq,):
+            raise ValueError(f"q0: expected {nq} joint positions [rad], got {q0.size}")
+        w = np.asarray(cfg["external_wrench"], dtype=np.float64)
+        if w.shape != (6,):
+            raise ValueError(f"external_wrench: expected 6 values [fx, fy, fz, tx, ty, tz], got {w.size}")
+        self.wrench = w + np.r_[0.0, 0.0, -GRAVITY * cfg["payload_mass_kg"], 0.0, 0.0, 0.0]
+        self.q, self.dq = q0.copy(), np.zeros(nq)
+        self.t_ns = 0
+        self.u = np.zeros(nq)           # last applied torques, URDF order
+        self.ignored_commands = 0
+
+    # ------------------------------------------------------------------ state
+    def joint_state(self) -> JointStateSample:
+        """The current state, stamped t_k, in ``joint_names`` order (effort: the applied torques)."""
+        inv = np.argsort(self._to_urdf)  # names order <- urdf order
+        return JointStateSample(self.t_ns, list(self.joint_names), self.q[inv].copy(), self.dq[inv].copy(),
+                                self.u[inv].copy())
+
+    def ee_position(self) -> np.ndarray:
+        pin = self._pin
+        pin.forwardKinematics(self._model, self._data, self.q)
+        return pin.updateFramePlacement(self._model, self._data, self._fid).translation.copy()
+
+    @property
+    def done(self) -> bool:
+        d = self.cfg["duration_s"]
+        return d > 0 and self.t_ns >= sec_to_ns(d)
+
+    # ------------------------------------------------------------------ commands
+    def effort_from(self, effort, names=None) -> np.ndarray:
+        """Command torques in URDF order from ``effort`` in ``names`` order (default: the
+        configured joint_names order, the Float64MultiArray convention). Raises ValueError on
+        a wrong length, unknown names or NaN/Inf."""
+        e = np.asarray(effort, dtype=np.float64).reshape(-1)
+        names = self.joint_names if names is None or len(names) == 0 else list(names)
+        if e.size != len(names):
+            raise ValueError(f"effort: {e.size} values for {len(names)} joints")
+        pos = {n: i for i, n in enumerate(names)}
+        missing = [j for j in self.urdf_joints if j not in pos]
+        if missing:
+            raise ValueError(f"effort: command lacks joints {missing}")
+        if not np.all(np.isfinite(e)):
+            raise ValueError("effort: contains NaN or Inf")
+        return e[[pos[j] for j in self.urdf_joints]]
+
+    def lockstep_accepts(self, stamp_ns: int) -> bool:
+        """True when a command stamped ``stamp_ns`` answers the current tick; others are counted."""
+        if int(stamp_ns) == self.t_ns:
+            return True
+        self.ignored_commands += 1
+        return False
+
+    # ------------------------------------------------------------------ physics
+    def _load_torque(self) -> np.ndarray:
+        if not np.any(self.wrench):
+            return 0.0
+        pin = self._pin
+        J = pin.computeFrameJacobian(self._model, self._data, self.q, self._fid, pin.LOCAL_WORLD_ALIGNED)
+        return J.T @ self.wrench  # [f; tau] at the EE frame origin, world axes
+
+    def advance(self, u_urdf: np.ndarray) -> None:
+        """Advance one control period with torques ``u_urdf`` (URDF order) held; t_k -> t_{k+1}."""
+        self.u = np.asarray(u_urdf, dtype=np.float64).copy()
+        for _ in range(self.substeps):
+            self.q, self.dq = self.world.step(self.q, self.dq, self.u + self._load_torque(), self.physics_dt)
+        self.t_ns += self.period_ns

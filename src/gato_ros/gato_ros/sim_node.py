@@ -1,0 +1,138 @@
+"""The gato simulation-world node: a thin rclpy shell over :class:`gato_ros.sim_logic.SimWorldLogic`.
+
+Publishes /clock (rosgraph_msgs/Clock, simulated time) and joint_states
+(sensor_msgs/JointState, stamped with simulated time) once per control period.
+
+lockstep=true: subscribes ``command_topic`` (gato_msgs/EffortCommand, default
+/gato_controller/command) and advances one period only when the command stamped
+with the current tick's joint-state stamp has arrived. While it waits, it re-sends
+the current clock and joint state every ``lockstep_resend_s`` (wall clock): that
+covers discovery at start-up and a lost message; the controller answers a repeated
+stamp with the command it already computed, so re-sending never changes the run.
+
+lockstep=false (realtime): subscribes /<controller_name>/commands (std_msgs/Float64MultiArray,
+joint_names order) and advances on a wall-clock timer at control_rate_hz with the
+latest command held (zero torque once it is older than command_timeout_s).
+
+start_subscribers > 0 (lockstep): the first joint state goes out only once that many
+subscribers (controller, recorder) listen, so a recording starts at t = 0.
+
+With duration_s > 0 the node exits 0 once that much time has been simulated (use
+``on_exit="shutdown"`` in a launch file to end the whole bringup with it).
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+
+from . import conversions as cv
+from . import params as schema
+from .node_util import declare_schema, qos, run
+from .sim_logic import SimWorldLogic
+
+__all__ = ["SimNode", "main"]
+
+
+class SimNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("gato_sim", **kwargs)
+        from gato_msgs.msg import EffortCommand
+        from rosgraph_msgs.msg import Clock as ClockMsg
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+
+        self._ClockMsg = ClockMsg
+        values = declare_schema(self, schema.SIM)
+        self.logic = SimWorldLogic(values)
+        self.done = False
+        self.exit_code = 0
+        self.pub_clock = self.create_publisher(ClockMsg, "/clock", qos())
+        self.pub_js = self.create_publisher(JointState, "joint_states", qos())
+        self._wall = Clock(clock_type=ClockType.STEADY_TIME)
+        cfg = values
+        self.lockstep = cfg["lockstep"]
+        if self.lockstep:
+            self.create_subscription(EffortCommand, cfg["command_topic"], self._on_stamped_command, qos())
+            self._last_progress = time.monotonic()
+            self._resend_s = cfg["lockstep_resend_s"]
+            self._started = cfg["start_subscribers"] == 0
+            self.create_timer(min(0.05, self._resend_s / 2), self._resend, clock=self._wall)
+        else:
+            cname = cfg["controller_name"].strip("/")
+            self.create_subscription(Float64MultiArray, f"/{cname}/commands", self._on_command, qos(1))
+            self._u = np.zeros(len(self.logic.urdf_joints))
+            self._u_time = None
+            self.create_timer(1.0 / cfg["control_rate_hz"], self._realtime_tick, clock=self._wall)
+        self.get_logger().info(
+            f"gato sim: {cfg['robot']} in {cfg['world']}, {'lockstep' if cfg['lockstep'] else 'realtime'}, {cfg['control_rate_hz']:g} Hz, "
+            f"physics {self.logic.physics_dt:g} s x {self.logic.substeps}"
+            + (f", {cfg['duration_s']:g} s" if cfg["duration_s"] > 0 else ""))
+        if not self.lockstep or self._started:
+            self._publish_state()
+
+    def _publish_state(self):
+        js = self.logic.joint_state()
+        self.pub_clock.publish(self._ClockMsg(clock=cv.ns_to_time(js.stamp_ns)))
+        self.pub_js.publish(cv.joint_state_to_msg(js))
+
+    def _finish_if_done(self) -> bool:
+        if self.logic.done and not self.done:
+            self.get_logger().info(f"simulated {self.logic.t_ns / 1e9:.3f} s: done")
+            self.done = True
+        return self.done
+
+    # ------------------------------------------------------------------ lockstep
+    def _on_stamped_command(self, msg):
+        if self.done or not self.logic.lockstep_accepts(cv.time_to_ns(msg.header.stamp)):
+            return
+        try:
+            u = self.logic.effort_from(msg.effort, list(msg.joint_names))
+        except ValueError as e:
+            self.get_logger().error(f"command rejected: {e}; re-sending the joint state", throttle_duration_sec=1.0)
+            return
+        self.logic.advance(u)
+        self._last_progress = time.monotonic()
+        if not self._finish_if_done():
+            self._publish_state()
+
+    def _resend(self):
+        if not self._started:
+            n = self.pub_js.get_subscription_count()
+            if n < self.logic.cfg["start_subscribers"]:
+                return
+            self.get_logger().info(f"{n} joint-state subscribers: starting")
+            self._started = True
+            self._last_progress = time.monotonic()
+            self._publish_state()
+            return
+        if not self.done and time.monotonic() - self._last_progress > self._resend_s:
+            self._last_progress = time.monotonic()
+            self._publish_state()
+
+    # ------------------------------------------------------------------ realtime
+    def _on_command(self, msg):
+        try:
+            self._u = self.logic.effort_from(msg.data)
+            self._u_time = time.monotonic()
+        except ValueError as e:
+            self.get_logger().error(f"command rejected: {e}", throttle_duration_sec=1.0)
+
+    def _realtime_tick(self):
+        if self.done:
+            return
+        fresh = self._u_time is not None and time.monotonic() - self._u_time <= self.logic.cfg["command_timeout_s"]
+        self.logic.advance(self._u if fresh else np.zeros_like(self._u))
+        if not self._finish_if_done():
+            self._publish_state()
+
+
+def main(argv=None) -> int:
+    return run(SimNode, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
