@@ -687,3 +687,39 @@ def test_bad_input_raises_with_clear_messages():
     with pytest.raises(ValueError, match="at most 8 row groups"):
         s.add_lin_u_rows(np.eye(7)[:1])
     assert len(s.get_row_groups()) == 8
+
+
+# ------------------------------------------------------------------ closed loop (simulated iiwa14)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+
+@pytest.mark.slow
+def test_default_controller_keeps_a_step_pick_and_place_within_the_velocity_limit():
+    """Step-reference pick-and-place (pickplace_scenarios, ramp 0) on PinocchioWorld: the
+    unconstrained controller (telemetry, bit-identical to limits="off") drives a joint to 2x its
+    URDF velocity limit or more; the default controller (ADMM limits) keeps the simulated peak,
+    sampled at every RK4 substep, within 2 % of the limit. Figures: docs/benchmarks.md."""
+    import bench_limits as bl
+
+    for sc in bl.pickplace_set(5, seed=0)[1:5:3]:          # scenarios 1 and 4 of the dev set
+        free = bl.run_pickplace(sc, "telemetry")
+        lim = bl.run_pickplace(sc, None)
+        assert free["peak_qd_ratio"] >= 2.0 and free["plan_viol"][1] > 0.5
+        assert lim["limits"] == "admm" and lim["peak_qd_ratio"] <= 1.02
+        assert lim["task_time"] < 2.0 * free["task_time"] + 0.5   # the goals are still reached
+
+
+@pytest.mark.slow
+def test_default_controller_matches_the_unconstrained_one_where_no_limit_binds():
+    """A slow figure-8 (speed ratio 0.5 of the limit): no limit binds (the unconstrained plans
+    never violate a row), and the default controller's RMS tracking error and task (settle)
+    time stay within 5 % of the unconstrained run's."""
+    import bench_limits as bl
+
+    sc = bl.fig8_set(1, seed=0)[0]
+    free = bl.run_fig8(sc, "telemetry")
+    lim = bl.run_fig8(sc, None)
+    assert np.all(free["plan_viol"] == 0) and free["peak_qd_ratio"] < 0.9
+    assert lim["limits"] == "admm"
+    assert abs(lim["rms_err"] / free["rms_err"] - 1) <= 0.05
+    assert abs(lim["task_time"] - free["task_time"]) <= 0.05 * free["task_time"]
