@@ -351,6 +351,13 @@ def test_masks_bounds_and_soft_rows():
     assert np.array_equal(g["mask"], mask) and g["hi"][6] == np.inf
     s.set_row_group_mask(1, None)
     assert s.get_row_groups()[1]["mask"].all()
+    # an all-True mask is the unmasked behaviour, bit for bit
+    a, m = solver(), solver()
+    for x in (a, m):
+        x.enable_limit_admm()
+    m.set_row_group_mask(1, np.ones((N, 7), dtype=bool))
+    m.set_row_group_mask(2, np.ones((N, 7), dtype=bool))
+    assert np.array_equal(repeat(a, X0, ref, 3).xu, repeat(m, X0, ref, 3).xu)
     # AL: masked slots carry no dual; elastic rows cap the multiplier at sigma
     s = solver()
     s.enable_limit_al(rho=5.0)
