@@ -12,7 +12,6 @@ import pytest
 
 import gato
 from gato import rowkinds as rk
-from gato.controller import MPCController
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference.numpy_bsqp import RefProblem  # noqa: E402

@@ -477,7 +477,7 @@ class RefProblem:
 
     def assemble_kkt(self, blocks, rho):
         """Dense (G (n, n), C (N nx, n), g (n,), c (N nx,)), n = N nx + (N-1) nu."""
-        N, nx, nu = self.N, self.nx, self.nu
+        N, nx = self.N, self.nx
         n = self.n_xu
         G = np.zeros((n, n))
         C = np.zeros((N * nx, n))
