@@ -112,16 +112,7 @@ class ControllerLogic:
 
     def __init__(self, config: dict, *, log=None):
         robot = config.get("robot", "iiwa14")
-        cfg = schema.defaults(schema.CONTROLLER, robot)
-        unknown = set(config) - set(cfg)
-        if unknown:
-            raise ValueError(f"unknown controller parameter(s): {sorted(unknown)}")
-        cfg.update(config)
-        for name, value in cfg.items():
-            reason = schema.validate(schema.CONTROLLER, name, value, allow_read_only=True)
-            if reason:
-                raise ValueError(reason)
-            cfg[name] = schema.coerce(_SCHEMA[name], value)
+        cfg = schema.resolve_config(schema.CONTROLLER, config, "controller")
         self.cfg = cfg
         self._log = log or (lambda level, text: None)
         sp = gato.SolverParams(**{k: cfg[k] for k in COST_KEYS + SOLVER_KEYS})

@@ -326,6 +326,25 @@ def validate(schema, name: str, value, *, allow_read_only: bool = False) -> str 
 
 
 # ---------------------------------------------------------------- rclpy descriptors
+def resolve_config(schema, config: dict, what: str) -> dict:
+    """A node's start-up configuration: ``config`` over the schema's defaults for
+    ``config["robot"]``, every value validated like a parameter file (read-only
+    parameters allowed) and coerced to its type. ValueError names the parameter
+    (``what`` names the node kind in the unknown-parameter message)."""
+    cfg = defaults(schema, config.get("robot", "iiwa14"))
+    unknown = set(config) - set(cfg)
+    if unknown:
+        raise ValueError(f"unknown {what} parameter(s): {sorted(unknown)}")
+    cfg.update(config)
+    specs = by_name(schema)
+    for name, value in cfg.items():
+        reason = validate(schema, name, value, allow_read_only=True)
+        if reason:
+            raise ValueError(reason)
+        cfg[name] = coerce(specs[name], value)
+    return cfg
+
+
 def descriptor(p: Param):
     """The rclpy ParameterDescriptor of ``p``: type, description (with unit and choices),
     read_only, and a FloatingPointRange / IntegerRange (step 0: continuous)."""

@@ -41,17 +41,7 @@ class ReferenceLogic:
 
     def __init__(self, config: dict):
         robot = config.get("robot", "iiwa14")
-        cfg = schema.defaults(schema.REFERENCE, robot)
-        unknown = set(config) - set(cfg)
-        if unknown:
-            raise ValueError(f"unknown reference parameter(s): {sorted(unknown)}")
-        cfg.update(config)
-        specs = schema.by_name(schema.REFERENCE)
-        for name, value in cfg.items():
-            reason = schema.validate(schema.REFERENCE, name, value, allow_read_only=True)
-            if reason:
-                raise ValueError(reason)
-            cfg[name] = schema.coerce(specs[name], value)
+        cfg = schema.resolve_config(schema.REFERENCE, config, "reference")
         self.cfg = cfg
         import pinocchio as pin
 

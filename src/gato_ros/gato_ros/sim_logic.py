@@ -36,17 +36,7 @@ class SimWorldLogic:
 
     def __init__(self, config: dict):
         robot = config.get("robot", "iiwa14")
-        cfg = schema.defaults(schema.SIM, robot)
-        unknown = set(config) - set(cfg)
-        if unknown:
-            raise ValueError(f"unknown sim parameter(s): {sorted(unknown)}")
-        cfg.update(config)
-        specs = schema.by_name(schema.SIM)
-        for name, value in cfg.items():
-            reason = schema.validate(schema.SIM, name, value, allow_read_only=True)
-            if reason:
-                raise ValueError(reason)
-            cfg[name] = schema.coerce(specs[name], value)
+        cfg = schema.resolve_config(schema.SIM, config, "sim")
         self.cfg = cfg
         urdf = str(gato.robot_urdf(robot))
         ee = gato.robot_info(robot)["ee_frame"]
