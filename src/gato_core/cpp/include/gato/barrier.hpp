@@ -7,21 +7,27 @@
 
 namespace gato {
 
-/// b(d) = -log d for d >= eps, its second-order Taylor extension below:
-/// finite, convex and C2 everywhere. Writes b'(d) and b''(d).
+/// Relaxed log barrier: b(d) = -log d for d >= delta, its second-order Taylor
+/// extension below (C2, convex, finite everywhere). Writes b'(d) and b''(d).
+/// Shared by the cost's limit barriers and the barrier row-group mechanism.
 template <typename S>
-inline S barrier_1d(S d, S* db, S* ddb) {
-  const S eps = S(kBarrierEps);
-  if (d >= eps) {
+inline S relaxed_log(S d, S delta, S* db, S* ddb) {
+  if (d >= delta) {
     const S inv = S(1) / d;
     *db = -inv;
     *ddb = inv * inv;
     return -std::log(d);
   }
-  const S e = d - eps, inv = S(1) / eps;
+  const S e = d - delta, inv = S(1) / delta;
   *db = -inv + e * inv * inv;
   *ddb = inv * inv;
-  return -std::log(eps) - e * inv + S(0.5) * e * e * inv * inv;
+  return -std::log(delta) - e * inv + S(0.5) * e * e * inv * inv;
+}
+
+/// The cost barrier's b(d): relaxed_log with delta = kBarrierEps.
+template <typename S>
+inline S barrier_1d(S d, S* db, S* ddb) {
+  return relaxed_log(d, S(kBarrierEps), db, ddb);
 }
 
 /// beta(x) on the box [lo, hi] (already shrunk by the margin): value, and adds

@@ -10,6 +10,8 @@
 #include <limits>
 #include <vector>
 
+#include "gato/barrier.hpp"
+
 namespace gato {
 
 /// Row-group kinds (mirrored by gato.rowkinds). Boxes act on one block of a
@@ -68,21 +70,7 @@ struct AdmmConfig {
 
 namespace rows {
 
-/// Relaxed log barrier: b(d) = -log d for d >= delta, its second-order Taylor
-/// extension below (C2, convex, finite everywhere). Writes b' and b''.
-template <typename S>
-inline S relaxed_log(S d, S delta, S* db, S* ddb) {
-  if (d >= delta) {
-    const S inv = S(1) / d;
-    *db = -inv;
-    *ddb = inv * inv;
-    return -std::log(d);
-  }
-  const S e = d - delta, inv = S(1) / delta;
-  *db = -inv + e * inv * inv;
-  *ddb = inv * inv;
-  return -std::log(delta) - e * inv + S(0.5) * e * e * inv * inv;
-}
+using gato::relaxed_log;  // gato/barrier.hpp
 
 /// Projection of v = (s, x1, x2) onto the second-order cone ||x|| <= s.
 template <typename S>
