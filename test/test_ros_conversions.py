@@ -13,7 +13,7 @@ import_or_skip("gato_msgs.msg", _HINT)
 cv = import_or_skip("gato_ros.conversions", _HINT)
 import gato  # noqa: E402
 from gato.controller import StepResult  # noqa: E402
-from gato_ros.types import JointStateSample, Plan, ReferenceWindow  # noqa: E402
+from gato_ros.types import JointStateSample, Plan, ReferenceWindow, SolveInput  # noqa: E402
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
 
 B, N, NX, NU, I, G = 3, 6, 14, 7, 4, 2
@@ -131,6 +131,22 @@ def test_plan_from_step_is_the_winning_row():
     p = cv.plan_from_step(step, stamp_ns=9, knot_dt=0.03125, joint_names=["a"] * 7)
     np.testing.assert_array_equal(p.xu, step.xu_best)
     assert (p.nx, p.nu, p.n_knots, p.stamp_ns) == (NX, NU, N, 9)
+
+
+def test_solve_input_round_trip_and_validation():
+    rng = np.random.default_rng(6)
+    for rows in (1, 3):
+        si = SolveInput(stamp_ns=123_456_789, tick=7, joint_names=[f"A{i}" for i in range(1, 8)],
+                        x_measured=rng.standard_normal(NX), reference=rng.standard_normal(6 * N),
+                        xu_warm=rng.standard_normal((rows, S)), dt_elapsed=0.01, budget_s=0.0, reset=rows == 3,
+                        config_json='{"robot": "iiwa14"}')
+        back = cv.solve_input_from_msg(cdr(cv.solve_input_to_msg(si)))
+        assert_same(back, si)
+        assert back.xu_warm.shape == (rows, S)
+    m = cv.solve_input_to_msg(si)
+    m.warm_rows = 2                       # 3*S values are not 2 whole rows
+    with pytest.raises(ValueError, match="not 2 whole rows"):
+        cv.solve_input_from_msg(m)
 
 
 def test_joint_state_and_commands():

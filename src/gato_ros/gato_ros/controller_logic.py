@@ -46,14 +46,13 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import gato
+from gato import controller_setup as setup
+from gato.controller_setup import COST_KEYS, SOLVER_KEYS
 
 from . import params as schema
-from .types import JointStateSample, Plan, ReferenceWindow, ns_to_sec
+from .types import JointStateSample, Plan, ReferenceWindow, SolveInput, ns_to_sec
 
 __all__ = ["ControllerLogic", "TickOutput", "Status", "COST_KEYS", "SOLVER_KEYS"]
-
-COST_KEYS = ("q_cost", "qd_cost", "u_cost", "N_cost", "q_lim_cost", "vel_lim_cost", "ctrl_lim_cost")
-SOLVER_KEYS = ("mu", "rho", "max_sqp_iters", "max_pcg_iters", "pcg_tol")
 _SCHEMA = schema.by_name(schema.CONTROLLER)
 
 
@@ -83,7 +82,8 @@ class TickOutput:
 
     ``effort`` (n,) N*m in ``joint_names`` order, or None when there is nothing to command
     (refused input before any good state). ``stamp_ns``: the stamp of the joint state it
-    answers. ``step`` / ``plan`` are set on MPC ticks only. ``duplicate``: a re-send of the
+    answers. ``step`` / ``plan`` / ``solve_input`` are set on MPC ticks only (``solve_input``:
+    what the step solved from, for recording and replay). ``duplicate``: a re-send of the
     previous output for a repeated state stamp.
     """
 
@@ -93,6 +93,7 @@ class TickOutput:
     tick: int
     step: object = None
     plan: Plan | None = None
+    solve_input: SolveInput | None = None
     duplicate: bool = False
     events: list = field(default_factory=list)
 
@@ -115,16 +116,9 @@ class ControllerLogic:
         cfg = schema.resolve_config(schema.CONTROLLER, config, "controller")
         self.cfg = cfg
         self._log = log or (lambda level, text: None)
-        sp = gato.SolverParams(**{k: cfg[k] for k in COST_KEYS + SOLVER_KEYS})
-        self.solver = gato.BSQP(gato.robot_urdf(robot), cfg["batch_size"], cfg["N"], cfg["dt"], sp,
-                                plant_type=robot)
-        if cfg["limits"] != "off" and not callable(getattr(self.solver, f"enable_limit_{cfg['limits']}", None)):
-            raise ValueError(f"limits: {cfg['limits']!r} needs the solver's constraint row-group layer "
-                             f"(no enable_limit_{cfg['limits']} on {type(self.solver).__name__}); use 'off'")
-        self.controller = gato.MPCController(self.solver, warm_start=cfg["warm_start"],
-                                             linsys=cfg["linsys"],
-                                             reseed_threshold=cfg["reseed_threshold"] or None,
-                                             limits=cfg["limits"])
+        self.urdf = gato.robot_urdf(robot)
+        self.controller = setup.build_controller(cfg, urdf=self.urdf)
+        self.solver = self.controller.solver
         solver_joints = list(self.solver.joint_names)
         names = list(cfg["joint_names"])
         if sorted(names) != sorted(solver_joints):
@@ -151,6 +145,7 @@ class ControllerLogic:
         self._pending_tick_stamp = None  # reference_sync: a state waiting for its reference
         self._prev_tick_stamp = None
         self.status.params_json = self.params_json()
+        self._config_json = setup.config_json(self.cfg, self.controller, self.urdf)
         self.gravity_hold(np.zeros(self.nq))  # builds the pinocchio model now, not in the first hold
 
     # ------------------------------------------------------------------ parameters
@@ -179,44 +174,16 @@ class ControllerLogic:
         if not self._pending:
             return
         ch, self._pending = self._pending, {}
-        cost = {k: ch[k] for k in COST_KEYS if k in ch}
-        if cost:
-            self.solver.set_cost_weights(**cost)
-        sp = {k: ch[k] for k in SOLVER_KEYS if k in ch}
-        if sp:
-            self.solver.set_params(self.solver.params.replace(**sp))
-        if "linsys" in ch:
-            self.controller.linsys = ch["linsys"]
-            if ch["linsys"] != "auto":
-                self.solver.set_linsys(ch["linsys"])
-        if "reseed_threshold" in ch:
-            self.controller.reseed_threshold = ch["reseed_threshold"] or None
-        if "limits" in ch:
-            self._apply_limits(ch["limits"])
+        setup.apply_tunables(self.controller, {k: v for k, v in ch.items() if k in setup.TUNABLE_KEYS})
         self.cfg.update(ch)
         self.status.params_json = self.params_json()
+        self._config_json = setup.config_json(self.cfg, self.controller, self.urdf)
         self._log("info", "parameters applied: " + ", ".join(f"{k}={v}" for k, v in sorted(ch.items())))
-
-    def _apply_limits(self, mech: str) -> None:
-        s = self.solver
-        if callable(getattr(s, "get_row_groups", None)) and s.get_row_groups() \
-                and callable(getattr(s, "disable_row_groups", None)):
-            s.disable_row_groups()
-        if mech != "off":
-            enable = getattr(s, f"enable_limit_{mech}", None)
-            if not callable(enable):
-                raise ValueError(f"limits: {mech!r} needs the solver's constraint row-group layer "
-                                 f"(no enable_limit_{mech} on {type(s).__name__}); use 'off'")
-            enable(**gato.MPCController.LIMIT_DEFAULTS[mech])
 
     def params_json(self) -> str:
         """The tunables in force, read back from the solver and controller objects (JSON)."""
-        p = self.solver.params
-        out = {k: getattr(p, k) for k in COST_KEYS + SOLVER_KEYS}
-        out.update(linsys=self.controller.linsys, budget_s=self.cfg["budget_s"],
-                   limits=self.controller.limits or "off",
-                   reseed_threshold=self.controller.reseed_threshold or 0.0,
-                   joint_state_timeout_s=self.cfg["joint_state_timeout_s"])
+        out = setup.tunables(self.controller)
+        out.update(budget_s=self.cfg["budget_s"], joint_state_timeout_s=self.cfg["joint_state_timeout_s"])
         return json.dumps(out, sort_keys=True)
 
     # ------------------------------------------------------------------ inputs
@@ -359,12 +326,14 @@ class ControllerLogic:
         dt_el = None
         if self._prev_tick_stamp is not None and stamp > self._prev_tick_stamp:
             dt_el = ns_to_sec(stamp - self._prev_tick_stamp)
+        reset = self._need_reset
         try:
-            if self._need_reset:
+            if reset:
                 self.controller.reset(x)
                 self.controller.warmup(x, ref)
                 self._need_reset = False
                 dt_el = None
+            warm = self.controller.xu_warm
             res = self.controller.step(x, ref, dt_el, budget_s=budget)
         except (ValueError, RuntimeError, FloatingPointError) as e:
             self._need_reset = True
@@ -389,7 +358,13 @@ class ControllerLogic:
         self.status.solve_us = float(res.wall_s) * 1e6
         plan = Plan(stamp_ns=stamp, knot_dt=self.cfg["dt"], nx=res.solve.nx, nu=res.solve.nu, n_knots=res.solve.N,
                     joint_names=self._solver_joints, xu=np.asarray(res.xu_best, dtype=np.float64))
-        return self._emit(stamp, clamped[self._cmd_from_solver], source, events, step=res, plan=plan)
+        if np.all(warm == warm[:1]):
+            warm = warm[:1]          # every entry starts from the same plan: store it once
+        solve_input = SolveInput(stamp_ns=stamp, tick=self.status.ticks + 1, joint_names=self._solver_joints,
+                                 x_measured=x, reference=ref, xu_warm=warm, dt_elapsed=dt_el or 0.0,
+                                 budget_s=budget or 0.0, reset=reset, config_json=self._config_json)
+        return self._emit(stamp, clamped[self._cmd_from_solver], source, events, step=res, plan=plan,
+                          solve_input=solve_input)
 
     def gravity_hold(self, q: np.ndarray) -> np.ndarray:
         """Gravity compensation rnea(q, 0, 0) (nv,) N*m in SOLVER order, clamped to the effort limits."""
@@ -411,10 +386,10 @@ class ControllerLogic:
         self.status.solve_us = 0.0
         return self._emit(stamp_ns, tau[self._cmd_from_solver], "hold", events)
 
-    def _emit(self, stamp_ns, effort, source, events, step=None, plan=None) -> TickOutput:
+    def _emit(self, stamp_ns, effort, source, events, step=None, plan=None, solve_input=None) -> TickOutput:
         self.status.ticks += 1
         out = TickOutput(stamp_ns=stamp_ns, effort=np.asarray(effort, dtype=np.float64), source=source,
-                         tick=self.status.ticks, step=step, plan=plan, events=events)
+                         tick=self.status.ticks, step=step, plan=plan, solve_input=solve_input, events=events)
         self._last_out = out
         return out
 

@@ -10,6 +10,8 @@ Publishes:
         they answer (lockstep simulation; recording).
     ~/step_result (gato_msgs/StepResult), ~/solver_stats (gato_msgs/SolverStats),
     ~/plan (gato_msgs/Plan): per MPC tick.
+    ~/solve_input (gato_msgs/SolveInput): per MPC tick, what the step solved from (measured
+        state, reference window, warm start, configuration): what ``gato replay`` re-runs.
     ~/status (gato_msgs/ControllerStatus): every tick, and on state changes.
 Parameters: the controller schema of :mod:`gato_ros.params` (docs/parameters.md);
 tunables are validated in an on-set callback and applied between ticks.
@@ -34,7 +36,7 @@ __all__ = ["ControllerNode", "main"]
 class ControllerNode(Node):
     def __init__(self, **kwargs):
         super().__init__("gato_controller", **kwargs)
-        from gato_msgs.msg import ControllerStatus, EEReference, EffortCommand, Plan, SolverStats, StepResult
+        from gato_msgs.msg import ControllerStatus, EEReference, EffortCommand, Plan, SolveInput, SolverStats, StepResult
         from rcl_interfaces.msg import SetParametersResult
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
@@ -50,6 +52,7 @@ class ControllerNode(Node):
         self.pub_step = self.create_publisher(StepResult, "~/step_result", qos())
         self.pub_stats = self.create_publisher(SolverStats, "~/solver_stats", qos())
         self.pub_plan = self.create_publisher(Plan, "~/plan", qos())
+        self.pub_input = self.create_publisher(SolveInput, "~/solve_input", qos())
         self.pub_status = self.create_publisher(ControllerStatus, "~/status", qos())
         # Depth 1: a tick that falls behind solves from the newest joint state, not a queued one
         # (queueing would add every late tick's delay to the next). Lockstep has one in flight.
@@ -120,6 +123,8 @@ class ControllerNode(Node):
                                                                   out.source, out.tick))
             if not out.duplicate and t_recv is not None:
                 self.logic.record_publish(time.perf_counter() - t_recv)
+        if out.solve_input is not None and not out.duplicate:
+            self.pub_input.publish(cv.solve_input_to_msg(out.solve_input))
         if out.step is not None and not out.duplicate:
             if self.logic.cfg["publish_step_result"]:
                 self.pub_step.publish(cv.step_result_to_msg(out.step, out.stamp_ns))

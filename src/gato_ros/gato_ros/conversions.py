@@ -22,13 +22,14 @@ import numpy as np
 import gato
 from gato.controller import StepResult as GatoStepResult
 
-from .types import JointStateSample, Plan, ReferenceWindow, NS_PER_S
+from .types import JointStateSample, Plan, ReferenceWindow, SolveInput, NS_PER_S
 
 __all__ = [
     "ns_to_time", "time_to_ns", "solver_stats_to_msg", "solver_stats_from_msg", "solve_result_to_msg",
     "solve_result_from_msg", "step_result_to_msg", "step_result_from_msg", "reference_to_msg",
     "reference_from_msg", "plan_to_msg", "plan_from_msg", "plan_from_step", "joint_state_to_msg",
-    "joint_state_from_msg", "effort_to_multiarray", "effort_command_to_msg",
+    "joint_state_from_msg", "effort_to_multiarray", "effort_command_to_msg", "solve_input_to_msg",
+    "solve_input_from_msg",
 ]
 
 
@@ -313,3 +314,35 @@ def effort_command_to_msg(effort, joint_names, stamp_ns: int, source: str, tick:
     m.source = str(source)
     m.tick = int(tick)
     return m
+
+
+def solve_input_to_msg(si: SolveInput):
+    """SolveInput -> gato_msgs/SolveInput (xu_warm flattened row-major, warm_rows rows)."""
+    from gato_msgs.msg import SolveInput as SolveInputMsg
+
+    m = SolveInputMsg()
+    m.header = _header(si.stamp_ns)
+    m.tick = int(si.tick)
+    m.joint_names = list(si.joint_names)
+    m.x_measured = _f64(si.x_measured)
+    m.reference = _f64(si.reference)
+    m.warm_rows = int(si.xu_warm.shape[0])
+    m.xu_warm = _f64(si.xu_warm.reshape(-1))
+    m.dt_elapsed = float(si.dt_elapsed)
+    m.budget_s = float(si.budget_s)
+    m.reset = bool(si.reset)
+    m.config_json = si.config_json
+    return m
+
+
+def solve_input_from_msg(m) -> SolveInput:
+    """gato_msgs/SolveInput -> SolveInput. Raises ValueError when xu_warm is not warm_rows
+    whole rows."""
+    w = _np(m.xu_warm, np.float64)
+    rows = int(m.warm_rows)
+    if rows < 1 or w.size % rows:
+        raise ValueError(f"SolveInput.xu_warm: {w.size} values are not {rows} whole rows")
+    return SolveInput(stamp_ns=time_to_ns(m.header.stamp), tick=int(m.tick), joint_names=list(m.joint_names),
+                      x_measured=_np(m.x_measured, np.float64), reference=_np(m.reference, np.float64),
+                      xu_warm=w.reshape(rows, -1), dt_elapsed=float(m.dt_elapsed), budget_s=float(m.budget_s),
+                      reset=bool(m.reset), config_json=str(m.config_json))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["JointStateSample", "ReferenceWindow", "Plan", "sec_to_ns", "ns_to_sec"]
+__all__ = ["JointStateSample", "ReferenceWindow", "Plan", "SolveInput", "sec_to_ns", "ns_to_sec"]
 
 NS_PER_S = 1_000_000_000
 
@@ -147,3 +147,32 @@ class Plan:
         if self.n_knots < 2:
             return np.zeros((0, self.nu))
         return np.stack([self.xu[k * s + self.nx:(k + 1) * s] for k in range(self.n_knots - 1)])
+
+
+@dataclass
+class SolveInput:
+    """What one MPC tick solved from (gato_msgs/SolveInput): enough, with ``config_json``,
+    to re-run the tick offline.
+
+    ``x_measured`` (nx,) [q; qd] in ``joint_names`` (solver) order; ``reference`` (6N,) [m];
+    ``xu_warm`` (rows, S) the warm start the step started from (rows 1 when all batch
+    entries share it, else B); ``dt_elapsed`` / ``budget_s`` [s], 0 = None; ``reset``: the
+    controller was reset and warmed up at ``x_measured`` before the step.
+    """
+
+    stamp_ns: int
+    tick: int
+    joint_names: list
+    x_measured: np.ndarray
+    reference: np.ndarray
+    xu_warm: np.ndarray
+    dt_elapsed: float = 0.0
+    budget_s: float = 0.0
+    reset: bool = False
+    config_json: str = ""
+
+    def __post_init__(self):
+        self.x_measured = np.asarray(self.x_measured, dtype=np.float64).reshape(-1)
+        self.reference = np.asarray(self.reference, dtype=np.float64).reshape(-1)
+        w = np.asarray(self.xu_warm, dtype=np.float64)
+        self.xu_warm = w.reshape(1, -1) if w.ndim == 1 else w

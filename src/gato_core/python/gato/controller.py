@@ -246,6 +246,13 @@ class MPCController:
         mech = getattr(self.solver, "row_mech", None)
         return mech if isinstance(mech, str) and mech else None
 
+    @property
+    def xu_warm(self):
+        """The warm start the next :meth:`step` starts from, (B, xu_size) float64 (a copy),
+        or None before the first :meth:`reset` / step. Recorders store it so a tick can be
+        re-solved offline (``gato replay``)."""
+        return None if self._warm is None else self._warm.copy()
+
     # ------------------------------------------------------------------ inputs
     def _state(self, x, name: str) -> np.ndarray:
         arr = to_numpy(x, name, np.float64)
