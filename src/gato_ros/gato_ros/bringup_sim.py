@@ -14,6 +14,11 @@ output folder:
 
     python -m gato_ros.bringup_sim --robot iiwa14 --duration 10
     python -m gato_ros.bringup_sim --realtime --reference goals --out /tmp/run1
+    python -m gato_ros.bringup_sim --link-mass-scale L4:1.2 --payload-mass 1.5   # model errors
+
+Model errors (``--link-mass-scale LINK:FACTOR``, repeatable: a URDF link's mass and
+rotational inertia scaled; ``--payload-mass KG``: a point mass at the EE) exist in the
+simulated world only; the controller keeps the nominal URDF model.
 
 Ctrl-C stops the run early; the summary covers what was recorded.
 """
@@ -59,9 +64,28 @@ def main(argv=None) -> int:
     ap.add_argument("--reference", default="fig8", choices=("fig8", "goals", "hold"))
     ap.add_argument("--out", type=Path, default=None, help="output folder (default build/sim/<robot>-<time>)")
     ap.add_argument("--timeout", type=float, default=0.0, help="wall-clock limit [s] (0 = none)")
+    ap.add_argument("--link-mass-scale", action="append", default=[], metavar="LINK:FACTOR",
+                    help="model error in the world only: multiply URDF link LINK's mass and rotational inertia "
+                         "by FACTOR (COM unchanged; iiwa14 links L1..L7); repeatable")
+    ap.add_argument("--payload-mass", type=float, default=0.0, metavar="KG",
+                    help="model error in the world only: a point-mass payload at the EE frame [kg] (default 0)")
     a = ap.parse_args(argv)
     if a.duration <= 0:
         ap.error("--duration must be > 0 (the bringup ends after that much simulated time)")
+    from .sim_logic import parse_link_mass_scale
+
+    if any("," in e for e in a.link_mass_scale):
+        ap.error("--link-mass-scale takes one LINK:FACTOR; repeat the option for more links")
+    mass_scale = ",".join(e.strip() for e in a.link_mass_scale)
+    try:
+        parse_link_mass_scale(mass_scale)
+    except ValueError as e:
+        ap.error(f"--link-mass-scale: {e}")
+    if not (0.0 <= a.payload_mass <= 100.0):
+        ap.error(f"--payload-mass: {a.payload_mass:g} kg is out of range [0, 100]")
+    errors = [f"{link} mass x{f:g}" for link, f in parse_link_mass_scale(mass_scale).items()]
+    if a.payload_mass > 0:
+        errors.append(f"payload {a.payload_mass:g} kg")
     out = a.out or Path("build") / "sim" / f"{a.robot}-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     bag = out / "bag"
@@ -70,9 +94,11 @@ def main(argv=None) -> int:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     cmd = [sys.executable, "-m", "gato_ros.launch_runner", "gato_bringup", "sim.launch.yaml", f"robot:={a.robot}",
            f"duration:={a.duration!r}", f"world:={a.world}", f"lockstep:={'false' if a.realtime else 'true'}",
-           f"reference:={a.reference}", "record:=true", f"bag:={bag.resolve()}"]
+           f"reference:={a.reference}", "record:=true", f"bag:={bag.resolve()}",
+           f"link_mass_scale:={mass_scale}", f"payload_mass_kg:={float(a.payload_mass)!r}"]
     print(f"[bringup_sim] {a.robot} in {a.world}, {'real time' if a.realtime else 'lockstep'}, {a.duration:g} s "
-          f"of {a.reference}; output in {out}", flush=True)
+          f"of {a.reference}; model errors in the world: {', '.join(errors) if errors else 'none'}; "
+          f"output in {out}", flush=True)
     t0 = time.monotonic()
     runner = subprocess.Popen(cmd)
     try:
@@ -92,6 +118,8 @@ def main(argv=None) -> int:
     summary = summarize_bag(bag, a.robot)
     summary["wall_s"] = wall
     summary["launch_exit_code"] = code
+    summary["model_errors"] = {"link_mass_scale": parse_link_mass_scale(mass_scale),
+                               "payload_mass_kg": float(a.payload_mass)}
     (out / "summary.json").write_text(summary_json(summary))
     png = _plot(summary, out / "tracking.png")
     print(format_summary(summary))

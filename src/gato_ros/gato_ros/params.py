@@ -211,6 +211,10 @@ SIM = (
           "EE force (inertia neglected)", "kg", range=(0.0, 100.0), read_only=True),
     Param("external_wrench", "double_array", [0.0] * 6, "constant wrench at the EE frame origin, world axes "
           "[fx, fy, fz, tx, ty, tz]", "N, N*m", read_only=True),
+    Param("link_mass_scale", "string", "", "model error of the world: comma-separated LINK:FACTOR entries (URDF "
+          "link names, e.g. L4:1.2,L6:0.9): each link's mass and rotational inertia are multiplied by FACTOR "
+          "(finite, > 0; COM unchanged) in the simulator's model only, the controller's model stays nominal "
+          "(empty = none)", read_only=True),
     Param("pendulum_mass_kg", "double", 0.0, "pinocchio world only: a pendulum payload hanging from the EE "
           "(0 = none)", "kg", range=(0.0, 100.0), read_only=True),
     Param("pendulum_length_m", "double", 0.3, "pinocchio world only: pendulum length", "m", range=(0.01, 5.0),

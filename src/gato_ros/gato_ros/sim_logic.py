@@ -15,6 +15,11 @@ Loads: ``payload_mass_kg`` (a point mass at the EE frame origin: its weight only
 inertia neglected) and ``external_wrench`` (world axes, at the EE frame origin) are
 applied as joint torques J(q)^T w, re-evaluated at every physics step. The pinocchio
 world can also carry a pendulum payload (gato.worlds.PinocchioWorld).
+
+Model errors: ``link_mass_scale`` ("L4:1.2,L6:0.9": URDF link name : factor, comma
+separated) scales those links' mass and rotational inertia (COM unchanged) in the
+world's model only (gato.worlds ``mass_scale``); the controller keeps the nominal
+model, so the two disagree the way a real robot and its URDF do.
 """
 from __future__ import annotations
 
@@ -25,9 +30,33 @@ import gato
 from . import params as schema
 from .types import JointStateSample, sec_to_ns
 
-__all__ = ["SimWorldLogic"]
+__all__ = ["SimWorldLogic", "parse_link_mass_scale"]
 
 GRAVITY = 9.81  # m/s^2
+
+
+def parse_link_mass_scale(text: str) -> dict:
+    """{link: factor} from the ``link_mass_scale`` parameter: comma-separated ``LINK:FACTOR``
+    entries (blanks around entries ignored; "" = none). ValueError (naming the parameter and
+    the entry) for an entry that is not LINK:FACTOR, a factor that is not a finite number > 0
+    and a link given twice; whether the link exists is the world's check."""
+    out: dict = {}
+    for entry in (e.strip() for e in str(text).split(",")):
+        if not entry:
+            continue
+        link, sep, factor = (x.strip() for x in entry.rpartition(":"))
+        if not sep or not link or not factor:
+            raise ValueError(f"link_mass_scale: entry {entry!r} is not LINK:FACTOR (e.g. L4:1.2)")
+        try:
+            f = float(factor)
+        except ValueError:
+            raise ValueError(f"link_mass_scale: entry {entry!r}: factor {factor!r} is not a number") from None
+        if not np.isfinite(f) or f <= 0:
+            raise ValueError(f"link_mass_scale: entry {entry!r}: factor must be a finite number > 0, got {factor}")
+        if link in out:
+            raise ValueError(f"link_mass_scale: link {link!r} is given twice")
+        out[link] = f
+    return out
 
 
 class SimWorldLogic:
@@ -47,16 +76,24 @@ class SimWorldLogic:
             raise ValueError(f"physics_dt: {self.physics_dt:g} s does not divide the control period "
                              f"{1.0 / cfg['control_rate_hz']:g} s")
         self.substeps = int(round(n_sub))
-        if cfg["world"] == "mujoco":
-            if cfg["pendulum_mass_kg"] > 0:
-                raise ValueError("pendulum_mass_kg: the pendulum payload is a pinocchio-world feature; "
-                                 "use world=pinocchio or payload_mass_kg")
-            self.world = gato.worlds.MuJoCoWorld(urdf, plane=None, timestep=self.physics_dt)
-        else:
-            pend = None
-            if cfg["pendulum_mass_kg"] > 0:
-                pend = dict(mass=cfg["pendulum_mass_kg"], length=cfg["pendulum_length_m"])
-            self.world = gato.worlds.PinocchioWorld(urdf, ee_frame=ee, pendulum=pend, timestep=self.physics_dt)
+        self.mass_scale = parse_link_mass_scale(cfg["link_mass_scale"])
+        try:
+            if cfg["world"] == "mujoco":
+                if cfg["pendulum_mass_kg"] > 0:
+                    raise ValueError("pendulum_mass_kg: the pendulum payload is a pinocchio-world feature; "
+                                     "use world=pinocchio or payload_mass_kg")
+                self.world = gato.worlds.MuJoCoWorld(urdf, plane=None, timestep=self.physics_dt,
+                                                     mass_scale=self.mass_scale)
+            else:
+                pend = None
+                if cfg["pendulum_mass_kg"] > 0:
+                    pend = dict(mass=cfg["pendulum_mass_kg"], length=cfg["pendulum_length_m"])
+                self.world = gato.worlds.PinocchioWorld(urdf, ee_frame=ee, pendulum=pend, timestep=self.physics_dt,
+                                                        mass_scale=self.mass_scale)
+        except ValueError as e:
+            if str(e).startswith("mass_scale: "):  # the world's check (unknown link): name the parameter
+                raise ValueError("link_mass_scale: " + str(e)[len("mass_scale: "):]) from None
+            raise
         import pinocchio as pin
 
         self._pin = pin

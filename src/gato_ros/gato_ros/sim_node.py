@@ -70,7 +70,9 @@ class SimNode(Node):
         self.get_logger().info(
             f"gato sim: {cfg['robot']} in {cfg['world']}, {'lockstep' if cfg['lockstep'] else 'realtime'}, {cfg['control_rate_hz']:g} Hz, "
             f"physics {self.logic.physics_dt:g} s x {self.logic.substeps}"
-            + (f", {cfg['duration_s']:g} s" if cfg["duration_s"] > 0 else ""))
+            + (f", {cfg['duration_s']:g} s" if cfg["duration_s"] > 0 else "")
+            + "".join(f", model error: {link} mass x{f:g}" for link, f in self.logic.mass_scale.items())
+            + (f", payload {cfg['payload_mass_kg']:g} kg" if cfg["payload_mass_kg"] > 0 else ""))
         if not self.lockstep or self._started:
             self._publish_state()
 

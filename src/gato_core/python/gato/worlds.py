@@ -15,6 +15,9 @@ so a harness may inject disturbances between steps.
   MuJoCo (``MjSpec``), MuJoCo's integrator and contact solver, an optional
   finite table. That its rigid-body model is the solver's is a test gate:
   ``gato.fingerprint.check(world.qdd, plant)`` (test/test_worlds.py).
+- Both worlds take ``mass_scale={URDF link: factor}``: a model error (that link's mass
+  and rotational inertia scaled, COM unchanged) in the world's model only, for
+  model-vs-reality experiments against the nominal solver model.
 - :func:`probe_tip_drop`: the height of a reference point (e.g. the EE frame
   origin) above the robot's lowest contact point, probed with MuJoCo's
   collision checker.
@@ -80,6 +83,71 @@ def _sha256(path) -> str:
     return sha256_file(path)
 
 
+# ---------------------------------------------------------------- model errors
+_INERTIA_KEYS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+
+
+def _urdf_inertial_links(urdf_path) -> tuple[list, set]:
+    """(every <link> name of the URDF in file order, the names that carry an <inertial> with a <mass>)."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(str(urdf_path)).getroot()
+    names, massive = [], set()
+    for link in root.findall("link"):
+        names.append(link.get("name"))
+        if link.find("inertial/mass") is not None:
+            massive.add(link.get("name"))
+    return names, massive
+
+
+def _check_mass_scale(mass_scale, urdf_path) -> dict:
+    """Validated {URDF link name: factor (float, finite, > 0)}; {} for None / empty.
+
+    ValueError names a link that is not in the URDF (listing the URDF's links), a link
+    without an <inertial> (scaling it would change nothing) and a factor that is not a
+    finite number > 0."""
+    if mass_scale is None:
+        return {}
+    if not isinstance(mass_scale, dict):
+        raise ValueError(f"mass_scale: expected None or a dict {{URDF link name: factor}}, got {mass_scale!r}")
+    if not mass_scale:
+        return {}
+    links, massive = _urdf_inertial_links(urdf_path)
+    out = {}
+    for name, f in mass_scale.items():
+        if name not in links:
+            raise ValueError(f"mass_scale: link {name!r} is not in {Path(urdf_path).name}; its links are "
+                             f"{', '.join(links)}")
+        if name not in massive:
+            raise ValueError(f"mass_scale: link {name!r} has no <inertial> mass in {Path(urdf_path).name} "
+                             f"(links with a mass: {', '.join(n for n in links if n in massive)})")
+        if isinstance(f, bool) or not isinstance(f, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(f) or f <= 0:
+            raise ValueError(f"mass_scale: factor for link {name!r} must be a finite number > 0, got {f!r}")
+        out[str(name)] = float(f)
+    return out
+
+
+def _scaled_urdf_xml(urdf_path, mass_scale: dict) -> str:
+    """The URDF text with each scaled link's <mass> and <inertia> (about the COM, in the
+    inertial frame) multiplied by its factor; <origin> (the COM) unchanged."""
+    import xml.etree.ElementTree as ET
+
+    tree = ET.parse(str(urdf_path))
+    for link in tree.getroot().findall("link"):
+        f = mass_scale.get(link.get("name"))
+        if f is None:
+            continue
+        mass = link.find("inertial/mass")
+        mass.set("value", repr(float(mass.get("value")) * f))
+        inertia = link.find("inertial/inertia")
+        if inertia is not None:
+            for k in _INERTIA_KEYS:
+                if inertia.get(k) is not None:
+                    inertia.set(k, repr(float(inertia.get(k)) * f))
+    return ET.tostring(tree.getroot(), encoding="unicode")
+
+
 # ---------------------------------------------------------------- MuJoCo model
 def _resolve_mesh(file: str, urdf_dir: Path, meshdir: str) -> str:
     if file.startswith("package://"):
@@ -97,8 +165,9 @@ def _resolve_mesh(file: str, urdf_dir: Path, meshdir: str) -> str:
     raise FileNotFoundError(f"mesh {file!r} of {urdf_dir}: not found (tried {[str(c) for c in cands]})")
 
 
-def _build_spec(urdf_path, plane, timestep, floating, integrator):
-    """MjSpec of the URDF with the masks/zeroing described in the module docstring, plus the table."""
+def _build_spec(urdf_path, plane, timestep, floating, integrator, mass_scale=None):
+    """MjSpec of the URDF with the masks/zeroing described in the module docstring, plus the table;
+    ``mass_scale`` ({link: factor}, validated) scales those bodies' mass and inertia about the COM."""
     import mujoco
 
     path = Path(urdf_path).resolve()
@@ -110,6 +179,15 @@ def _build_spec(urdf_path, plane, timestep, floating, integrator):
     for mesh in spec.meshes:
         mesh.file = _resolve_mesh(mesh.file, path.parent, meshdir)
     spec.meshdir = ""
+    for name, f in (mass_scale or {}).items():
+        body = spec.body(name)
+        if body is None:
+            raise ValueError(f"mass_scale: link {name!r} is not a MuJoCo body of {path.name}")
+        body.mass = body.mass * f
+        full = np.asarray(body.fullinertia, dtype=np.float64)
+        if np.all(np.isfinite(full)):  # the URDF's full tensor (it overrides inertia / iquat when set)
+            body.fullinertia = full * f
+        body.inertia = np.asarray(body.inertia, dtype=np.float64) * f
     for j in spec.joints:
         j.damping = np.zeros(3)  # MuJoCo >= 4 stores damping (and stiffness) as 3-vectors
         j.stiffness = np.zeros(3)
@@ -186,6 +264,13 @@ class MuJoCoWorld:
             base frame).
         integrator: keyword only; "euler" (MuJoCo's semi-implicit Euler, default),
             "rk4" or "implicitfast".
+        mass_scale: keyword only; None or {URDF link name: factor}: a MODEL ERROR of the
+            world. Each named link's mass and rotational inertia (about its COM) are
+            multiplied by the factor, its COM stays where the URDF puts it, in this world's
+            MuJoCo model only (whoever else loads the URDF - the solver - keeps the nominal
+            model). ValueError for a link not in the URDF (the message lists the URDF's
+            links), a link without an <inertial> mass, or a factor that is not a finite
+            number > 0. Recorded in :attr:`params` (when not empty).
 
     ``step`` resets MuJoCo's data (warm starts, contact caches) before writing the
     caller's state, so the same (q, dq, u) sequence gives the same trajectory.
@@ -197,7 +282,7 @@ class MuJoCoWorld:
     """
 
     def __init__(self, urdf_path, plane=None, timestep=0.001, record_contact=False, floating=False, *,
-                 integrator="euler"):
+                 integrator="euler", mass_scale=None):
         import mujoco
 
         if isinstance(timestep, bool) or not (isinstance(timestep, (int, float)) and math.isfinite(timestep)
@@ -212,7 +297,11 @@ class MuJoCoWorld:
         self.floating = bool(floating)
         self.record_contact = bool(record_contact)
         self._plane = _normalize_plane(plane)
-        self._spec = _build_spec(self.urdf_path, self._plane, self.timestep, self.floating, integrator)
+        if not Path(self.urdf_path).is_file():
+            raise ValueError(f"urdf_path: file not found: {self.urdf_path}")
+        self.mass_scale = _check_mass_scale(mass_scale, self.urdf_path)
+        self._spec = _build_spec(self.urdf_path, self._plane, self.timestep, self.floating, integrator,
+                                 self.mass_scale)
         self.model = self._spec.compile()
         self.data = mujoco.MjData(self.model)
         m = self.model
@@ -342,13 +431,14 @@ class MuJoCoWorld:
     @property
     def params(self) -> dict:
         """World parameters for the protocol stamp (do not mix runs with different stamps)."""
+        extra = dict(mass_scale=dict(self.mass_scale)) if self.mass_scale else {}  # nominal stamps unchanged
         return dict(kind="mujoco", urdf=Path(self.urdf_path).name, urdf_sha256=_sha256(self.urdf_path),
                     timestep=self.timestep, integrator=self.integrator, floating=self.floating,
                     plane=None if self._plane is None else dict(self._plane),
                     contact_masks=dict(robot=(ROBOT_CONTYPE, ROBOT_CONAFFINITY),
                                        table=(TABLE_CONTYPE, TABLE_CONAFFINITY)),
                     passive="damping/armature/frictionloss zeroed, joint limits not enforced",
-                    mujoco=self._mj.__version__)
+                    mujoco=self._mj.__version__, **extra)
 
 
 def probe_tip_drop(urdf_path, q, ref_point, span=0.2, iters=24, size_xy=(0.3, 0.3)) -> float:
@@ -427,10 +517,17 @@ class PinocchioWorld:
             (gato.common.world_wrench_to_joint_local) at every RK4 stage's configuration, so
             it stays world-constant while the arm moves.
         timestep: None (any sim_dt > 0) or the only sim_dt [s] ``step`` accepts.
+        mass_scale: None or {URDF link name: factor}: a MODEL ERROR of the world. Each named
+            link's mass and rotational inertia (about its COM) are multiplied by the factor,
+            COM unchanged, in this world's pinocchio model only (built from the edited URDF
+            text; the solver, which loads the URDF itself, keeps the nominal model). So this
+            world is no longer "the solver's own model". ValueError for a link not in the URDF
+            (the message lists the URDF's links), a link without an <inertial> mass, or a
+            factor that is not a finite number > 0. Recorded in :attr:`params` (when not empty).
     """
 
     def __init__(self, urdf_path, *, ee_frame="EE", substeps=1, pendulum=None, constant_f_ext=None,
-                 timestep=None):
+                 timestep=None, mass_scale=None):
         import pinocchio as pin
 
         self._pin = pin
@@ -446,7 +543,11 @@ class PinocchioWorld:
         self.substeps = int(substeps)
         self.timestep = None if timestep is None else float(timestep)
         self.ee_frame = ee_frame
-        robot = pin.buildModelFromUrdf(self.urdf_path)
+        self.mass_scale = _check_mass_scale(mass_scale, self.urdf_path)
+        if self.mass_scale:
+            robot = pin.buildModelFromXML(_scaled_urdf_xml(self.urdf_path, self.mass_scale))
+        else:
+            robot = pin.buildModelFromUrdf(self.urdf_path)
         self.nq, self.nv = robot.nq, robot.nv
         self._fid = robot.getFrameId(ee_frame) if robot.existFrame(ee_frame) else None
         needs_ee = pendulum is not None or constant_f_ext is not None
@@ -582,8 +683,9 @@ class PinocchioWorld:
     @property
     def params(self) -> dict:
         """World parameters for the protocol stamp (do not mix runs with different stamps)."""
+        extra = dict(mass_scale=dict(self.mass_scale)) if self.mass_scale else {}  # nominal stamps unchanged
         return dict(kind="pinocchio_rk4", urdf=Path(self.urdf_path).name, urdf_sha256=_sha256(self.urdf_path),
                     substeps=self.substeps, timestep=self.timestep, ee_frame=self.ee_frame,
                     pendulum=None if self.pendulum is None else dict(self.pendulum),
                     constant_f_ext=None if self.constant_f_ext is None else self.constant_f_ext.tolist(),
-                    pinocchio=self._pin.__version__)
+                    pinocchio=self._pin.__version__, **extra)
