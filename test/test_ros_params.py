@@ -134,10 +134,16 @@ def test_ros2_control_description_expands_with_xacro(robot, tmp_path):
 
 
 def _topic_types():
-    """{topic: pkg/msg/Type} of the bringup's recorded topics (sim.launch.yaml)."""
+    """{topic: pkg/msg/Type} of the bringup's recorded topics (sim.launch.yaml: its recorder's
+    topics, or the recorder's default controller graph when it gives none)."""
     doc = yaml.safe_load((ROOT / "src/gato_bringup/launch/sim.launch.yaml").read_text())
     rec = next(e["node"] for e in doc["launch"] if "node" in e and e["node"]["exec"] == "recorder_node")
-    topics = next(p["value"] for p in rec["param"] if p.get("name") == "topics")
+    topics = next((p["value"] for p in rec["param"] if p.get("name") == "topics"), None)
+    if topics is None:
+        from gato_ros.recorder_node import controller_graph_topics
+
+        ctrl = next((p["value"] for p in rec["param"] if p.get("name") == "controller_node"), "/gato_controller")
+        return controller_graph_topics(ctrl)
     return dict(t.split(":", 1) for t in topics)
 
 

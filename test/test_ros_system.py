@@ -111,8 +111,12 @@ def test_lockstep_figure8_tracks_exits_cleanly_and_is_reproducible(tmp_path, ros
     assert np.ptp(ee[:, 1]) > 0.15 and np.ptp(ee[:, 2]) > 0.1      # it really drew the figure (y-z plane)
     msgs = read_bag(bag)
     for topic in ("/gato_controller/step_result", "/gato_controller/solver_stats", "/gato_controller/plan",
-                  "/effort_controller/commands"):
+                  "/effort_controller/commands", "/gato_controller/solve_input"):
         assert len(msgs.get(topic, [])) >= 290, topic
+    # the recorder's snapshot of every controller parameter (rcl_interfaces/ParameterEvent)
+    snaps = msgs.get("/gato_recorder/parameter_snapshot", [])
+    assert snaps and snaps[0][1].node == "/gato_controller", out[-3000:]
+    assert {"q_cost", "N", "robot", "limits"} <= {p.name for p in snaps[0][1].new_parameters}
 
     # Reproducible: the first simulated second of the 3 s run equals a separate 1 s run bit for bit.
     bag1, _ = run_sim(tmp_path, ros_env, "run1s", 1.0)
@@ -138,7 +142,8 @@ def test_realtime_bringup_runs_and_exits_cleanly(tmp_path, ros_env):
 
     marker, bag, report = uuid.uuid4().hex, tmp_path / "rt_bag", tmp_path / "rt_report.json"
     proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=2", "lockstep:=false",
-                         "record:=true", f"bag:={bag}"], ros_env, marker, report)
+                         "record:=true", f"bag:={bag}", "link_mass_scale:=L4:1.2", "payload_mass_kg:=0.5"],
+                        ros_env, marker, report)
     try:
         out = finish(proc, RUN_TIMEOUT_S)
         assert_clean_exit(proc, out, report, marker)
@@ -151,6 +156,7 @@ def test_realtime_bringup_runs_and_exits_cleanly(tmp_path, ros_env):
     assert len(stamps) >= 20 and stamps == sorted(stamps)           # the world ran (at whatever pace it got)
     sources = {m.source for _, m in msgs.get("/gato_controller/command", [])}
     assert "mpc" in sources, out[-3000:]                             # and the controller answered
+    assert "model error: L4 mass x1.2, payload 0.5 kg" in out        # the launch args reached the world
 
 
 # ------------------------------------------------------------------ the controller node alone

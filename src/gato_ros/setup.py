@@ -22,6 +22,7 @@ setup(
             'sim_node = gato_ros.sim_node:main',
             'reference_node = gato_ros.reference_node:main',
             'recorder_node = gato_ros.recorder_node:main',
+            'record = gato_ros.record_cli:main',
             'launch_runner = gato_ros.launch_runner:main',
         ],
     },

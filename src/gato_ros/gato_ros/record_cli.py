@@ -1,0 +1,121 @@
+"""``record``: record the gato controller graph into a rosbag2 bag (MCAP or sqlite3).
+
+    ros2 run gato_ros record -o BAG                       # on a full ROS 2 install
+    python -m gato_ros.record_cli -o BAG                  # here (pip-only ROS)
+    python -m gato_ros.record_cli -o BAG --duration 30 --storage sqlite3
+    python -m gato_ros.record_cli -o BAG --topics /joint_states /tf:tf2_msgs/msg/TFMessage
+    python -m gato_ros.record_cli -o BAG --controller /arm/gato_controller -- --ros-args -p use_sim_time:=true
+
+Runs :class:`gato_ros.recorder_node.RecorderNode` in this process until Ctrl-C (SIGINT),
+SIGTERM or ``--duration`` seconds (wall clock), then closes the bag and prints the
+per-topic message counts. Exit code 0, 1 on a configuration error (existing output
+folder, bad storage).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+__all__ = ["main", "build_parser"]
+
+_EPILOG = """\
+default topic set (--all-controller-topics; CONTROLLER = --controller, NAME = --controller-name):
+  /joint_states                sensor_msgs/msg/JointState
+  /ee_reference                gato_msgs/msg/EEReference
+  /NAME/commands               std_msgs/msg/Float64MultiArray
+  CONTROLLER/command           gato_msgs/msg/EffortCommand
+  CONTROLLER/solve_input       gato_msgs/msg/SolveInput
+  CONTROLLER/step_result       gato_msgs/msg/StepResult
+  CONTROLLER/solver_stats      gato_msgs/msg/SolverStats
+  CONTROLLER/plan              gato_msgs/msg/Plan
+  CONTROLLER/status            gato_msgs/msg/ControllerStatus
+  /parameter_events            rcl_interfaces/msg/ParameterEvent
+  /robot_description           std_msgs/msg/String (transient local)
+and /gato_recorder/parameter_snapshot (rcl_interfaces/msg/ParameterEvent): every parameter of
+CONTROLLER, written at start (once the node is discovered) and after each parameter change.
+
+QoS matches the publishers (reliable; best effort if a publisher is; transient local when all
+publishers are). Messages are stamped with the recorder's clock at receipt (simulated time with
+--ros-args -p use_sim_time:=true). Arguments after --ros-args go to rclpy.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="record", description="Record the gato controller graph (or given topics) into a rosbag2 bag "
+        "(MCAP or sqlite3) with message definitions and a snapshot of the controller's parameters.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-o", "--output", required=True, metavar="BAG",
+                    help="output bag folder; must not exist (never overwritten)")
+    ap.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap",
+                    help="storage plugin (default mcap); rosbag2 format version 9 either way")
+    ap.add_argument("--topics", nargs="+", default=[], metavar="T",
+                    help="topics to record, 'TOPIC' (type from discovery) or 'TOPIC:pkg/msg/Type'; "
+                         "replaces the default set unless --all-controller-topics is given too")
+    ap.add_argument("--all-controller-topics", action="store_true",
+                    help="record the controller graph (the default when no --topics is given)")
+    ap.add_argument("--controller", default="/gato_controller", metavar="NODE",
+                    help="fully qualified controller node: its topics (NODE/...) and the node whose parameters "
+                         "are snapshotted (default /gato_controller; '' = no snapshot)")
+    ap.add_argument("--controller-name", default="effort_controller", metavar="NAME",
+                    help="ros2_control command controller: /NAME/commands is recorded (default effort_controller)")
+    ap.add_argument("--duration", type=float, default=0.0, metavar="S",
+                    help="stop after S seconds of wall-clock time (default 0: until Ctrl-C / SIGTERM)")
+    ap.add_argument("--progress", type=float, default=5.0, metavar="S",
+                    help="period of the one-line progress log [s] (0 = off; default 5)")
+    return ap
+
+
+def main(argv=None) -> int:
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from rclpy.utilities import remove_ros_args
+
+    full = list(sys.argv if argv is None else ["record", *argv])
+    args = remove_ros_args(full)[1:]
+    if "--" in args:                      # "record -o B -- --ros-args ...": rclpy took its part
+        args = [a for a in args if a != "--"]
+    a = build_parser().parse_args(args)
+    if a.duration < 0:
+        build_parser().error("--duration must be >= 0")
+    from .recorder_node import controller_graph_topics
+
+    topics = list(a.topics)
+    if a.all_controller_topics and topics:
+        ctrl = a.controller if a.controller.strip() else "/gato_controller"
+        default = [f"{t}:{ty}" for t, ty in controller_graph_topics(ctrl, a.controller_name).items()]
+        topics = default + [t for t in topics if t.partition(":")[0] not in controller_graph_topics(
+            ctrl, a.controller_name)]
+    overrides = [Parameter("bag_path", value=str(a.output)), Parameter("storage", value=a.storage),
+                 Parameter("controller_node", value=a.controller), Parameter("controller_name", value=a.controller_name),
+                 Parameter("progress_period_s", value=float(a.progress))]
+    if topics:
+        overrides.append(Parameter("topics", Parameter.Type.STRING_ARRAY, topics))
+    rclpy.init(args=full)
+    node = None
+    try:
+        from .recorder_node import RecorderNode
+
+        try:
+            node = RecorderNode(parameter_overrides=overrides)
+        except ValueError as e:
+            print(f"record: error: {e}", file=sys.stderr, flush=True)
+            return 1
+        ex = SingleThreadedExecutor()
+        ex.add_node(node)
+        end = time.monotonic() + a.duration if a.duration > 0 else None
+        while rclpy.ok() and (end is None or time.monotonic() < end):
+            ex.spin_once(timeout_sec=0.1 if end is None else max(0.0, min(0.1, end - time.monotonic())))
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()        # closes the bag, prints the summary
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""The gato recorder (gato_ros.recorder_node, CLI gato_ros.record_cli) over DDS, checked with
+an independent reader (rosbags.highlevel.AnyReader).
+
+A publisher process stands in for the controller graph: a node /test_ctrl with declared
+parameters publishing /joint_states (sensor_msgs/JointState), /test_ctrl/solver_stats
+(gato_msgs/SolverStats), /ee_reference (gato_msgs/EEReference) BEST EFFORT, /extra
+(std_msgs/String, recorded without a given type) and a transient-local /robot_description
+(std_msgs/String) published once, before the recorder starts. The recorder CLI runs as a
+subprocess with --controller /test_ctrl and is stopped with SIGINT / SIGTERM / --duration.
+
+Proves: every topic recorded with its type and the message definition stored (msgdef
+non-empty for the gato_msgs type); decoded values equal what was published; the latched
+message recorded although published before the recorder started (transient-local QoS
+match); the best-effort publisher recorded (QoS adaption); the parameter snapshot holds
+every parameter of /test_ctrl and a parameter change made from this test produces a
+second snapshot with the new value; the bag is closed cleanly (metadata.yaml) on SIGINT,
+SIGTERM and --duration; sqlite3 storage; an existing output folder is refused with the
+exact error. No wall-clock time is asserted; timeouts are generous (2 shared cores).
+"""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import import_or_skip, kill_tagged, start_python
+
+_HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
+rclpy = import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
+import_or_skip("gato_msgs.msg", _HINT)
+import_or_skip("gato_ros.record_cli", _HINT)
+import_or_skip("rosbags.highlevel", "pip install rosbags (requirements/lock.txt)")
+
+pytestmark = pytest.mark.ros
+WAIT_S = 120.0          # one DDS exchange with a process (start-up and discovery included)
+CTRL = "/test_ctrl"
+
+PUBLISHER = r"""
+import sys, time
+import rclpy
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, DurabilityPolicy, ReliabilityPolicy, HistoryPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from gato_msgs.msg import SolverStats, EEReference
+
+rclpy.init()
+n = Node("test_ctrl")
+n.declare_parameter("gain", 1.5)
+n.declare_parameter("mode", "fast")
+n.declare_parameter("limits", [1.0, 2.0])
+n.declare_parameter("ints", [3, 4])
+n.declare_parameter("names", ["x", "y"])
+n.declare_parameter("flags", [True, False])
+n.declare_parameter("count", 7)
+rel = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                 durability=DurabilityPolicy.VOLATILE)
+latched = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+be = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.BEST_EFFORT,
+                durability=DurabilityPolicy.VOLATILE)
+p_js = n.create_publisher(JointState, "/joint_states", rel)
+p_st = n.create_publisher(SolverStats, "/test_ctrl/solver_stats", rel)
+p_ref = n.create_publisher(EEReference, "/ee_reference", be)
+p_x = n.create_publisher(String, "/extra", rel)
+p_desc = n.create_publisher(String, "/robot_description", latched)
+p_desc.publish(String(data="<robot name='latched'/>"))
+print("PUBLISHER READY", flush=True)
+k = [0]
+def tick():
+    k[0] += 1
+    i = k[0]
+    js = JointState(name=["a", "b"], position=[0.1 * i, -0.2 * i], velocity=[1.0, 2.0], effort=[])
+    js.header.stamp.sec = i
+    p_js.publish(js)
+    st = SolverStats(batch_size=1, n_iters=i, solve_time_us=1000 + i, linsys="pcg", sqp_iters=[i, i + 1],
+                     final_merit=[0.5 * i])
+    st.header.stamp.sec = i
+    p_st.publish(st)
+    ref = EEReference(n_knots=2, knot_dt=0.03125, positions=[float(i)] * 6)
+    ref.header.stamp.sec = i
+    p_ref.publish(ref)
+    p_x.publish(String(data=f"extra {i}"))
+n.create_timer(0.05, tick)
+try:
+    rclpy.spin(n)
+except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+    pass
+"""
+
+
+class Lines:
+    """Collect a process's output lines in a thread; wait for a substring."""
+
+    def __init__(self, proc):
+        self.proc, self.lines, self.done, self._cv = proc, [], False, threading.Condition()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in iter(self.proc.stdout.readline, ""):
+            with self._cv:
+                self.lines.append(line)
+                self._cv.notify_all()
+        with self._cv:
+            self.done = True
+            self._cv.notify_all()
+
+    def text(self):
+        with self._cv:
+            return "".join(self.lines)
+
+    def wait_for(self, needle, timeout=WAIT_S, count=1):
+        end = time.monotonic() + timeout
+        with self._cv:
+            while sum(needle in ln for ln in self.lines) < count:
+                if time.monotonic() > end or self.done:
+                    pytest.fail(f"no {needle!r} (x{count}) within {timeout:g} s (process "
+                                f"{'exited' if self.done else 'running'}):\n{''.join(self.lines)[-4000:]}")
+                self._cv.wait(0.5)
+
+
+def start_recorder(args, env, marker):
+    return subprocess.Popen([sys.executable, "-m", "gato_ros.record_cli", *args],
+                            env={**env, "GATO_TEST_MARKER": marker}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def stop(proc, sig, timeout=60.0):
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"process did not exit within {timeout} s of {sig!r}")
+
+
+@pytest.fixture
+def publisher(ros_env):
+    marker = uuid.uuid4().hex
+    proc = start_python(PUBLISHER, {**ros_env, "GATO_TEST_MARKER": marker}, stderr=subprocess.STDOUT)
+    lines = Lines(proc)
+    lines.wait_for("PUBLISHER READY")
+    yield proc
+    stop(proc, signal.SIGINT, 30)
+    kill_tagged("GATO_TEST_MARKER", marker)
+
+
+def read_bag(path):
+    """{topic: (msgtype, msgdef text, [decoded messages])} through rosbags' AnyReader."""
+    from rosbags.highlevel import AnyReader
+
+    from gato_ros.bag import typestore
+
+    out = {}
+    with AnyReader([path], default_typestore=typestore()) as reader:
+        for c in reader.connections:
+            out[c.topic] = (c.msgtype, c.msgdef.data if hasattr(c.msgdef, "data") else c.msgdef, [])
+        for conn, _, raw in reader.messages():
+            out[conn.topic][2].append(reader.deserialize(raw, conn.msgtype))
+    return out
+
+
+def param_values(ev):
+    """{name: python value} of a decoded rcl_interfaces/ParameterEvent's new_parameters."""
+    out = {}
+    for p in ev.new_parameters:
+        v = p.value
+        out[p.name] = {1: v.bool_value, 2: v.integer_value, 3: v.double_value, 4: v.string_value,
+                       6: [bool(x) for x in v.bool_array_value], 7: [int(x) for x in v.integer_array_value],
+                       8: [float(x) for x in v.double_array_value], 9: list(v.string_array_value)
+                       }.get(v.type, f"type {v.type}")
+    return out
+
+
+def set_remote_parameter(node_name, name, value):
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+
+    rclpy.init()
+    try:
+        node = rclpy.create_node(f"test_setter_{uuid.uuid4().hex[:8]}")
+        ex = SingleThreadedExecutor()
+        ex.add_node(node)
+        client = AsyncParameterClient(node, node_name)
+        end = time.monotonic() + WAIT_S
+        while not client.services_are_ready():
+            assert time.monotonic() < end, f"parameter services of {node_name} not found"
+            ex.spin_once(timeout_sec=0.1)
+        fut = client.set_parameters([Parameter(name, value=value)])
+        ex.spin_until_future_complete(fut, timeout_sec=WAIT_S)
+        assert fut.done() and fut.result().results[0].successful, fut.result()
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+
+
+def test_records_controller_graph_qos_definitions_and_parameter_snapshots(tmp_path, ros_env, publisher):
+    from gato_ros.recorder_node import SNAPSHOT_TOPIC
+
+    bag, marker = tmp_path / "bag", uuid.uuid4().hex
+    rec = start_recorder(["-o", str(bag), "--controller", CTRL, "--all-controller-topics", "--topics", "/extra",
+                          "--progress", "1"], ros_env, marker)
+    out = Lines(rec)
+    try:
+        out.wait_for("parameter snapshot 1 of /test_ctrl")
+        out.wait_for("recording: ")                       # the progress line
+        set_remote_parameter(CTRL, "gain", 2.5)
+        out.wait_for("parameter snapshot 2 of /test_ctrl")
+        time.sleep(1.0)                                   # a few more messages on every topic
+        assert stop(rec, signal.SIGINT) == 0, out.text()[-3000:]
+    finally:
+        kill_tagged("GATO_TEST_MARKER", marker)
+    text = out.text()
+    assert (bag / "metadata.yaml").is_file(), text[-3000:]
+    assert f"bag {bag} (mcap) closed" in text             # the per-topic summary at close
+    m = read_bag(bag)
+    assert m["/joint_states"][0] == "sensor_msgs/msg/JointState"
+    typ, msgdef, stats = m[f"{CTRL}/solver_stats"]
+    assert typ == "gato_msgs/msg/SolverStats" and "solve_time_us" in msgdef   # definition stored
+    assert m["/extra"][0] == "std_msgs/msg/String"                            # type from discovery
+    assert m["/ee_reference"][0] == "gato_msgs/msg/EEReference"
+    for topic in ("/joint_states", f"{CTRL}/solver_stats", "/ee_reference", "/extra", "/robot_description",
+                  "/parameter_events", SNAPSHOT_TOPIC):
+        assert len(m[topic][2]) > 0, (topic, text[-3000:])
+    # values decode equal to what was published (each message carries its index i in the stamp)
+    for js in m["/joint_states"][2]:
+        i = js.header.stamp.sec
+        assert list(js.name) == ["a", "b"] and list(js.position) == [0.1 * i, -0.2 * i]
+    for st in stats:
+        i = st.header.stamp.sec
+        assert (st.n_iters, st.solve_time_us, st.linsys, list(st.sqp_iters), list(st.final_merit)) == \
+            (i, 1000 + i, "pcg", [i, i + 1], [0.5 * i])
+    for ref in m["/ee_reference"][2]:                     # best-effort publisher: recorded
+        assert list(ref.positions) == [float(ref.header.stamp.sec)] * 6
+    # the latched description, published before the recorder started
+    assert [d.data for d in m["/robot_description"][2]] == ["<robot name='latched'/>"]
+    # parameter snapshots: every parameter of the stand-in controller, then the change
+    snaps = m[SNAPSHOT_TOPIC][2]
+    assert m[SNAPSHOT_TOPIC][0] == "rcl_interfaces/msg/ParameterEvent" and len(snaps) >= 2
+    first, last = param_values(snaps[0]), param_values(snaps[-1])
+    assert all(s.node == CTRL for s in snaps)
+    assert {"gain", "mode", "limits", "ints", "names", "flags", "count", "use_sim_time"} <= set(first)
+    assert (first["gain"], first["mode"], first["limits"], first["ints"], first["names"], first["flags"],
+            first["count"], first["use_sim_time"]) == (1.5, "fast", [1.0, 2.0], [3, 4], ["x", "y"], [True, False], 7,
+                                                       False)
+    assert (last["gain"], last["mode"]) == (2.5, "fast")
+    assert sum(1 for s in snaps if param_values(s)["gain"] == 2.5) >= 1
+    # the change itself is in the recorded /parameter_events
+    assert any(ev.node == CTRL and any(p.name == "gain" for p in ev.changed_parameters)
+               for ev in m["/parameter_events"][2])
+
+
+def test_sqlite3_storage_and_sigterm(tmp_path, ros_env, publisher):
+    bag, marker = tmp_path / "bag_sqlite", uuid.uuid4().hex
+    rec = start_recorder(["-o", str(bag), "--storage", "sqlite3", "--controller", CTRL], ros_env, marker)
+    out = Lines(rec)
+    try:
+        out.wait_for("parameter snapshot 1 of /test_ctrl")
+        time.sleep(1.0)
+        assert stop(rec, signal.SIGTERM) == 0, out.text()[-3000:]
+    finally:
+        kill_tagged("GATO_TEST_MARKER", marker)
+    assert (bag / "metadata.yaml").is_file()
+    assert "storage_identifier: sqlite3" in (bag / "metadata.yaml").read_text()
+    assert list(bag.glob("*.db3"))
+    m = read_bag(bag)
+    assert len(m["/joint_states"][2]) > 0 and len(m[f"{CTRL}/solver_stats"][2]) > 0
+    assert [d.data for d in m["/robot_description"][2]] == ["<robot name='latched'/>"]
+
+
+def test_duration_ends_the_recording(tmp_path, ros_env, publisher):
+    bag, marker = tmp_path / "bag_dur", uuid.uuid4().hex
+    rec = start_recorder(["-o", str(bag), "--topics", "/joint_states:sensor_msgs/msg/JointState",
+                          "--controller", "", "--duration", "3"], ros_env, marker)
+    try:
+        rc = rec.wait(timeout=WAIT_S)
+    finally:
+        kill_tagged("GATO_TEST_MARKER", marker)
+    text = rec.stdout.read()
+    assert rc == 0, text[-3000:]
+    m = read_bag(bag)
+    assert set(m) == {"/joint_states"} and len(m["/joint_states"][2]) > 0, text[-3000:]
+
+
+def test_existing_output_folder_is_refused(tmp_path, ros_env):
+    bag = tmp_path / "exists"
+    bag.mkdir()
+    r = subprocess.run([sys.executable, "-m", "gato_ros.record_cli", "-o", str(bag)], env=ros_env,
+                       capture_output=True, text=True, timeout=WAIT_S)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"record: error: bag_path: {bag} exists already; the recorder writes a new bag folder only " \
+           "(choose another path or remove it)" in r.stderr
+    assert list(bag.iterdir()) == []                      # untouched
+
+
+def test_help_names_the_default_topics():
+    r = subprocess.run([sys.executable, "-m", "gato_ros.record_cli", "--help"], capture_output=True, text=True,
+                       timeout=WAIT_S, env=os.environ)
+    assert r.returncode == 0
+    for word in ("--storage", "--duration", "--controller", "CONTROLLER/solve_input", "/robot_description",
+                 "/gato_recorder/parameter_snapshot"):
+        assert word in r.stdout
