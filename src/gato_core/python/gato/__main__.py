@@ -38,6 +38,39 @@ def _smoke(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    path = Path(args.path)
+    if path.suffix == ".npz":
+        from .replay import rerun_cases
+
+        r = rerun_cases(path, tol=args.tol, urdf=args.urdf)
+        print(f"gato replay: {r['n']} cases of {path} ({r['robot']}), standalone re-solve vs the file's u_standalone, "
+              f"tolerance {r['tol']:g} N*m" + ("" if r["urdf_matches"] else "; WARNING: the URDF differs from the "
+                                               "file's (urdf_sha256)"))
+        print(f"  {'tick':>8}  {'max |du| [N*m]':>15}  {'vs recorded [N*m]':>18}  result")
+        for k in range(r["n"]):
+            rec = r["u_recorded"][k]
+            vs_rec = float("nan") if not r["u"][k].size or rec.shape != r["u"][k].shape else \
+                float(abs(r["u"][k] - rec).max())
+            print(f"  {int(r['ticks'][k]):>8}  {r['max_du'][k]:>15.3g}  {vs_rec:>18.3g}  "
+                  f"{'match' if r['match'][k] else 'DIFFERS'}")
+        ok = bool(r["match"].all())
+        print("  all cases reproduce" if ok else "  some cases do not reproduce")
+        return 0 if ok else 1
+    from .replay import replay_bag
+
+    s = replay_bag(path, args.out, tol=args.tol, worst=args.worst, html=args.html, robot=args.robot,
+                   urdf=args.urdf, log=None if args.quiet else print)
+    if args.quiet:
+        from .replay import verdict
+
+        print(verdict(s))
+        print(f"report: {s['report']}")
+    return 1 if s.get("compared") and not s.get("matched") else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gato", description="gato: batched SQP MPC tools")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -48,10 +81,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=1, help="batch size B")
     p.add_argument("--iters", type=int, default=20, help="SQP iterations")
     p.set_defaults(func=_smoke)
+    p = sub.add_parser("replay", help="re-run a recorded controller run (bag) offline and write a discrepancy "
+                       "report; or re-run the cases of a worst_ticks.npz",
+                       description="Re-solve every MPC tick of a bag recorded from the gato controller graph "
+                       "(gato_ros recorder or ros2 bag record; MCAP or sqlite3), compare with what was recorded, "
+                       "compare the model's predictions with the measured states, and write report.md (+ PNGs) "
+                       "or report.html, summary.json and worst_ticks.npz. Exit status: 0 replay matches (or "
+                       "nothing to compare), 1 replay differs, 2 unreadable input.")
+    p.add_argument("path", help="rosbag2 folder, .mcap file, or a worst_ticks.npz case file")
+    p.add_argument("--out", default=None, help="output folder (default: <bag>_replay beside the bag)")
+    p.add_argument("--tol", type=float, default=1e-9, help="command tolerance [N*m] (default 1e-9)")
+    p.add_argument("--worst", type=int, default=5, help="worst ticks saved as replayable cases (default 5)")
+    p.add_argument("--html", action="store_true", help="one self-contained report.html instead of report.md")
+    p.add_argument("--robot", default=None, help="robot, for bags without a controller configuration")
+    p.add_argument("--urdf", default=None, help="URDF to solve with (default: the registered robot's)")
+    p.add_argument("--quiet", action="store_true", help="print only the verdict and the report path")
+    p.set_defaults(func=_replay)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         print(f"gato {args.cmd}: error: {e}", file=sys.stderr)
         return 2
 

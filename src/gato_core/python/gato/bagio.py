@@ -689,6 +689,20 @@ def _typestore(rd: _Reading):
     return store
 
 
+def _deserialize(store, data, msgtype):
+    """``store.deserialize_cdr``, but accepting trailing bytes after a complete message:
+    rclpy's serializer pads some messages (rcl_interfaces/ParameterEvent) beyond the
+    3 alignment bytes rosbags allows, and ``ros2 bag record`` stores them as received."""
+    try:
+        return store.deserialize_cdr(data, msgtype)
+    except Exception as err:  # noqa: BLE001
+        if "size mismatch" not in str(err):
+            raise
+        msgdef = store.get_msgdef(msgtype)
+        func = msgdef.deserialize_cdr_le if bool(data[1]) else msgdef.deserialize_cdr_be
+        return func(data[4:], 0, msgdef.cls, store)[0]
+
+
 def _decode(rd: _Reading, res: BagContents, prog: _Progress):
     store = _typestore(rd)
     res.msgtypes = dict(rd.msgtypes)
@@ -714,7 +728,7 @@ def _decode(rd: _Reading, res: BagContents, prog: _Progress):
         if topic in skip:
             continue
         try:
-            msg = store.deserialize_cdr(data, msgtype)
+            msg = _deserialize(store, data, msgtype)
         except Exception as err:  # noqa: BLE001 - corrupt CDR raises several kinds
             failed[topic] += 1
             first_err.setdefault(topic, err)

@@ -253,6 +253,23 @@ class MPCController:
         re-solved offline (``gato replay``)."""
         return None if self._warm is None else self._warm.copy()
 
+    def set_warm_start(self, xu_warm) -> None:
+        """Make ``xu_warm`` — (xu_size,) (broadcast) or (B, xu_size) — the warm start of the
+        next :meth:`step`, exactly as given (knot 0 included), keeping the solver state
+        (duals, adapted rho, row-group multipliers). Unlike :meth:`reset` nothing else is
+        cleared: this re-creates a recorded tick (``gato replay``). Inputs are copied;
+        raises ValueError on a wrong shape or NaN/Inf."""
+        s = self.solver
+        B, xs = int(s.batch_size), int(s.xu_size)
+        arr = to_numpy(xu_warm, "xu_warm", np.float64)
+        if arr.shape == (xs,):
+            arr = np.repeat(arr[None, :], B, axis=0)
+        if arr.shape != (B, xs):
+            raise ValueError(f"xu_warm: expected shape ({xs},) or ({B}, {xs}), got {tuple(arr.shape)}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("xu_warm: contains NaN or Inf")
+        self._warm = arr.copy()
+
     # ------------------------------------------------------------------ inputs
     def _state(self, x, name: str) -> np.ndarray:
         arr = to_numpy(x, name, np.float64)

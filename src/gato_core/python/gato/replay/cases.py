@@ -1,0 +1,134 @@
+"""Replayable cases: the worst ticks of a replay as one ``.npz`` a solver developer
+can re-run anywhere (the "replayable .npz of (x, goals, xu_warm)" of a solver
+discrepancy report), and the re-run itself.
+
+Each case is a STANDALONE problem: a controller freshly built from the recorded
+configuration, its warm start set to the recorded ``xu_warm``
+(:meth:`gato.MPCController.set_warm_start`), then one ``step(x, goals)``. Solver state a
+running controller carried (duals, ADMM multipliers) is not in the case, so the
+standalone result can differ from what the robot ran; the file holds all three:
+
+    u_recorded     what the controller commanded on the robot (clamped)    (K, nu) N*m
+    u_replayed     the in-sequence replay of the bag                         (K, nu) N*m
+    u_standalone   the standalone re-solve, computed when the file was made  (K, nu) N*m
+
+``gato replay FILE.npz`` re-solves every case and compares with ``u_standalone``.
+
+Arrays (K cases, nx = 2 nv, S = N (nx + nu) - nu): ``x`` (K, nx), ``goals`` (K, 6N),
+``xu_warm`` (K, S), ``dt_elapsed`` (K,) [s] (0 = None), ``tick`` (K,), ``stamp_ns`` (K,),
+``xu_recorded`` / ``xu_standalone`` (K, S), ``pred_err_torque`` (K, nv) [N*m] (model
+residual at the tick, NaN where unknown), ``reason`` (K,) why each case was picked;
+scalars (0-d): ``urdf_sha256``, ``robot``, ``module_name``, ``solver_params_json``,
+``config_json``, ``gato_version``, ``joint_names`` (nv,).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .. import controller_setup as setup
+from ..interface import module_name, robot_urdf
+
+__all__ = ["standalone_solve", "write_cases", "rerun_cases"]
+
+_KEYS = ("x", "goals", "xu_warm", "dt_elapsed", "tick", "stamp_ns", "u_recorded", "u_replayed", "u_standalone",
+         "xu_recorded", "xu_standalone", "config_json", "urdf_sha256")
+
+
+def standalone_solve(controller, x, goals, xu_warm, dt_elapsed=None):
+    """One standalone tick on ``controller`` (its solver state reset first): returns
+    (u clamped (nu,), xu_best (S,))."""
+    s = controller.solver
+    controller.reset(x)
+    controller.set_warm_start(xu_warm)
+    r = controller.step(x, goals, dt_elapsed or None)
+    lim = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)
+    return np.clip(np.asarray(r.u, dtype=np.float64), -lim, lim), np.asarray(r.xu_best, dtype=np.float64)
+
+
+def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, *, urdf=None) -> Path:
+    """Write the ticks ``indices`` of ``recording`` / ``replay`` as a case file (see the
+    module docstring). ``prediction_tau``: optional {tick stamp_ns: tau_res (nv,)}."""
+    from .. import __version__
+
+    ticks = [recording.ticks[i] for i in indices]
+    cfg = ticks[0].config
+    urdf = urdf or robot_urdf(cfg["robot"])
+    ctrl = setup.build_controller(cfg, urdf=urdf)
+    nv = len(recording.joint_names)
+    S = int(ctrl.solver.xu_size)
+    nu = int(ctrl.solver.nu)
+    K = len(ticks)
+    arr = {k: [] for k in ("x", "goals", "xu_warm", "dt_elapsed", "tick", "stamp_ns", "u_recorded", "u_replayed",
+                           "u_standalone", "xu_recorded", "xu_standalone", "pred_err_torque", "config_json")}
+    for i, tk in zip(indices, ticks):
+        warm = tk.xu_warm[0] if tk.xu_warm is not None else replay.warm[i]
+        if tk.config != cfg:
+            ctrl = setup.build_controller(tk.config, urdf=urdf)
+            cfg = tk.config
+        u_s, xu_s = standalone_solve(ctrl, tk.x, tk.reference, warm, tk.dt_elapsed)
+        arr["x"].append(tk.x)
+        arr["goals"].append(tk.reference)
+        arr["xu_warm"].append(warm)
+        arr["dt_elapsed"].append(tk.dt_elapsed or 0.0)
+        arr["tick"].append(tk.tick)
+        arr["stamp_ns"].append(tk.stamp_ns)
+        arr["u_recorded"].append(tk.u_recorded if tk.u_recorded is not None else np.full(nu, np.nan))
+        arr["u_replayed"].append(replay.u[i])
+        arr["u_standalone"].append(u_s)
+        arr["xu_recorded"].append(tk.xu_recorded if tk.xu_recorded is not None else np.full(S, np.nan))
+        arr["xu_standalone"].append(xu_s)
+        tau = (prediction_tau or {}).get(tk.stamp_ns)
+        arr["pred_err_torque"].append(tau if tau is not None else np.full(nv, np.nan))
+        arr["config_json"].append(json.dumps(tk.config, sort_keys=True))
+    out = {k: np.asarray(v) for k, v in arr.items()}
+    c0 = ticks[0].config
+    out.update(reason=np.asarray(reasons, dtype=str), urdf_sha256=np.asarray(setup.urdf_sha256(urdf)),
+               recorded_urdf_sha256=np.asarray(c0.get("urdf_sha256", "")), robot=np.asarray(c0["robot"]),
+               module_name=np.asarray(module_name(c0["robot"], int(c0["N"]))),
+               solver_params_json=np.asarray(json.dumps(ctrl.solver.params.asdict(), sort_keys=True,
+                                                        default=str)),
+               gato_version=np.asarray(__version__), joint_names=np.asarray(recording.joint_names, dtype=str))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **out)
+    assert len(out["x"]) == K
+    return path
+
+
+def rerun_cases(path, *, tol: float = 1e-9, urdf=None) -> dict:
+    """Re-solve every case of a case file standalone and compare with ``u_standalone``.
+
+    Returns {"n", "max_du" (K,) N*m, "match" (K,) bool, "tol", "urdf_matches" bool,
+    "robot", "ticks" (K,), "u" (K, nu) the new results, "u_standalone", "u_recorded"}.
+    Raises FileNotFoundError for a missing file and ValueError for a file that is not a
+    case file (the message names the missing arrays).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such case file")
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable .npz case file ({e})") from e
+    missing = [k for k in _KEYS if k not in z.files]
+    if missing:
+        raise ValueError(f"{path}: not a gato replay case file (missing arrays {missing})")
+    robot = str(z["robot"]) if "robot" in z.files else json.loads(str(z["config_json"][0]))["robot"]
+    urdf = urdf or robot_urdf(robot)
+    urdf_ok = setup.urdf_sha256(urdf) == str(z["urdf_sha256"])
+    us, du = [], []
+    ctrl, cfg = None, None
+    for k in range(len(z["x"])):
+        c = json.loads(str(z["config_json"][k]))
+        if ctrl is None or c != cfg:
+            ctrl, cfg = setup.build_controller(c, urdf=urdf), c
+        u, _ = standalone_solve(ctrl, z["x"][k], z["goals"][k], z["xu_warm"][k], float(z["dt_elapsed"][k]))
+        us.append(u)
+        du.append(float(np.max(np.abs(u - z["u_standalone"][k]))))
+    du = np.asarray(du)
+    return {"n": len(du), "max_du": du, "match": du <= tol, "tol": tol, "urdf_matches": urdf_ok, "robot": robot,
+            "ticks": z["tick"], "u": np.asarray(us), "u_standalone": z["u_standalone"],
+            "u_recorded": z["u_recorded"]}

@@ -1,0 +1,128 @@
+"""Model versus reality: how well the solver's model predicts the next measured state.
+
+For every pair of consecutive measured joint states (t_k, x_k), (t_{k+1}, x_{k+1}) with
+a command u_k applied in between, the model (pinocchio ``aba`` on the solver's URDF)
+is integrated from x_k under u_k over the actual interval (RK4, steps of at most
+``max_substep`` s) and compared with x_{k+1}:
+
+    e_q  = q_{k+1} - q_pred       [rad]      e_qd = qd_{k+1} - qd_pred   [rad/s]
+    tau_res = M(q_k) e_qd / (t_{k+1} - t_k)                               [N*m]
+
+``tau_res`` is the generalized force the model is missing: with the true dynamics
+M* qdd* + h* = u and the model's M qdd + h = u, M (qdd* - qdd) = -(dM qdd* + dh).
+A link heavier than modelled, an unmodelled payload or unmodelled friction shows up
+on the joints that carry it, which is where the report points.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Prediction", "predict_errors"]
+
+
+@dataclass
+class Prediction:
+    """One-step prediction errors (K = compared intervals, nv joints, solver order).
+
+    ``t`` (K,) [s] interval starts; ``e_q`` / ``e_qd`` (K, nv); ``tau_res`` (K, nv)
+    [N*m]; ``rms_tau`` / ``rms_qd`` (nv,); ``share`` (nv,) each joint's fraction of
+    sum(rms_tau^2); ``ranking`` joint indices by rms_tau, largest first; ``suspects``:
+    the joint names that together hold 80 % of sum(rms_tau^2) (at most 3), among the
+    joints whose rms_tau exceeds ``tau_floor`` [N*m] (empty: the model explains the
+    motion to within the floor); ``max_substep`` [s].
+    """
+
+    joint_names: list
+    t: np.ndarray
+    e_q: np.ndarray
+    e_qd: np.ndarray
+    tau_res: np.ndarray
+    rms_tau: np.ndarray
+    rms_qd: np.ndarray
+    share: np.ndarray
+    ranking: list
+    suspects: list
+    max_substep: float
+    tau_floor: float = 0.05
+    skipped: int = 0
+
+
+def _rk4(pin, model, data, q, v, u, dt, n):
+    h = dt / n
+
+    def f(q_, v_):
+        return v_, pin.aba(model, data, q_, v_, u)
+
+    for _ in range(n):
+        k1q, k1v = f(q, v)
+        k2q, k2v = f(pin.integrate(model, q, 0.5 * h * k1q), v + 0.5 * h * k1v)
+        k3q, k3v = f(pin.integrate(model, q, 0.5 * h * k2q), v + 0.5 * h * k2v)
+        k4q, k4v = f(pin.integrate(model, q, h * k3q), v + h * k3v)
+        q = pin.integrate(model, q, h / 6.0 * (k1q + 2 * k2q + 2 * k3q + k4q))
+        v = v + h / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
+    return q, v
+
+
+def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, max_substep: float = 1e-3,
+                   max_gap_s: float = 0.5, tau_floor: float = 0.05) -> Prediction:
+    """One-step prediction errors of the model on a recorded run.
+
+    Args:
+        urdf: the solver's URDF (fixed base).
+        joint_names: (nv,) solver order (the URDF's joint order).
+        state_t_ns: (T,) int ns stamps of the measured states, increasing.
+        states: (T, 2 nv) measured [q; qd].
+        commands: {stamp_ns: (u (nv,), source)}: the command applied from that stamp on.
+        max_substep: longest RK4 step [s].
+        max_gap_s: intervals longer than this (a pause, lost messages) are skipped.
+        tau_floor: RMS missing force [N*m] below which a joint is not a suspect (the
+            nominal simulation bringup stays under 0.01 N*m: integrator differences).
+    Intervals without a command at their start are skipped (counted in ``skipped``).
+    """
+    import pinocchio as pin
+
+    model = pin.buildModelFromUrdf(str(urdf))
+    data = model.createData()
+    urdf_joints = list(model.names)[1:]
+    if list(joint_names) != urdf_joints:
+        raise ValueError(f"joint_names: {list(joint_names)} are not the URDF's joints in order {urdf_joints}")
+    nq, nv = model.nq, model.nv
+    ts, eq, eqd, tau = [], [], [], []
+    skipped = 0
+    for k in range(len(state_t_ns) - 1):
+        c = commands.get(int(state_t_ns[k]))
+        dt = (int(state_t_ns[k + 1]) - int(state_t_ns[k])) / 1e9
+        if c is None or not 0 < dt <= max_gap_s:
+            skipped += 1
+            continue
+        u = np.asarray(c[0], dtype=np.float64)
+        q, v = states[k, :nq], states[k, nq:]
+        n = max(1, int(np.ceil(dt / max_substep - 1e-9)))
+        qp, vp = _rk4(pin, model, data, q, v, u, dt, n)
+        e_qd = states[k + 1, nq:] - vp
+        M = pin.crba(model, data, q)
+        M = np.triu(M) + np.triu(M, 1).T          # crba fills the upper triangle
+        ts.append(int(state_t_ns[k]) / 1e9)
+        eq.append(pin.difference(model, qp, states[k + 1, :nq]))
+        eqd.append(e_qd)
+        tau.append(M @ e_qd / dt)
+    K = len(ts)
+    e_q = np.asarray(eq).reshape(K, nv)
+    e_qd = np.asarray(eqd).reshape(K, nv)
+    tau_res = np.asarray(tau).reshape(K, nv)
+    rms_tau = np.sqrt(np.mean(tau_res ** 2, axis=0)) if K else np.zeros(nv)
+    rms_qd = np.sqrt(np.mean(e_qd ** 2, axis=0)) if K else np.zeros(nv)
+    tot = float(np.sum(rms_tau ** 2))
+    share = rms_tau ** 2 / tot if tot > 0 else np.zeros(nv)
+    ranking = [int(i) for i in np.argsort(-rms_tau, kind="stable")]
+    suspects, acc = [], 0.0
+    for i in ranking:
+        if acc >= 0.8 or len(suspects) == 3 or rms_tau[i] <= tau_floor:
+            break
+        suspects.append(joint_names[i])
+        acc += share[i]
+    return Prediction(joint_names=list(joint_names), t=np.asarray(ts), e_q=e_q, e_qd=e_qd, tau_res=tau_res,
+                      rms_tau=rms_tau, rms_qd=rms_qd, share=share, ranking=ranking, suspects=suspects,
+                      max_substep=max_substep, tau_floor=tau_floor, skipped=skipped)
