@@ -79,10 +79,12 @@ def assert_clean_exit(proc, out, report, marker):
     assert processes_with_env("GATO_TEST_MARKER", marker) == [], "orphaned processes after the launch"
 
 
-def run_sim(tmp_path, ros_env, name, duration):
+def run_sim(tmp_path, ros_env, name, duration, extra=()):
+    """A recorded lockstep bringup of ``duration`` simulated seconds; ``extra``: more launch
+    arguments ("name:=value"). Returns (bag path, launch output)."""
     marker, bag, report = uuid.uuid4().hex, tmp_path / f"{name}_bag", tmp_path / f"{name}_report.json"
     proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", f"duration:={duration}",
-                         "record:=true", f"bag:={bag}"], ros_env, marker, report)
+                         "record:=true", f"bag:={bag}", *extra], ros_env, marker, report)
     try:
         out = finish(proc, RUN_TIMEOUT_S)
         assert_clean_exit(proc, out, report, marker)
