@@ -124,7 +124,7 @@ def plot_replay(path, t, du, dplan, tol, wall_rec_ms, wall_rep_ms, first_over_t=
     if first_over_t is not None:
         ax[0].axvline(first_over_t, color="tab:red", lw=1, label="first tick over tolerance")
     ax[0].set_ylabel(f"difference (zeros at {FLOOR:g})")
-    ax[0].legend(fontsize=8, loc="upper left")
+    ax[0].legend(fontsize=8, loc="center left")
     ax[0].set_title("replayed vs recorded commands and plans, per MPC tick")
     if wall_rec_ms is not None and np.any(np.isfinite(wall_rec_ms)):
         ax[1].plot(t, wall_rec_ms, lw=0.8, label="recorded (on the robot / in the run)")
