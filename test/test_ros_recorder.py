@@ -264,7 +264,7 @@ def test_sqlite3_storage_and_sigterm(tmp_path, ros_env, publisher):
     try:
         out.wait_for("parameter snapshot 1 of /test_ctrl")
         time.sleep(1.0)
-        assert stop(rec, signal.SIGTERM) == 0, out.text()[-3000:]
+        assert stop(rec, signal.SIGTERM) == 0, out.text()[-1500:]
     finally:
         kill_tagged("GATO_TEST_MARKER", marker)
     assert (bag / "metadata.yaml").is_file()
@@ -307,3 +307,47 @@ def test_help_names_the_default_topics():
     for word in ("--storage", "--duration", "--controller", "CONTROLLER/solve_input", "/robot_description",
                  "/gato_recorder/parameter_snapshot"):
         assert word in r.stdout
+
+
+def test_destroying_the_node_closes_the_bag(tmp_path, ros_env):
+    from rclpy.context import Context
+    from rclpy.parameter import Parameter
+
+    from gato_ros.recorder_node import CONTROLLER_GRAPH_TOPICS, SNAPSHOT_TOPIC, RecorderNode
+
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        with pytest.raises(ValueError, match=r"storage: expected mcap or sqlite3, got 'zip'"):
+            RecorderNode(context=ctx, parameter_overrides=[Parameter("bag_path", value=str(tmp_path / "z")),
+                                                           Parameter("storage", value="zip")])
+        assert not (tmp_path / "z").exists()
+        node = RecorderNode(context=ctx, parameter_overrides=[Parameter("bag_path", value=str(tmp_path / "b")),
+                                                              Parameter("progress_period_s", value=0.0)])
+        assert set(node.counts()) == set(CONTROLLER_GRAPH_TOPICS) | {SNAPSHOT_TOPIC}
+        node.destroy_node()
+        node.close()                                     # idempotent
+    finally:
+        rclpy.try_shutdown(context=ctx)
+    assert (tmp_path / "b" / "metadata.yaml").is_file()
+    m = read_bag(tmp_path / "b")
+    assert set(m) == set(CONTROLLER_GRAPH_TOPICS) | {SNAPSHOT_TOPIC}   # every topic declared, types stored
+    assert m["/gato_controller/solve_input"][0] == "gato_msgs/msg/SolveInput"
+    assert "x_measured" in m["/gato_controller/solve_input"][1]
+
+
+def test_ros_args_reach_the_node(tmp_path, ros_env, publisher):
+    """``--ros-args -p use_sim_time:=true``: with no /clock published, every receipt stamp is 0."""
+    from rosbags.highlevel import AnyReader
+
+    bag, marker = tmp_path / "bag_sim", uuid.uuid4().hex
+    rec = start_recorder(["-o", str(bag), "--topics", "/joint_states:sensor_msgs/msg/JointState", "--controller",
+                          "", "--duration", "3", "--ros-args", "-p", "use_sim_time:=true"], ros_env, marker)
+    try:
+        rc = rec.wait(timeout=WAIT_S)
+    finally:
+        kill_tagged("GATO_TEST_MARKER", marker)
+    assert rc == 0, rec.stdout.read()[-3000:]
+    with AnyReader([bag]) as reader:
+        stamps = [t for _, t, _ in reader.messages()]
+    assert stamps and set(stamps) == {0}

@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     if topics:
         overrides.append(Parameter("topics", Parameter.Type.STRING_ARRAY, topics))
     rclpy.init(args=full)
-    node = None
+    node, config_error = None, False
     try:
         from .recorder_node import RecorderNode
 
@@ -102,6 +102,7 @@ def main(argv=None) -> int:
             node = RecorderNode(parameter_overrides=overrides)
         except ValueError as e:
             print(f"record: error: {e}", file=sys.stderr, flush=True)
+            config_error = True
             return 1
         ex = SingleThreadedExecutor()
         ex.add_node(node)
@@ -110,9 +111,21 @@ def main(argv=None) -> int:
             ex.spin_once(timeout_sec=0.1 if end is None else max(0.0, min(0.1, end - time.monotonic())))
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        if rclpy.ok():
+            raise
+        # SIGINT / SIGTERM shut the context down under a running call (start-up, a service
+        # call): rclpy then raises RCLError; the bag is closed below (or was, by the node)
     finally:
-        if node is not None:
-            node.destroy_node()        # closes the bag, prints the summary
+        if node is None and not config_error:
+            print(f"record: interrupted during start-up; no bag written to {a.output}", file=sys.stderr,
+                  flush=True)
+        else:
+            node.close()               # the bag first (metadata.yaml), with the summary
+            try:
+                node.destroy_node()
+            except Exception as e:  # noqa: BLE001 - after a signal rclpy may refuse; the bag is closed
+                print(f"record: note: destroying the node: {e}", file=sys.stderr, flush=True)
         rclpy.try_shutdown()
     return 0
 

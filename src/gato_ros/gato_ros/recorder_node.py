@@ -173,17 +173,25 @@ class RecorderNode(Node):
         self.count = 0
         self.bytes = 0
         self.snapshots = 0
-        self._writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP if storage == "mcap"
-                              else StoragePlugin.SQLITE3)
-        self._writer.open()
-        self._closed = False
-        self._t_start = time.monotonic()
         # parameter snapshots of the controller node
         self._snap_conn = None
         self._snap_client = None
         self._snap_due = None          # monotonic time at which to take the next snapshot
         self._snap_inflight = None     # monotonic start of the fetch in progress
         self._ctrl_present = False
+        self._writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP if storage == "mcap"
+                              else StoragePlugin.SQLITE3)
+        self._writer.open()
+        self._closed = False
+        self._t_start = time.monotonic()
+        try:
+            self._setup(path, storage, progress)
+        except BaseException:
+            self.close()          # a signal (context shut down) or an error during start-up: a valid bag anyway
+            raise
+
+    def _setup(self, path, storage, progress):
+        """Snapshot client, subscriptions and timers (the writer is open)."""
         if self.controller_node:
             from rclpy.parameter_client import AsyncParameterClient
             from rclpy.serialization import deserialize_message
