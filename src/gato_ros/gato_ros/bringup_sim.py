@@ -125,6 +125,7 @@ def main(argv=None) -> int:
     print(format_summary(summary))
     print(f"  wall time {wall:.1f} s; launch exit code {code}")
     print(f"  bag: {bag}\n  plot: {png}\n  summary: {out / 'summary.json'}", flush=True)
+    print(f"  replay it offline (solver and model check, docs/replay.md): gato replay {bag}", flush=True)
     return code
 
 
