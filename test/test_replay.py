@@ -226,3 +226,21 @@ def test_html_report_is_one_self_contained_page(nominal, tmp_path):
     assert gato_main(["replay", str(nominal), "--out", str(tmp_path / "out"), "--html", "--quiet"]) == 0
     page = (tmp_path / "out" / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 2 and "replay MATCHES" in page and "<table>" in page
+
+
+def test_torque_sources_agree_in_lockstep_and_effort_is_required_when_asked(nominal, tmp_path):
+    """Lockstep: the world reports the command it applied as the joint states' effort, so
+    both torque sources give the same model residual; a bag without efforts refuses 'effort'."""
+    a = replay_bag(nominal, tmp_path / "a", torque_source="effort", worst=0, log=None)["prediction"]
+    b = replay_bag(nominal, tmp_path / "b", torque_source="command", worst=0, log=None)["prediction"]
+    assert (a["torque_source"], b["torque_source"]) == ("effort", "command")
+    for j in JOINTS:
+        assert a["rms_tau_Nm"][j] == pytest.approx(b["rms_tau_Nm"][j], rel=1e-9, abs=1e-12)
+    from gato.replay import predict_errors
+
+    with pytest.raises(ValueError, match="do not all carry efforts"):
+        predict_errors(gato.robot_urdf("iiwa14"), JOINTS, np.array([0, 10_000_000]), np.zeros((2, 14)), {},
+                       efforts=np.full((2, 7), np.nan), torque_source="effort")
+    with pytest.raises(ValueError, match="torque_source: expected"):
+        predict_errors(gato.robot_urdf("iiwa14"), JOINTS, np.array([0, 10_000_000]), np.zeros((2, 14)), {},
+                       torque_source="measured")

@@ -62,7 +62,7 @@ def _replay(args: argparse.Namespace) -> int:
     from .replay import replay_bag
 
     s = replay_bag(path, args.out, tol=args.tol, worst=args.worst, html=args.html, robot=args.robot,
-                   urdf=args.urdf, log=None if args.quiet else print)
+                   urdf=args.urdf, torque_source=args.torque_source, log=None if args.quiet else print)
     if args.quiet:
         from .replay import verdict
 
@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--html", action="store_true", help="one self-contained report.html instead of report.md")
     p.add_argument("--robot", default=None, help="robot, for bags without a controller configuration")
     p.add_argument("--urdf", default=None, help="URDF to solve with (default: the registered robot's)")
+    p.add_argument("--torque-source", default="auto", choices=("auto", "effort", "command"),
+                   help="torque for the model-vs-reality check: the joint states' effort field, the controller's "
+                   "commands, or auto (efforts when every joint state has them; default)")
     p.add_argument("--quiet", action="store_true", help="print only the verdict and the report path")
     p.set_defaults(func=_replay)
     args = parser.parse_args(argv)

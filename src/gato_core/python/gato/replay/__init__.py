@@ -54,7 +54,7 @@ def _fmt_pct(d: dict, scale=1.0, unit="ms") -> str:
 
 
 def replay_bag(bag_path, out_dir=None, *, tol: float = 1e-9, worst: int = 5, html: bool = False,
-               robot: str | None = None, urdf=None, log=print) -> dict:
+               robot: str | None = None, urdf=None, torque_source: str = "auto", log=print) -> dict:
     """Replay a bag of the controller graph and write the discrepancy report.
 
     Args:
@@ -66,6 +66,8 @@ def replay_bag(bag_path, out_dir=None, *, tol: float = 1e-9, worst: int = 5, htm
         html: write ``report.html`` (self-contained) instead of ``report.md`` + PNGs.
         robot: the robot, for bags that carry no controller configuration.
         urdf: the URDF to solve with (default: the registered robot's).
+        torque_source: the torque the model-vs-reality part integrates: "effort" (the
+            joint states' effort field), "command" or "auto" (effort when present).
         log: progress printer (``None``: silent).
 
     Returns the summary dict (also written as ``summary.json``). Raises
@@ -141,20 +143,23 @@ def replay_bag(bag_path, out_dir=None, *, tol: float = 1e-9, worst: int = 5, htm
 
     # ---- 2. model vs reality
     pred = None
-    if urdf_path is not None and len(rec.state_t_ns) > 1 and rec.commands:
+    if urdf_path is not None and len(rec.state_t_ns) > 1:
         say(f"[gato replay] model vs reality over {len(rec.state_t_ns)} joint states ...")
         try:
-            pred = predict_errors(urdf_path, rec.joint_names, rec.state_t_ns, rec.states, rec.commands)
+            pred = predict_errors(urdf_path, rec.joint_names, rec.state_t_ns, rec.states, rec.commands,
+                                  efforts=rec.efforts, torque_source=torque_source)
         except ValueError as e:
             problems.append(f"model vs reality skipped: {e}")
     if pred is not None and pred.t.size:
         summary["prediction"] = {"intervals": int(pred.t.size), "skipped": int(pred.skipped),
+                                 "torque_source": pred.torque_source,
                                  "suspects": pred.suspects,
                                  "rms_tau_Nm": dict(zip(pred.joint_names, map(float, pred.rms_tau))),
                                  "share": dict(zip(pred.joint_names, map(float, pred.share))),
                                  "rms_qd_err_rad_s": dict(zip(pred.joint_names, map(float, pred.rms_qd)))}
     elif urdf_path is not None:
-        problems.append("model vs reality: no consecutive joint states with a command between them")
+        problems.append("model vs reality: no consecutive joint states with a known torque between them "
+                        "(no efforts in /joint_states and no commands)")
 
     # ---- 3. worst ticks
     cases_path = None
@@ -259,8 +264,9 @@ def _write_report(out, bag_path, summary, rec, rp, pred, tick_t, cases_path, htm
     if pred is not None and pred.t.size:
         r.h(1, "Model vs reality")
         r.p(f"The model (pinocchio on the solver's URDF) predicts each measured state from the previous one and "
-            f"the command applied in between (RK4, steps ≤ {pred.max_substep * 1e3:g} ms); {pred.t.size} intervals "
-            f"compared ({pred.skipped} skipped: no command or a gap). The missing generalized force "
+            f"the torque that acted in between ({'the effort the joint states report' if pred.torque_source == 'effort' else 'the controller command, held'}; RK4, "
+            f"steps ≤ {pred.max_substep * 1e3:g} ms); {pred.t.size} intervals compared ({pred.skipped} skipped: no "
+            "torque known or a gap). The missing generalized force "
             "M(q)·(qd measured − qd predicted)/Δt is what the model lacks on each joint: a heavier link or a payload "
             f"shows on the joints that carry it. Suspects: the joints holding 80 % of the squared total, above "
             f"{pred.tau_floor:g} N·m RMS.")

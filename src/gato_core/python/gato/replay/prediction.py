@@ -1,7 +1,8 @@
 """Model versus reality: how well the solver's model predicts the next measured state.
 
 For every pair of consecutive measured joint states (t_k, x_k), (t_{k+1}, x_{k+1}) with
-a command u_k applied in between, the model (pinocchio ``aba`` on the solver's URDF)
+the torque u_k that acted in between (the joint states' effort field, else the
+controller's command held), the model (pinocchio ``aba`` on the solver's URDF)
 is integrated from x_k under u_k over the actual interval (RK4, steps of at most
 ``max_substep`` s) and compared with x_{k+1}:
 
@@ -45,6 +46,7 @@ class Prediction:
     ranking: list
     suspects: list
     max_substep: float
+    torque_source: str = "command"
     tau_floor: float = 0.05
     skipped: int = 0
 
@@ -65,8 +67,8 @@ def _rk4(pin, model, data, q, v, u, dt, n):
     return q, v
 
 
-def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, max_substep: float = 1e-3,
-                   max_gap_s: float = 0.5, tau_floor: float = 0.05) -> Prediction:
+def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, efforts=None, torque_source="auto",
+                   max_substep: float = 1e-3, max_gap_s: float = 0.5, tau_floor: float = 0.05) -> Prediction:
     """One-step prediction errors of the model on a recorded run.
 
     Args:
@@ -74,12 +76,19 @@ def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, max_subst
         joint_names: (nv,) solver order (the URDF's joint order).
         state_t_ns: (T,) int ns stamps of the measured states, increasing.
         states: (T, 2 nv) measured [q; qd].
-        commands: {stamp_ns: (u (nv,), source)}: the command applied from that stamp on.
+        commands: {stamp_ns: (u (nv,), source)}: the command applied from that stamp on
+            (held until the next one).
+        efforts: (T, nv) the joint states' effort field [N*m] (NaN where absent): the
+            torque that acted over [t_k, t_k+1) is taken as the effort reported at t_k+1
+            (the simulation world reports the torque it applied over the period; a robot
+            driver its measured joint torque).
+        torque_source: "effort" (the efforts), "command" (the commands, zero-order hold),
+            "auto" (efforts when every state carries them, else commands).
         max_substep: longest RK4 step [s].
         max_gap_s: intervals longer than this (a pause, lost messages) are skipped.
         tau_floor: RMS missing force [N*m] below which a joint is not a suspect (the
             nominal simulation bringup stays under 0.01 N*m: integrator differences).
-    Intervals without a command at their start are skipped (counted in ``skipped``).
+    Intervals before the first command are skipped (counted in ``skipped``).
     """
     import pinocchio as pin
 
@@ -91,13 +100,25 @@ def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, max_subst
     nq, nv = model.nq, model.nv
     ts, eq, eqd, tau = [], [], [], []
     skipped = 0
+    # Zero-order hold: over [t_k, t_k+1) the latest command stamped at or before t_k acts
+    # (a free-running controller skips states it had no time for; their interval keeps the
+    # previous command). Commands older than max_gap_s do not count.
+    c_t = np.array(sorted(commands), dtype=np.int64)
+    if torque_source not in ("auto", "effort", "command"):
+        raise ValueError(f"torque_source: expected 'auto', 'effort' or 'command', got {torque_source!r}")
+    have_eff = efforts is not None and len(efforts) == len(state_t_ns) and len(efforts) > 1 \
+        and bool(np.all(np.isfinite(efforts[1:])))
+    if torque_source == "effort" and not have_eff:
+        raise ValueError("torque_source: 'effort', but the joint states do not all carry efforts")
+    use_eff = torque_source == "effort" or (torque_source == "auto" and have_eff)
     for k in range(len(state_t_ns) - 1):
-        c = commands.get(int(state_t_ns[k]))
+        i = int(np.searchsorted(c_t, int(state_t_ns[k]), side="right")) - 1
         dt = (int(state_t_ns[k + 1]) - int(state_t_ns[k])) / 1e9
-        if c is None or not 0 < dt <= max_gap_s:
+        if not 0 < dt <= max_gap_s or (not use_eff and (i < 0 or (int(state_t_ns[k]) - int(c_t[i])) / 1e9
+                                                         > max_gap_s)):
             skipped += 1
             continue
-        u = np.asarray(c[0], dtype=np.float64)
+        u = efforts[k + 1] if use_eff else np.asarray(commands[int(c_t[i])][0], dtype=np.float64)
         q, v = states[k, :nq], states[k, nq:]
         n = max(1, int(np.ceil(dt / max_substep - 1e-9)))
         qp, vp = _rk4(pin, model, data, q, v, u, dt, n)
@@ -125,4 +146,5 @@ def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, max_subst
         acc += share[i]
     return Prediction(joint_names=list(joint_names), t=np.asarray(ts), e_q=e_q, e_qd=e_qd, tau_res=tau_res,
                       rms_tau=rms_tau, rms_qd=rms_qd, share=share, ranking=ranking, suspects=suspects,
-                      max_substep=max_substep, tau_floor=tau_floor, skipped=skipped)
+                      max_substep=max_substep, torque_source="effort" if use_eff else "command",
+                      tau_floor=tau_floor, skipped=skipped)

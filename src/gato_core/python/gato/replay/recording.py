@@ -97,7 +97,8 @@ class Recording:
     """What a bag holds for a replay.
 
     ``joint_names``: solver order. ``state_t_ns`` (T,) and ``states`` (T, nx): every
-    distinct measured joint state (solver order). ``commands``: {stamp_ns: (effort (nu,)
+    distinct measured joint state (solver order); ``efforts`` (T, nv) the joint states'
+    effort field [N*m] (NaN rows where absent). ``commands``: {stamp_ns: (effort (nu,)
     solver order N*m, source)} for every command (MPC, fallback and hold). ``problems``:
     what was missing or odd, in words.
     """
@@ -112,6 +113,7 @@ class Recording:
     problems: list = field(default_factory=list)
     counts: dict = field(default_factory=dict)
     robot: str | None = None
+    efforts: np.ndarray | None = None
 
 
 def _msgs(bag, key):
@@ -158,8 +160,9 @@ def _snapshots(bag, node: str) -> list:
 
 
 def _state_table(bag, joint_names, problems):
-    """(t_ns (T,), x (T, nx)) of the distinct joint states, solver order."""
-    seen, ts, xs = set(), [], []
+    """(t_ns (T,), x (T, nx), effort (T, nv)) of the distinct joint states, solver order;
+    effort rows are NaN where the message carried no (complete) effort array."""
+    seen, ts, xs, es = set(), [], [], []
     missing_once = False
     for _, m in _msgs(bag, "joint_states"):
         s = stamp_ns(m.header)
@@ -178,10 +181,14 @@ def _state_table(bag, joint_names, problems):
         sel = [idx[j] for j in joint_names]
         ts.append(s)
         xs.append(np.r_[pos[sel], vel[sel]])
+        eff = np.asarray(m.effort, dtype=np.float64)
+        es.append(eff[sel] if len(eff) == len(names) else np.full(len(sel), np.nan))
     order = np.argsort(np.asarray(ts, dtype=np.int64), kind="stable")
     t = np.asarray(ts, dtype=np.int64)[order]
-    x = np.asarray(xs, dtype=np.float64).reshape(len(ts), -1)[order] if xs else np.zeros((0, 2 * len(joint_names)))
-    return t, x
+    nv = len(joint_names)
+    x = np.asarray(xs, dtype=np.float64).reshape(len(ts), -1)[order] if xs else np.zeros((0, 2 * nv))
+    e = np.asarray(es, dtype=np.float64).reshape(len(ts), nv)[order] if es else np.zeros((0, nv))
+    return t, x, e
 
 
 def _commands(bag, joint_names):
@@ -355,9 +362,10 @@ def load_recording(bag, *, robot: str | None = None) -> Recording:
         problems.append("no controller configuration in the bag (neither /gato_controller/solve_input nor "
                         "/gato_recorder/parameter_snapshot) and the robot could not be told from the joint names: "
                         "pass --robot")
-        return Recording([], [], np.zeros(0, np.int64), np.zeros((0, 0)), {}, None, False, problems)
+        return Recording([], [], np.zeros(0, np.int64), np.zeros((0, 0)), {}, None, False, problems,
+                         efforts=np.zeros((0, 0)))
     joint_names = _solver_joints(bag) or _robot_joints(robot)
-    states_t, states = _state_table(bag, joint_names, problems)
+    states_t, states, efforts = _state_table(bag, joint_names, problems)
     commands = _commands(bag, joint_names)
     if not ticks and config is not None and commands:
         problems.append(f"{TOPICS['solve_input']}: not in the bag: tick inputs are reconstructed from the joint "
@@ -374,7 +382,7 @@ def load_recording(bag, *, robot: str | None = None) -> Recording:
     counts = {k: len(_msgs(bag, k)) for k in TOPICS}
     return Recording(ticks=ticks, joint_names=joint_names, state_t_ns=states_t, states=states,
                      commands={s: c[:2] for s, c in commands.items()}, config=config, reconstructed=reconstructed,
-                     problems=problems, counts=counts, robot=robot)
+                     problems=problems, counts=counts, robot=robot, efforts=efforts)
 
 
 def _lacks_fields(bag, topic) -> bool:
