@@ -118,6 +118,33 @@ def test_reset_with_explicit_warm_start():
         ctrl.reset(x0, xu_warm=np.zeros(5))
 
 
+def test_set_warm_start_recreates_a_tick_exactly_and_keeps_solver_state():
+    """xu_warm read back after a tick, installed on a twin controller that ran the same ticks
+    (same duals): the next step is bit-identical. The warm start is taken as given (knot 0
+    too), the caller's array is copied, and bad input raises naming xu_warm."""
+    ref = ref_for(solver())
+    a, b = MPCController(solver()), MPCController(solver())
+    x = X0.copy()
+    for ctrl in (a, b):
+        ctrl.reset(x)
+        ctrl.warmup(x, ref)
+        ctrl.step(x, ref)
+    warm = a.xu_warm
+    assert warm.shape == (1, a.solver.xu_size) and a.xu_warm is not a.xu_warm   # a copy each time
+    mine = warm[0].copy()
+    b.set_warm_start(mine)
+    mine[:] = 0.0                                   # the controller kept its own copy
+    x1 = X0 + 0.01
+    ra, rb = a.step(x1, ref), b.step(x1, ref)
+    assert np.array_equal(ra.u, rb.u) and np.array_equal(ra.xu_best, rb.xu_best)
+    assert rb.pred_err == pytest.approx(np.linalg.norm(x1 - warm[0, :14]))   # knot 0 as given
+    with pytest.raises(ValueError, match=r"xu_warm: expected shape"):
+        b.set_warm_start(np.zeros(5))
+    with pytest.raises(ValueError, match="xu_warm: contains NaN"):
+        b.set_warm_start(np.full(b.solver.xu_size, np.nan))
+    assert MPCController(solver()).xu_warm is None
+
+
 def test_warmup_keeps_each_entrys_own_solution():
     s = solver(B=2, cls=Spy, rho_batch=[0.01, 1.0])
     ctrl = MPCController(s, linsys="auto")

@@ -259,18 +259,22 @@ class MPCController:
         (duals, adapted rho, row-group multipliers). Unlike :meth:`reset` nothing else is
         cleared: this re-creates a recorded tick (``gato replay``). Inputs are copied;
         raises ValueError on a wrong shape or NaN/Inf."""
+        self._warm = self._warm_arg(xu_warm)
+
+    # ------------------------------------------------------------------ inputs
+    def _warm_arg(self, xu_warm) -> np.ndarray:
+        """A (B, xu_size) float64 copy of a caller's warm start, (xu_size,) broadcast."""
         s = self.solver
         B, xs = int(s.batch_size), int(s.xu_size)
-        arr = to_numpy(xu_warm, "xu_warm", np.float64)
+        arr = np.array(to_numpy(xu_warm, "xu_warm", np.float64), dtype=np.float64)
         if arr.shape == (xs,):
             arr = np.repeat(arr[None, :], B, axis=0)
         if arr.shape != (B, xs):
             raise ValueError(f"xu_warm: expected shape ({xs},) or ({B}, {xs}), got {tuple(arr.shape)}")
         if not np.all(np.isfinite(arr)):
             raise ValueError("xu_warm: contains NaN or Inf")
-        self._warm = arr.copy()
+        return arr
 
-    # ------------------------------------------------------------------ inputs
     def _state(self, x, name: str) -> np.ndarray:
         arr = to_numpy(x, name, np.float64)
         nx = int(self.solver.nx)
@@ -310,18 +314,11 @@ class MPCController:
         """
         x = self._state(x0, "x0")
         s = self.solver
-        B, nx, xs = int(s.batch_size), int(s.nx), int(s.xu_size)
+        nx = int(s.nx)
         if xu_warm is None:
             warm = self._hold(x)
         else:
-            arr = to_numpy(xu_warm, "xu_warm", np.float64)
-            if arr.shape == (xs,):
-                arr = np.repeat(arr[None, :], B, axis=0)
-            if arr.shape != (B, xs):
-                raise ValueError(f"xu_warm: expected shape ({xs},) or ({B}, {xs}), got {tuple(arr.shape)}")
-            if not np.all(np.isfinite(arr)):
-                raise ValueError("xu_warm: contains NaN or Inf")
-            warm = arr
+            warm = self._warm_arg(xu_warm)
             warm[:, :nx] = x
         s.reset()
         if self.hypotheses is not None and callable(getattr(self.hypotheses, "reset", None)):
