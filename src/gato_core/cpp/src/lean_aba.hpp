@@ -47,8 +47,59 @@ struct VecLanes {
     }
   }
 };
-template <> struct Lanes<d2> : VecLanes<d2, 2> {};
-template <> struct Lanes<d4> : VecLanes<d4, 4> {};
+typedef long long i2 __attribute__((vector_size(16)));
+typedef long long i4 __attribute__((vector_size(32)));
+
+// sin and cos of every lane of a double vector: Cephes' sin/cos (reduction by
+// pi/4 in three parts, degree-5 polynomials in z^2), within an ulp or two of
+// libm; lanes beyond |x| = 2^30 (or NaN) fall back to libm. The libm calls
+// cost as much as the rest of the lean ABA otherwise.
+template <typename T, typename I, int WW>
+struct VecLanesD {
+  static constexpr int W = WW;
+  static void sincos(const T& x, T& s, T& c) {
+    for (int l = 0; l < W; ++l) {
+      if (!(std::abs(x[l]) < 1073741824.0)) {
+        for (int k = 0; k < W; ++k) {
+          s[k] = std::sin(x[k]);
+          c[k] = std::cos(x[k]);
+        }
+        return;
+      }
+    }
+    // Octant arithmetic in doubles (no double <-> int64 conversion before AVX-512):
+    // y = the even integer nearest to |x| 4/pi (ties either way: |z| = pi/4 then),
+    // m = (y / 2) mod 4 selects the polynomial and the signs.
+    const T zero = T{};
+    const T magic = zero + 6755399441055744.0;  // 1.5 * 2^52: (v + magic) - magic = rint(v)
+    const I neg = x < zero;
+    const T ax = neg ? -x : x;
+    const T k = ((ax * 0.636619772367581343076) + magic) - magic;  // rint(|x| 2/pi) = y / 2
+    const T y = k + k;
+    const T m = k - 4.0 * (((k * 0.25 - 0.375) + magic) - magic);  // k mod 4, exact
+    const T z = ((ax - y * 7.85398125648498535156E-1) - y * 3.77489470793079817668E-8) -
+                y * 2.69515142907905952645E-15;
+    const T zz = z * z;
+    T ps = ((((1.58962301576546568060E-10 * zz - 2.50507477628578072866E-8) * zz +
+              2.75573136213857245213E-6) * zz - 1.98412698295895385996E-4) * zz +
+            8.33333333332211858878E-3) * zz - 1.66666666666666307295E-1;
+    T pc = ((((-1.13585365213876817300E-11 * zz + 2.08757008419747316778E-9) * zz -
+              2.75573141792967388112E-7) * zz + 2.48015872888517045348E-5) * zz -
+            1.38888888888730564116E-3) * zz + 4.16666666666665929218E-2;
+    const T sn = z + z * zz * ps;                   // sin z
+    const T cs = 1.0 - 0.5 * zz + zz * zz * pc;     // cos z
+    const I hi = m > 1.5;                              // octants 4..7: both signs flip
+    const I swap = (m == 1.0) | (m == 3.0);            // octants 2, 6: sin <-> cos
+    const T s0 = swap ? cs : sn;
+    const T c0 = swap ? sn : cs;
+    const I sneg = neg ^ hi;
+    const I cneg = swap ^ hi;
+    s = sneg ? -s0 : s0;
+    c = cneg ? -c0 : c0;
+  }
+};
+template <> struct Lanes<d2> : VecLanesD<d2, i2, 2> {};
+template <> struct Lanes<d4> : VecLanesD<d4, i4, 4> {};
 template <> struct Lanes<f4> : VecLanes<f4, 4> {};
 template <> struct Lanes<f8> : VecLanes<f8, 8> {};
 
