@@ -4,10 +4,12 @@ One SQP (resp. FDDP) iteration per MPC tick, warm-started by shifting the
 previous plan, in closed loop on the same plant (pinocchio ABA, semi-implicit
 Euler over the 31.25 ms control period). Same robot, cost weights, horizon and
 integrator; gato's joint-limit barrier is off because crocoddyl's problem has
-none. Prints median and spread per solve, the ratio, the B=32 two-thread
-throughput and gato's per-stage profile.
+none. Each repeat runs gato 'first', gato 'best' and crocoddyl once each, one
+after the other (this shared host's speed drifts within seconds); prints the
+median and spread per solve, the median of the per-repeat ratios, the B=32
+two-thread throughput (one round per repeat) and gato's per-stage profile.
 
-    scripts/activate.sh && python bench/bench_solver.py [--repeats 3] [--out docs/benchmarks.md]
+    scripts/activate.sh && python bench/bench_solver.py [--repeats 5] [--cpu 0] [--out docs/benchmarks.md]
 
 The crocoddyl peer runs in build/croc-venv (created on first use: pin 4.0.0 +
 crocoddyl 3.2.1, which breaks with pin 4.1).
@@ -102,61 +104,100 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="closed-loop runs per configuration")
     ap.add_argument("--horizons", type=int, nargs="+", default=[32, 64])
     ap.add_argument("--out", type=Path, help="append the Markdown report to this file")
+    ap.add_argument("--cpu", type=int, default=0,
+                    help="pin the closed-loop runs (gato and the crocoddyl subprocess) to this CPU, so that "
+                         "both run on the same vCPU (they differ in speed on a shared host); -1: no pinning")
     args = ap.parse_args()
+    all_cpus = os.sched_getaffinity(0)
+    if args.cpu >= 0 and args.cpu in all_cpus:
+        os.sched_setaffinity(0, {args.cpu})
     urdf = str(gato.robot_urdf("iiwa14"))
     croc = ensure_croc_venv()
     rows, lines = [], []
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    load0 = os.getloadavg()[0]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     for N in args.horizons:
-        print(f"[bench] N={N}: gato closed loop ({args.repeats} x {TICKS} ticks, line search 'first') ...", flush=True)
-        f_times, f_err, _ = gato_closed_loop(urdf, N, args.repeats, line_search="first")
-        print(f"[bench] N={N}: gato closed loop ({args.repeats} x {TICKS} ticks, line search 'best') ...", flush=True)
-        g_times, g_err, prof = gato_closed_loop(urdf, N, args.repeats)
-        print(f"[bench] N={N}: crocoddyl closed loop ...", flush=True)
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        out = subprocess.run([str(croc), str(HERE / "crocoddyl_fig8.py"), urdf, str(N), str(args.repeats)],
-                             capture_output=True, text=True, check=True, env=env)
-        c = json.loads(out.stdout.strip().splitlines()[-1])
-        gs, cs, fs = stats(g_times), stats(c["times"]), stats(f_times)
-        rows.append((N, gs, cs, g_err, c["mean_err"], prof, fs, f_err))
+        # gato ('first', 'best') and crocoddyl alternate, one closed-loop run each per
+        # repeat: the host's speed drifts by tens of percent within seconds, so each
+        # ratio compares runs seconds apart; the table reports the median ratio.
+        f_times, g_times, c_times, profs, f_errs, g_errs, c_errs, rb, rf = [], [], [], [], [], [], [], [], []
+        for rep in range(args.repeats):
+            print(f"[bench] N={N}: repeat {rep + 1}/{args.repeats}: gato 'first', gato 'best', crocoddyl "
+                  f"({TICKS} ticks each) ...", flush=True)
+            ft, fe, _ = gato_closed_loop(urdf, N, 1, line_search="first")
+            gt, ge, prof = gato_closed_loop(urdf, N, 1)
+            out = subprocess.run([str(croc), str(HERE / "crocoddyl_fig8.py"), urdf, str(N), "1"],
+                                 capture_output=True, text=True, check=True, env=env)
+            c = json.loads(out.stdout.strip().splitlines()[-1])
+            f_times += ft
+            g_times += gt
+            c_times += c["times"]
+            profs.append(prof)
+            f_errs.append(fe)
+            g_errs.append(ge)
+            c_errs.append(c["mean_err"])
+            rb.append(float(np.median(gt) / np.median(c["times"])))
+            rf.append(float(np.median(ft) / np.median(c["times"])))
+        prof = {k: float(np.median([p[k] for p in profs])) for k in profs[0]}
+        g_err, f_err, c_err = float(np.mean(g_errs)), float(np.mean(f_errs)), float(np.mean(c_errs))
+        gs, cs, fs = stats(g_times), stats(c_times), stats(f_times)
+        ratio = dict(best=float(np.median(rb)), first=float(np.median(rf)), best_range=(min(rb), max(rb)),
+                     first_range=(min(rf), max(rf)))
+        rows.append((N, gs, cs, g_err, c_err, prof, fs, f_err, ratio))
         print(f"  gato      median {gs['median']:.3f} ms  p10 {gs['p10']:.3f}  p90 {gs['p90']:.3f}  "
               f"mean EE err {g_err * 1e3:.1f} mm")
         print(f"  crocoddyl median {cs['median']:.3f} ms  p10 {cs['p10']:.3f}  p90 {cs['p90']:.3f}  "
-              f"mean EE err {c['mean_err'] * 1e3:.1f} mm")
+              f"mean EE err {c_err * 1e3:.1f} mm")
         print(f"  gato 'first' median {fs['median']:.3f} ms  p10 {fs['p10']:.3f}  p90 {fs['p90']:.3f}  "
               f"mean EE err {f_err * 1e3:.1f} mm")
-        print(f"  ratio gato/crocoddyl {gs['median'] / cs['median']:.2f}x ('best'), "
-              f"{fs['median'] / cs['median']:.2f}x ('first'); gato stages (us, median): {prof}")
-    print("[bench] batch throughput N=32: B=1 and B=32 on one thread, B=32 on two threads ...", flush=True)
-    t1, _ = batch_throughput(urdf, 32, 1, 1)
-    t32_1, _ = batch_throughput(urdf, 32, 32, 1)
-    t32, _ = batch_throughput(urdf, 32, 32, 2)
-    print(f"  B=1/1 thread {t1:.0f} solves/s, B=32/1 thread {t32_1:.0f}, B=32/2 threads {t32:.0f} "
-          f"(x{t32 / t1:.2f} vs B=1, x{t32 / t32_1:.2f} vs B=32 on one thread)")
+        print(f"  ratio gato/crocoddyl, median of the per-repeat ratios: {ratio['best']:.2f}x ('best', "
+              f"{ratio['best_range'][0]:.2f}-{ratio['best_range'][1]:.2f}), {ratio['first']:.2f}x ('first', "
+              f"{ratio['first_range'][0]:.2f}-{ratio['first_range'][1]:.2f}); gato stages (us, median): {prof}")
+    os.sched_setaffinity(0, all_cpus)  # the batch runs use every CPU
+    print("[bench] batch throughput N=32: B=1 and B=32 on one thread, B=32 on two threads, "
+          f"{args.repeats} rounds ...", flush=True)
+    tp = []
+    for _ in range(args.repeats):
+        t1, _ = batch_throughput(urdf, 32, 1, 1)
+        t32_1, _ = batch_throughput(urdf, 32, 32, 1)
+        t32, _ = batch_throughput(urdf, 32, 32, 2)
+        tp.append((t1, t32_1, t32))
+        print(f"  B=1/1 thread {t1:.0f} solves/s, B=32/1 thread {t32_1:.0f}, B=32/2 threads {t32:.0f} "
+              f"(x{t32 / t1:.2f} vs B=1, x{t32 / t32_1:.2f} vs B=32 on one thread)")
+    t1, t32_1, t32 = (float(np.median([r[i] for r in tp])) for i in range(3))
+    x1 = float(np.median([r[2] / r[0] for r in tp]))
+    x32 = float(np.median([r[2] / r[1] for r in tp]))
     lines.append(f"### BSQP vs crocoddyl FDDP, iiwa14 figure-8 ({time.strftime('%Y-%m-%d')})\n")
-    lines.append(f"Machine: {machine}. Command: `python bench/bench_solver.py --repeats {args.repeats}`. "
+    pinned = f"closed-loop runs pinned to CPU {args.cpu}" if args.cpu >= 0 else "no CPU pinning"
+    lines.append(f"Machine: {machine}. Command: `python bench/bench_solver.py --repeats {args.repeats}` ({pinned}). "
                  f"crocoddyl {c['crocoddyl']} with pinocchio {c['pinocchio']} (own venv); gato with pinocchio "
                  f"{pin.__version__}. One iteration per tick, warm-started, {TICKS} ticks x {args.repeats} runs, "
-                 "closed loop on the same plant.\n")
+                 f"closed loop on the same plant. Load average (1 min): {load0:.2f} at the start, "
+                 f"{os.getloadavg()[0]:.2f} at the end.\n")
     lines.append("| N | gato, line search 'best' (default) [ms] | gato, line search 'first' [ms] | crocoddyl FDDP [ms] "
-                 "| ratio best / first vs crocoddyl | mean EE error best / first / croc [mm] |")
+                 "| ratio best / first vs crocoddyl, median (min-max) of the repeats | mean EE error best / first / croc [mm] |")
     lines.append("| --- | --- | --- | --- | --- | --- |")
-    for N, gs, cs, ge, ce, _, fs, fe in rows:
+    for N, gs, cs, ge, ce, _, fs, fe, ra in rows:
         lines.append(f"| {N} | {gs['median']:.3f} ({gs['p10']:.3f}-{gs['p90']:.3f}) | {fs['median']:.3f} "
                      f"({fs['p10']:.3f}-{fs['p90']:.3f}) | {cs['median']:.3f} ({cs['p10']:.3f}-{cs['p90']:.3f}) | "
-                     f"{gs['median'] / cs['median']:.2f}x / {fs['median'] / cs['median']:.2f}x | "
+                     f"{ra['best']:.2f}x ({ra['best_range'][0]:.2f}-{ra['best_range'][1]:.2f}) / "
+                     f"{ra['first']:.2f}x ({ra['first_range'][0]:.2f}-{ra['first_range'][1]:.2f}) | "
                      f"{ge * 1e3:.1f} / {fe * 1e3:.1f} / {ce * 1e3:.1f} |")
-    lines.append("\nTimes are median (p10-p90) per solve. 'best' evaluates all 8 step sizes and keeps the "
-                 "lowest merit (the reference semantics); 'first' stops at the first strict decrease, "
-                 "as crocoddyl's backtracking does.\n")
+    lines.append("\nTimes are median (p10-p90) per solve over all repeats; the ratio is the median of the "
+                 "per-repeat ratios (gato and crocoddyl alternate, one run each per repeat). 'best' evaluates "
+                 "all 8 step sizes and keeps the lowest merit (the reference semantics); 'first' stops at the "
+                 "first strict decrease, as crocoddyl's backtracking does.\n")
     lines.append("\ngato per-stage profile, median per solve [us]:\n")
     lines.append("| N | KKT (dynamics derivatives, cost) | Schur + preconditioner | linear solve | line search (8 rollouts) |")
     lines.append("| --- | --- | --- | --- | --- |")
-    for N, _, _, _, _, prof, _, _ in rows:
+    for N, _, _, _, _, prof, _, _, _ in rows:
         lines.append(f"| {N} | {prof['kkt_us']:.0f} | {prof['schur_us']:.0f} | {prof['linsys_us']:.0f} | {prof['linesearch_us']:.0f} |")
-    lines.append(f"\nBatch throughput, N=32 (same warm-started problem every repeat): B=1 on one thread {t1:.0f} "
-                 f"solves/s; B=32 on one thread {t32_1:.0f}; B=32 on two threads {t32:.0f} (x{t32 / t1:.2f} the "
-                 f"B=1 single-thread throughput, x{t32 / t32_1:.2f} the B=32 single-thread one).\n")
+    lines.append(f"\nBatch throughput, N=32 (same warm-started problem every repeat; medians of {args.repeats} "
+                 f"rounds): B=1 on one thread {t1:.0f} solves/s; B=32 on one thread {t32_1:.0f}; B=32 on two "
+                 f"threads {t32:.0f} (per round: x{x1:.2f} the B=1 single-thread throughput, x{x32:.2f} the B=32 "
+                 "single-thread one, medians; rounds: "
+                 + ", ".join(f"{r[0]:.0f}/{r[1]:.0f}/{r[2]:.0f}" for r in tp) + ").\n")
     report = "\n".join(lines)
     print("\n" + report)
     if args.out:

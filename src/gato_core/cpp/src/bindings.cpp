@@ -289,6 +289,10 @@ void bind_solver(py::module_& m, const char* name) {
         return out;
       })
       // Host-side kinematics and dynamics of the solver's own plant (tests, tools).
+      .def_property_readonly("lean_dynamics_available",
+                             [](const P& p) { return p.plant->lean_model() != nullptr; })
+      .def_property("lean_dynamics", [](const P& p) { return p.plant->use_lean(); },
+                    [](P& p, bool on) { p.plant->set_use_lean(on); })
       .def("frame_position", [](P& p, const Arr<S>& q, int fid) {
         check_shape<S>(q, {p.plant->nq()}, "q");
         py::array_t<S> out(3);

@@ -11,9 +11,11 @@
 #include <pinocchio/multibody.hpp>
 #include <pinocchio/parsers/urdf.hpp>
 
+#include <Eigen/Geometry>
 #include <filesystem>
 #include <stdexcept>
 
+#include "gato/lean_model.hpp"
 #include "gato/plant.hpp"
 
 namespace gato {
@@ -27,6 +29,10 @@ struct Plant<S>::Impl {
   pinocchio::FrameIndex ee_frame = 0;
   int ee_body = 0;
   PlantLimits<S> limits;
+  std::unique_ptr<lean::Model<S>> lean;  // null: some joint is not 1-DoF revolute / prismatic
+  lean::View<S> lean_view{};
+  lean::Kernels<S> lean_k1{};             // scalar kernels
+  bool use_lean = true;
 };
 
 namespace detail {
@@ -34,13 +40,14 @@ template <typename S>
 class PinocchioWorkspace : public PlantWorkspace<S> {
  public:
   using Model = pinocchio::ModelTpl<S>;
-  explicit PinocchioWorkspace(const Model& m)
-      : data(m), fext(m.njoints, pinocchio::ForceTpl<S>::Zero()), J6(6, m.nv) {
+  PinocchioWorkspace(const Model& m, std::size_t lean_bytes)
+      : data(m), fext(m.njoints, pinocchio::ForceTpl<S>::Zero()), J6(6, m.nv), lean(lean_bytes) {
     J6.setZero();
   }
   pinocchio::DataTpl<S> data;
   std::vector<pinocchio::ForceTpl<S>> fext;
   MatX<S> J6;
+  lean::Scratch lean;
 };
 
 template <typename S>
@@ -57,6 +64,101 @@ void load_fext(PinocchioWorkspace<S>& w, const S* fext, int nbodies) {
     w.fext[b + 1].angular() << f[0], f[1], f[2];
     w.fext[b + 1].linear() << f[3], f[4], f[5];
   }
+}
+
+// The canonical model of lean_aba.hpp, or null when a joint is not a 1-DoF
+// revolute or prismatic joint (then pinocchio does everything). Each joint
+// frame is rotated about its origin by Ra (Ra e_z = joint axis), so that every
+// axis is +z; whatever is expressed in a joint frame is rotated along.
+template <typename S>
+std::unique_ptr<lean::Model<S>> build_lean_model(const pinocchio::Model& m,
+                                                 pinocchio::FrameIndex ee_frame) {
+  using M3 = Eigen::Matrix3d;
+  using V3 = Eigen::Vector3d;
+  const int n = m.njoints - 1;
+  if (n != m.nv || n != m.nq || n < 1) return nullptr;
+  if (!m.gravity.angular().isZero(0)) return nullptr;
+  auto L = std::make_unique<lean::Model<S>>();
+  L->n = n;
+  L->parent.resize(n);
+  L->idx.resize(n);
+  L->prismatic.resize(n);
+  L->Rt.resize(9 * n);
+  L->pt.resize(3 * n);
+  L->mass.resize(n);
+  L->B0.resize(9 * n);
+  L->C0.resize(9 * n);
+  L->armature.resize(n);
+  L->Rf.resize(9 * n);
+  L->rotated.resize(n);
+  auto put3 = [](std::vector<S>& dst, int i, const M3& R) {
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 3; ++c) dst[9 * i + 3 * r + c] = S(R(r, c));
+  };
+  auto skew = [](const V3& v) {
+    M3 P;
+    P << 0, -v.z(), v.y(), v.z(), 0, -v.x(), -v.y(), v.x(), 0;
+    return P;
+  };
+  std::vector<M3> Ra(m.njoints, M3::Identity());
+  const V3 ez = V3::UnitZ();
+  for (int i = 1; i <= n; ++i) {
+    const auto& jm = m.joints[i];
+    if (jm.nq() != 1 || jm.nv() != 1 || jm.idx_q() != jm.idx_v()) return nullptr;
+    const int pj = static_cast<int>(m.parents[i]);
+    if (pj >= i) return nullptr;
+    // Motion subspace and placement at q = 0.7: a pure rotation about the
+    // axis (revolute) or translation along it (prismatic), nothing else.
+    auto jd = jm.createData();
+    Eigen::VectorXd q = Eigen::VectorXd::Zero(m.nq), v = Eigen::VectorXd::Zero(m.nv);
+    const double qa = 0.7;
+    q[jm.idx_q()] = qa;
+    v[jm.idx_v()] = 1;
+    jm.calc(jd, q, v);
+    const pinocchio::Motion mo = jd.v();
+    const pinocchio::SE3 Mq = jd.M();
+    const bool rev = mo.linear().isZero(0) && std::abs(mo.angular().norm() - 1) < 1e-12;
+    const bool pri = mo.angular().isZero(0) && std::abs(mo.linear().norm() - 1) < 1e-12;
+    if (!rev && !pri) return nullptr;
+    const V3 a = rev ? V3(mo.angular()) : V3(mo.linear());
+    if (rev) {
+      if (!Mq.translation().isZero(1e-12) ||
+          !Mq.rotation().isApprox(Eigen::AngleAxisd(qa, a).toRotationMatrix(), 1e-12)) {
+        return nullptr;
+      }
+    } else if (!Mq.rotation().isIdentity(1e-12) || !Mq.translation().isApprox(qa * a, 1e-12)) {
+      return nullptr;
+    }
+    if (a != ez) Ra[i] = Eigen::Quaterniond::FromTwoVectors(ez, a).toRotationMatrix();
+    const int b = i - 1;
+    L->parent[b] = pj - 1;
+    L->idx[b] = jm.idx_v();
+    L->prismatic[b] = pri;
+    const pinocchio::SE3& jp = m.jointPlacements[i];
+    const M3 Rt = Ra[pj].transpose() * jp.rotation() * Ra[i];
+    const V3 pt = Ra[pj].transpose() * jp.translation();
+    put3(L->Rt, b, Rt);
+    for (int r = 0; r < 3; ++r) L->pt[3 * b + r] = S(pt[r]);
+    const auto& I = m.inertias[i];
+    const double mass = I.mass();
+    const V3 c = Ra[i].transpose() * I.lever();
+    const M3 Ic = Ra[i].transpose() * I.inertia().matrix() * Ra[i];
+    const M3 C = skew(c);
+    L->mass[b] = S(mass);
+    put3(L->B0, b, -mass * C);
+    put3(L->C0, b, Ic - mass * C * C);
+    L->armature[b] = S(m.armature[jm.idx_v()]);
+    put3(L->Rf, b, Ra[i].transpose());
+    L->rotated[b] = a != ez;
+  }
+  const V3 g = -m.gravity.linear();
+  for (int r = 0; r < 3; ++r) L->g[r] = S(g[r]);
+  const auto& f = m.frames[ee_frame];
+  const int j = static_cast<int>(f.parentJoint);
+  const V3 pe = Ra[j].transpose() * f.placement.translation();
+  L->ee_body = j - 1;
+  for (int r = 0; r < 3; ++r) L->ee_p[r] = S(pe[r]);
+  return L;
 }
 }  // namespace detail
 
@@ -90,6 +192,11 @@ Plant<S>::Plant(const std::string& urdf_path, const std::string& ee_frame)
   L.q_hi = m.upperPositionLimit.template cast<S>();
   L.qd_max = m.upperVelocityLimit.template cast<S>();
   L.u_max = m.upperEffortLimit.template cast<S>();
+  impl_->lean = detail::build_lean_model<S>(m, impl_->ee_frame);
+  if (impl_->lean) {
+    impl_->lean_view = impl_->lean->view();
+    impl_->lean_k1 = lean::kernels<S>(1, impl_->lean->n);
+  }
 }
 
 template <typename S>
@@ -125,14 +232,26 @@ int Plant<S>::frame_id(const std::string& name) const {
 }
 
 template <typename S>
+const lean::Model<S>* Plant<S>::lean_model() const { return impl_->lean.get(); }
+template <typename S>
+void Plant<S>::set_use_lean(bool on) { impl_->use_lean = on; }
+template <typename S>
+bool Plant<S>::use_lean() const { return impl_->use_lean && impl_->lean; }
+
+template <typename S>
 std::unique_ptr<PlantWorkspace<S>> Plant<S>::make_workspace() const {
-  return std::make_unique<detail::PinocchioWorkspace<S>>(impl_->model);
+  return std::make_unique<detail::PinocchioWorkspace<S>>(
+      impl_->model, impl_->lean ? impl_->lean_k1.scratch_bytes : 0);
 }
 
 template <typename S>
 void Plant<S>::forward_dynamics(PlantWorkspace<S>& ws, const S* q, const S* v, const S* tau,
                                 const S* fext, S* qdd, S* ee) const {
   auto& w = detail::cast(ws);
+  if (use_lean()) {
+    impl_->lean_k1.aba(impl_->lean_view, w.lean.data(), q, v, tau, fext, qdd, ee);
+    return;
+  }
   const auto& m = impl_->model;
   Eigen::Map<const Vec> Q(q, m.nq), V(v, m.nv), T(tau, m.nv);
   Eigen::Map<Vec> out(qdd, m.nv);
@@ -188,6 +307,10 @@ void Plant<S>::forward_dynamics_derivatives(PlantWorkspace<S>& ws, const S* q, c
 template <typename S>
 void Plant<S>::frame_position(PlantWorkspace<S>& ws, const S* q, S* p, int fid) const {
   auto& w = detail::cast(ws);
+  if (fid < 0 && use_lean()) {
+    impl_->lean_k1.ee(impl_->lean_view, w.lean.data(), q, p);
+    return;
+  }
   const auto& m = impl_->model;
   const auto f = fid < 0 ? impl_->ee_frame : static_cast<pinocchio::FrameIndex>(fid);
   pinocchio::forwardKinematics(m, w.data, Eigen::Map<const Vec>(q, m.nq));

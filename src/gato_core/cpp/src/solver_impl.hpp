@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "gato/barrier.hpp"
+#include "gato/lean_model.hpp"
 #include "gato/solver.hpp"
 
 namespace gato {
@@ -115,6 +116,10 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void rows_finish(Entry& e);
   void recover_step(Entry& e);
   S trial_merit(Entry& e, S alpha);
+  void trial_merits_lanes(Entry& e, const S* alphas, S* out);
+  bool use_lanes() const {
+    return lanes_ && set_.line_search == LineSearch::kBest && plant_->use_lean();
+  }
   S stage_cost_value(int k, const S* x, const S* u, const S* ee, const S* ref) const;
   S ee_weight(int k) const;
   S qd_weight(int k) const;
@@ -151,6 +156,10 @@ class BatchSolverImpl final : public BatchSolver<S> {
   AdmmConfig admm_;
   bool has_admm_ = false, need_ee_ = false;
   int admm_cap_ = 0;  // inner iterations per SQP iteration (cap)
+  // Multi-lane lean forward dynamics for the line search (gato/lean_model.hpp).
+  bool lanes_ = false;
+  lean::View<S> lview_{};
+  lean::Kernels<S> lk_{};
 };
 
 // S-typed copy of a RowGroupSpec.
@@ -250,6 +259,9 @@ struct BatchSolverImpl<S, NV>::Entry {
   S rho_scale = 1;
   int admm_it = 0, admm_lin = 0;
   double admm_rp = 0, admm_rd = 0;
+  // Lean multi-lane line search: scratch and lane-minor trial states.
+  lean::Scratch lscr;
+  std::vector<S> lx, lu, lxn, lee;
 
   S* x(int k) { return xu.data() + k * (nx + nu); }
   S* u(int k) { return xu.data() + k * (nx + nu) + nx; }
@@ -272,9 +284,23 @@ BatchSolverImpl<S, NV>::BatchSolverImpl(std::shared_ptr<const Plant<S>> plant, i
     : plant_(std::move(plant)), B_(batch), N_(N), nv_(plant_->nv()), nx_(2 * plant_->nv()),
       nu_(plant_->nv()), L_(N * 2 * plant_->nv() + (N - 1) * plant_->nv()), dt_(dt),
       set_(settings), pool_(std::max(1, std::min(num_threads, batch))) {
+  if (const lean::Model<S>* lm = plant_->lean_model()) {
+    lanes_ = true;
+    lview_ = lm->view();
+    lk_ = lean::kernels<S>(0, lm->n);
+  }
   for (int b = 0; b < B_; ++b) {
     entries_.push_back(std::make_unique<Entry>(*plant_, N_, std::max(1, set_.max_sqp_iters)));
-    entries_.back()->b = b;
+    Entry& e = *entries_.back();
+    e.b = b;
+    if (lanes_) {
+      const int W = lk_.W;
+      e.lscr = lean::Scratch(lk_.scratch_bytes);
+      e.lx.assign(size_t(W) * nx_, S(0));
+      e.lu.assign(size_t(W) * nu_, S(0));
+      e.lxn.assign(size_t(W) * nx_, S(0));
+      e.lee.assign(size_t(W) * 3, S(0));
+    }
   }
   const auto& L = plant_->limits();
   const S m = S(kLimitMargin);
@@ -616,6 +642,66 @@ S BatchSolverImpl<S, NV>::trial_merit(Entry& e, S alpha) {
   return std::isfinite(double(m)) ? m : std::numeric_limits<S>::infinity();
 }
 
+// trial_merit at every alpha of `alphas` (kLineSearchSteps of them), W at a time
+// through the multi-lane lean kernels: the same sums in the same order as
+// trial_merit, so the merits differ only by the rounding of the dynamics.
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* out) {
+  constexpr int G = kLineSearchSteps;
+  const int nx = nx_, nu = nu_, W = lk_.W;
+  S cost[G] = {}, defect[G] = {}, ee_last[G][3] = {};
+  S *X = e.lx.data(), *U = e.lu.data(), *XN = e.lxn.data(), *EE = e.lee.data();
+  void* scr = e.lscr.data();
+  for (int k = 0; k < N_; ++k) {
+    const S* x = e.xu.data() + k * (nx + nu);
+    const S* dx = e.dz.data() + k * (nx + nu);
+    const bool last = k == N_ - 1;
+    for (int g0 = 0; g0 < G; g0 += W) {
+      for (int i = 0; i < nx; ++i)
+        for (int l = 0; l < W; ++l) X[i * W + l] = x[i] + alphas[g0 + l] * dx[i];
+      if (!last) {
+        for (int i = 0; i < nu; ++i)
+          for (int l = 0; l < W; ++l) U[i * W + l] = x[nx + i] + alphas[g0 + l] * dx[nx + i];
+        lk_.step(lview_, scr, int(set_.integrator), dt_, X, U, fext_ptr(e.b, k), XN, EE);
+      } else {
+        lk_.ee(lview_, scr, X, EE);  // q: the first nv rows of X
+      }
+      for (int l = 0; l < W; ++l) {
+        const int a = g0 + l;
+        const S alpha = alphas[a];
+        for (int i = 0; i < nx; ++i) e.t_nx2[i] = X[i * W + l];
+        S ee[3] = {EE[l], EE[W + l], EE[2 * W + l]};
+        if (!last) {
+          for (int i = 0; i < nu; ++i) e.t_nu[i] = U[i * W + l];
+          const S* x1 = x + nx + nu;
+          const S* dx1 = dx + nx + nu;
+          for (int i = 0; i < nx; ++i) {
+            e.t_nx[i] = x1[i] + alpha * dx1[i];
+            e.xnext[i] = XN[i * W + l];
+          }
+          defect[a] += (e.t_nx - e.xnext).template lpNorm<1>();
+          cost[a] += stage_cost_value(k, e.t_nx2.data(), e.t_nu.data(), ee, e.ref);
+        } else {
+          cost[a] += stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref);
+          for (int i = 0; i < 3; ++i) ee_last[a][i] = ee[i];
+        }
+      }
+    }
+  }
+  for (int a = 0; a < G; ++a) {
+    const S alpha = alphas[a];
+    for (int i = 0; i < nx; ++i) e.t_nx[i] = e.xu[i] + alpha * e.dz[i];
+    defect[a] += (e.t_nx - Eigen::Map<const VecNX>(e.xs, nx)).template lpNorm<1>();
+    if (!groups_.empty()) {
+      e.trial = e.xu;
+      e.trial.noalias() += alpha * e.dz;
+      cost[a] += rows_cost(e, e.trial.data(), ee_last[a], false, admm_.merit);
+    }
+    const S m = cost[a] + e.mu * defect[a];
+    out[a] = std::isfinite(double(m)) ? m : std::numeric_limits<S>::infinity();
+  }
+}
+
 template <typename S, int NV>
 void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
   using detail::Clock;
@@ -693,13 +779,26 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
   S best_alpha = 0;
   S alpha = 1;
   const bool first = set_.line_search == LineSearch::kFirst;
-  for (int i = 0; i < kLineSearchSteps; ++i, alpha *= S(0.5)) {
-    const S m = trial_merit(e, alpha);
-    if (m < best) {  // strict: ties keep the larger alpha
-      best = m;
-      best_alpha = alpha;
+  if (use_lanes()) {
+    // All step sizes at once (the 'best' rule looks at every one anyway).
+    S alphas[kLineSearchSteps], m[kLineSearchSteps];
+    for (int i = 0; i < kLineSearchSteps; ++i, alpha *= S(0.5)) alphas[i] = alpha;
+    trial_merits_lanes(e, alphas, m);
+    for (int i = 0; i < kLineSearchSteps; ++i) {
+      if (m[i] < best) {  // strict: ties keep the larger alpha
+        best = m[i];
+        best_alpha = alphas[i];
+      }
     }
-    if (first && best < e.merit0) break;  // backtracking: the first strict decrease
+  } else {
+    for (int i = 0; i < kLineSearchSteps; ++i, alpha *= S(0.5)) {
+      const S m = trial_merit(e, alpha);
+      if (m < best) {  // strict: ties keep the larger alpha
+        best = m;
+        best_alpha = alpha;
+      }
+      if (first && best < e.merit0) break;  // backtracking: the first strict decrease
+    }
   }
   const bool accept = best < e.merit0;
   e.min_merit[it] = double(best);

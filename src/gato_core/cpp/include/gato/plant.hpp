@@ -11,6 +11,11 @@
 
 namespace gato {
 
+namespace lean {
+template <typename S>
+struct Model;
+}
+
 template <typename S>
 using VecX = Eigen::Matrix<S, Eigen::Dynamic, 1>;
 template <typename S>
@@ -76,6 +81,15 @@ class Plant {
   void frame_position(PlantWorkspace<S>& ws, const S* q, S* p, int fid = -1) const;
   /// EE position (3) and its 3 x nv world-aligned position Jacobian.
   void ee_position_jacobian(PlantWorkspace<S>& ws, const S* q, S* p, MatRef J) const;
+  /// The canonical model of the lean articulated-body algorithm (lean_aba.hpp),
+  /// or nullptr when a joint is not a 1-DoF revolute / prismatic one. The
+  /// solver's line search evaluates several trial points at once with it.
+  const lean::Model<S>* lean_model() const;
+  /// Whether forward_dynamics and the EE frame_position use the lean algorithm
+  /// (default: whenever lean_model() exists); off = pinocchio for everything.
+  /// For tests and benchmarks; not thread-safe against running solves.
+  void set_use_lean(bool on);
+  bool use_lean() const;
   /// Inverse dynamics tau = M qdd + c - sum J^T f_ext (for tests and tools).
   void inverse_dynamics(PlantWorkspace<S>& ws, const S* q, const S* v, const S* qdd,
                         const S* fext, S* tau) const;

@@ -1,7 +1,9 @@
 // A small fixed thread pool for the batch dimension: run(count, fn) calls
-// fn(i) for i in [0, count) with a static partition (i % threads), so the
-// assignment of batch entries to threads is fixed and nothing is allocated
-// per call.
+// fn(i) for i in [0, count), each index claimed by whichever thread is free
+// (one shared atomic counter), so a thread that runs slower -- the vCPUs of a
+// shared host do, and not always the same one -- does fewer entries instead
+// of holding the others up. Nothing is allocated per call. The entries own
+// their workspaces, so which thread runs an entry changes no result.
 #pragma once
 
 #include <atomic>
@@ -15,7 +17,7 @@ namespace gato {
 class ThreadPool {
  public:
   explicit ThreadPool(int threads) : n_(threads < 1 ? 1 : threads) {
-    for (int t = 1; t < n_; ++t) workers_.emplace_back([this, t] { worker(t); });
+    for (int t = 1; t < n_; ++t) workers_.emplace_back([this] { worker(); });
   }
   ~ThreadPool() {
     {
@@ -43,11 +45,12 @@ class ThreadPool {
       task_ = &trampoline<F>;
       ctx_ = &fn;
       count_ = count;
+      next_.store(0, std::memory_order_relaxed);
       pending_ = n_ - 1;
       ++generation_;
     }
     cv_.notify_all();
-    for (int i = 0; i < count; i += n_) fn(i);
+    for (int i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < count;) fn(i);
     std::unique_lock<std::mutex> lk(m_);
     done_cv_.wait(lk, [this] { return pending_ == 0; });
   }
@@ -56,7 +59,7 @@ class ThreadPool {
   template <typename F>
   static void trampoline(void* ctx, int i) { (*static_cast<F*>(ctx))(i); }
 
-  void worker(int t) {
+  void worker() {
     unsigned long seen = 0;
     for (;;) {
       void (*task)(void*, int);
@@ -71,7 +74,9 @@ class ThreadPool {
         ctx = ctx_;
         count = count_;
       }
-      for (int i = t; i < count; i += n_) task(ctx, i);
+      // The task was published under m_; results are published by the
+      // decrement of pending_ under m_, so the claim itself can be relaxed.
+      for (int i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < count;) task(ctx, i);
       {
         std::lock_guard<std::mutex> lk(m_);
         if (--pending_ == 0) done_cv_.notify_one();
@@ -89,6 +94,8 @@ class ThreadPool {
   void* ctx_ = nullptr;
   int count_ = 0;
   int pending_ = 0;
+  alignas(64) std::atomic<int> next_{0};  // next unclaimed index (own cache line)
+  char pad_[64 - sizeof(std::atomic<int>)] = {};
 };
 
 }  // namespace gato

@@ -1,0 +1,49 @@
+// Kernels of the lean articulated-body algorithm (gato/lean_model.hpp): the
+// scalar ones and the SSE2 multi-lane ones, plus the run-time choice of the
+// AVX2 ones (lean_kernels_avx2.cpp) where the CPU has AVX2 and FMA.
+// No pinocchio here: this TU compiles in seconds.
+#include <cstdlib>
+
+#include "lean_aba.hpp"
+
+namespace gato {
+namespace lean {
+
+#ifdef GATO_LEAN_AVX2
+namespace avx2 {
+Kernels<double> kernels_double(int n);
+Kernels<float> kernels_float(int n);
+}  // namespace avx2
+
+static bool cpu_has_avx2_fma() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    // GATO_LEAN_NO_AVX2=1 forces the SSE2 kernels (tests of both paths).
+    const char* off = std::getenv("GATO_LEAN_NO_AVX2");
+    if (off && *off && *off != '0') return false;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return ok;
+}
+#endif
+
+template <>
+Kernels<double> kernels<double>(int W, int n) {
+  if (W == 1) return make_kernels<double, double>(n);
+#ifdef GATO_LEAN_AVX2
+  if (cpu_has_avx2_fma()) return avx2::kernels_double(n);
+#endif
+  return make_kernels<double, d2>(n);
+}
+
+template <>
+Kernels<float> kernels<float>(int W, int n) {
+  if (W == 1) return make_kernels<float, float>(n);
+#ifdef GATO_LEAN_AVX2
+  if (cpu_has_avx2_fma()) return avx2::kernels_float(n);
+#endif
+  return make_kernels<float, f4>(n);
+}
+
+}  // namespace lean
+}  // namespace gato

@@ -1,0 +1,194 @@
+"""The lean articulated-body algorithm (src/gato_core/cpp/src/lean_aba.hpp) against pinocchio.
+
+The plant's forward dynamics and EE kinematics run on the lean algorithm for
+trees of 1-DoF revolute / prismatic joints; the line search evaluates its trial
+points several at a time with its multi-lane kernels. Both must agree with
+pinocchio's aba to rounding, on the bundled arms and on a synthetic tree with
+unaligned, negative and prismatic axes, with and without external forces.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import gato
+
+ARMS = ["iiwa14", "indy7", "ur5e", "fr3", "gen3"]
+
+
+def _link(name, mass, com, diag):
+    return f"""
+  <link name="{name}">
+    <inertial>
+      <origin xyz="{com[0]} {com[1]} {com[2]}" rpy="0.1 -0.2 0.3"/>
+      <mass value="{mass}"/>
+      <inertia ixx="{diag[0]}" ixy="0.001" ixz="-0.002" iyy="{diag[1]}" iyz="0.0015" izz="{diag[2]}"/>
+    </inertial>
+  </link>"""
+
+
+def _joint(name, kind, parent, child, xyz, rpy, axis):
+    lim = '<limit lower="-2" upper="2" effort="100" velocity="3"/>'
+    ax = "" if axis is None else f'<axis xyz="{axis[0]} {axis[1]} {axis[2]}"/>'
+    return f"""
+  <joint name="{name}" type="{kind}">
+    <parent link="{parent}"/><child link="{child}"/>
+    <origin xyz="{xyz[0]} {xyz[1]} {xyz[2]}" rpy="{rpy[0]} {rpy[1]} {rpy[2]}"/>
+    {ax}{lim if kind != "fixed" else ""}
+  </joint>"""
+
+
+def synthetic_tree_urdf(path: Path) -> Path:
+    """A branching tree: revolute joints about x, -y, an unaligned axis and -z,
+    prismatic joints along y and an unaligned axis, fixed joints in between."""
+    rng = np.random.default_rng(3)
+    links = ["base"] + [f"l{i}" for i in range(8)] + ["tool", "ee_link"]
+    body = "".join(_link(n, 1.0 + rng.random(), 0.1 * rng.standard_normal(3), 0.05 + 0.05 * rng.random(3))
+                   for n in links)
+    joints = [
+        ("j0", "revolute", "base", "l0", (0, 0, 0.1), (0, 0, 0.3), (0, 0, 1)),
+        ("j1", "revolute", "l0", "l1", (0.05, 0, 0.2), (0.2, 0, 0), (1, 0, 0)),
+        ("j2", "prismatic", "l1", "l2", (0, 0.1, 0.3), (0, 0.4, 0), (0, 1, 0)),
+        ("j3", "revolute", "l2", "l3", (0.1, 0, 0.2), (0.3, -0.2, 0.1), (0.3, 0.4, 0.866)),
+        ("j4", "revolute", "l3", "l4", (0, 0.05, 0.25), (0, 0, 0), (0, -1, 0)),
+        ("fx", "fixed", "l4", "tool", (0, 0, 0.1), (0.5, 0, 0), None),
+        ("j5", "prismatic", "tool", "l5", (0, 0, 0.05), (0, 0, 0.2), (0.6, -0.64, 0.48)),
+        ("j6", "revolute", "l5", "l6", (0.02, 0, 0.1), (0, 0.1, 0), (0, 0, -1)),
+        ("fe", "fixed", "l6", "ee_link", (0, 0, 0.08), (0, 0, 0), None),
+        # a second branch off l1
+        ("j7", "revolute", "l1", "l7", (-0.1, 0.05, 0.1), (0.1, 0.2, 0.3), (0, 1, 0)),
+    ]
+    text = '<?xml version="1.0"?>\n<robot name="tree">' + body + "".join(_joint(*j) for j in joints) + "\n</robot>\n"
+    path.write_text(text)
+    return path
+
+
+def core_solver(urdf, ee_frame):
+    """The C++ solver without the registry checks of gato.BSQP (any fixed-base URDF)."""
+    s = gato.BSQP(gato.robot_urdf("iiwa14"), 1, 4, 0.01)
+    return gato._core.Solver64(str(urdf), ee_frame, 1, 4, 0.01, s._settings(s.params, "bdsv"), 1)
+
+
+def random_fext(rng, nbodies, scale=5.0):
+    return scale * rng.standard_normal(6 * nbodies)
+
+
+def pin_fext(model, slot):
+    """Our per-body [angular; linear] joint-local layout -> pinocchio Forces (linear, angular)."""
+    out = [pin.Force.Zero() for _ in range(model.njoints)]
+    for b in range(model.njoints - 1):
+        f = slot[6 * b:6 * b + 6]
+        out[b + 1] = pin.Force(f[3:], f[:3])
+    return out
+
+
+def check_against_pinocchio(core, model, frame, rng, rtol):
+    data = model.createData()
+    fid = model.getFrameId(frame)
+    assert core.lean_dynamics_available and core.lean_dynamics
+    for trial in range(12):
+        q = rng.uniform(-1.5, 1.5, model.nq)
+        v = 2 * rng.standard_normal(model.nv)
+        tau = 20 * rng.standard_normal(model.nv)
+        fext = random_fext(rng, model.njoints - 1) if trial % 2 else None
+        want = pin.aba(model, data, q, v, tau, pin_fext(model, fext)) if fext is not None else pin.aba(model, data, q, v, tau)
+        got = core.forward_dynamics(q, v, tau, fext)
+        scale = max(1.0, np.abs(want).max())
+        np.testing.assert_allclose(got, want, rtol=0, atol=rtol * scale)
+        pin.framesForwardKinematics(model, data, q)
+        np.testing.assert_allclose(core.frame_position(q), data.oMf[fid].translation, rtol=0, atol=rtol)
+        # The pinocchio path of the same plant agrees too.
+        core.lean_dynamics = False
+        np.testing.assert_allclose(core.forward_dynamics(q, v, tau, fext), want, rtol=0, atol=rtol * scale)
+        core.lean_dynamics = True
+
+
+@pytest.mark.parametrize("robot", ARMS)
+def test_lean_aba_matches_pinocchio_on_the_bundled_arms(robot):
+    urdf = gato.robot_urdf(robot)
+    s = gato.BSQP(urdf, 1, 4, 0.01)
+    model = pin.buildModelFromUrdf(str(urdf))
+    check_against_pinocchio(s._s, model, s.ee_frame, np.random.default_rng(0), 1e-12)
+
+
+def test_lean_aba_matches_pinocchio_on_a_tree_with_unaligned_and_prismatic_axes(tmp_path):
+    urdf = synthetic_tree_urdf(tmp_path / "tree.urdf")
+    model = pin.buildModelFromUrdf(str(urdf))
+    kinds = {model.joints[i].shortname() for i in range(1, model.njoints)}
+    assert {"JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned", "JointModelPY"} <= kinds
+    core = core_solver(urdf, "ee_link")
+    check_against_pinocchio(core, model, "ee_link", np.random.default_rng(1), 1e-12)
+
+
+def test_lean_aba_on_go2_tree():
+    """go2's legs (a 12-joint tree, axes x and y) as a fixed-base model."""
+    urdf = gato.robot_urdf("go2")
+    model = pin.buildModelFromUrdf(str(urdf))
+    frame = model.frames[-1].name
+    core = core_solver(urdf, frame)
+    check_against_pinocchio(core, model, frame, np.random.default_rng(2), 1e-12)
+
+
+def test_lean_aba_float32():
+    urdf = gato.robot_urdf("iiwa14")
+    s = gato.BSQP(urdf, 1, 4, 0.01, dtype=np.float32)
+    model = pin.buildModelFromUrdf(str(urdf))
+    data = model.createData()
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        q, v, tau = rng.uniform(-1, 1, 7), rng.standard_normal(7), 10 * rng.standard_normal(7)
+        want = pin.aba(model, data, q, v, tau)
+        got = s._s.forward_dynamics(q.astype(np.float32), v.astype(np.float32), tau.astype(np.float32), None)
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-4 * max(1.0, np.abs(want).max()))
+
+
+LINE_SEARCH_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import gato
+    out = {}
+    for integ in ["euler", "semi_implicit", "rk4"]:
+        res = []
+        for lean in (True, False):
+            rng = np.random.default_rng(5)
+            s = gato.BSQP(gato.robot_urdf("iiwa14"), 2, 12, 0.02, integrator=integ, max_sqp_iters=3)
+            s._s.lean_dynamics = lean
+            q0 = np.array([0.1, 0.5, -0.2, -1.2, 0.3, 0.6, -0.4])
+            x = np.stack([np.r_[q0 + 0.05 * rng.standard_normal(7), 0.3 * rng.standard_normal(7)] for _ in range(2)])
+            ref = np.tile(np.r_[s.ee_pos(q0) + [0.6, -0.1, 0.1], 0, 0, 0], (2, 12))
+            xu = s.hold_trajectory(x)
+            xu += 0.05 * rng.standard_normal(xu.shape)
+            f = np.zeros((2, 12, 6 * s.n_bodies)); f[:, :, 36:42] = 3 * rng.standard_normal((2, 12, 6))
+            s.set_f_ext_B(f)
+            r = s.solve(x, ref, xu)
+            res.append(dict(xu=np.asarray(r.xu).tolist(), step=r.stats.step_size.tolist(),
+                            min_merit=r.stats.min_merit.tolist()))
+        out[integ] = res
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("no_avx2", ["0", "1"])
+def test_multi_lane_line_search_matches_the_sequential_one(no_avx2):
+    """The multi-lane line search ('best': all 8 step sizes) picks the same step as the
+    sequential pinocchio one, with merits equal to rounding; GATO_LEAN_NO_AVX2=1 runs the
+    SSE2 kernels instead of the AVX2 ones."""
+    import json
+    env = dict(os.environ, GATO_LEAN_NO_AVX2=no_avx2)
+    out = subprocess.run([sys.executable, "-c", LINE_SEARCH_SCRIPT], env=env, capture_output=True,
+                         text=True, check=True)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    for integ, (lean, ref) in res.items():
+        step = np.asarray(lean["step"])
+        np.testing.assert_array_equal(step, ref["step"], err_msg=integ)
+        assert (step == 0.5).any(), integ  # the problem exercises a step below 1
+        # Merits agree to rounding on the scale of the largest one (later iterations sum
+        # terms of that size to small totals).
+        scale = np.abs(ref["min_merit"]).max()
+        np.testing.assert_allclose(lean["min_merit"], ref["min_merit"], rtol=0, atol=1e-11 * scale, err_msg=integ)
+        np.testing.assert_allclose(lean["xu"], ref["xu"], rtol=0, atol=1e-9, err_msg=integ)
