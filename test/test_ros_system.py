@@ -142,17 +142,8 @@ def test_realtime_bringup_runs_and_exits_cleanly(tmp_path, ros_env):
     share()
     from gato_ros.bag import read_bag
 
-    marker, bag, report = uuid.uuid4().hex, tmp_path / "rt_bag", tmp_path / "rt_report.json"
-    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=2", "lockstep:=false",
-                         "record:=true", f"bag:={bag}", "link_mass_scale:=L4:1.2", "payload_mass_kg:=0.5"],
-                        ros_env, marker, report)
-    try:
-        out = finish(proc, RUN_TIMEOUT_S)
-        assert_clean_exit(proc, out, report, marker)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        kill_tagged("GATO_TEST_MARKER", marker)
+    bag, out = run_sim(tmp_path, ros_env, "rt", 2,
+                       extra=["lockstep:=false", "link_mass_scale:=L4:1.2", "payload_mass_kg:=0.5"])
     msgs = read_bag(bag, ["/joint_states", "/gato_controller/command"])
     stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for _, m in msgs["/joint_states"]]
     assert len(stamps) >= 20 and stamps == sorted(stamps)           # the world ran (at whatever pace it got)

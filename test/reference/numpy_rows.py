@@ -39,8 +39,8 @@ def relaxed_log(d, delta):
 def phr(s, lam, rho, a, b):
     """(psi, psi', psi'') of the PHR term of one scalar constraint value s <= 0."""
     t = lam + rho * s
-    l = min(max(t, a), b)
-    return l * s - (l - lam) ** 2 / (2 * rho), l, (rho if a < t < b else 0.0)
+    m = min(max(t, a), b)          # the updated multiplier = psi'
+    return m * s - (m - lam) ** 2 / (2 * rho), m, (rho if a < t < b else 0.0)
 
 
 class RefRows:
@@ -146,20 +146,20 @@ class RefRows:
                             h[i] += w * float(ddb)
                     else:  # al
                         if lo == hi:
-                            c, l, dd = phr(val[i] - lo, g["lam_hi"][k, i], w, -np.inf, np.inf)
+                            c, dpsi, dd = phr(val[i] - lo, g["lam_hi"][k, i], w, -np.inf, np.inf)
                             cost += c
-                            v[i] += l
+                            v[i] += dpsi
                             h[i] += dd
                         else:
                             if np.isfinite(hi):
-                                c, l, dd = phr(val[i] - hi, g["lam_hi"][k, i], w, 0.0, np.inf)
+                                c, dpsi, dd = phr(val[i] - hi, g["lam_hi"][k, i], w, 0.0, np.inf)
                                 cost += c
-                                v[i] += l
+                                v[i] += dpsi
                                 h[i] += dd
                             if np.isfinite(lo):
-                                c, l, dd = phr(lo - val[i], g["lam_lo"][k, i], w, 0.0, np.inf)
+                                c, dpsi, dd = phr(lo - val[i], g["lam_lo"][k, i], w, 0.0, np.inf)
                                 cost += c
-                                v[i] -= l
+                                v[i] -= dpsi
                                 h[i] += dd
                 if H is not None:
                     H += G.T @ np.diag(h) @ G

@@ -1,5 +1,6 @@
 """rosbag2 files through the pure-Python ``rosbags`` library: a typestore that knows
-the gato_msgs types, and a reader returning decoded messages per topic.
+the gato_msgs types (what the recorder writes with), and a reader returning decoded
+messages per topic.
 
 gato_msgs definitions come from the installed ``share/gato_msgs/msg/*.msg`` (ament
 index), so a bag stores the same definition text and RIHS01 type hash rclpy uses.
@@ -35,13 +36,9 @@ def typestore():
 
 def read_bag(path, topics=None) -> dict:
     """{topic: [(log_time_ns, message), ...]} of a rosbag2 folder (MCAP or sqlite3), messages
-    decoded with :func:`typestore` (rosbags dataclasses, numpy arrays for numeric sequences)."""
-    from rosbags.rosbag2 import Reader
+    decoded with the bag's own definitions (rosbags dataclasses, numpy arrays for numeric
+    sequences). The project's one bag reader, :func:`gato.bagio.read_bag`, does the work:
+    a damaged bag gives what could be read (its problems are in that function's result)."""
+    from gato.bagio import read_bag as read
 
-    ts = typestore()
-    out: dict = {}
-    with Reader(Path(path)) as reader:
-        conns = [c for c in reader.connections if topics is None or c.topic in topics]
-        for conn, t, raw in reader.messages(connections=conns):
-            out.setdefault(conn.topic, []).append((t, ts.deserialize_cdr(raw, conn.msgtype)))
-    return out
+    return read(path, topics).messages

@@ -176,26 +176,32 @@ inline void skew_right(const T* X, const T* p, T* out) {
 }  // namespace ops
 
 /// Kinematics pass only: the world placement of every body (Body::oR, op).
+/// Body i's placement in its parent (b.R, b.p) at joint position qi: the fixed
+/// placement Rt, pt composed with the joint's motion about / along local +z.
+template <typename S, typename T>
+inline void joint_placement(const View<S>& m, int i, const T& qi, Body<T>& b) {
+  const S* Rt = &m.Rt[9 * i];
+  const S* pt = &m.pt[3 * i];
+  if (m.prismatic[i]) {
+    for (int k = 0; k < 9; ++k) b.R[k] = T{} + Rt[k];
+    for (int r = 0; r < 3; ++r) b.p[r] = pt[r] + Rt[3 * r + 2] * qi;
+  } else {
+    T s, c;
+    Lanes<T>::sincos(qi, s, c);
+    for (int r = 0; r < 3; ++r) {
+      b.R[3 * r] = Rt[3 * r] * c + Rt[3 * r + 1] * s;
+      b.R[3 * r + 1] = Rt[3 * r + 1] * c - Rt[3 * r] * s;
+      b.R[3 * r + 2] = T{} + Rt[3 * r + 2];
+      b.p[r] = T{} + pt[r];
+    }
+  }
+}
+
 template <typename S, typename T>
 void forward_kinematics(const View<S>& m, Body<T>* bd, const T* q) {
   for (int i = 0; i < m.n; ++i) {
     Body<T>& b = bd[i];
-    const S* Rt = &m.Rt[9 * i];
-    const S* pt = &m.pt[3 * i];
-    const T qi = q[m.idx[i]];
-    if (m.prismatic[i]) {
-      for (int k = 0; k < 9; ++k) b.R[k] = T{} + Rt[k];
-      for (int r = 0; r < 3; ++r) b.p[r] = pt[r] + Rt[3 * r + 2] * qi;
-    } else {
-      T s, c;
-      Lanes<T>::sincos(qi, s, c);
-      for (int r = 0; r < 3; ++r) {
-        b.R[3 * r] = Rt[3 * r] * c + Rt[3 * r + 1] * s;
-        b.R[3 * r + 1] = Rt[3 * r + 1] * c - Rt[3 * r] * s;
-        b.R[3 * r + 2] = T{} + Rt[3 * r + 2];
-        b.p[r] = T{} + pt[r];
-      }
-    }
+    joint_placement(m, i, q[m.idx[i]], b);
     const int pi = m.parent[i];
     if (pi < 0) {
       for (int k = 0; k < 9; ++k) b.oR[k] = b.R[k];
@@ -236,24 +242,10 @@ void aba(const View<S>& m, Body<T>* bd, const T* q, const T* qd, const T* tau, c
   // Pass 1: kinematics, velocities, bias accelerations and forces.
   for (int i = 0; i < n; ++i) {
     Body<T>& b = bd[i];
-    const S* Rt = &m.Rt[9 * i];
-    const S* pt = &m.pt[3 * i];
     const int j = m.idx[i];
     const T qi = q[j], vi = qd[j];
     const bool pris = m.prismatic[i];
-    if (pris) {
-      for (int k = 0; k < 9; ++k) b.R[k] = T{} + Rt[k];
-      for (int r = 0; r < 3; ++r) b.p[r] = pt[r] + Rt[3 * r + 2] * qi;
-    } else {
-      T s, c;
-      Lanes<T>::sincos(qi, s, c);
-      for (int r = 0; r < 3; ++r) {
-        b.R[3 * r] = Rt[3 * r] * c + Rt[3 * r + 1] * s;
-        b.R[3 * r + 1] = Rt[3 * r + 1] * c - Rt[3 * r] * s;
-        b.R[3 * r + 2] = T{} + Rt[3 * r + 2];
-        b.p[r] = T{} + pt[r];
-      }
-    }
+    joint_placement(m, i, qi, b);
     const int pi = m.parent[i];
     if (pi < 0) {
       for (int r = 0; r < 3; ++r) b.vl[r] = b.w[r] = T{};

@@ -60,7 +60,6 @@ def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, 
     nv = len(recording.joint_names)
     S = int(ctrl.solver.xu_size)
     nu = int(ctrl.solver.nu)
-    K = len(ticks)
     arr = {k: [] for k in ("x", "goals", "xu_warm", "dt_elapsed", "tick", "stamp_ns", "u_recorded", "u_replayed",
                            "u_standalone", "xu_recorded", "xu_standalone", "pred_err_torque", "config_json")}
     for i, tk in zip(indices, ticks):
@@ -94,7 +93,6 @@ def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **out)
-    assert len(out["x"]) == K
     return path
 
 

@@ -21,6 +21,7 @@ Where the inputs come from, best first:
 """
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -277,6 +278,8 @@ def _reconstruct(bag, snaps, joint_names, states_t, states, commands, problems):
     """Ticks rebuilt from commands, joint states, reference windows and parameter snapshots."""
     windows = _windows(bag)
     by_stamp = {w.stamp_ns: w for _, w in windows}
+    w_log = [tl for tl, _ in windows]          # log order: the latest window before a time by bisection
+    s_log = [t for t, _ in snaps]
     log_of_cmd = {}
     for t_log, m in _msgs(bag, "command"):
         log_of_cmd.setdefault(stamp_ns(m.header), t_log)
@@ -291,20 +294,15 @@ def _reconstruct(bag, snaps, joint_names, states_t, states, commands, problems):
         if source not in ("mpc", "fallback"):
             continue
         t_log = log_of_cmd.get(s, s)
-        cfg = None
-        for t_snap, c in snaps:
-            if t_snap <= t_log:
-                cfg = c
-        if cfg is None:
-            cfg = snaps[0][1]
+        cfg = snaps[max(bisect.bisect_right(s_log, t_log) - 1, 0)][1]
         i = st_index.get(s)
         if i is None:
             n_nostate += 1
             continue
         w = by_stamp.get(s) if cfg.get("reference_sync") else None
         if w is None:
-            earlier = [w for tl, w in windows if tl <= t_log]
-            w = earlier[-1] if earlier else None
+            k = bisect.bisect_right(w_log, t_log) - 1
+            w = windows[k][1] if k >= 0 else None
         if w is None:
             n_noref += 1
             continue

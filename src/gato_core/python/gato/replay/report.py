@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from pathlib import Path
 
 import numpy as np
@@ -94,8 +95,6 @@ class Report:
 
 def _inline(text: str) -> str:
     """The Markdown inline marks the report uses (**bold**, `code`) as HTML."""
-    import re
-
     text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
     return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
 
