@@ -1,10 +1,12 @@
 """The lean articulated-body algorithm (src/gato_core/cpp/src/lean_aba.hpp) against pinocchio.
 
-The plant's forward dynamics and EE kinematics run on the lean algorithm for
-trees of 1-DoF revolute / prismatic joints; the line search evaluates its trial
-points several at a time with its multi-lane kernels. Both must agree with
-pinocchio's aba to rounding, on the bundled arms and on a synthetic tree with
-unaligned, negative and prismatic axes, with and without external forces.
+The plant's forward dynamics, its derivatives (src/lean_derivs.hpp) and the EE
+kinematics run on the lean algorithm for trees of 1-DoF revolute / prismatic
+joints; the line search evaluates its trial points, and the KKT stage its knots,
+several at a time with the multi-lane kernels. All must agree with pinocchio's
+aba and computeABADerivatives to rounding, on the bundled arms and on a
+synthetic tree with unaligned, negative and prismatic axes, with and without
+external forces.
 """
 import os
 import subprocess
@@ -147,6 +149,65 @@ def test_lean_aba_float32():
         np.testing.assert_allclose(got, want, rtol=0, atol=2e-4 * max(1.0, np.abs(want).max()))
 
 
+def check_derivatives_against_pinocchio(core, model, rng, rtol):
+    """Lean dqdd/dq, dqdd/dqd and M^-1 (and with external forces, the whole knot
+    linearization) against pinocchio's computeABADerivatives."""
+    data = model.createData()
+    n = model.nv
+    assert core.lean_dynamics
+    for trial in range(8):
+        q = rng.uniform(-1.5, 1.5, model.nq)
+        v = 2 * rng.standard_normal(n)
+        tau = 20 * rng.standard_normal(n)
+        pin.computeABADerivatives(model, data, q, v, tau)
+        minv = np.triu(data.Minv) + np.triu(data.Minv, 1).T
+        want = (data.ddq, data.ddq_dq, data.ddq_dv, minv)
+        got = core.forward_dynamics_derivatives(q, v, tau)
+        for name, g, w in zip(("qdd", "dqdd/dq", "dqdd/dqd", "Minv"), got, want):
+            np.testing.assert_allclose(g, w, rtol=0, atol=rtol * max(1.0, np.abs(w).max()), err_msg=name)
+        # With external forces: the knot linearization (x+, A, B) of the lean path
+        # against the pinocchio path of the same plant.
+        fext = random_fext(rng, model.njoints - 1)
+        x = np.r_[q, v]
+        lean = core.linearize(x, tau, fext)
+        core.lean_dynamics = False
+        ref = core.linearize(x, tau, fext)
+        core.lean_dynamics = True
+        for name, g, w in zip(("x+", "A", "B"), lean, ref):
+            np.testing.assert_allclose(g, w, rtol=0, atol=rtol * max(1.0, np.abs(w).max()), err_msg=name)
+
+
+@pytest.mark.parametrize("robot", ARMS)
+def test_lean_derivatives_match_pinocchio_on_the_bundled_arms(robot):
+    urdf = gato.robot_urdf(robot)
+    s = gato.BSQP(urdf, 1, 4, 0.01)
+    check_derivatives_against_pinocchio(s._s, pin.buildModelFromUrdf(str(urdf)), np.random.default_rng(6), 1e-11)
+
+
+def test_lean_derivatives_match_pinocchio_on_trees(tmp_path):
+    urdf = synthetic_tree_urdf(tmp_path / "tree.urdf")
+    core = core_solver(urdf, "ee_link")
+    check_derivatives_against_pinocchio(core, pin.buildModelFromUrdf(str(urdf)), np.random.default_rng(7), 1e-11)
+    go2 = gato.robot_urdf("go2")
+    model = pin.buildModelFromUrdf(str(go2))
+    core = core_solver(go2, model.frames[-1].name)
+    check_derivatives_against_pinocchio(core, model, np.random.default_rng(8), 1e-11)
+
+
+def test_lean_derivatives_float32():
+    urdf = gato.robot_urdf("iiwa14")
+    s = gato.BSQP(urdf, 1, 4, 0.01, dtype=np.float32)
+    model = pin.buildModelFromUrdf(str(urdf))
+    data = model.createData()
+    rng = np.random.default_rng(9)
+    for _ in range(5):
+        q, v, tau = rng.uniform(-1, 1, 7), rng.standard_normal(7), 10 * rng.standard_normal(7)
+        pin.computeABADerivatives(model, data, q, v, tau)
+        got = s._s.forward_dynamics_derivatives(*(a.astype(np.float32) for a in (q, v, tau)))
+        for g, w in zip(got[1:3], (data.ddq_dq, data.ddq_dv)):
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-3 * max(1.0, np.abs(w).max()))
+
+
 LINE_SEARCH_SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
@@ -176,8 +237,9 @@ LINE_SEARCH_SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("no_avx2", ["0", "1"])
 def test_multi_lane_line_search_matches_the_sequential_one(no_avx2):
     """The multi-lane line search ('best': all 8 step sizes) picks the same step as the
-    sequential pinocchio one, with merits equal to rounding; GATO_LEAN_NO_AVX2=1 runs the
-    SSE2 kernels instead of the AVX2 ones."""
+    sequential pinocchio one, with merits equal to rounding, and the multi-lane KKT
+    linearization (Euler, semi-implicit; RK4 runs the scalar lean derivatives) gives the
+    same iterates; GATO_LEAN_NO_AVX2=1 runs the SSE2 kernels instead of the AVX2 ones."""
     import json
     env = dict(os.environ, GATO_LEAN_NO_AVX2=no_avx2)
     out = subprocess.run([sys.executable, "-c", LINE_SEARCH_SCRIPT], env=env, capture_output=True,

@@ -231,10 +231,10 @@ void ee_position(const View<S>& m, const Body<T>* bd, T* ee) {
 
 /// qdd = FD(q, qd, tau, fext). q, qd, tau, qdd: nv lanes each, indexed like
 /// pinocchio's velocity vector. fext: nullptr or 6 per body in the pinocchio
-/// joint-local frame, [angular; linear], the same for every lane.
-/// ee (nullable): the EE world position (3 lanes).
-template <typename S, typename T>
-void aba(const View<S>& m, Body<T>* bd, const T* q, const T* qd, const T* tau, const S* fext,
+/// joint-local frame, [angular; linear]; F = S: the same for every lane,
+/// F = T: per lane. ee (nullable): the EE world position (3 lanes).
+template <typename S, typename T, typename F = S>
+void aba(const View<S>& m, Body<T>* bd, const T* q, const T* qd, const T* tau, const F* fext,
          T* qdd, T* ee = nullptr) {
   using namespace ops;
   const int n = m.n;
@@ -293,8 +293,8 @@ void aba(const View<S>& m, Body<T>* bd, const T* q, const T* qd, const T* tau, c
     cross(b.vl, hl, t1);
     for (int r = 0; r < 3; ++r) b.fa[r] += t1[r];
     if (fext) {
-      const S* f = fext + 6 * i;
-      S fa[3] = {f[0], f[1], f[2]}, fl[3] = {f[3], f[4], f[5]};
+      const F* f = fext + 6 * i;
+      F fa[3] = {f[0], f[1], f[2]}, fl[3] = {f[3], f[4], f[5]};
       if (m.rotated[i]) {
         const S* Rf = &m.Rf[9 * i];
         mv(Rf, f, fa);
@@ -422,97 +422,6 @@ void aba(const View<S>& m, Body<T>* bd, const T* q, const T* qd, const T* tau, c
     }
   }
   if (world) ee_position(m, bd, ee);
-}
-
-// ------------------------------------------------------------------ kernels
-// The entry points of gato/lean_model.hpp (Kernels<S>) for lane type T: the
-// lane-minor arrays of the caller are copied into aligned T arrays of the
-// scratch, so the caller needs no vector types.
-template <typename T>
-struct Buf {  // scratch layout for n bodies
-  static std::size_t bytes(int n) { return sizeof(Body<T>) * n + sizeof(T) * (16 * n + 16); }
-};
-
-template <typename S, typename T>
-void k_aba(const View<S>& m, void* scratch, const S* q, const S* qd, const S* tau, const S* fext,
-           S* qdd, S* ee) {
-  const int n = m.n;
-  const std::size_t z = sizeof(T) * n;
-  Body<T>* bd = static_cast<Body<T>*>(scratch);
-  T* Q = reinterpret_cast<T*>(bd + n);
-  T *V = Q + n, *U = V + n, *A = U + n, *E = A + n;
-  std::memcpy(Q, q, z);
-  std::memcpy(V, qd, z);
-  std::memcpy(U, tau, z);
-  aba<S, T>(m, bd, Q, V, U, fext, A, ee ? E : nullptr);
-  std::memcpy(qdd, A, z);
-  if (ee) std::memcpy(ee, E, 3 * sizeof(T));
-}
-
-template <typename S, typename T>
-void k_ee(const View<S>& m, void* scratch, const S* q, S* ee) {
-  const int n = m.n;
-  Body<T>* bd = static_cast<Body<T>*>(scratch);
-  T* Q = reinterpret_cast<T*>(bd + n);
-  T* E = Q + n;
-  std::memcpy(Q, q, sizeof(T) * n);
-  forward_kinematics<S, T>(m, bd, Q);
-  ee_position<S, T>(m, bd, E);
-  std::memcpy(ee, E, 3 * sizeof(T));
-}
-
-// x+ = f(x, u): the integrators of gato/integrator.hpp (dynamics_step), in
-// the same order of operations. integ: Integrator as int.
-template <typename S, typename T>
-void k_step(const View<S>& m, void* scratch, int integ, S h, const S* x, const S* u, const S* fext,
-            S* xn, S* ee) {
-  const int n = m.n, nx = 2 * n;
-  Body<T>* bd = static_cast<Body<T>*>(scratch);
-  T* X = reinterpret_cast<T*>(bd + n);
-  T *U = X + nx, *XN = U + n, *QDD = XN + nx, *E = QDD + n, *XS = E + 4;  // 9n + 4 of 16n + 16
-  T* K = XS + nx;  // 4 stages of nx
-  std::memcpy(X, x, sizeof(T) * nx);
-  std::memcpy(U, u, sizeof(T) * n);
-  T* Eo = ee ? E : nullptr;
-  if (integ == 2 /* Integrator::kRk4 */) {
-    auto deriv = [&](const T* xi, T* k, T* ee_out) {
-      aba<S, T>(m, bd, xi, xi + n, U, fext, QDD, ee_out);
-      for (int j = 0; j < n; ++j) {
-        k[j] = xi[n + j];
-        k[n + j] = QDD[j];
-      }
-    };
-    T *K0 = K, *K1 = K + nx, *K2 = K + 2 * nx, *K3 = K + 3 * nx;
-    deriv(X, K0, Eo);
-    for (int i = 0; i < nx; ++i) XS[i] = X[i] + (h / 2) * K0[i];
-    deriv(XS, K1, nullptr);
-    for (int i = 0; i < nx; ++i) XS[i] = X[i] + (h / 2) * K1[i];
-    deriv(XS, K2, nullptr);
-    for (int i = 0; i < nx; ++i) XS[i] = X[i] + h * K2[i];
-    deriv(XS, K3, nullptr);
-    for (int i = 0; i < nx; ++i) XN[i] = X[i] + (h / 6) * (K0[i] + 2 * K1[i] + 2 * K2[i] + K3[i]);
-  } else {
-    aba<S, T>(m, bd, X, X + n, U, fext, QDD, Eo);
-    for (int j = 0; j < n; ++j) XN[n + j] = X[n + j] + h * QDD[j];
-    if (integ == 0 /* Integrator::kEuler */) {
-      for (int j = 0; j < n; ++j) XN[j] = X[j] + h * X[n + j] + (h * h / 2) * QDD[j];
-    } else {
-      for (int j = 0; j < n; ++j) XN[j] = X[j] + h * XN[n + j];
-    }
-  }
-  std::memcpy(xn, XN, sizeof(T) * nx);
-  if (ee) std::memcpy(ee, E, 3 * sizeof(T));
-}
-
-template <typename S, typename T>
-Kernels<S> make_kernels(int n) {
-  Kernels<S> k{};
-  k.W = Lanes<T>::W;
-  k.scratch_bytes = Buf<T>::bytes(n);
-  k.aba = &k_aba<S, T>;
-  k.ee = &k_ee<S, T>;
-  k.step = &k_step<S, T>;
-  return k;
 }
 
 }  // namespace GATO_LEAN_ISA

@@ -4,7 +4,7 @@
 // No pinocchio here: this TU compiles in seconds.
 #include <cstdlib>
 
-#include "lean_aba.hpp"
+#include "lean_kernels_impl.hpp"
 
 namespace gato {
 namespace lean {

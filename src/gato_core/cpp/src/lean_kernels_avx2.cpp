@@ -5,7 +5,7 @@
 // gato::lean::isa_avx2 (GATO_LEAN_ISA), so the linker cannot mix it up with the
 // generic instantiations; the interface (Kernels, View) carries no vector type.
 #define GATO_LEAN_ISA isa_avx2
-#include "lean_aba.hpp"
+#include "lean_kernels_impl.hpp"
 
 namespace gato {
 namespace lean {

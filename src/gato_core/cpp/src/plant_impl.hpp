@@ -41,13 +41,15 @@ class PinocchioWorkspace : public PlantWorkspace<S> {
  public:
   using Model = pinocchio::ModelTpl<S>;
   PinocchioWorkspace(const Model& m, std::size_t lean_bytes)
-      : data(m), fext(m.njoints, pinocchio::ForceTpl<S>::Zero()), J6(6, m.nv), lean(lean_bytes) {
+      : data(m), fext(m.njoints, pinocchio::ForceTpl<S>::Zero()), J6(6, m.nv), lean(lean_bytes),
+        lean_out(lean_bytes ? 3 * m.nv * m.nv + 3 * m.nv : 0) {
     J6.setZero();
   }
   pinocchio::DataTpl<S> data;
   std::vector<pinocchio::ForceTpl<S>> fext;
   MatX<S> J6;
   lean::Scratch lean;
+  std::vector<S> lean_out;  // row-major dq, dv, Minv, J of the lean derivatives
 };
 
 template <typename S>
@@ -91,6 +93,9 @@ std::unique_ptr<lean::Model<S>> build_lean_model(const pinocchio::Model& m,
   L->armature.resize(n);
   L->Rf.resize(9 * n);
   L->rotated.resize(n);
+  L->last.resize(n);
+  L->com.resize(3 * n);
+  L->Icom.resize(9 * n);
   auto put3 = [](std::vector<S>& dst, int i, const M3& R) {
     for (int r = 0; r < 3; ++r)
       for (int c = 0; c < 3; ++c) dst[9 * i + 3 * r + c] = S(R(r, c));
@@ -147,9 +152,25 @@ std::unique_ptr<lean::Model<S>> build_lean_model(const pinocchio::Model& m,
     L->mass[b] = S(mass);
     put3(L->B0, b, -mass * C);
     put3(L->C0, b, Ic - mass * C * C);
+    put3(L->Icom, b, Ic);
+    for (int r = 0; r < 3; ++r) L->com[3 * b + r] = S(c[r]);
     L->armature[b] = S(m.armature[jm.idx_v()]);
     put3(L->Rf, b, Ra[i].transpose());
     L->rotated[b] = a != ez;
+  }
+  // Subtrees must be contiguous in body order (the derivative passes rely on
+  // it); pinocchio's depth-first numbering guarantees it, so this only guards.
+  for (int b = n - 1; b >= 0; --b) {
+    L->last[b] = std::max(L->last[b], b);
+    const int p = L->parent[b];
+    if (p >= 0) L->last[p] = std::max(L->last[p], L->last[b]);
+  }
+  for (int b = 0; b < n; ++b) {
+    for (int c = b + 1; c <= L->last[b]; ++c) {
+      int a = c;
+      while (a > b) a = L->parent[a];
+      if (a != b) return nullptr;
+    }
   }
   const V3 g = -m.gravity.linear();
   for (int r = 0; r < 3; ++r) L->g[r] = S(g[r]);
@@ -277,6 +298,21 @@ void Plant<S>::forward_dynamics_derivatives(PlantWorkspace<S>& ws, const S* q, c
                                             Mat* J) const {
   auto& w = detail::cast(ws);
   const auto& m = impl_->model;
+  if (use_lean()) {
+    using RowMap = Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+    const int n = m.nv;
+    S* dq = w.lean_out.data();
+    S *dv = dq + n * n, *Mi = dv + n * n, *Jr = Mi + n * n;
+    S e3[3];
+    impl_->lean_k1.derivs(impl_->lean_view, w.lean.data(), q, v, tau, fext, qdd, dq, dv, Mi,
+                          e3, J ? Jr : nullptr);
+    dqdd_dq = RowMap(dq, n, n);
+    dqdd_dv = RowMap(dv, n, n);
+    Minv = RowMap(Mi, n, n);
+    if (ee) std::copy(e3, e3 + 3, ee);
+    if (J) *J = RowMap(Jr, 3, n);
+    return;
+  }
   Eigen::Map<const Vec> Q(q, m.nq), V(v, m.nv), T(tau, m.nv);
   if (fext) {
     detail::load_fext(w, fext, nbodies());

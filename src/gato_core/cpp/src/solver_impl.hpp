@@ -117,6 +117,12 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void recover_step(Entry& e);
   S trial_merit(Entry& e, S alpha);
   void trial_merits_lanes(Entry& e, const S* alphas, S* out);
+  void linearize_lanes(Entry& e, int k0);
+  // The KKT stage linearizes W knots per call (Euler and semi-implicit Euler;
+  // RK4 chains its stages through the scalar path).
+  bool use_kkt_lanes() const {
+    return lanes_ && plant_->use_lean() && set_.integrator != Integrator::kRk4;
+  }
   bool use_lanes() const {
     return lanes_ && set_.line_search == LineSearch::kBest && plant_->use_lean();
   }
@@ -262,6 +268,8 @@ struct BatchSolverImpl<S, NV>::Entry {
   // Lean multi-lane line search: scratch and lane-minor trial states.
   lean::Scratch lscr;
   std::vector<S> lx, lu, lxn, lee;
+  // Multi-lane KKT linearization: lane-minor inputs and outputs of W knots.
+  std::vector<S> kq, kv, ku, kf, kqdd, kdq, kdv, kMi, kee, kJ;
 
   S* x(int k) { return xu.data() + k * (nx + nu); }
   S* u(int k) { return xu.data() + k * (nx + nu) + nx; }
@@ -300,6 +308,17 @@ BatchSolverImpl<S, NV>::BatchSolverImpl(std::shared_ptr<const Plant<S>> plant, i
       e.lu.assign(size_t(W) * nu_, S(0));
       e.lxn.assign(size_t(W) * nx_, S(0));
       e.lee.assign(size_t(W) * 3, S(0));
+      const size_t n = size_t(nv_), nb = size_t(plant_->nbodies());
+      e.kq.assign(W * n, S(0));
+      e.kv.assign(W * n, S(0));
+      e.ku.assign(W * n, S(0));
+      e.kf.assign(W * 6 * nb, S(0));
+      e.kqdd.assign(W * n, S(0));
+      e.kdq.assign(W * n * n, S(0));
+      e.kdv.assign(W * n * n, S(0));
+      e.kMi.assign(W * n * n, S(0));
+      e.kee.assign(W * 3, S(0));
+      e.kJ.assign(W * 3 * n, S(0));
     }
   }
   const auto& L = plant_->limits();
@@ -442,6 +461,7 @@ template <typename S, int NV>
 S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
   const int nv = nv_, nx = nx_;
   const S wq = S(set_.q_lim_cost), wv = S(set_.vel_lim_cost), wu = S(set_.ctrl_lim_cost);
+  const bool kkt_lanes = use_kkt_lanes();
   S cost = 0, defect = 0;
   for (int k = 0; k < N_; ++k) {
     const S* x = e.x(k);
@@ -449,7 +469,29 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
     VecNX& q = e.qv[k];
     Vec3& ee = e.ee[k];
     // Dynamics first: the same kinematics pass yields the EE position and Jacobian.
-    if (k < N_ - 1) {
+    if (kkt_lanes) {
+      const int W = lk_.W, l = k % W;
+      if (l == 0) linearize_lanes(e, k);
+      for (int r = 0; r < 3; ++r) {
+        ee[r] = e.kee[r * W + l];
+        for (int j = 0; j < nv; ++j) e.J(r, j) = e.kJ[(r * nv + j) * W + l];
+      }
+      if (k < N_ - 1) {
+        auto& d = e.dyn;
+        for (int i = 0; i < nv; ++i) {
+          d.qdd[i] = e.kqdd[i * W + l];
+          for (int j = 0; j < nv; ++j) {
+            const int o = (i * nv + j) * W + l;
+            d.Qq(i, j) = e.kdq[o];
+            d.Qv(i, j) = e.kdv[o];
+            d.Minv(i, j) = e.kMi[o];
+          }
+        }
+        euler_linearize(set_.integrator, dt_, nv, x, d, e.xnext.data(), e.A[k], e.Bm[k]);
+        e.c[k + 1] = Eigen::Map<const VecNX>(e.x(k + 1), nx) - e.xnext;
+        defect += e.c[k + 1].template lpNorm<1>();
+      }
+    } else if (k < N_ - 1) {
       dynamics_linearize(*plant_, *e.ws, e.dyn, set_.integrator, dt_, x, e.u(k), fext_ptr(e.b, k),
                          e.xnext.data(), e.A[k], e.Bm[k], ee.data(), &e.Jdyn);
       e.J = e.Jdyn;
@@ -508,6 +550,32 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
     cost += rows_cost(e, e.xu.data(), e.ee[N_ - 1].data(), true, false);
   }
   return cost + e.mu * defect;
+}
+
+// Dynamics derivatives and EE kinematics of knots k0 .. k0 + W - 1 in one
+// call of the multi-lane lean kernel (lane l = knot k0 + l). The last knot has
+// no control: it runs with u = 0 and only its EE position and Jacobian are
+// used. Lanes past the last knot repeat it.
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::linearize_lanes(Entry& e, int k0) {
+  const int W = lk_.W, nv = nv_, nf = 6 * plant_->nbodies();
+  for (int l = 0; l < W; ++l) {
+    const int k = std::min(k0 + l, N_ - 1);
+    const S* x = e.x(k);
+    const bool has_u = k < N_ - 1;
+    for (int j = 0; j < nv; ++j) {
+      e.kq[j * W + l] = x[j];
+      e.kv[j * W + l] = x[nv + j];
+      e.ku[j * W + l] = has_u ? e.u(k)[j] : S(0);
+    }
+    if (has_fext_) {
+      const S* f = fext_ptr(e.b, k);
+      for (int i = 0; i < nf; ++i) e.kf[i * W + l] = f[i];
+    }
+  }
+  lk_.derivs(lview_, e.lscr.data(), e.kq.data(), e.kv.data(), e.ku.data(),
+             has_fext_ ? e.kf.data() : nullptr, e.kqdd.data(), e.kdq.data(), e.kdv.data(),
+             e.kMi.data(), e.kee.data(), e.kJ.data());
 }
 
 // Blocks of M = -S (docs/solver_method.md, step 2) and the preconditioner.

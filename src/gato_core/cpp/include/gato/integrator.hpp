@@ -61,6 +61,32 @@ void dynamics_step(const Plant<S>& plant, PlantWorkspace<S>& ws, DynamicsScratch
   }
 }
 
+/// The Euler / semi-implicit Euler step and its Jacobians from the continuous
+/// ones in s (qdd, Qq = dqdd/dq, Qv = dqdd/dqd, Minv = dqdd/dtau) at x:
+/// xn = f(x, u), A = df/dx, B = df/du.
+template <typename S, typename MA, typename MB>
+void euler_linearize(Integrator integ, S h, int nv, const S* x, const DynamicsScratch<S>& s,
+                     S* xn, MA& A, MB& B) {
+  Eigen::Map<const VecX<S>> X(x, 2 * nv);
+  Eigen::Map<VecX<S>> XN(xn, 2 * nv);
+  auto q = X.head(nv);
+  auto v = X.tail(nv);
+  XN.tail(nv).noalias() = v + h * s.qdd;
+  // Position rows scale with c2 (h^2/2 for constant acceleration, h^2 for
+  // semi-implicit Euler, whose position update uses the new velocity).
+  const S c2 = integ == Integrator::kEuler ? h * h / 2 : h * h;
+  XN.head(nv).noalias() = q + h * v + c2 * s.qdd;
+  A.topLeftCorner(nv, nv) = c2 * s.Qq;
+  A.topLeftCorner(nv, nv).diagonal().array() += S(1);
+  A.topRightCorner(nv, nv) = c2 * s.Qv;
+  A.topRightCorner(nv, nv).diagonal().array() += h;
+  A.bottomLeftCorner(nv, nv) = h * s.Qq;
+  A.bottomRightCorner(nv, nv) = h * s.Qv;
+  A.bottomRightCorner(nv, nv).diagonal().array() += S(1);
+  B.topRows(nv) = c2 * s.Minv;
+  B.bottomRows(nv) = h * s.Minv;
+}
+
 /// xn = f(x, u) with A = df/dx (nx x nx) and B = df/du (nx x nu); ee / J
 /// (nullable): the EE position and its Jacobian at x, from the same pass.
 template <typename S, typename MA, typename MB>
@@ -108,22 +134,7 @@ void dynamics_linearize(const Plant<S>& plant, PlantWorkspace<S>& ws, DynamicsSc
     return;
   }
   plant.forward_dynamics_derivatives(ws, x, x + nv, u, fext, s.qdd.data(), s.Qq, s.Qv, s.Minv, ee, J);
-  auto q = X.head(nv);
-  auto v = X.tail(nv);
-  XN.tail(nv).noalias() = v + h * s.qdd;
-  // Position rows scale with c2 (h^2/2 for constant acceleration, h^2 for
-  // semi-implicit Euler, whose position update uses the new velocity).
-  const S c2 = integ == Integrator::kEuler ? h * h / 2 : h * h;
-  XN.head(nv).noalias() = q + h * v + c2 * s.qdd;
-  A.topLeftCorner(nv, nv) = c2 * s.Qq;
-  A.topLeftCorner(nv, nv).diagonal().array() += S(1);
-  A.topRightCorner(nv, nv) = c2 * s.Qv;
-  A.topRightCorner(nv, nv).diagonal().array() += h;
-  A.bottomLeftCorner(nv, nv) = h * s.Qq;
-  A.bottomRightCorner(nv, nv) = h * s.Qv;
-  A.bottomRightCorner(nv, nv).diagonal().array() += S(1);
-  B.topRows(nv) = c2 * s.Minv;
-  B.bottomRows(nv) = h * s.Minv;
+  euler_linearize(integ, h, nv, x, s, xn, A, B);
 }
 
 }  // namespace gato

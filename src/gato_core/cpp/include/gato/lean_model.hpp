@@ -33,6 +33,10 @@ struct View {
   const S* armature;
   const S* Rf;                      // pinocchio joint frame -> canonical frame (9 per body)
   const unsigned char* rotated;     // Rf != I
+  const int* last;                  // last body of the subtree of each body (subtrees are
+                                    // contiguous: pinocchio numbers the joints depth-first)
+  const S* com;                     // centre of mass in the canonical frame (3 per body)
+  const S* Icom;                    // rotational inertia about it, canonical axes (9 per body)
   S g[3];                           // linear acceleration of the universe (-gravity)
   int ee_body;                      // body of the EE frame (-1: fixed to the universe)
   S ee_p[3];                        // EE origin in that body's canonical frame (or world)
@@ -42,9 +46,9 @@ struct View {
 template <typename S>
 struct Model {
   int n = 0;
-  std::vector<int> parent, idx;
+  std::vector<int> parent, idx, last;
   std::vector<unsigned char> prismatic, rotated;
-  std::vector<S> Rt, pt, mass, B0, C0, armature, Rf;
+  std::vector<S> Rt, pt, mass, B0, C0, armature, Rf, com, Icom;
   S g[3] = {0, 0, 0};
   int ee_body = -1;
   S ee_p[3] = {0, 0, 0};
@@ -52,7 +56,7 @@ struct Model {
   View<S> view() const {
     return View<S>{n, parent.data(), idx.data(), prismatic.data(), Rt.data(), pt.data(),
                    mass.data(), B0.data(), C0.data(), armature.data(), Rf.data(), rotated.data(),
-                   {g[0], g[1], g[2]}, ee_body, {ee_p[0], ee_p[1], ee_p[2]}};
+                   last.data(), com.data(), Icom.data(), {g[0], g[1], g[2]}, ee_body, {ee_p[0], ee_p[1], ee_p[2]}};
   }
 };
 
@@ -88,6 +92,13 @@ struct Kernels {  // an aggregate without initializers: nothing inline to emit p
   /// integ: gato::Integrator as int.
   void (*step)(const View<S>&, void* scratch, int integ, S h, const S* x, const S* u,
                const S* fext, S* xn, S* ee);
+  /// qdd = FD(q, qd, tau, fext) and its derivatives (src/lean_derivs.hpp):
+  /// dq = dqdd/dq, dv = dqdd/dqd, Minv = dqdd/dtau (n x n, row-major per
+  /// lane); ee / J (nullable): the EE world position and its position
+  /// Jacobian in world axes (3 x n, row-major per lane). Here fext is per
+  /// lane: nullptr or 6 per body per lane, lane-minor like everything else.
+  void (*derivs)(const View<S>&, void* scratch, const S* q, const S* qd, const S* tau,
+                 const S* fext, S* qdd, S* dq, S* dv, S* Minv, S* ee, S* J);
 };
 
 /// Kernels of W lanes: W = 1, or the widest multi-lane set this CPU runs
