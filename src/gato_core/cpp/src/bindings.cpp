@@ -363,8 +363,20 @@ void bind_solver(py::module_& m, const char* name) {
 
 }  // namespace
 
-PYBIND11_MODULE(_core, m) {
+// The same sources build two modules (CMakeLists.txt): _core for any x86-64
+// CPU and _core_avx2 with AVX2 + FMA; gato._native imports the one the CPU runs.
+#ifndef GATO_MODULE_NAME
+#define GATO_MODULE_NAME _core
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#define GATO_MODULE_ISA "avx2+fma"
+#else
+#define GATO_MODULE_ISA "baseline"
+#endif
+
+PYBIND11_MODULE(GATO_MODULE_NAME, m) {
   m.doc() = "gato C++ core: batched SQP solver (CPU backend) over a pinocchio plant";
+  m.attr("ISA") = GATO_MODULE_ISA;
   bind_solver<double>(m, "Solver64");
   bind_solver<float>(m, "Solver32");
   m.attr("LINSYS_PCG") = int(LinSys::kPcg);

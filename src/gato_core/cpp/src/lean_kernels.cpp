@@ -18,9 +18,12 @@ Kernels<float> kernels_float(int n);
 static bool cpu_has_avx2_fma() {
   static const bool ok = [] {
     __builtin_cpu_init();
-    // GATO_LEAN_NO_AVX2=1 forces the SSE2 kernels (tests of both paths).
-    const char* off = std::getenv("GATO_LEAN_NO_AVX2");
-    if (off && *off && *off != '0') return false;
+    // GATO_LEAN_NO_AVX2=1 forces the SSE2 kernels (tests of both paths);
+    // GATO_NO_AVX2=1 forces them too, with the baseline core (gato._native).
+    for (const char* var : {"GATO_LEAN_NO_AVX2", "GATO_NO_AVX2"}) {
+      const char* off = std::getenv(var);
+      if (off && *off && *off != '0') return false;
+    }
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
   return ok;

@@ -4,6 +4,7 @@ The public surface: :class:`BSQP` (the solver), :class:`SolverParams` (its
 configuration), :class:`SolveResult` / :class:`SolverStats`, and the robot
 registry helpers. No ROS imports anywhere in this package.
 """
+from ._native import core as _core  # the C++ core this CPU runs (gato._native)
 from .config import SolverParams
 from .interface import BSQP, SolveResult, SolverStats, available, module_name, robot_info, robot_urdf
 from ._cache import register_robot

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from . import _core
+from ._native import core as _core
 from . import rowkinds as rk
 from ._arrays import batch_array, to_numpy, vector
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _core
+from ._native import core as _core
 from ._arrays import batch_array, from_numpy, kind_of, to_numpy, vector
 from .config import LINSYS_MODES, SolverParams
 from .results import SolveResult, SolverStats

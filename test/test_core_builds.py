@@ -1,0 +1,74 @@
+"""The two builds of the C++ core (gato._native): _core_avx2 (AVX2 + FMA) where the
+CPU runs it, the baseline _core everywhere else, and GATO_NO_AVX2=1 to force the
+baseline. Both must solve the same problems to rounding, and the baseline must
+pass the solver's acceptance tests on this machine too."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gato
+from gato._native import cpu_has_avx2_fma
+
+HERE = Path(__file__).resolve().parent
+
+SOLVE = """
+import json, numpy as np, gato
+out = {"module": gato._core.__name__, "isa": gato._core.ISA}
+for integ in ("semi_implicit", "rk4"):
+    s = gato.BSQP(gato.robot_urdf("iiwa14"), 4, 16, 0.02, integrator=integ, max_sqp_iters=4)
+    rng = np.random.default_rng(11)
+    q0 = np.array([0.1, 0.5, -0.2, -1.2, 0.3, 0.6, -0.4])
+    x = np.stack([np.r_[q0 + 0.05 * rng.standard_normal(7), 0.2 * rng.standard_normal(7)] for _ in range(4)])
+    ref = np.tile(np.r_[s.ee_pos(q0) + [0.1, -0.1, 0.05], 0, 0, 0], (4, 16))
+    r = s.solve(x, ref, s.hold_trajectory(x))
+    out[integ] = np.asarray(r.xu).tolist()
+print(json.dumps(out))
+"""
+
+
+def run(code_or_args, no_avx2):
+    env = dict(os.environ, GATO_NO_AVX2="1" if no_avx2 else "0")
+    args = ["-c", code_or_args] if isinstance(code_or_args, str) else code_or_args
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, cwd=HERE.parent)
+
+
+def test_the_loaded_core_matches_the_cpu():
+    name = gato._core.__name__
+    if os.environ.get("GATO_NO_AVX2", "0") not in ("", "0") or not cpu_has_avx2_fma():
+        assert name == "gato._core" and gato._core.ISA == "baseline"
+    else:
+        assert name == "gato._core_avx2" and gato._core.ISA == "avx2+fma"
+    # One module per process: importing gato._core gives the chosen one.
+    import gato._core as again
+    assert again is gato._core
+
+
+def test_both_builds_solve_alike():
+    if not cpu_has_avx2_fma():
+        pytest.skip("this CPU has no AVX2 + FMA: only the baseline core runs here")
+    res = {}
+    for no_avx2 in (False, True):
+        p = run(SOLVE, no_avx2)
+        assert p.returncode == 0, p.stderr[-2000:]
+        res[no_avx2] = json.loads(p.stdout.strip().splitlines()[-1])
+    assert res[False]["isa"] == "avx2+fma" and res[True]["isa"] == "baseline"
+    assert res[True]["module"] == "gato._core"
+    for integ in ("semi_implicit", "rk4"):
+        a, b = np.asarray(res[False][integ]), np.asarray(res[True][integ])
+        assert np.isfinite(a).all()
+        # FMA contractions round differently; four SQP iterations keep it at rounding level.
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-8, err_msg=integ)
+
+
+def test_the_baseline_core_passes_the_solver_acceptance_tests():
+    if not cpu_has_avx2_fma():
+        pytest.skip("the baseline core is the one every other test runs here")
+    p = run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test/test_reference_bsqp.py",
+             "test/test_solver_core.py", "test/test_lean_dynamics.py"], no_avx2=True)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert " passed" in p.stdout
