@@ -628,10 +628,12 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
       phi.template leftCols<NV>().noalias() = e.A[k].template leftCols<NV>() * e.Qpp_inv[k];
       phi.template rightCols<NV>() = e.A[k].template rightCols<NV>() * e.qvv_inv[k].asDiagonal();
     }
-    e.BRinv[k].noalias() = e.Bm[k] * e.Rinv[k];
+    // Coefficient-wise (lazy) products: Eigen's blocked GEMM costs more than
+    // it saves at these sizes (14 x 14 for a 7-DoF arm).
+    e.BRinv[k].noalias() = e.Bm[k].lazyProduct(e.Rinv[k]);
     MatXX& M = e.Md[k + 1];
-    M.noalias() = phi * e.A[k].transpose();
-    M.noalias() += e.BRinv[k] * e.Bm[k].transpose();
+    M.noalias() = phi.lazyProduct(e.A[k].transpose());
+    M.noalias() += e.BRinv[k].lazyProduct(e.Bm[k].transpose());
     pos(M) += e.Qpp_inv[k + 1];
     vel_diag(M) += e.qvv_inv[k + 1];
     // gamma_{k+1} = c_{k+1} + phi_k q_k + B R^-1 r_k - Qtilde_{k+1}^-1 q_{k+1}
