@@ -172,7 +172,7 @@ def main():
     pinned = f"closed-loop runs pinned to CPU {args.cpu}" if args.cpu >= 0 else "no CPU pinning"
     lines.append(f"Machine: {machine}. Command: `python bench/bench_solver.py --repeats {args.repeats}` ({pinned}). "
                  f"crocoddyl {c['crocoddyl']} with pinocchio {c['pinocchio']} (own venv); gato with pinocchio "
-                 f"{pin.__version__}. One iteration per tick, warm-started, {TICKS} ticks x {args.repeats} runs, "
+                 f"{pin.__version__}, core build {gato._core.__name__} ({gato._core.ISA}). One iteration per tick, warm-started, {TICKS} ticks x {args.repeats} runs, "
                  f"closed loop on the same plant. Load average (1 min): {load0:.2f} at the start, "
                  f"{os.getloadavg()[0]:.2f} at the end.\n")
     lines.append("| N | gato, line search 'best' (default) [ms] | gato, line search 'first' [ms] | crocoddyl FDDP [ms] "
