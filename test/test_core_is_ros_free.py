@@ -59,6 +59,7 @@ def test_smoke_command_runs():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "OK" in proc.stdout and "terminal EE error" in proc.stdout
+    assert "core: gato._core" in proc.stdout  # which build ran (gato._native)
 
 
 def test_smoke_command_reports_bad_input():

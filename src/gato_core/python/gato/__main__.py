@@ -24,6 +24,7 @@ def _smoke(args: argparse.Namespace) -> int:
     ref = np.tile(np.r_[goal, 0, 0, 0], s.N)
     print(f"gato {gato.__version__} smoke run: {args.robot} (nq={s.nq}, EE frame {info['ee_frame']}), "
           f"N={s.N}, dt={s.dt} s, B={s.batch_size}, {args.iters} SQP iterations")
+    print(f"  core: {gato._core.__name__} ({gato._core.ISA}; GATO_NO_AVX2=1 selects the baseline build)")
     t = time.perf_counter()
     r = s.solve(x0, ref)
     wall = time.perf_counter() - t
