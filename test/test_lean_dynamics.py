@@ -136,7 +136,7 @@ def test_lean_aba_on_go2_tree():
     check_against_pinocchio(core, model, frame, np.random.default_rng(2), 1e-12)
 
 
-def test_lean_aba_float32():
+def test_lean_aba_and_derivatives_float32():
     urdf = gato.robot_urdf("iiwa14")
     s = gato.BSQP(urdf, 1, 4, 0.01, dtype=np.float32)
     model = pin.buildModelFromUrdf(str(urdf))
@@ -144,9 +144,14 @@ def test_lean_aba_float32():
     rng = np.random.default_rng(4)
     for _ in range(5):
         q, v, tau = rng.uniform(-1, 1, 7), rng.standard_normal(7), 10 * rng.standard_normal(7)
+        q32, v32, tau32 = (a.astype(np.float32) for a in (q, v, tau))
         want = pin.aba(model, data, q, v, tau)
-        got = s._s.forward_dynamics(q.astype(np.float32), v.astype(np.float32), tau.astype(np.float32), None)
+        got = s._s.forward_dynamics(q32, v32, tau32, None)
         np.testing.assert_allclose(got, want, rtol=0, atol=2e-4 * max(1.0, np.abs(want).max()))
+        pin.computeABADerivatives(model, data, q, v, tau)
+        got = s._s.forward_dynamics_derivatives(q32, v32, tau32)
+        for g, w in zip(got[1:3], (data.ddq_dq, data.ddq_dv)):
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-3 * max(1.0, np.abs(w).max()))
 
 
 def check_derivatives_against_pinocchio(core, model, rng, rtol):
@@ -192,20 +197,6 @@ def test_lean_derivatives_match_pinocchio_on_trees(tmp_path):
     model = pin.buildModelFromUrdf(str(go2))
     core = core_solver(go2, model.frames[-1].name)
     check_derivatives_against_pinocchio(core, model, np.random.default_rng(8), 1e-11)
-
-
-def test_lean_derivatives_float32():
-    urdf = gato.robot_urdf("iiwa14")
-    s = gato.BSQP(urdf, 1, 4, 0.01, dtype=np.float32)
-    model = pin.buildModelFromUrdf(str(urdf))
-    data = model.createData()
-    rng = np.random.default_rng(9)
-    for _ in range(5):
-        q, v, tau = rng.uniform(-1, 1, 7), rng.standard_normal(7), 10 * rng.standard_normal(7)
-        pin.computeABADerivatives(model, data, q, v, tau)
-        got = s._s.forward_dynamics_derivatives(*(a.astype(np.float32) for a in (q, v, tau)))
-        for g, w in zip(got[1:3], (data.ddq_dq, data.ddq_dv)):
-            np.testing.assert_allclose(g, w, rtol=0, atol=1e-3 * max(1.0, np.abs(w).max()))
 
 
 LINE_SEARCH_SCRIPT = textwrap.dedent("""

@@ -229,6 +229,24 @@ void ee_position(const View<S>& m, const Body<T>* bd, T* ee) {
   for (int r = 0; r < 3; ++r) ee[r] += b.op[r];
 }
 
+/// The external force on body i in its canonical frame: fa (moment), fl
+/// (force), from fext's 6 numbers per body in the pinocchio joint-local frame,
+/// [angular; linear].
+template <typename S, typename F>
+inline void joint_fext(const View<S>& m, int i, const F* fext, F* fa, F* fl) {
+  const F* f = fext + 6 * i;
+  if (m.rotated[i]) {
+    const S* Rf = &m.Rf[9 * i];
+    ops::mv(Rf, f, fa);
+    ops::mv(Rf, f + 3, fl);
+  } else {
+    for (int r = 0; r < 3; ++r) {
+      fa[r] = f[r];
+      fl[r] = f[3 + r];
+    }
+  }
+}
+
 /// qdd = FD(q, qd, tau, fext). q, qd, tau, qdd: nv lanes each, indexed like
 /// pinocchio's velocity vector. fext: nullptr or 6 per body in the pinocchio
 /// joint-local frame, [angular; linear]; F = S: the same for every lane,
@@ -293,13 +311,8 @@ void aba(const View<S>& m, Body<T>* bd, const T* q, const T* qd, const T* tau, c
     cross(b.vl, hl, t1);
     for (int r = 0; r < 3; ++r) b.fa[r] += t1[r];
     if (fext) {
-      const F* f = fext + 6 * i;
-      F fa[3] = {f[0], f[1], f[2]}, fl[3] = {f[3], f[4], f[5]};
-      if (m.rotated[i]) {
-        const S* Rf = &m.Rf[9 * i];
-        mv(Rf, f, fa);
-        mv(Rf, f + 3, fl);
-      }
+      F fa[3], fl[3];
+      joint_fext(m, i, fext, fa, fl);
       for (int r = 0; r < 3; ++r) {
         b.fl[r] -= fl[r];
         b.fa[r] -= fa[r];

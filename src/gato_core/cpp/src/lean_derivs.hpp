@@ -179,13 +179,8 @@ void aba_derivatives(const View<S>& m, Body<T>* bd, DBody<T>* db, const T* q, co
       d.Pl[r] = pl[r];
     }
     if (fext) {
-      const F* f = fext + 6 * i;
-      F fa[3] = {f[0], f[1], f[2]}, fl[3] = {f[3], f[4], f[5]};
-      if (m.rotated[i]) {
-        const S* Rf = &m.Rf[9 * i];
-        mv(Rf, f, fa);
-        mv(Rf, f + 3, fl);
-      }
+      F fa[3], fl[3];
+      joint_fext(m, i, fext, fa, fl);
       T wl[3], wa[3], wc[3];
       T fl_t[3] = {T{} + fl[0], T{} + fl[1], T{} + fl[2]};
       T fa_t[3] = {T{} + fa[0], T{} + fa[1], T{} + fa[2]};
