@@ -13,6 +13,7 @@
 #include "gato/barrier.hpp"
 #include "gato/lean_model.hpp"
 #include "gato/solver.hpp"
+#include "small_dense.hpp"
 
 namespace gato {
 
@@ -197,8 +198,8 @@ struct BatchSolverImpl<S, NV>::Entry {
         qvv_inv(N, VecNV::Zero(nv)), rhs(Vec::Zero(N * nx)), lam(Vec::Zero(N * nx)),
         r(Vec::Zero(N * nx)), z(Vec::Zero(N * nx)), p(Vec::Zero(N * nx)), Mp(Vec::Zero(N * nx)),
         y(Vec::Zero(N * nx)), w(Vec::Zero(N * nx)), t_nx(nx), t_nx2(nx), t_nu(nu), xnext(nx),
-        ee(N, Vec3::Zero()), J(MatJ::Zero(3, nv)), Jdyn(MatX<S>::Zero(3, nv)), tmp(nx, nx),
-        tmpv(nv, nv), llt_nv(nv), llt_nu(nu), llt_nx(nx), ws(plant.make_workspace()),
+        ee(N, Vec3::Zero()), J(MatJ::Zero(3, nv)), Jdyn(MatX<S>::Zero(3, nv)), tmp(nx, nx), tmp_L(nx, nx), tmp_Y(nx, nx),
+        tmpv(nv, nv), tmpv_L(nv, nv), tmpv_Y(nv, nv), llt_nu(nu), ws(plant.make_workspace()),
         dyn(plant.nv()), pcg_iters(max_iters, 0), min_merit(max_iters, 0.0),
         step_size(max_iters, 0.0), linsys_us(max_iters, 0.0), qv_base(N, VecNX::Zero(nx)),
         rv_base(N - 1, VecNU::Zero(nu)), Jee(MatJ::Zero(3, nv)), ee_fin(Vec3::Zero()) {
@@ -236,11 +237,9 @@ struct BatchSolverImpl<S, NV>::Entry {
   std::vector<Vec3> ee;  // EE positions of the trial / KKT point, per knot
   MatJ J;
   MatX<S> Jdyn;
-  MatXX tmp;
-  MatVV tmpv;
-  Eigen::LLT<MatVV> llt_nv;
+  MatXX tmp, tmp_L, tmp_Y;
+  MatVV tmpv, tmpv_L, tmpv_Y;
   Eigen::LLT<MatUU> llt_nu;
-  Eigen::LLT<MatXX> llt_nx;
   std::unique_ptr<PlantWorkspace<S>> ws;
   DynamicsScratch<S> dyn;
   // Per-entry parameters.
@@ -599,18 +598,22 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
   for (int k = 0; k < N_; ++k) {
     e.tmpv = pos(e.Q[k]);
     e.tmpv.diagonal().array() += e.rho;
-    e.llt_nv.compute(e.tmpv);
-    if (e.llt_nv.info() != Eigen::Success) return false;
-    e.Qpp_inv[k].setIdentity();
-    e.llt_nv.solveInPlace(e.Qpp_inv[k]);
+    if (!linsys::spd_inverse(e.tmpv, e.tmpv_L, e.tmpv_Y, e.Qpp_inv[k])) return false;
     e.qvv_inv[k] = vel_diag(e.Q[k]);
     if (!(e.qvv_inv[k].minCoeff() > 0)) return false;
     e.qvv_inv[k] = e.qvv_inv[k].cwiseInverse();
     if (k < N_ - 1) {
-      e.llt_nu.compute(e.R[k]);
-      if (e.llt_nu.info() != Eigen::Success) return false;
-      e.Rinv[k].setIdentity();
-      e.llt_nu.solveInPlace(e.Rinv[k]);
+      // R is diagonal unless a row group folds a dense G'G into it.
+      if (linsys::exactly_diagonal(e.R[k])) {
+        if (!(e.R[k].diagonal().array() > 0).all()) return false;
+        e.Rinv[k].setZero();
+        e.Rinv[k].diagonal() = e.R[k].diagonal().cwiseInverse();
+      } else {
+        e.llt_nu.compute(e.R[k]);
+        if (e.llt_nu.info() != Eigen::Success) return false;
+        e.Rinv[k].setIdentity();
+        e.llt_nu.solveInPlace(e.Rinv[k]);
+      }
     }
   }
   // M_00 = Qtilde_0^-1; rhs = -gamma.

@@ -5,36 +5,6 @@
 
 namespace gato {
 
-namespace linsys {
-// L = the lower Cholesky factor of the symmetric positive definite A,
-// left-looking on whole columns: fixed-size columns vectorize, which beats
-// Eigen's LLT at the 14 x 14 of a 7-DoF arm. The strictly upper part of L
-// is left as scratch and never read. False when A is not positive definite.
-template <typename Mat>
-bool cholesky_lower(const Mat& A, Mat& L) {
-  using S = typename Mat::Scalar;
-  const int n = int(A.rows());
-  for (int j = 0; j < n; ++j) {
-    L.col(j) = A.col(j);
-    for (int k = 0; k < j; ++k) L.col(j) -= L(j, k) * L.col(k);
-    const S d = L(j, j);
-    if (!(d > 0)) return false;
-    L.col(j) *= S(1) / std::sqrt(d);
-  }
-  return true;
-}
-
-// X <- X L^-T for lower triangular L (solves X L' = X), column by column.
-template <typename Mat>
-void solve_right_lower_t(const Mat& L, Mat& X) {
-  using S = typename Mat::Scalar;
-  const int n = int(L.rows());
-  for (int j = 0; j < n; ++j) {
-    for (int k = 0; k < j; ++k) X.col(j) -= L(j, k) * X.col(k);
-    X.col(j) *= S(1) / L(j, j);
-  }
-}
-}  // namespace linsys
 
 // Preconditioner diagonal of PCG: D_k = M_kk + rho * Ibar, inverted once per iteration.
 template <typename S, int NV>
@@ -46,10 +16,7 @@ bool BatchSolverImpl<S, NV>::factor_preconditioner(Entry& e) {
     } else {
       e.tmp.template topLeftCorner<NV, NV>().diagonal().array() += e.rho;
     }
-    e.llt_nx.compute(e.tmp);
-    if (e.llt_nx.info() != Eigen::Success) return false;
-    e.Dinv[k].setIdentity();
-    e.llt_nx.solveInPlace(e.Dinv[k]);
+    if (!linsys::spd_inverse(e.tmp, e.tmp_L, e.tmp_Y, e.Dinv[k])) return false;
   }
   return true;
 }
