@@ -125,12 +125,10 @@ def test_ros2_control_description_expands_with_xacro(robot, tmp_path):
     assert len(root.findall("link")) > len(joints)           # the robot's own links came in
     # launch_ros types a substituted parameter value with YAML: the description must stay a string
     assert isinstance(yaml.safe_load(r.stdout), str)
+    # The description's own URDF must not bring a ros2_control block of its own:
+    # ros2_control would see the joints claimed twice.
     others = [b.get("name") for b in blocks if b is not rc]
-    if others:
-        # Known: gato_description's indy7.urdf carries a leftover fake_components system with
-        # position/velocity interfaces; ros2_control would see its joints claimed twice.
-        pytest.xfail(f"{robot}: the gato_description URDF already has ros2_control block(s) {others}; "
-                     "remove them there (this description adds the effort-controlled one)")
+    assert not others, f"{robot}: the gato_description URDF already has ros2_control block(s) {others}"
 
 
 def _topic_types():
