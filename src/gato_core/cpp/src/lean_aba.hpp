@@ -175,6 +175,17 @@ inline void skew_right(const T* X, const T* p, T* out) {
 }
 }  // namespace ops
 
+/// A spatial motion of the parent (linear l, angular a, parent frame) seen in
+/// body b's frame: oa = R' a, ol = R' (l - p x a) (b.R, b.p: b's placement).
+template <typename T>
+inline void motion_to_child(const Body<T>& b, const T* l, const T* a, T* ol, T* oa) {
+  T t[3], pa[3];
+  ops::mtv(b.R, a, oa);
+  ops::cross(b.p, a, pa);
+  for (int r = 0; r < 3; ++r) t[r] = l[r] - pa[r];
+  ops::mtv(b.R, t, ol);
+}
+
 /// Kinematics pass only: the world placement of every body (Body::oR, op).
 /// Body i's placement in its parent (b.R, b.p) at joint position qi: the fixed
 /// placement Rt, pt composed with the joint's motion about / along local +z.
@@ -268,12 +279,7 @@ void aba(const View<S>& m, Body<T>* bd, const T* q, const T* qd, const T* tau, c
     if (pi < 0) {
       for (int r = 0; r < 3; ++r) b.vl[r] = b.w[r] = T{};
     } else {
-      const Body<T>& pb = bd[pi];
-      T t[3], pw[3];
-      mtv(b.R, pb.w, b.w);
-      cross(b.p, pb.w, pw);
-      for (int r = 0; r < 3; ++r) t[r] = pb.vl[r] - pw[r];
-      mtv(b.R, t, b.vl);
+      motion_to_child(b, bd[pi].vl, bd[pi].w, b.vl, b.w);
     }
     if (pris) {
       b.vl[2] += vi;
@@ -413,12 +419,7 @@ void aba(const View<S>& m, Body<T>* bd, const T* q, const T* qd, const T* tau, c
       mtv(b.R, g, b.al);
       b.aa[0] = b.aa[1] = b.aa[2] = T{};
     } else {
-      const Body<T>& pb = bd[pi];
-      T t[3], pw[3];
-      mtv(b.R, pb.aa, b.aa);
-      cross(b.p, pb.aa, pw);
-      for (int r = 0; r < 3; ++r) t[r] = pb.al[r] - pw[r];
-      mtv(b.R, t, b.al);
+      motion_to_child(b, bd[pi].al, bd[pi].aa, b.al, b.aa);
     }
     for (int r = 0; r < 3; ++r) {
       b.al[r] += b.cl[r];

@@ -68,6 +68,19 @@ inline void mcross(const T* xl, const T* xa, const T* yl, const T* ya, T* ol, T*
   for (int r = 0; r < 3; ++r) ol[r] += t[r];
   ops::cross(xa, ya, oa);
 }
+// Spatial force cross product, accumulated: o += x x* f,
+// x x* f = [xa x fl; xa x fa + xl x fl].
+template <typename T>
+inline void fcross_add(const T* xl, const T* xa, const T* fl, const T* fa, T* ol, T* oa) {
+  T t[3], u[3], w[3];
+  ops::cross(xa, fl, t);
+  ops::cross(xa, fa, u);
+  ops::cross(xl, fl, w);
+  for (int r = 0; r < 3; ++r) {
+    ol[r] += t[r];
+    oa[r] += u[r] + w[r];
+  }
+}
 // Inertia action o = I y, I = (m, c = m com, C at the origin):
 // [m yl - c x ya; c x yl + C ya].
 template <typename T>
@@ -169,15 +182,8 @@ void aba_derivatives(const View<S>& m, Body<T>* bd, DBody<T>* db, const T* q, co
     T pl[3], pa[3];
     iact(d.m, d.c, d.C, d.vl, d.va, pl, pa);
     iact(d.m, d.c, d.C, d.al, d.aa, d.Fl, d.Fa);
-    cross(d.va, pl, tl);
-    cross(d.va, pa, ta);
-    T ul[3];
-    cross(d.vl, pl, ul);
-    for (int r = 0; r < 3; ++r) {
-      d.Fl[r] += tl[r];
-      d.Fa[r] += ta[r] + ul[r];
-      d.Pl[r] = pl[r];
-    }
+    fcross_add(d.vl, d.va, pl, pa, d.Fl, d.Fa);
+    for (int r = 0; r < 3; ++r) d.Pl[r] = pl[r];
     if (fext) {
       F fa[3], fl[3];
       joint_fext(m, i, fext, fa, fl);
@@ -218,7 +224,7 @@ void aba_derivatives(const View<S>& m, Body<T>* bd, DBody<T>* db, const T* q, co
   for (int k = 0; k < n * n; ++k) Tq[k] = Tv[k] = M[k] = T{};
   for (int i = n - 1; i >= 0; --i) {
     DBody<T>& d = db[i];
-    T fdl[3], fda[3], tl[3], ta[3];
+    T fdl[3], fda[3];
     iact(d.m, d.c, d.C, d.Sl, d.Sa, fdl, fda);  // Ic S
     const T two_dVl[3] = {2 * d.dVl[0], 2 * d.dVl[1], 2 * d.dVl[2]};
     const T two_dVa[3] = {2 * d.dVa[0], 2 * d.dVa[1], 2 * d.dVa[2]};
@@ -248,14 +254,7 @@ void aba_derivatives(const View<S>& m, Body<T>* bd, DBody<T>* db, const T* q, co
       M[cj * n + ri] = mij;
     }
     // For the rows above: dF/dq_i also carries the rotation of the subtree's force.
-    cross(d.Sa, d.Fl, tl);
-    cross(d.Sa, d.Fa, ta);
-    T ul[3];
-    cross(d.Sl, d.Fl, ul);
-    for (int r = 0; r < 3; ++r) {
-      d.dFql[r] += tl[r];
-      d.dFqa[r] += ta[r] + ul[r];
-    }
+    fcross_add(d.Sl, d.Sa, d.Fl, d.Fa, d.dFql, d.dFqa);
     const int pi = m.parent[i];
     if (pi < 0) continue;
     DBody<T>& p = db[pi];

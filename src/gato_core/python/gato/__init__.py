@@ -4,22 +4,18 @@ The public surface: :class:`BSQP` (the solver), :class:`SolverParams` (its
 configuration), :class:`SolveResult` / :class:`SolverStats`, and the robot
 registry helpers. No ROS imports anywhere in this package.
 """
-from ._native import core as _core  # the C++ core this CPU runs (gato._native)
+from ._native import core as _core  # noqa: F401  (gato._core: the C++ core this CPU runs, gato._native)
 from .config import SolverParams
 from .interface import BSQP, SolveResult, SolverStats, available, module_name, robot_info, robot_urdf
 from ._cache import register_robot
+from .controller import MPCController, StepResult
+from .policy import GoalReference, MPCPolicy, TrajectoryReference
+from . import fingerprint, tasks, worlds  # dynamics fingerprint, task generators, simulation worlds (numpy-only imports)
+from .mpc_gato import MPC_GATO  # closed-loop simulation driver (numpy-only imports; worlds built on use)
 
 __version__ = "0.1.0"
 
 __all__ = ["BSQP", "SolverParams", "SolveResult", "SolverStats", "available", "module_name",
-           "robot_info", "robot_urdf", "register_robot"]
-from .controller import MPCController, StepResult
-from .policy import GoalReference, MPCPolicy, TrajectoryReference
-
-__all__ += ["MPCController", "StepResult", "MPCPolicy", "TrajectoryReference", "GoalReference"]
-from . import fingerprint, tasks, worlds  # dynamics fingerprint, task generators, simulation worlds (numpy-only imports)
-
-__all__ += ["fingerprint", "tasks", "worlds"]
-from .mpc_gato import MPC_GATO  # closed-loop simulation driver (numpy-only imports; worlds built on use)
-
-__all__ += ["MPC_GATO"]
+           "robot_info", "robot_urdf", "register_robot",
+           "MPCController", "StepResult", "MPCPolicy", "TrajectoryReference", "GoalReference",
+           "fingerprint", "tasks", "worlds", "MPC_GATO"]
