@@ -76,3 +76,26 @@ def test_the_baseline_core_passes_the_solver_acceptance_tests():
              "test/test_solver_core.py", "test/test_lean_dynamics.py"], no_avx2=True)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert " passed" in p.stdout
+
+
+BLOCK_AVX2 = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "gato._core_avx2":
+            raise ImportError("blocked for the test")
+        return None
+sys.meta_path.insert(0, Block())
+import gato, numpy as np
+s = gato.BSQP(gato.robot_urdf("iiwa14"), 1, 8, 0.02, max_sqp_iters=2)
+x = np.r_[np.array([0.1, 0.5, -0.2, -1.2, 0.3, 0.6, -0.4]), np.zeros(7)]
+r = s.solve(x, np.tile(np.r_[s.ee_pos(x[:7]) + 0.05, 0, 0, 0], 8))
+print(gato._core.__name__, gato._core.ISA, bool(np.isfinite(r.xu).all()))
+"""
+
+
+def test_a_missing_avx2_module_falls_back_to_the_baseline():
+    """A platform or compiler that did not build _core_avx2: gato loads _core and solves."""
+    p = run(BLOCK_AVX2, no_avx2=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["gato._core", "baseline", "True"]
