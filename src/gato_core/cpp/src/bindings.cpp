@@ -363,6 +363,10 @@ void bind_solver(py::module_& m, const char* name) {
 
 }  // namespace
 
+namespace gato {
+void bind_executor(py::module_& m);  // bindings_executor.cpp
+}
+
 // The same sources build two modules (CMakeLists.txt): _core for any x86-64
 // CPU and _core_avx2 with AVX2 + FMA; gato._native imports the one the CPU runs.
 #ifndef GATO_MODULE_NAME
@@ -389,4 +393,5 @@ PYBIND11_MODULE(GATO_MODULE_NAME, m) {
   m.attr("BARRIER_EPS") = kBarrierEps;
   m.attr("MAX_ROW_GROUPS") = kMaxRowGroups;
   m.attr("MAX_ROWS_PER_GROUP") = kMaxRowsPerGroup;
+  gato::bind_executor(m);
 }

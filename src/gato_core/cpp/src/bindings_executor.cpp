@@ -1,0 +1,201 @@
+// gato._core.PlanExecutor: the real-time plan executor (plan_executor.hpp)
+// wrapped for tests and tools. Plans go in as NumPy arrays in the plant's joint
+// order; update() returns the torque. Shapes are checked here (ValueError).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <sstream>
+#include <string>
+
+#include "gato/plan_executor.hpp"
+
+namespace py = pybind11;
+
+namespace gato {
+namespace {
+
+using Arr = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+void expect_shape(const Arr& a, std::initializer_list<long> shape, const char* name) {
+  bool ok = a.ndim() == long(shape.size());
+  int i = 0;
+  for (long s : shape) ok = ok && a.shape(i++) == s;
+  if (ok) return;
+  std::ostringstream os;
+  os << name << ": expected shape (";
+  i = 0;
+  for (long s : shape) os << (i++ ? ", " : "") << s;
+  os << "), got (";
+  for (long d = 0; d < a.ndim(); ++d) os << (d ? ", " : "") << a.shape(d);
+  os << ")";
+  throw py::value_error(os.str());
+}
+
+std::vector<double> gains(const py::object& o, const char* name) {
+  if (o.is_none()) return {};
+  Arr a = py::cast<Arr>(o);
+  if (a.ndim() != 1) throw py::value_error(std::string(name) + ": expected a 1-D array (one value per joint)");
+  return std::vector<double>(a.data(), a.data() + a.size());
+}
+
+ExecutorTunables tunables_from(double plan_timeout, const py::object& kp, const py::object& kd,
+                               const py::object& hold_damping, double limit_margin, bool use_plan_gains) {
+  ExecutorTunables t;
+  t.plan_timeout_s = plan_timeout;
+  t.kp = gains(kp, "kp");
+  t.kd = gains(kd, "kd");
+  t.hold_damping = gains(hold_damping, "hold_damping");
+  t.limit_margin = limit_margin;
+  t.use_plan_gains = use_plan_gains;
+  return t;
+}
+
+py::array_t<double> vec(const std::vector<double>& v) { return py::array_t<double>(long(v.size()), v.data()); }
+
+/// The executor plus its plant and a plan scratch for submit().
+struct PyExecutor {
+  std::shared_ptr<Plant<double>> plant;
+  std::unique_ptr<PlanExecutor> ex;
+  ExecutorPlan scratch;
+};
+
+const char* mode_name(ExecMode m) {
+  switch (m) {
+    case ExecMode::kFollow: return "follow";
+    case ExecMode::kHold: return "hold";
+    case ExecMode::kNoState: return "no_state";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void bind_executor(py::module_& m) {
+  using P = PyExecutor;
+  py::class_<P>(m, "PlanExecutor")
+      .def(py::init([](const std::string& urdf, const std::string& ee_frame, int max_knots, double plan_timeout,
+                       const py::object& kp, const py::object& kd, const py::object& hold_damping,
+                       double limit_margin, bool use_plan_gains) {
+             auto p = std::make_unique<P>();
+             p->plant = std::make_shared<Plant<double>>(urdf, ee_frame);
+             ExecutorConfig c;
+             c.max_knots = max_knots;
+             c.tunables = tunables_from(plan_timeout, kp, kd, hold_damping, limit_margin, use_plan_gains);
+             p->ex = std::make_unique<PlanExecutor>(p->plant, c);
+             p->scratch.allocate(p->plant->nv(), max_knots);
+             return p;
+           }),
+           py::arg("urdf"), py::arg("ee_frame"), py::arg("max_knots") = 128, py::arg("plan_timeout") = 0.1,
+           py::arg("kp") = py::none(), py::arg("kd") = py::none(), py::arg("hold_damping") = py::none(),
+           py::arg("limit_margin") = 0.05, py::arg("use_plan_gains") = true)
+      .def_property_readonly("nv", [](const P& p) { return p.ex->nv(); })
+      .def_property_readonly("max_knots", [](const P& p) { return p.ex->max_knots(); })
+      .def_property_readonly("joint_names", [](const P& p) { return p.plant->joint_names(); })
+      .def_property_readonly("effort_limit", [](const P& p) {
+        const auto& u = p.plant->limits().u_max;
+        return py::array_t<double>(u.size(), u.data());
+      })
+      .def("submit", [](P& p, std::uint64_t seq, std::uint32_t epoch, std::int64_t stamp_ns, double knot_dt,
+                        int integrator, const Arr& x, const Arr& u, const py::object& K) {
+        const long nv = p.ex->nv(), n = x.ndim() == 2 ? x.shape(0) : -1;
+        if (n < 2 || n > p.ex->max_knots())
+          throw py::value_error("x: expected (n_knots, " + std::to_string(2 * nv) + ") with 2 <= n_knots <= " +
+                                std::to_string(p.ex->max_knots()));
+        expect_shape(x, {n, 2 * nv}, "x");
+        expect_shape(u, {n - 1, nv}, "u");
+        if (integrator < 0 || integrator > 2) throw py::value_error("integrator: expected 0, 1 or 2");
+        ExecutorPlan& s = p.scratch;
+        s.seq = seq;
+        s.epoch = epoch;
+        s.stamp_ns = stamp_ns;
+        s.knot_dt = knot_dt;
+        s.integrator = static_cast<Integrator>(integrator);
+        s.n_knots = int(n);
+        std::copy_n(x.data(), x.size(), s.x.begin());
+        std::copy_n(u.data(), u.size(), s.u.begin());
+        s.has_gains = !K.is_none();
+        if (s.has_gains) {
+          Arr k = py::cast<Arr>(K);
+          expect_shape(k, {n - 1, nv, 2 * nv}, "K");
+          std::copy_n(k.data(), k.size(), s.K.begin());
+        }
+        p.ex->submit(s);
+      }, py::arg("seq"), py::arg("epoch"), py::arg("stamp_ns"), py::arg("knot_dt"), py::arg("integrator"),
+         py::arg("x"), py::arg("u"), py::arg("K") = py::none(),
+         "Submit a plan: x (n_knots, 2 nv) [rad, rad/s], u (n_knots - 1, nv) [N*m], K optional "
+         "(n_knots - 1, nv, 2 nv). Validation (finite values, sequence, epoch) happens in the next update().")
+      .def("update", [](P& p, std::int64_t now_ns, const Arr& q, const Arr& v) {
+        const long nv = p.ex->nv();
+        expect_shape(q, {nv}, "q");
+        expect_shape(v, {nv}, "v");
+        py::array_t<double> tau(nv);
+        ExecMode mode = p.ex->update(now_ns, q.data(), v.data(), tau.mutable_data());
+        return py::make_tuple(tau, mode_name(mode));
+      }, py::arg("now_ns"), py::arg("q"), py::arg("v"),
+         "One control step: measured q, v (nv) -> (tau (nv) [N*m], mode 'follow' | 'hold' | 'no_state').")
+      .def("run_updates", [](P& p, long n, std::int64_t t0_ns, std::int64_t period_ns, const Arr& q, const Arr& v) {
+        // n updates at t0 + i * period from a fixed state; returns the last torque (benchmarks, tests).
+        const long nv = p.ex->nv();
+        expect_shape(q, {nv}, "q");
+        expect_shape(v, {nv}, "v");
+        py::array_t<double> tau(nv);
+        for (long i = 0; i < n; ++i) p.ex->update(t0_ns + i * period_ns, q.data(), v.data(), tau.mutable_data());
+        return tau;
+      }, py::arg("n"), py::arg("t0_ns"), py::arg("period_ns"), py::arg("q"), py::arg("v"))
+      .def("set_tunables", [](P& p, double plan_timeout, const py::object& kp, const py::object& kd,
+                              const py::object& hold_damping, double limit_margin, bool use_plan_gains) {
+        p.ex->set_tunables(tunables_from(plan_timeout, kp, kd, hold_damping, limit_margin, use_plan_gains));
+      }, py::arg("plan_timeout") = 0.1, py::arg("kp") = py::none(), py::arg("kd") = py::none(),
+         py::arg("hold_damping") = py::none(), py::arg("limit_margin") = 0.05, py::arg("use_plan_gains") = true,
+         "Replace the tunables (applied at the next update()); None gains mean 0.")
+      .def("reset", [](P& p) { p.ex->reset(); })
+      .def_property_readonly("mode", [](const P& p) { return mode_name(p.ex->mode()); })
+      .def_property_readonly("hold_reason", [](const P& p) { return hold_reason_name(p.ex->hold_reason()); })
+      .def_property_readonly("has_plan", [](const P& p) { return p.ex->has_plan(); })
+      .def_property_readonly("active_seq", [](const P& p) { return p.ex->active_plan().seq; })
+      .def_property_readonly("active_epoch", [](const P& p) { return p.ex->active_plan().epoch; })
+      .def_property_readonly("q_ref", [](const P& p) { return vec(p.ex->q_ref()); })
+      .def_property_readonly("v_ref", [](const P& p) { return vec(p.ex->v_ref()); })
+      .def_property_readonly("u_ff", [](const P& p) { return vec(p.ex->u_ff()); })
+      .def_property_readonly("tunables", [](const P& p) {
+        const auto& t = p.ex->tunables();
+        py::dict d;
+        d["plan_timeout"] = t.plan_timeout_s;
+        d["kp"] = vec(t.kp);
+        d["kd"] = vec(t.kd);
+        d["hold_damping"] = vec(t.hold_damping);
+        d["limit_margin"] = t.limit_margin;
+        d["use_plan_gains"] = t.use_plan_gains;
+        return d;
+      })
+      .def_property_readonly("counters", [](const P& p) {
+        const auto& c = p.ex->counters();
+        py::dict d;
+        d["updates"] = c.updates;
+        d["follow"] = c.follow;
+        d["holds"] = c.holds;
+        d["plans_accepted"] = c.plans_accepted;
+        d["dropped_out_of_order"] = c.dropped_out_of_order;
+        d["dropped_stale_epoch"] = c.dropped_stale_epoch;
+        d["dropped_invalid"] = c.dropped_invalid;
+        d["nonfinite_states"] = c.nonfinite_states;
+        d["nonfinite_outputs"] = c.nonfinite_outputs;
+        d["stale_events"] = c.stale_events;
+        d["clamped"] = c.clamped;
+        d["limit_cuts"] = c.limit_cuts;
+        return d;
+      })
+      .def("gravity", [](P& p, const Arr& q) {
+        // rnea(q, 0, 0) of the executor's plant (nv) [N*m], for tests.
+        const long nv = p.ex->nv();
+        expect_shape(q, {nv}, "q");
+        auto ws = p.plant->make_workspace();
+        std::vector<double> z(size_t(nv), 0.0);
+        py::array_t<double> g(nv);
+        p.plant->inverse_dynamics(*ws, q.data(), z.data(), z.data(), nullptr, g.mutable_data());
+        return g;
+      }, py::arg("q"));
+}
+
+}  // namespace gato

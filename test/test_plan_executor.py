@@ -1,0 +1,374 @@
+"""The real-time plan executor (C++ gato::PlanExecutor through gato._core), no ROS.
+
+Interpolation is checked against NumPy / SciPy references for each integrator; each
+safety rule has its own test; a C++ consumer of the installed CMake package counts heap
+allocations in 10^4 update() calls with a malloc hook.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.interpolate import CubicHermiteSpline
+
+import gato
+from gato.executor import INTEGRATORS, plan_executor
+
+ROBOT = "iiwa14"
+H = 0.02          # knot spacing [s]
+N = 16            # knots
+T0 = 10**9        # plan stamp [ns]
+NS = 10**9
+
+
+@pytest.fixture(scope="module")
+def model():
+    pin = pytest.importorskip("pinocchio")
+    m = pin.buildModelFromUrdf(str(gato.robot_urdf(ROBOT)))
+    return pin, m, m.createData()
+
+
+def gravity(model, q):
+    pin, m, d = model
+    z = np.zeros(m.nv)
+    return np.array(pin.rnea(m, d, np.asarray(q, float), z, z))
+
+
+def make_executor(**kw):
+    kw.setdefault("plan_timeout", 0.5)
+    return plan_executor(ROBOT, **kw)
+
+
+def mid(ex):
+    """A measured state in the middle of the position range, at rest."""
+    pin = pytest.importorskip("pinocchio")
+    m = pin.buildModelFromUrdf(str(gato.robot_urdf(ROBOT)))
+    return 0.5 * (m.lowerPositionLimit + m.upperPositionLimit), np.zeros(ex.nv)
+
+
+def rollout(integrator, nv, rng):
+    """A plan consistent with ``integrator``: random accelerations integrated knot to knot.
+    Returns x (N, 2 nv), u (N - 1, nv), acc (N - 1, nv)."""
+    q = np.zeros((N, nv))
+    v = np.zeros((N, nv))
+    q[0] = rng.uniform(-0.5, 0.5, nv)
+    v[0] = rng.uniform(-0.3, 0.3, nv)
+    acc = rng.uniform(-2, 2, (N - 1, nv))
+    for k in range(N - 1):
+        v[k + 1] = v[k] + H * acc[k]
+        if integrator == "euler":
+            q[k + 1] = q[k] + H * v[k] + 0.5 * H * H * acc[k]
+        else:  # semi-implicit; rk4 plans are built from a smooth curve below
+            q[k + 1] = q[k] + H * v[k + 1]
+    u = rng.uniform(-20, 20, (N - 1, nv))
+    return np.hstack([q, v]), u, acc
+
+
+def reference_sample(integrator, x, u, acc, s, nv):
+    """The planned (q, v, u) at s seconds, from the integrator's own continuous model."""
+    k = int(np.floor(s / H))
+    t = s - k * H
+    q0, v0 = x[k, :nv], x[k, nv:]
+    if integrator == "euler":  # constant acceleration over the interval
+        return q0 + t * v0 + 0.5 * t * t * acc[k], v0 + t * acc[k], u[k]
+    if integrator == "semi_implicit":  # piecewise-linear position and velocity
+        knots = H * np.arange(N)
+        qs = np.array([np.interp(s, knots, x[:, j]) for j in range(nv)])
+        vs = np.array([np.interp(s, knots, x[:, nv + j]) for j in range(nv)])
+        return qs, vs, u[k]
+    raise AssertionError(integrator)
+
+
+@pytest.mark.parametrize("integrator", ["euler", "semi_implicit", "rk4"])
+def test_interpolation_matches_numpy_reference(integrator):
+    ex = make_executor()
+    nv = ex.nv
+    rng = np.random.default_rng(7)
+    if integrator == "rk4":
+        # Knots of a smooth curve; the reference is SciPy's cubic Hermite spline of it.
+        tk = H * np.arange(N)
+        a, w, ph = rng.uniform(0.2, 0.6, nv), rng.uniform(1, 4, nv), rng.uniform(0, 6, nv)
+        q = a * np.sin(w * tk[:, None] + ph)
+        v = a * w * np.cos(w * tk[:, None] + ph)
+        x = np.hstack([q, v])
+        u = rng.uniform(-20, 20, (N - 1, nv))
+        spl = CubicHermiteSpline(tk, q, v, axis=0)
+
+        def ref(s):
+            k = int(np.floor(s / H))
+            return spl(s), spl(s, 1), u[k]
+    else:
+        x, u, acc = rollout(integrator, nv, rng)
+
+        def ref(s):
+            return reference_sample(integrator, x, u, acc, s, nv)
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=INTEGRATORS[integrator], x=x, u=u)
+    q_meas, v_meas = mid(ex)
+    times = np.concatenate([H * np.arange(N - 1), rng.uniform(0, (N - 1) * H - 1e-9, 40)])
+    for s in times:
+        now = T0 + int(round(s * NS))
+        s_exact = (now - T0) / NS
+        tau, mode = ex.update(now, q_meas, v_meas)   # kp = kd = 0: tau is the feed-forward
+        assert mode == "follow", (s, ex.hold_reason)
+        q_ref, v_ref, u_ref = ref(s_exact)
+        np.testing.assert_allclose(ex.q_ref, q_ref, rtol=0, atol=1e-9, err_msg=f"q at s={s_exact}")
+        np.testing.assert_allclose(ex.v_ref, v_ref, rtol=0, atol=1e-8, err_msg=f"v at s={s_exact}")
+        np.testing.assert_array_equal(tau, u_ref, err_msg=f"u at s={s_exact}")
+    assert ex.counters["follow"] == len(times)
+
+
+def test_feedback_toward_the_planned_state_and_plan_gains():
+    nv = 7
+    kp, kd = np.linspace(10, 70, nv), np.linspace(1, 7, nv)
+    ex = make_executor(kp=kp, kd=kd)
+    rng = np.random.default_rng(3)
+    x, u, _ = rollout("semi_implicit", nv, rng)
+    K = rng.uniform(-2, 2, (N - 1, nv, 2 * nv))
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=INTEGRATORS["semi_implicit"], x=x, u=u, K=K)
+    q = x[3, :nv] + rng.uniform(-0.05, 0.05, nv)
+    v = x[3, nv:] + rng.uniform(-0.1, 0.1, nv)
+    now = T0 + int(3.5 * H * NS)
+    tau, mode = ex.update(now, q, v)
+    assert mode == "follow"
+    dx = np.concatenate([ex.q_ref - q, ex.v_ref - v])
+    np.testing.assert_allclose(tau, u[3] + kp * dx[:nv] + kd * dx[nv:] + K[3] @ dx, rtol=1e-12, atol=1e-9)
+    # use_plan_gains=False drops the plan's K term (applied at the next update).
+    ex.set_tunables(plan_timeout=0.5, kp=kp, kd=kd, use_plan_gains=False)
+    tau2, _ = ex.update(now, q, v)
+    np.testing.assert_allclose(tau2, u[3] + kp * dx[:nv] + kd * dx[nv:], rtol=1e-12, atol=1e-9)
+
+
+def test_no_plan_holds_gravity_plus_damping(model):
+    damping = np.full(7, 3.0)
+    ex = make_executor(hold_damping=damping)
+    q, _ = mid(ex)
+    v = np.linspace(-0.2, 0.2, 7)
+    tau, mode = ex.update(T0, q, v)
+    assert (mode, ex.hold_reason) == ("hold", "no_plan")
+    np.testing.assert_allclose(tau, gravity(model, q) - damping * v, atol=1e-9)
+    np.testing.assert_allclose(ex.gravity(q), gravity(model, q), atol=1e-9)
+    assert ex.counters["holds"] == 1 and ex.counters["follow"] == 0
+
+
+def test_stale_plan_holds_and_a_fresh_one_resumes(model):
+    ex = make_executor(plan_timeout=0.05)
+    x, u, _ = rollout("euler", 7, np.random.default_rng(1))
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u)
+    q, v = mid(ex)
+    assert ex.update(T0 + int(0.04 * NS), q, v)[1] == "follow"
+    for dt in (0.051, 0.06, 0.07):   # older than plan_timeout: hold, one stale event
+        tau, mode = ex.update(T0 + int(dt * NS), q, v)
+        assert (mode, ex.hold_reason) == ("hold", "plan_stale")
+        np.testing.assert_allclose(tau, gravity(model, q), atol=1e-9)
+    assert ex.counters["stale_events"] == 1
+    ex.submit(seq=2, epoch=1, stamp_ns=T0 + int(0.07 * NS), knot_dt=H, integrator=0, x=x, u=u)
+    assert ex.update(T0 + int(0.08 * NS), q, v)[1] == "follow"
+
+
+def test_plan_past_its_last_knot_holds():
+    ex = make_executor(plan_timeout=10.0)
+    x, u, _ = rollout("euler", 7, np.random.default_rng(2))
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u)
+    q, v = mid(ex)
+    assert ex.update(T0 + int((N - 1) * H * NS) - 1000, q, v)[1] == "follow"
+    tau, mode = ex.update(T0 + int((N - 1) * H * NS), q, v)
+    assert (mode, ex.hold_reason) == ("hold", "plan_exhausted")
+    assert ex.counters["stale_events"] == 1
+
+
+def test_nonfinite_state_holds_at_the_last_good_state(model):
+    ex = make_executor(hold_damping=np.full(7, 5.0))
+    x, u, _ = rollout("euler", 7, np.random.default_rng(4))
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u)
+    q_good, v = mid(ex)
+    assert ex.update(T0, q_good, v + 0.1)[1] == "follow"
+    for bad in (np.nan, np.inf, -np.inf):
+        q = q_good + 0.3
+        q[2] = bad
+        tau, mode = ex.update(T0 + 1000, q, v + 0.1)
+        assert (mode, ex.hold_reason) == ("hold", "state_nonfinite")
+        # gravity at the last GOOD positions, and no damping on an untrusted velocity
+        np.testing.assert_allclose(tau, gravity(model, q_good), atol=1e-9)
+    vbad = v.copy()
+    vbad[0] = np.nan
+    assert ex.update(T0 + 2000, q_good, vbad)[1] == "hold"
+    assert ex.counters["nonfinite_states"] == 4
+    assert ex.update(T0 + 3000, q_good, v)[1] == "follow"   # recovers with the next good state
+
+
+def test_nonfinite_state_before_any_good_one_outputs_zero():
+    ex = make_executor()
+    q = np.full(7, np.nan)
+    tau, mode = ex.update(T0, q, np.zeros(7))
+    assert mode == "no_state" and np.all(tau == 0.0)
+
+
+def test_nonfinite_plan_is_dropped_and_the_previous_one_kept():
+    ex = make_executor()
+    x, u, _ = rollout("euler", 7, np.random.default_rng(5))
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u)
+    q, v = mid(ex)
+    ex.update(T0, q, v)
+    bad_u = u.copy()
+    bad_u[4, 1] = np.nan
+    ex.submit(seq=2, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=bad_u + 1)
+    tau, mode = ex.update(T0 + int(4.5 * H * NS), q, v)
+    assert mode == "follow" and ex.active_seq == 1
+    np.testing.assert_array_equal(tau, u[4])
+    assert ex.counters["dropped_invalid"] == 1
+    ex.submit(seq=3, epoch=1, stamp_ns=T0, knot_dt=0.0, integrator=0, x=x, u=u)   # knot_dt <= 0
+    ex.update(T0, q, v)
+    assert ex.counters["dropped_invalid"] == 2 and ex.active_seq == 1
+
+
+def test_nonfinite_output_holds(model):
+    ex = make_executor(kp=np.full(7, 10.0))
+    x, u, _ = rollout("euler", 7, np.random.default_rng(6))
+    x[:, 0] = 1e308      # finite plan whose feedback kp * (q_ref - q) overflows to inf
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=1, x=x, u=u)
+    q, v = mid(ex)
+    tau, mode = ex.update(T0, q, v)
+    assert (mode, ex.hold_reason) == ("hold", "output_nonfinite")
+    np.testing.assert_allclose(tau, gravity(model, q), atol=1e-9)
+    assert ex.counters["nonfinite_outputs"] == 1
+
+
+def test_torques_are_clamped_to_the_urdf_effort_limits():
+    ex = make_executor()
+    lim = ex.effort_limit
+    np.testing.assert_array_equal(lim, [320, 320, 176, 176, 110, 40, 40])
+    x, u, _ = rollout("euler", 7, np.random.default_rng(8))
+    u[:] = 0.0
+    u[:, 0], u[:, 3], u[:, 6] = 1000.0, -500.0, 39.0
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u)
+    q, v = mid(ex)
+    tau, mode = ex.update(T0, q, v)
+    assert mode == "follow"
+    assert tau[0] == 320 and tau[3] == -176 and tau[6] == 39.0
+    assert ex.counters["clamped"] == 1
+
+
+def test_torque_pushing_past_a_position_limit_is_cut(model):
+    damping = np.full(7, 4.0)
+    ex = make_executor(hold_damping=damping, limit_margin=0.05)
+    pin, m, _ = model
+    x, u, _ = rollout("euler", 7, np.random.default_rng(9))
+    u[:] = 0.0
+    u[:, 1], u[:, 2] = 100.0, -100.0
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u)
+    q, v = mid(ex)
+    q[1] = m.upperPositionLimit[1] - 0.01     # inside the band, pushed up: cut
+    q[2] = m.lowerPositionLimit[2] + 0.02     # inside the band, pushed down: cut
+    v[1], v[2] = 0.3, -0.2                    # moving toward the limits: damped
+    tau, mode = ex.update(T0, q, v)
+    g = gravity(model, q)
+    assert mode == "follow"
+    assert tau[1] == pytest.approx(g[1] - 4.0 * 0.3)
+    assert tau[2] == pytest.approx(g[2] + 4.0 * 0.2)
+    assert ex.counters["limit_cuts"] == 1
+    # pulled away from the limit: untouched
+    ex.submit(seq=2, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=-u)
+    tau, _ = ex.update(T0, q, v)
+    assert tau[1] == -100.0 and tau[2] == 100.0
+    assert ex.counters["limit_cuts"] == 1
+
+
+def test_out_of_order_plans_are_dropped_and_counted():
+    ex = make_executor()
+    x, u, _ = rollout("euler", 7, np.random.default_rng(10))
+    q, v = mid(ex)
+    ex.submit(seq=5, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u)
+    ex.update(T0, q, v)
+    for seq in (5, 3):    # a repeat and an older one
+        ex.submit(seq=seq, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u + 1)
+        tau, _ = ex.update(T0, q, v)
+        np.testing.assert_array_equal(tau, u[0])
+    assert ex.counters["dropped_out_of_order"] == 2 and ex.active_seq == 5
+    ex.submit(seq=6, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u + 1)
+    tau, _ = ex.update(T0, q, v)
+    np.testing.assert_array_equal(tau, u[0] + 1)
+    assert ex.counters["plans_accepted"] == 2
+
+
+def test_stale_epochs_are_dropped_and_a_new_epoch_restarts_the_sequence():
+    ex = make_executor()
+    x, u, _ = rollout("euler", 7, np.random.default_rng(11))
+    q, v = mid(ex)
+    ex.submit(seq=40, epoch=3, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u)
+    ex.update(T0, q, v)
+    ex.submit(seq=41, epoch=2, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u + 1)   # older epoch
+    ex.update(T0, q, v)
+    assert ex.counters["dropped_stale_epoch"] == 1 and ex.active_epoch == 3
+    ex.submit(seq=1, epoch=4, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u + 2)    # MPC reset
+    tau, _ = ex.update(T0, q, v)
+    assert (ex.active_epoch, ex.active_seq) == (4, 1)
+    np.testing.assert_array_equal(tau, u[0] + 2)
+
+
+def test_reset_holds_until_a_new_plan_and_forgets_the_sequence():
+    ex = make_executor()
+    x, u, _ = rollout("euler", 7, np.random.default_rng(12))
+    q, v = mid(ex)
+    ex.submit(seq=9, epoch=5, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u)
+    assert ex.update(T0, q, v)[1] == "follow"
+    ex.reset()
+    _, mode = ex.update(T0, q, v)
+    assert (mode, ex.hold_reason) == ("hold", "no_plan")
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=0, x=x, u=u)   # a restarted publisher
+    assert ex.update(T0, q, v)[1] == "follow"
+
+
+def test_bad_settings_raise_value_errors_naming_them():
+    with pytest.raises(ValueError, match="kp"):
+        make_executor(kp=np.ones(3))
+    with pytest.raises(ValueError, match="plan_timeout"):
+        make_executor(plan_timeout=0.0)
+    with pytest.raises(ValueError, match="max_knots"):
+        make_executor(max_knots=1)
+    ex = make_executor()
+    with pytest.raises(ValueError, match="hold_damping"):
+        ex.set_tunables(hold_damping=-np.ones(7))
+    with pytest.raises(ValueError, match="x: expected"):
+        ex.submit(seq=1, epoch=1, stamp_ns=0, knot_dt=H, integrator=0, x=np.zeros((200, 14)), u=np.zeros((199, 7)))
+    with pytest.raises(ValueError, match="u: expected shape"):
+        ex.submit(seq=1, epoch=1, stamp_ns=0, knot_dt=H, integrator=0, x=np.zeros((4, 14)), u=np.zeros((4, 7)))
+
+
+def _cmake_prefix():
+    """Where pip installed the core's CMake package (the venv prefix)."""
+    return Path(sys.prefix)
+
+
+def test_update_allocates_nothing_in_10k_calls(tmp_path):
+    """A C++ consumer of find_package(gato_core) runs 10^4 update() calls through every
+    path while a malloc hook counts; its control allocation proves the hook counts."""
+    if shutil.which("cmake") is None or shutil.which("c++") is None:
+        pytest.fail("cmake and a C++ compiler are needed (scripts/setup.sh checks for both)")
+    prefix = _cmake_prefix()
+    assert (prefix / "lib/cmake/gato_core/gato_coreConfig.cmake").is_file(), \
+        "gato_core's CMake package is not installed in the venv (scripts/setup.sh builds it)"
+    src = Path(__file__).parent / "cpp" / "executor_alloc"
+    build = tmp_path / "build"
+    env = dict(os.environ, CMAKE_PREFIX_PATH=f"{prefix}{os.pathsep}{os.environ.get('CMAKE_PREFIX_PATH', '')}")
+    cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert cfg.returncode == 0, cfg.stdout[-3000:] + cfg.stderr[-3000:]
+    bld = subprocess.run(["cmake", "--build", str(build), "-j", "1"], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert bld.returncode == 0, bld.stdout[-3000:] + bld.stderr[-3000:]
+    info = gato.robot_info(ROBOT)
+    run = subprocess.run([str(build / "executor_alloc"), str(gato.robot_urdf(ROBOT)), info["ee_frame"]],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = dict(line.split("=", 1) for line in run.stdout.split())
+    assert int(out["control_allocs"]) >= 1, "the malloc hook does not count: the check would be meaningless"
+    assert int(out["updates"]) == 10000
+    assert int(out["update_allocs"]) == 0 and int(out["update_frees"]) == 0, run.stdout
+    # every path ran under the hook
+    for key in ("follow", "hold", "plans_accepted", "dropped_invalid", "dropped_out_of_order", "dropped_stale_epoch",
+                "nonfinite_states", "nonfinite_outputs", "stale_events", "clamped", "limit_cuts"):
+        assert int(out[key]) > 0, f"{key} never happened: {run.stdout}"
+    assert float(out["kp_applied"]) == 80.0
