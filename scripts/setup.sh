@@ -59,8 +59,65 @@ if ! stamp_ok lock "$LOCK_HASH"; then
   rm -f "$STAMPS/core" "$STAMPS/colcon"   # rebuild against the new dependencies
 fi
 
+# --- 1b. the ROS 2 overlay: what PyPI lacks (rclcpp, ros2_control, launch, ros2 CLI, rosbag2)
+# Where the project's prebuilt overlay sits beside the checkout (../shared/ros2_sdk: dev
+# machines and CI) it is extracted into build/ros2_sdk and sourced by scripts/activate.sh.
+# A sourced system ROS 2 (/opt/ros/<distro>, robots and the Docker image) plays its part
+# instead. Without either, the ros2_control plugin is not built and the tests that need
+# the real ROS 2 tools skip; everything else works from the wheels.
+SDK_TARBALL="${GATO_ROS2_SDK_TARBALL:-$(ls "$ROOT"/../shared/ros2_sdk/ros2-control-sdk-*.tar.xz 2>/dev/null | head -1)}"
+SDK_DIR="$ROOT/build/ros2_sdk"
+SDK_HASH=none
+if [[ -n "$SDK_TARBALL" && -f "$SDK_TARBALL" ]]; then
+  SDK_HASH=$( (stat -c '%s %Y' "$SDK_TARBALL"; basename "$SDK_TARBALL") | sha256sum | cut -c1-16)
+  if ! stamp_ok sdk "$SDK_HASH-$LOCK_HASH" || [[ ! -f "$SDK_DIR/ros2-control-sdk/setup.bash" ]]; then
+    say "extracting the ROS 2 overlay $(basename "$SDK_TARBALL") into build/ros2_sdk"
+    rm -rf "$SDK_DIR"; mkdir -p "$SDK_DIR"
+    tar -xJf "$SDK_TARBALL" -C "$SDK_DIR" || die "could not extract $SDK_TARBALL"
+    SDK_SHARE="$SDK_DIR/ros2-control-sdk/share/ros2_sdk"
+    # The overlay is built against the lock's exact ros-* wheels (its README): refuse a mismatch
+    # here instead of failing late and obscurely in a C++ process.
+    if ! diff <(python -m pip freeze 2>/dev/null | grep -E '^ros-' | sort) \
+              <(grep -E '^ros-' "$SDK_SHARE/built-against.txt" | sort) >/dev/null; then
+      die "requirements/lock.txt's ros-* wheels differ from those the overlay was built against ($SDK_SHARE/built-against.txt); the overlay needs a rebuild for this lock"
+    fi
+    say "installing the overlay's pinned Python requirements"
+    python -m pip install -q -r "$SDK_SHARE/requirements-runtime.txt" -r "$SDK_SHARE/requirements-build.txt"
+    # Two more wheel CMake exports name the wheel builder's libraries (the overlay README);
+    # both libraries carry their own copies, so the entries are dropped (idempotent).
+    sed -i 's#/usr/lib64/libtinyxml2\.so;##' "$VENV/share/fastdds/cmake/fastdds-shared-targets.cmake"
+    sed -i -e 's#"lttng-ust;dl#"dl#' "$VENV/share/tracetools/cmake/ament_cmake_export_libraries-extras.cmake" \
+      "$VENV/share/tracetools/cmake/tracetools_exportExport.cmake"
+    stamp_set sdk "$SDK_HASH-$LOCK_HASH"
+  fi
+  # Building C++ packages against the overlay (the ros2_control plugin) needs these Debian
+  # dev packages (the overlay README's list); run time needs none.
+  SDK_DEBS="libfmt-dev libtinyxml2-dev liburdfdom-dev liburdfdom-headers-dev libconsole-bridge-dev libboost-dev libeigen3-dev libcap-dev liborocos-kdl-dev libexpected-dev"
+  missing_debs=""
+  for d in $SDK_DEBS; do dpkg -s "$d" >/dev/null 2>&1 || missing_debs="$missing_debs $d"; done
+  if [[ -n "$missing_debs" ]]; then
+    if [[ $EUID == 0 ]] && command -v apt-get >/dev/null; then
+      say "apt-get install$missing_debs (to build the ros2_control plugin)"
+      { DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing_debs >/dev/null 2>&1 ||
+        { DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null 2>&1 &&
+          DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing_debs >/dev/null 2>&1; }; } ||
+        die "apt-get install$missing_debs failed"
+    else
+      die "building against the ROS 2 overlay needs Debian packages:$missing_debs. Install them: sudo apt-get install$missing_debs"
+    fi
+  fi
+  echo "$SDK_DIR/ros2-control-sdk" > "$ROOT/build/ros2_overlay"
+elif [[ -n "${ROS_DISTRO:-}" && -d "/opt/ros/${ROS_DISTRO}" ]]; then
+  SDK_HASH="system-$ROS_DISTRO"
+  say "using the sourced system ROS 2 ($ROS_DISTRO) for the ros2_control plugin and the ROS 2 tools"
+  rm -f "$ROOT/build/ros2_overlay"
+else
+  say "no ROS 2 overlay (../shared/ros2_sdk) and no sourced /opt/ros: the ros2_control plugin is not built and the tests that need the ros2 CLI / launch / ros2_control skip"
+  rm -f "$ROOT/build/ros2_overlay"
+fi
+
 # --- 2. gato_core: the C++ core and the Python package ----------------------
-CORE_HASH=$(cd src/gato_core && find . -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.py' -o -name '*.txt' -o -name '*.toml' -o -name '*.json' -o -name '*.urdf' \) -not -path './build/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+CORE_HASH=$(cd src/gato_core && find . -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.py' -o -name '*.txt' -o -name '*.toml' -o -name '*.json' -o -name '*.urdf' -o -name '*.in' \) -not -path './build/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 if ! stamp_ok core "$CORE_HASH"; then
   say "building gato_core (C++ core + pybind11; first build: a few minutes)"
   # No build isolation: the venv already holds the pinned build dependencies,
@@ -72,10 +129,17 @@ if ! stamp_ok core "$CORE_HASH"; then
 fi
 
 # --- 3. the ROS packages with colcon ----------------------------------------
-ROS_HASH=$(find src/gato_msgs src/gato_ros src/gato_bringup src/gato_description -type f -not -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+ROS_HASH=$( (find src/gato_msgs src/gato_ros src/gato_bringup src/gato_description -type f -not -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha256sum; echo "$SDK_HASH") | sha256sum | cut -c1-16)
 if ! stamp_ok colcon "$ROS_HASH" || [[ ! -f install/setup.bash ]]; then
   say "building ROS packages with colcon"
-  AMENT_PREFIX_PATH="$VENV" colcon --log-base build/colcon-log build \
+  COLCON_AMENT_PREFIX="$VENV"
+  if [[ -f "$ROOT/build/ros2_overlay" ]]; then
+    # The overlay's setup.bash puts its prefix on AMENT/CMAKE_PREFIX_PATH and its libraries
+    # on LD_LIBRARY_PATH (the linker needs them for the plugin).
+    set +u; source "$(cat "$ROOT/build/ros2_overlay")/setup.bash"; set -u
+    COLCON_AMENT_PREFIX="$AMENT_PREFIX_PATH"
+  fi
+  AMENT_PREFIX_PATH="$COLCON_AMENT_PREFIX" colcon --log-base build/colcon-log build \
     --base-paths src --build-base build/colcon --install-base install \
     --packages-skip gato_core --event-handlers console_cohesion- summary- status- \
     ${QUIET:+} > build/colcon.log 2>&1 || { tail -40 build/colcon.log; die "colcon build failed (full log: build/colcon.log)"; }
