@@ -14,7 +14,8 @@ Conventions (see the spec for the full text):
   per knot; only xyz is used.
 * Defects ``c_0 = x_0 - x_s``, ``c_{k+1} = x_{k+1} - f(x_k, u_k)``.
 * KKT system ``[[G, C^T], [C, 0]] [dz; lam] = [-g; c]`` with
-  ``G = blkdiag(Q_k + rho*Ibar, R_k)``, ``Ibar = diag(I_nv, 0)``; row 0 of C is
+  ``G = blkdiag(Q_k + rho*Ibar_k, R_k + rho*Rbar_k)``, ``Ibar_k = diag(I_nv, 0)`` and
+  ``Rbar_k = 0`` unless a velocity / control weight is zero (``_ibar``, ``_rbar``); row 0 of C is
   ``-I`` on ``x_0``, row ``k+1`` is ``[A_k, B_k, -I]`` on ``(x_k, u_k, x_{k+1})``.
 """
 
@@ -469,11 +470,20 @@ class RefProblem:
         return self.total_cost(xu, ref) + self.mu * float(np.abs(self.defects(xu, x_s)).sum())
 
     # ------------------------------------------------------------ KKT solves
-    def _ibar(self):
-        """Ibar = diag(I_nv, 0), (nx, nx)."""
+    def _ibar(self, k=0):
+        """Ibar_k (nx, nx) = diag(I_nv, [v_k = 0 and vel_lim_cost = 0] I_nv): the trust region on
+        the position block, and on a velocity block whose cost weight is zero (docs/solver_method.md,
+        "Zero weights")."""
         Ib = np.zeros((self.nx, self.nx))
         Ib[:self.nv, :self.nv] = np.eye(self.nv)
+        if self.w_qd[k] == 0 and self.vel_lim_cost == 0:
+            Ib[self.nv:, self.nv:] = np.eye(self.nv)
         return Ib
+
+    def _rbar(self, k):
+        """Rbar_k (nu, nu) = diag([s_kj = 0 and ctrl_lim_cost = 0]): the trust region on a control
+        whose cost weight is zero."""
+        return np.diag(((self.s_u[k] == 0) & (self.ctrl_lim_cost == 0)).astype(np.float64))
 
     def assemble_kkt(self, blocks, rho):
         """Dense (G (n, n), C (N nx, n), g (n,), c (N nx,)), n = N nx + (N-1) nu."""
@@ -482,14 +492,13 @@ class RefProblem:
         G = np.zeros((n, n))
         C = np.zeros((N * nx, n))
         g = np.zeros(n)
-        Ib = self._ibar()
         for k in range(N):
             xi = self.x_index(k)
-            G[xi, xi] = blocks["Q"][k] + rho * Ib
+            G[xi, xi] = blocks["Q"][k] + rho * self._ibar(k)
             g[xi] = blocks["q"][k]
         for k in range(N - 1):
             ui = self.u_index(k)
-            G[ui, ui] = blocks["R"][k]
+            G[ui, ui] = blocks["R"][k] + rho * self._rbar(k)
             g[ui] = blocks["r"][k]
         C[0:nx, self.x_index(0)] = -np.eye(nx)
         for k in range(N - 1):
@@ -521,9 +530,8 @@ class RefProblem:
         gamma_{k+1} = c_{k+1} + A_k Qt_k^-1 q_k + B_k R_k^-1 r_k - Qt_{k+1}^-1 q_{k+1}.
         """
         N, nx = self.N, self.nx
-        Ib = self._ibar()
-        Qi = [np.linalg.inv(blocks["Q"][k] + rho * Ib) for k in range(N)]
-        Ri = [np.linalg.inv(blocks["R"][k]) for k in range(N - 1)]
+        Qi = [np.linalg.inv(blocks["Q"][k] + rho * self._ibar(k)) for k in range(N)]
+        Ri = [np.linalg.inv(blocks["R"][k] + rho * self._rbar(k)) for k in range(N - 1)]
         A, B, c, q, r = blocks["A"], blocks["B"], blocks["c"], blocks["q"], blocks["r"]
         M = np.zeros((N * nx, N * nx))
         gam = np.zeros((N, nx))
@@ -549,15 +557,15 @@ class RefProblem:
         N = self.N
         M, gam = self.schur_system(blocks, rho)
         lam = np.linalg.solve(M, -gam).reshape(N, self.nx)
-        Ib = self._ibar()
         dz = np.zeros(self.n_xu)
         for k in range(N):
             rhs = blocks["q"][k] - lam[k]
             if k < N - 1:
                 rhs = rhs + blocks["A"][k].T @ lam[k + 1]
-            dz[self.x_index(k)] = -np.linalg.solve(blocks["Q"][k] + rho * Ib, rhs)
+            dz[self.x_index(k)] = -np.linalg.solve(blocks["Q"][k] + rho * self._ibar(k), rhs)
         for k in range(N - 1):
-            dz[self.u_index(k)] = -np.linalg.solve(blocks["R"][k], blocks["r"][k] + blocks["B"][k].T @ lam[k + 1])
+            dz[self.u_index(k)] = -np.linalg.solve(blocks["R"][k] + rho * self._rbar(k),
+                                                   blocks["r"][k] + blocks["B"][k].T @ lam[k + 1])
         return dz, lam
 
     # ------------------------------------------------------------------- SQP

@@ -425,14 +425,26 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
       return M.template bottomRightCorner<NV, NV>().diagonal();
     }
   };
+  // Zero-weight blocks (docs/solver_method.md, "Zero weights"): a velocity or control
+  // diagonal whose cost weight is 0 with its barrier off would make Q_vv or R singular;
+  // the trust region rho regularizes it like the position block. It only shapes the
+  // step (the merit keeps the true cost), so a converged plan is that of the zero weight.
+  const bool vel_barrier = set_.vel_lim_cost > 0, ctrl_barrier = set_.ctrl_lim_cost > 0;
   for (int k = 0; k < N_; ++k) {
     e.tmpv = pos(e.Q[k]);
     e.tmpv.diagonal().array() += e.rho;
     if (!linsys::spd_inverse(e.tmpv, e.tmpv_L, e.tmpv_Y, e.Qpp_inv[k])) return false;
     e.qvv_inv[k] = vel_diag(e.Q[k]);
+    if (!vel_barrier && qd_weight(k) == S(0)) e.qvv_inv[k].array() += e.rho;
     if (!(e.qvv_inv[k].minCoeff() > 0)) return false;
     e.qvv_inv[k] = e.qvv_inv[k].cwiseInverse();
     if (k < N_ - 1) {
+      if (!ctrl_barrier) {
+        // In place: R is rebuilt by the next setup_kkt and read only through Rinv after this.
+        for (int j = 0; j < nu_; ++j) {
+          if (u_weight(k, j) == S(0)) e.R[k](j, j) += e.rho;
+        }
+      }
       // R is diagonal unless a row group folds a dense G'G into it.
       if (linsys::exactly_diagonal(e.R[k])) {
         if (!(e.R[k].diagonal().array() > 0).all()) return false;

@@ -277,8 +277,9 @@ class BSQP(RowGroupAPI):
         self._push_settings()
 
     def set_cost_weights_per_knot(self, knot_weights) -> None:
-        """Per-knot [ee, qd, u] weights, shape (N, 3); overrides the scalar q/qd/u/N weights
-        (the terminal EE weight is row N-1's ee entry). None clears the table."""
+        """Per-knot [ee, qd, u] weights, shape (N, 3), finite and >= 0; overrides the scalar q/qd/u/N
+        weights (the terminal EE weight is row N-1's ee entry). None clears the table. A zero qd or
+        u entry is regularized by the trust region (docs/solver_method.md, "Zero weights")."""
         if knot_weights is None:
             self._knot_weights = None
             self._s.set_knot_weights(np.zeros(0))
@@ -306,15 +307,16 @@ class BSQP(RowGroupAPI):
         self._s.set_q_nom(q)
 
     def set_u_cost_vec(self, weights=None) -> None:
-        """Per-joint control weights (n_actuated,), replacing the scalar/per-knot u weight at every
-        knot; None resets to the scalar u_cost."""
+        """Per-joint control weights (n_actuated,), >= 0, replacing the scalar/per-knot u weight at
+        every knot; None resets to the scalar u_cost. A zero weight (torque free on that joint) is
+        regularized by the trust region (docs/solver_method.md, "Zero weights")."""
         if weights is None:
             self._u_cost_vec = None
             self._s.set_u_cost_vec(np.zeros(0))
             return
         w = vector(weights, "weights", self.n_actuated)
-        if np.any(w <= 0):
-            raise ValueError("weights: control weights must be > 0 (R must stay positive definite)")
+        if np.any(w < 0):
+            raise ValueError(f"weights: control weights must be >= 0, got {w.tolist()}")
         self._u_cost_vec = w
         self._s.set_u_cost_vec(w)
 
