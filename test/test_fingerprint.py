@@ -137,3 +137,44 @@ def test_solver_qdd_fn_shape_and_gravity_sign():
     a = f(np.zeros(6), np.zeros(6), np.zeros(6))
     assert a.shape == (6,) and a.dtype == np.float64
     np.testing.assert_allclose(a, aba_fn("indy7")(np.zeros(6), np.zeros(6), np.zeros(6)), rtol=1e-12, atol=1e-12)
+
+
+def _table_without_kinds(tmp_path, rename=None):
+    t = fp.load()
+    for pr in t["plants"]["iiwa14"]["probes"]:
+        del pr["kind"]
+        if rename and pr["name"] == rename[0]:
+            pr["name"] = rename[1]
+    path = tmp_path / "nokind.json"
+    path.write_text(json.dumps(t))
+    return path
+
+
+def test_probes_without_kind_take_it_from_their_names(tmp_path):
+    """A table whose probes carry no 'kind' (an older or hand-written file) is read by the probe
+    name prefix: the same result as the full table, kind for kind."""
+    path = _table_without_kinds(tmp_path)
+    full = fp.check(aba_fn("iiwa14"), "iiwa14")
+    res = fp.check(aba_fn("iiwa14"), "iiwa14", path=path)
+    assert res["ok"] and [r["kind"] for r in res["probes"]] == [r["kind"] for r in full["probes"]]
+    assert {r["kind"] for r in res["probes"]} == {"gravity", "inertia_j", "coriolis"}
+    np.testing.assert_array_equal(res["inertia_ratio"], full["inertia_ratio"])
+    bad = fp.check(aba_fn("iiwa14", armature=[0, 0, 0, 0.5, 0, 0, 0]), "iiwa14", path=path)
+    assert not bad["ok"] and "inertia_j" in fp.report(bad)
+
+
+def test_probe_without_kind_or_telling_name_is_refused(tmp_path):
+    path = _table_without_kinds(tmp_path, rename=("inertia_3", "probe_7"))
+    with pytest.raises(ValueError, match=r"plant 'iiwa14', probe 7 \('probe_7'\): has no 'kind' field and its "
+                                         r"name does not say it .* add \"kind\": one of"):
+        fp.check(aba_fn("iiwa14"), "iiwa14", path=path)
+    t = fp.load()
+    del t["plants"]["iiwa14"]["probes"][4]["response"]
+    (tmp_path / "noresp.json").write_text(json.dumps(t))
+    with pytest.raises(ValueError, match=r"'inertia_0'\): a inertia_j probe needs the field\(s\) \['response'\]"):
+        fp.check(aba_fn("iiwa14"), "iiwa14", path=tmp_path / "noresp.json")
+    t = fp.load()
+    t["plants"]["iiwa14"]["probes"][0]["kind"] = "wobble"
+    (tmp_path / "badkind.json").write_text(json.dumps(t))
+    with pytest.raises(ValueError, match=r"'gravity_0'\): unknown kind 'wobble'"):
+        fp.check(aba_fn("iiwa14"), "iiwa14", path=tmp_path / "badkind.json")

@@ -21,6 +21,8 @@ list of dicts with
 - ``name``, ``kind``: "gravity" (qd = 0, u = 0: the gravity response),
   "inertia_j" (qd = 0, u = ``torque`` on joint ``joint`` only) or "coriolis"
   (qd != 0, u != 0: velocity-product terms, and damping if a model has any);
+  a probe without ``kind`` takes it from its name prefix ("gravity_",
+  "inertia_", "coriolis_"); with neither, :func:`check` raises ValueError;
 - ``q`` the STORED configuration (nq; a free-flyer quaternion would be xyzw),
   ``qd`` (nv, rad/s), ``u`` the FULL generalized force (nv, N*m; a consumer
   applies it as a joint-space force, e.g. MuJoCo ``qfrc_applied``), ``qdd``
@@ -70,7 +72,44 @@ def _plant_entry(table: dict, plant: str) -> dict:
     plants = table["plants"]
     if plant not in plants:
         raise ValueError(f"plant: {plant!r} has no fingerprint; the table has {sorted(plants)}")
-    return plants[plant]
+    entry = plants[plant]
+    missing = [k for k in ("nv", "probes") if k not in entry]
+    if missing:
+        raise ValueError(f"plant {plant!r}: the table's entry lacks {missing}")
+    return entry
+
+
+#: Probe kinds and the name prefix each is written with (tools/make_fingerprint.py).
+KIND_PREFIX = {"gravity": "gravity_", "inertia_j": "inertia_", "coriolis": "coriolis_"}
+_FIELDS = {"gravity": ("q", "qd", "u", "qdd"), "coriolis": ("q", "qd", "u", "qdd"),
+           "inertia_j": ("q", "qd", "u", "qdd", "joint", "response")}
+
+
+def _probe_kind(pr, plant: str, i: int, src) -> str:
+    """The kind of probe ``pr`` (the i-th of ``plant``): its ``kind`` field, else inferred from
+    its name prefix. Raises ValueError saying what the file lacks when neither says it, or
+    when a field the kind needs is missing."""
+    where = f"{src}: plant {plant!r}, probe {i}"
+    if not isinstance(pr, dict):
+        raise ValueError(f"{where}: expected a dict, got {type(pr).__name__}")
+    name = pr.get("name")
+    if not isinstance(name, str):
+        raise ValueError(f"{where}: has no 'name' field (a string such as 'gravity_0')")
+    where += f" ({name!r})"
+    kind = pr.get("kind")
+    if kind is None:
+        found = [k for k, pre in KIND_PREFIX.items() if name.startswith(pre)]
+        if len(found) != 1:
+            raise ValueError(f"{where}: has no 'kind' field and its name does not say it (names start with "
+                             f"{', '.join(repr(v) for v in KIND_PREFIX.values())}); add \"kind\": one of "
+                             f"{sorted(KIND_PREFIX)}")
+        kind = found[0]
+    elif kind not in KIND_PREFIX:
+        raise ValueError(f"{where}: unknown kind {kind!r}; expected one of {sorted(KIND_PREFIX)}")
+    missing = [f for f in _FIELDS[kind] if f not in pr]
+    if missing:
+        raise ValueError(f"{where}: a {kind} probe needs the field(s) {missing}, which the file lacks")
+    return kind
 
 
 def _eval(qdd_fn, q, qd, u, nv: int, probe: str) -> np.ndarray:
@@ -107,10 +146,12 @@ def check(qdd_fn, plant: str, path=None, rtol: float = 0.05) -> dict:
     nv = int(entry["nv"])
     probes, ratio = [], np.full(nv, np.nan)
     gravity_cache: dict[bytes, np.ndarray] = {}
-    for pr in entry["probes"]:
+    src = path if path is not None else DEFAULT_PATH.name
+    for i, pr in enumerate(entry["probes"]):
+        kind = _probe_kind(pr, plant, i, src)
         q, qd, u = (np.asarray(pr[k], dtype=np.float64) for k in ("q", "qd", "u"))
         act = _eval(qdd_fn, q, qd, u, nv, pr["name"])
-        if pr["kind"] == "inertia_j":
+        if kind == "inertia_j":
             key = q.tobytes()
             if key not in gravity_cache:
                 gravity_cache[key] = _eval(qdd_fn, q, np.zeros(nv), np.zeros(nv), nv, pr["name"] + "/gravity")
@@ -123,7 +164,7 @@ def check(qdd_fn, plant: str, path=None, rtol: float = 0.05) -> dict:
         err = np.abs(act - ref)
         scale = max(float(np.max(np.abs(ref))), 1e-12)
         rel = float(np.max(err) / scale)
-        probes.append(dict(name=pr["name"], kind=pr["kind"], reference=ref, actual=act, abs_err=err,
+        probes.append(dict(name=pr["name"], kind=kind, reference=ref, actual=act, abs_err=err,
                            scale=scale, rel_err=rel, ok=bool(rel <= rtol)))
     worst = max(probes, key=lambda r: r["rel_err"])
     finite_ratio = ratio[np.isfinite(ratio)]
