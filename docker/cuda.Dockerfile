@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
-# gato with the CUDA backend: an NVIDIA CUDA devel image plus ROS 2 from the ROS
-# apt repository (Jazzy on Ubuntu 24.04 by default; Kilted also targets 24.04).
+# gato on an NVIDIA CUDA devel image plus ROS 2 from the ROS apt repository
+# (Jazzy on Ubuntu 24.04 by default; Kilted also targets 24.04). gato has no CUDA
+# backend yet: this image builds the same CPU core as docker/ros.Dockerfile and
+# carries the CUDA toolkit (nvcc, CUDACXX) ready for the planned backend.
 # Build from the repository root:
 #
 #   docker build -f docker/cuda.Dockerfile -t gato:jazzy-cuda .
@@ -8,7 +10,7 @@
 #
 # Run with `--gpus all` (NVIDIA Container Toolkit on the host). Every install
 # step is docker/install_workspace.sh, shared with docker/ros.Dockerfile; only
-# the base image, the ROS apt repository and the CUDA CMake arguments differ.
+# the base image and the ROS apt repository differ.
 # See docker/README.md.
 
 ARG CUDA_IMAGE=nvidia/cuda:12.8.0-devel-ubuntu24.04
@@ -17,8 +19,6 @@ FROM ${CUDA_IMAGE}
 ARG ROS_DISTRO=jazzy
 # Release of ros-infrastructure/ros-apt-source (empty: the latest, from GitHub).
 ARG ROS_APT_SOURCE_VERSION=
-# sm_80 (A100-class) as SASS, sm_90 (H100/H200) as SASS + PTX.
-ARG CUDA_ARCHITECTURES="80-real;90"
 ARG GATO_BUILD_JOBS=2
 ARG DEBIAN_FRONTEND=noninteractive
 ENV ROS_DISTRO=${ROS_DISTRO} \
@@ -46,10 +46,9 @@ COPY requirements/lock.txt requirements/lock.txt
 COPY docker/lock_for_ros_image.py docker/lock_for_ros_image.py
 RUN bash docker/install_workspace.sh python
 
-# 3. The workspace, gato_core with the CUDA backend.
+# 3. The workspace: gato_core's CPU backend (no CUDA backend exists yet).
 COPY src src
-RUN bash docker/install_workspace.sh build \
-      -DGATO_BUILD_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}"
+RUN bash docker/install_workspace.sh build
 
 COPY --chmod=0755 docker/entrypoint.sh /usr/local/bin/gato-entrypoint
 ENTRYPOINT ["/usr/local/bin/gato-entrypoint"]

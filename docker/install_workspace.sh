@@ -15,8 +15,7 @@
 #                                     provides (docker/lock_for_ros_image.py)
 #   install_workspace.sh build [CMAKE_ARG...]
 #                                     colcon build --symlink-install, Release; extra
-#                                     CMake arguments go to gato_core (e.g. the CUDA
-#                                     backend: -DGATO_BUILD_CUDA=ON)
+#                                     CMake arguments go to gato_core
 #
 # Environment (the Dockerfiles set these):
 #   ROS_DISTRO       kilted | jazzy (required)
