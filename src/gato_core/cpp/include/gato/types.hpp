@@ -24,7 +24,9 @@ struct Settings {
   LinSys linsys = LinSys::kPcg;
   Integrator integrator = Integrator::kEuler;
   LineSearch line_search = LineSearch::kBest;
-  // Cost weights (scalars; per-knot and per-joint refinements live in CostWeights).
+  // Cost weights (scalars; the per-knot table, the per-joint control vector and the
+  // posture anchor are runtime setters of BatchSolver: set_knot_weights, set_u_cost_vec,
+  // set_q_pos_cost / set_q_nom).
   double q_cost = 2.0, qd_cost = 0.01, u_cost = 2e-6, N_cost = 50.0;
   double q_lim_cost = 0.01, vel_lim_cost = 0.0, ctrl_lim_cost = 0.0;
 };
