@@ -1,10 +1,11 @@
 """ArmTrackEnv: a gymnasium environment for torque-controlled arm end-effector tracking.
 
-The env owns everything a controller should not: the plant integration
-(pinocchio ``aba`` + RK4 through :class:`gato.worlds.PinocchioWorld`), the
-ground-truth (unmodelled) external wrench, time, and the reward / termination
-logic. Pair it with :class:`gato.MPCPolicy` for MPC-as-policy, or drive it
-with any other torque policy::
+An adapter over the core's simulation loop (:mod:`gato.simloop`): a
+:class:`gato.simloop.Simulation` on a pinocchio RK4 world holds each action over the
+control period (zero-order hold, actuator saturation, the unmodelled wrench as a
+:class:`gato.simloop.ConstantWrench`, divergence detection); the env adds only the gym
+API, the reward and termination. Pair it with :class:`gato.MPCPolicy` or any torque
+policy::
 
     import gato, gato.envs
     env = gato.envs.ArmTrackEnv("iiwa14", reference=ref, ctrl_dt=0.01)
@@ -12,30 +13,29 @@ with any other torque policy::
     obs, reward, terminated, truncated, info = env.step(action)
 
 This module imports gymnasium; ``import gato`` does not import it (use
-``import gato.envs``).
-
-Units: q rad, dq rad/s, torques N*m, positions m (world frame), times s,
-wrenches [force N; torque N*m].
+``import gato.envs``). Units: q rad, dq rad/s, torques N*m, positions m (world
+frame), times s, wrenches [force N; torque N*m].
 """
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from . import simloop
+from .references import Reference
+from .robots import all_robots, resolve_robot
+
 __all__ = ["ArmTrackEnv"]
 
-_EPS = 1e-9  # s: absorbs float error in accumulated time (0.1 + 0.2 ...)
 
-
-def _pos_float(v, name: str, unit: str) -> float:
+def _pos_float(v, name: str, unit: str, zero_ok=False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v) \
-            or v <= 0:
-        raise ValueError(f"{name}: expected a finite value > 0 {unit}, got {v!r}")
+            or v < 0 or (v == 0 and not zero_ok):
+        raise ValueError(f"{name}: expected a finite value {'>=' if zero_ok else '>'} 0 {unit}, got {v!r}")
     return float(v)
 
 
@@ -47,30 +47,10 @@ def _vec(v, name: str, n: int, what: str) -> np.ndarray:
     if a.shape != (n,):
         raise ValueError(f"{name}: expected shape ({n},) {what}, got {a.shape}")
     if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name}: contains NaN or Inf")
+        bad = int(np.argwhere(~np.isfinite(a))[0][0])
+        raise ValueError(f"{name}: contains NaN or Inf (first at index {bad}); expected finite values of shape "
+                         f"({n},) {what}")
     return a
-
-
-def _resolve_robot(robot, ee_frame):
-    """(urdf path, plant name or None, ee_frame) from a registered plant name or a URDF path."""
-    from .interface import robot_info, robot_urdf
-    from .robots import all_robots, detect_plant
-
-    if not isinstance(robot, (str, os.PathLike)):
-        raise ValueError(f"robot: expected a registered plant name or a URDF path, got {type(robot).__name__}")
-    name = os.fspath(robot)
-    if name in all_robots():
-        plant, urdf = name, str(robot_urdf(name))
-    else:
-        path = Path(name)
-        if not path.is_file():
-            raise ValueError(f"robot: {name!r} is neither a registered plant ({sorted(all_robots())}) "
-                             "nor an existing URDF file")
-        urdf = str(path.resolve())
-        plant = detect_plant(urdf)
-    if ee_frame is None:
-        ee_frame = robot_info(plant).get("ee_frame", "EE") if plant else "EE"
-    return urdf, plant, ee_frame
 
 
 class ArmTrackEnv(gym.Env):
@@ -101,12 +81,13 @@ class ArmTrackEnv(gym.Env):
         robot: a registered plant name ("iiwa14", "indy7", ...) or a URDF path.
         ee_frame: tracked frame (URDF frame name); default: the plant's registered
             EE frame (the point the solver's tracking cost uses), else "EE".
-        q0: (nq,) start configuration [rad]; default ``gato.tasks.Q_READY[plant]``,
-            else the registry's ready pose, else zeros.
+        q0: (nq,) start configuration [rad]; default the registry's ready pose
+            (``gato.tasks.Q_READY[plant]``), else zeros.
         dq0: (nv,) start velocity [rad/s]; default zeros.
         reference: None or an object with ``window(t) -> (6N,)`` ([x, y, z, 0, 0, 0]
             per knot, m) and optionally ``done(t) -> bool``
-            (:class:`gato.TrajectoryReference`, :class:`gato.GoalReference`).
+            (:class:`gato.TrajectoryReference`, :class:`gato.GoalReference`), or a
+            :class:`gato.references.Reference` (its position at t is the reward's target).
         ctrl_dt: control period [s] (how long one action is held).
         sim_dt: integration step [s] (<= ctrl_dt).
         horizon_s: episode length [s]: truncation at t >= horizon_s.
@@ -130,20 +111,14 @@ class ArmTrackEnv(gym.Env):
 
     def __init__(self, robot="iiwa14", *, ee_frame=None, q0=None, dq0=None, reference=None, ctrl_dt=0.01,
                  sim_dt=0.001, horizon_s=10.0, f_ext_world=None, q0_jitter=0.0, nonfinite_penalty=100.0):
-        import pinocchio as pin
-
-        from .worlds import PinocchioWorld
-
         super().__init__()
-        self._pin = pin
-        self.urdf_path, self.plant, self.ee_frame = _resolve_robot(robot, ee_frame)
-        self.model = pin.buildModelFromUrdf(self.urdf_path)
-        self.data = self.model.createData()
-        if not self.model.existFrame(self.ee_frame):
-            raise ValueError(f"ee_frame: frame {self.ee_frame!r} not found in {Path(self.urdf_path).name}")
-        self._fid = self.model.getFrameId(self.ee_frame)
+        self.urdf_path, self.plant, self.ee_frame = resolve_robot(robot, ee_frame)
+        try:
+            self.kin = simloop.EEKinematics(self.urdf_path, self.ee_frame)
+        except ValueError:
+            raise ValueError(f"ee_frame: frame {self.ee_frame!r} not found in {Path(self.urdf_path).name}") from None
+        self.model = self.kin.model
         self.nq, self.nv = int(self.model.nq), int(self.model.nv)
-
         self.ctrl_dt = _pos_float(ctrl_dt, "ctrl_dt", "s")
         self.sim_dt = _pos_float(sim_dt, "sim_dt", "s")
         if self.sim_dt > self.ctrl_dt * (1 + 1e-9):
@@ -153,78 +128,51 @@ class ArmTrackEnv(gym.Env):
         if reference is not None and not callable(getattr(reference, "window", None)):
             raise ValueError(f"reference: expected None or an object with window(t), got {type(reference).__name__}")
         self.reference = reference
-        if isinstance(q0_jitter, bool) or not isinstance(q0_jitter, (int, float, np.floating)) \
-                or not math.isfinite(q0_jitter) or q0_jitter < 0:
-            raise ValueError(f"q0_jitter: expected a finite half-width >= 0 rad, got {q0_jitter!r}")
-        self.q0_jitter = float(q0_jitter)
-        if isinstance(nonfinite_penalty, bool) or not isinstance(nonfinite_penalty, (int, float, np.floating)) \
-                or not math.isfinite(nonfinite_penalty) or nonfinite_penalty < 0:
-            raise ValueError(f"nonfinite_penalty: expected a finite number >= 0, got {nonfinite_penalty!r}")
-        self.nonfinite_penalty = float(nonfinite_penalty)
-
+        self.q0_jitter = _pos_float(q0_jitter, "q0_jitter", "rad (uniform half-width)", zero_ok=True)
+        self.nonfinite_penalty = _pos_float(nonfinite_penalty, "nonfinite_penalty", "", zero_ok=True)
         if q0 is None:
-            from .robots import all_robots
-            from .tasks import Q_READY
-
-            if self.plant in Q_READY and len(Q_READY[self.plant]) == self.nq:
-                q0 = Q_READY[self.plant]
-            else:
-                q0 = all_robots().get(self.plant or "", {}).get("q_ready", np.zeros(self.nq))
+            q0 = all_robots().get(self.plant or "", {}).get("q_ready", np.zeros(self.nq))
         self.q0 = _vec(q0, "q0", self.nq, "[rad]")
         self.dq0 = np.zeros(self.nv) if dq0 is None else _vec(dq0, "dq0", self.nv, "[rad/s]")
-
         self.f_ext_world = None if f_ext_world is None else _vec(f_ext_world, "f_ext_world", 6,
                                                                  "[force N; torque N*m]")
-        self.world = PinocchioWorld(self.urdf_path, ee_frame=self.ee_frame, constant_f_ext=self.f_ext_world,
-                                    timestep=self.sim_dt)
-
-        effort = np.array(self.model.effortLimit, dtype=np.float64)
-        self.effort_limit = effort
-        self.action_space = spaces.Box(-effort, effort, shape=(self.nv,), dtype=np.float64)
+        wrench = [] if self.f_ext_world is None else [simloop.ConstantWrench(self.f_ext_world)]
+        self.world = simloop.make_world("pinocchio", self.urdf_path, ee_frame=self.ee_frame, timestep=self.sim_dt,
+                                        disturbances=wrench)
+        self.effort_limit = np.array(self.model.effortLimit, dtype=np.float64)
+        self.action_space = spaces.Box(-self.effort_limit, self.effort_limit, shape=(self.nv,), dtype=np.float64)
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(self.nq + self.nv,), dtype=np.float64)
-
-        self.t = 0.0
-        self._k = 0
-        self._q = None
-        self._dq = None
+        self.sim = None
         self._terminated = False
 
     # ---------------------------------------------------------------- helpers
     @property
+    def t(self) -> float:
+        """Episode time [s] (counted periods x ctrl_dt)."""
+        return 0.0 if self.sim is None else self.sim.t
+
+    @property
     def state(self):
         """Current state [q, dq] (nq + nv,) (a copy), or None before the first reset."""
-        return None if self._q is None else np.concatenate([self._q, self._dq])
+        return None if self.sim is None else self.sim.x
 
     def ee_pos(self, q) -> np.ndarray:
         """World position [m] (3,) of the ``ee_frame`` origin at configuration q (nq,) rad."""
-        q = _vec(q, "q", self.nq, "[rad]")
-        pin = self._pin
-        pin.forwardKinematics(self.model, self.data, q)
-        return pin.updateFramePlacement(self.model, self.data, self._fid).translation.copy()
+        return self.kin.ee_pos(_vec(q, "q", self.nq, "[rad]"))
+
+    def _ref0(self):
+        r = self.reference
+        if r is None:
+            return None
+        p = r.positions(self.t)[0] if isinstance(r, Reference) else np.asarray(r.window(self.t), dtype=np.float64)
+        return p[0:3].copy()
 
     def _info(self):
-        q = self._q
-        ee = self.ee_pos(q) if np.all(np.isfinite(q)) else np.full(3, np.nan)
-        if self.reference is None:
-            ref0 = err = None
-        else:
-            ref0 = np.asarray(self.reference.window(self.t), dtype=np.float64)[0:3].copy()
-            err = float(np.linalg.norm(ee - ref0))
-        return {"t": self.t, "ee_pos": ee, "ref0": ref0, "tracking_err": err}
-
-    def _action(self, action) -> np.ndarray:
-        try:
-            a = np.array(action, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"action: expected joint torques of shape ({self.nv},) N*m, "
-                             f"got {type(action).__name__}") from None
-        if a.shape != (self.nv,):
-            raise ValueError(f"action: expected joint torques of shape ({self.nv},) N*m, got shape {a.shape}")
-        if not np.all(np.isfinite(a)):
-            bad = int(np.argwhere(~np.isfinite(a))[0][0])
-            raise ValueError(f"action: contains NaN or Inf (first at index {bad}); expected finite torques "
-                             f"of shape ({self.nv},) N*m")
-        return np.clip(a, -self.effort_limit, self.effort_limit)
+        q = self.sim.q
+        ee = self.kin.ee_pos(q) if np.all(np.isfinite(q)) else np.full(3, np.nan)
+        ref0 = self._ref0()
+        return {"t": self.t, "ee_pos": ee, "ref0": ref0,
+                "tracking_err": None if ref0 is None else float(np.linalg.norm(ee - ref0))}
 
     # ---------------------------------------------------------------- gym API
     def reset(self, *, seed=None, options=None):
@@ -238,47 +186,25 @@ class ArmTrackEnv(gym.Env):
         dq = _vec(options["dq0"], "options['dq0']", self.nv, "[rad/s]") if "dq0" in options else self.dq0.copy()
         if self.q0_jitter > 0:
             q = q + self.np_random.uniform(-self.q0_jitter, self.q0_jitter, self.nq)
-        self._q, self._dq = q, dq
-        self.t = 0.0
-        self._k = 0
+        self.sim = simloop.Simulation(self.world, q, dq, sim_dt=self.sim_dt, kinematics=self.kin,
+                                      effort_limit=self.effort_limit, carry_remainder=False)
         self._terminated = False
-        self.world.reset()
         return self.state, self._info()
 
     def step(self, action):
         """Hold ``action`` (nv,) N*m for ctrl_dt. Returns (obs, reward, terminated, truncated, info)."""
-        if self._q is None:
+        if self.sim is None:
             raise RuntimeError("ArmTrackEnv.step: call reset() first")
         if self._terminated:
             raise RuntimeError("ArmTrackEnv.step: the episode terminated (non-finite state); call reset()")
-        u = self._action(action)
-        q, dq = self._q, self._dq
-        diverged = False
-        for _ in range(self.n_substeps):
-            try:
-                q, dq = self.world.step(q, dq, u, self.sim_dt)
-            except RuntimeError:  # PinocchioWorld: the state diverged
-                diverged = True
-                break
-            if not (np.all(np.isfinite(q)) and np.all(np.isfinite(dq))):
-                diverged = True
-                break
-        self._k += 1
-        self.t = self._k * self.ctrl_dt  # counted, not accumulated: no float drift over long episodes
-        if diverged:
-            self._q, self._dq = np.full(self.nq, np.nan), np.full(self.nv, np.nan)
-            self._terminated = True
-            info = {"t": self.t, "ee_pos": np.full(3, np.nan),
-                    "ref0": (None if self.reference is None
-                             else np.asarray(self.reference.window(self.t), dtype=np.float64)[0:3].copy()),
-                    "tracking_err": None if self.reference is None else float("nan")}
-            return self.state, -self.nonfinite_penalty, True, False, info
-        self._q, self._dq = q, dq
+        u = _vec(action, "action", self.nv, "(joint torques N*m)")
+        self.sim.advance(simloop.HoldTorque(u), self.ctrl_dt)
         info = self._info()
+        if self.sim.diverged:
+            self._terminated = True
+            info["tracking_err"] = None if self.reference is None else float("nan")
+            return self.state, -self.nonfinite_penalty, True, False, info
         reward = 0.0 if self.reference is None else -info["tracking_err"]
-        truncated = self.t >= self.horizon_s - _EPS
-        if self.reference is not None:
-            done = getattr(self.reference, "done", None)
-            if callable(done) and done(self.t):
-                truncated = True
+        done = getattr(self.reference, "done", None)
+        truncated = self.t >= self.horizon_s - simloop.EPS or (callable(done) and bool(done(self.t)))
         return self.state, float(reward), False, bool(truncated), info

@@ -1,62 +1,43 @@
-"""MPC_GATO: the closed-loop simulation driver used by the paper experiments.
+"""MPC_GATO: the closed-loop simulation driver of the reference API (compatibility layer).
 
-This is a DRIVER, not the controller: it owns the simulation world
-(pinocchio RK4 or MuJoCo, including the unmodelled pendulum payload and the
-ground-truth disturbance wrench), the pacing of the simulated clock, the task
-logic (figure-8 windowing, goal switching, minimum-jerk goal ramps, settle
-dwell) and stat collection. The per-tick solver interaction lives in
-:class:`gato.controller.MPCController` (warm start, best-of-batch selection,
-time shift); users with their own sim or hardware loop should use
-MPCController / :class:`gato.MPCPolicy` directly.
+An adapter over the core's one simulation loop (:mod:`gato.simloop`): it builds the
+world (pinocchio RK4 or MuJoCo, with the unmodelled pendulum payload and the
+ground-truth wrench), the ``bsqp`` planner (:class:`gato.bsqp_planner.BSQPPlanner` over
+an :class:`gato.MPCController`) and a task (:class:`gato.simloop.TrackingTask` over a
+sampled figure-8, :class:`gato.simloop.GoalTask` with minimum-jerk ramps and a settle
+dwell), runs :func:`gato.simloop.run_closed_loop` and returns the run record as the
+stats dict of the reference API. New code should use those pieces directly
+(docs/architecture.md).
 
-The loop (both tasks)::
+Pacing: ``pace_by_solve_time=False`` is lockstep (the world advances one control period
+dt per solve; deterministic); True advances it by each step's measured wall time. Within
+a period each ``sim_dt`` substep plays the plan's control of the knot it falls in, and a
+period that is not a whole number of substeps carries its remainder (gato.simloop).
+Applied torques are clamped to the URDF effort limits unless ``clamp_torques=False``.
+Units: rad, rad/s, N*m, metres (world frame), seconds; ``*_times`` stats in ms.
 
-    controller.reset(x0); plan = controller.warmup(x0, window(0))
-    repeat:
-        advance the world by one control period, playing the plan's controls
-          (pace_by_solve_time: the measured wall time of the previous step; else dt)
-        measure x = [q, dq]; task logic (reference window, goal gates)
-        r = controller.step(x, window, dt_elapsed=realized period); plan = r.xu_best
-        record stats
-
-Within a control period each ``sim_dt`` substep plays the control of the
-plan's knot it falls in (knot ``floor(i * sim_dt / dt)``, capped at the last
-control): with fixed pacing every substep plays ``u_0``; a slow solve under
-wall-clock pacing plays on into ``u_1, u_2, ...`` as a real robot would. A
-period that is not a whole number of substeps carries its remainder to the
-next period (dt = 0.03125 s at sim_dt = 0.001 s plays 31, 31, 31, 32 substeps).
-
-The task clock t (timestamps, reference windows, timeouts, reach times) is the
-sum of the periods played: exactly k * dt after k fixed-pacing ticks, so the
-figure-8 window of tick k starts at reference sample k. The world itself has
-simulated t minus the carried remainder (less than one sim_dt).
-
-Applied torques are clamped to the URDF effort limits (actuator saturation;
-``clamp_torques=False`` plays the plan's torques as they are, the paper-era
-harness). Units: rad, rad/s, N*m, metres (world frame), seconds; ``solve_times``
-and the other ``*_times`` stats are milliseconds.
-
-What this build does not have (each raises ValueError naming the option): the
-force-hypothesis estimators (``estimator="fe"`` with ``batch_size > 1``,
-``"wid"``, ``"cem"``), the B = 1 wrench identifier (``wrench_id``), the
-contact-force solver variant (``fc_config``, ``variant="fc"``) and the
-exact-Hessian variant (``variant="eh"``).
+Not in this build (each raises ValueError naming the option): the force-hypothesis
+estimators (``estimator="fe"`` with ``batch_size > 1``, ``"wid"``, ``"cem"``), the B = 1
+wrench identifier (``wrench_id``), the contact-force variant (``fc_config``,
+``variant="fc"``) and the exact-Hessian variant (``variant="eh"``).
 """
 from __future__ import annotations
 
 import math
 import sys
-import time
 
 import numpy as np
 
+from . import simloop
+from .bsqp_planner import BSQPPlanner
 from .config import SolverParams
 from .controller import MPCController
 from .interface import BSQP
+from .planner import Plan
+from .references import SampledTrajectory
 
 __all__ = ["MPC_GATO"]
 
-_EPS = 1e-9
 _ESTIMATORS = ("fe", "wid", "cem")
 
 
@@ -66,12 +47,6 @@ def _nonneg(v, name: str, unit: str, positive=False) -> float:
         rel = "> 0" if positive else ">= 0"
         raise ValueError(f"{name}: expected a finite value {rel} {unit}, got {v!r}")
     return float(v)
-
-
-def _min_jerk(s: np.ndarray) -> np.ndarray:
-    """Minimum-jerk blend 10 s^3 - 15 s^4 + 6 s^5 of s clipped to [0, 1]."""
-    s = np.clip(s, 0.0, 1.0)
-    return s * s * s * (10.0 - 15.0 * s + 6.0 * s * s)
 
 
 class MPC_GATO:
@@ -162,7 +137,6 @@ class MPC_GATO:
         if verbose not in (None, True, False):
             raise ValueError(f"verbose: expected None, True or False, got {verbose!r}")
 
-        # --- solver + controller
         if params is None:
             params = SolverParams()
         elif isinstance(params, dict):
@@ -170,14 +144,13 @@ class MPC_GATO:
         elif not isinstance(params, SolverParams):
             raise ValueError(f"params: expected None, a gato.SolverParams or a dict of its fields, "
                              f"got {type(params).__name__}")
-        self.solver = BSQP(model_path, int(batch_size), N, dt, params, plant_type=plant_type)
-        self.controller = MPCController(self.solver, hypotheses=None, warm_start="shift",
-                                        reset_rho_each_step=True, linsys=linsys, bdsv_threshold=bdsv_threshold,
+        self.solver = s = BSQP(model_path, int(batch_size), N, dt, params, plant_type=plant_type)
+        self.controller = MPCController(s, hypotheses=None, warm_start="shift", reset_rho_each_step=True,
+                                        linsys=linsys, bdsv_threshold=bdsv_threshold,
                                         reseed_threshold=reseed_threshold, admm_linsys=admm_linsys,
                                         admm_threshold=admm_threshold, limits=limits, limits_kw=limits_kw)
-        s = self.solver
-        self.model_path = s.model_path
-        self.plant_type = s.plant_type
+        self.planner = BSQPPlanner.from_controller(self.controller)
+        self.model_path, self.plant_type = s.model_path, s.plant_type
         self.N, self.dt, self.batch_size = int(s.N), float(s.dt), int(s.batch_size)
         self.nq, self.nv, self.nx, self.nu = int(s.nq), int(s.nv), int(s.nx), int(s.nu)
         self.nu_act = int(s.n_actuated)
@@ -188,30 +161,17 @@ class MPC_GATO:
                              f"got nq={getattr(model, 'nq', None)}, nv={getattr(model, 'nv', None)}")
         self.model = model
         self.track_full_stats = bool(track_full_stats)
-        self.fe_seed = fe_seed
-        self.estimator = estimator
-        self.fc_config = None
-        self.wrench_id = None
+        self.fe_seed, self.estimator, self.fc_config, self.wrench_id = fe_seed, estimator, None, None
         self.verbose = verbose
         self.clamp_torques = bool(clamp_torques)
         self.u_limit = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)[:self.nu_act]
         self.pendulum_config = pendulum_config
 
-        # --- world
-        self._world_kind = None
-        if world is None or world == "pinocchio":
-            from .worlds import PinocchioWorld
-
-            self._world_kind = "pinocchio"
-            self.world = PinocchioWorld(self.model_path, ee_frame=s.ee_frame, pendulum=pendulum_config)
-        elif world == "mujoco":
-            if pendulum_config is not None:
-                raise ValueError("pendulum_config: the pendulum payload is a PinocchioWorld feature; "
-                                 "world='mujoco' models disturbances as geometry")
-            from .worlds import MuJoCoWorld
-
-            self._world_kind = "mujoco"
-            self.world = MuJoCoWorld(self.model_path, timestep=0.001)
+        if world is None or world in ("pinocchio", "mujoco"):
+            self._world_kind = world or "pinocchio"
+            pend = [] if pendulum_config is None else [simloop.PendulumPayload.from_config(pendulum_config)]
+            self.world = simloop.make_world(self._world_kind, self.model_path, ee_frame=s.ee_frame,
+                                            timestep=0.001 if world == "mujoco" else None, disturbances=pend)
         elif isinstance(world, str):
             raise ValueError(f"world: expected None, 'pinocchio', 'mujoco' or a world object, got {world!r}")
         else:
@@ -253,41 +213,25 @@ class MPC_GATO:
         """Set the ground-truth external wrench of the simulation (None clears it).
 
         ``constant_f_ext`` = (6,) [force (3) N, torque (3) N*m] in WORLD axes acting at
-        the solver's EE frame origin. The pinocchio world re-expresses it into the EE
-        parent joint's local frame at every RK4 stage (pin.aba's fext is joint-local,
-        so a world-constant force must rotate with the configuration). Worlds without
-        ``set_constant_f_ext`` (MuJoCo, custom) accept only None / zeros: ValueError
-        otherwise. The solver is never told (it is the unmodelled disturbance).
+        the solver's EE frame origin, installed on the world (the pinocchio world
+        re-expresses it in the EE parent joint's frame at every RK4 stage:
+        :class:`gato.simloop.ConstantWrench`). Worlds without ``set_constant_f_ext`` (MuJoCo,
+        custom) accept only None / zeros here: ValueError otherwise. The solver is never
+        told (it is the unmodelled disturbance).
         """
-        if constant_f_ext is None:
-            f = np.zeros(6)
-        else:
-            try:
-                f = np.array(constant_f_ext, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(f"constant_f_ext: expected None or (6,) [force N; torque N*m], "
-                                 f"got {type(constant_f_ext).__name__}") from None
-            if f.shape != (6,):
-                raise ValueError(f"constant_f_ext: expected shape (6,) [force N; torque N*m], got {f.shape}")
-            if not np.all(np.isfinite(f)):
-                raise ValueError("constant_f_ext: contains NaN or Inf")
-        setter = getattr(self.world, "set_constant_f_ext", None)
-        if callable(setter):
-            setter(f if np.any(f) else None)
-        elif np.any(f):
+        f = np.zeros(6) if constant_f_ext is None else simloop._wrench(constant_f_ext, "constant_f_ext")
+        if not callable(getattr(self.world, "set_constant_f_ext", None)) and np.any(f):
             raise ValueError(f"constant_f_ext: the {self._world_kind} world has no constant-wrench support "
                              "(a PinocchioWorld feature); model the disturbance in the world itself")
+        simloop.ConstantWrench(f).attach(self.world)
         self.constant_f_ext_world = f
 
     # ------------------------------------------------------------------ machinery
-    def _prepare_world(self, sim_dt: float) -> None:
+    def _simulation(self, x, sim_dt: float) -> simloop.Simulation:
         if self._world_kind == "mujoco" and abs(self.world.timestep - sim_dt) > 1e-12 * sim_dt:
-            from .worlds import MuJoCoWorld
-
-            self.world = MuJoCoWorld(self.model_path, timestep=sim_dt)
-        reset = getattr(self.world, "reset", None)
-        if callable(reset):
-            reset()
+            self.world = simloop.make_world("mujoco", self.model_path, timestep=sim_dt)
+        return simloop.Simulation(self.world, x[:self.nq], x[self.nq:], sim_dt=sim_dt, ee_pos=self.solver.ee_pos,
+                                  effort_limit=self.u_limit if self.clamp_torques else None)
 
     def _check_start(self, x_start, sim_dt):
         x = np.array(x_start, dtype=np.float64).reshape(-1) if x_start is not None else None
@@ -304,98 +248,56 @@ class MPC_GATO:
     def _verbose(self, planned_s: float) -> bool:
         return planned_s > self.VERBOSE_AUTO_S if self.verbose is None else bool(self.verbose)
 
-    def _plan_u(self, xu, k: int) -> np.ndarray:
-        k = min(max(k, 0), self.N - 2)
-        i = self.nx + (self.nx + self.nu) * k
-        u = np.asarray(xu[i:i + self.nu_act], dtype=np.float64)
-        if self.clamp_torques:
-            u = np.clip(u, -self.u_limit, self.u_limit)
-        return u
-
     def _play(self, xu, q, dq, period: float, sim_dt: float, clock: dict):
-        """Advance the world by ``period`` [s] (plus the carried remainder) in sim_dt substeps.
+        """Advance the world by ``period`` [s] playing the plan ``xu`` (the reference-API hook of
+        the stepping rule in gato.simloop). clock: {"t", "owed", "n", "periods", "sum", "fixed"}
+        (task clock [s], carried remainder [s], substeps, periods, their sum, fixed pacing),
+        updated. Returns (q, dq, substeps taken this period)."""
+        sim = simloop.Simulation(self.world, q, dq, sim_dt=sim_dt, ee_pos=self.solver.ee_pos,
+                                 effort_limit=self.u_limit if self.clamp_torques else None)
+        sim.t, sim.owed, sim.substeps, sim.periods, sim.period_sum = (clock["t"], clock["owed"], clock["n"],
+                                                                      clock["periods"], clock["sum"])
+        plan = Plan(np.asarray(xu, dtype=np.float64), self.nx, self.nu, self.nu_act, self.N, self.dt)
+        n = sim.advance(simloop.PlanPlayback(plan), period, fixed=clock["fixed"])
+        clock.update(t=sim.t, owed=sim.owed, n=sim.substeps, periods=sim.periods, sum=sim.period_sum)
+        return sim.q, sim.dq, n
 
-        clock: {"t": the task clock [s] = the sum of the periods played (exact multiples of
-        dt under fixed pacing), "owed": remainder not yet simulated [s] (< sim_dt),
-        "n": substeps taken (the world's own time is n * sim_dt = t - owed)}. Returns
-        (q, dq, substeps taken this period)."""
-        clock["periods"] += 1
-        clock["sum"] += period
-        clock["owed"] += period
-        n = int(math.floor(clock["owed"] / sim_dt + _EPS))
-        clock["owed"] = max(clock["owed"] - n * sim_dt, 0.0)
-        per_knot = self.dt / sim_dt
-        for i in range(n):
-            u = self._plan_u(xu, int(math.floor(i / per_knot + _EPS)))
-            q, dq = self.world.step(q, dq, u, sim_dt)
-            clock["n"] += 1
-        # fixed pacing: t = periods * dt exactly (no float drift, so the window index
-        # floor(t / dt) is the tick count); wall-clock pacing: the running sum
-        clock["t"] = clock["periods"] * period if clock["fixed"] else clock["sum"]
-        return q, dq, n
+    def _run(self, task, x, sim_dt, pace, name, planned_s, progress) -> dict:
+        verbose = self._verbose(planned_s)
+        sim = self._simulation(x, sim_dt)
+        say = (lambda m: print(m, file=sys.stdout, flush=True)) if verbose else None
+        nxt = [self.PROGRESS_EVERY_S]
 
-    def _record_tick(self, stats, t, q, dq, ee, r, wall_s):
-        stats["timestamps"].append(t)
-        stats["solve_times"].append(r.solve.solve_time_us / 1000.0)
-        stats["step_wall_times"].append(wall_s * 1000.0)
-        stats["ee_actual"].append(ee)
-        stats["joint_positions"].append(q.copy())
-        stats["joint_velocities"].append(dq.copy())
-        stats["torques"].append(self._plan_u(r.xu_best, 0))
-        stats["best_trajectory_id"].append(int(r.best_id))
+        def on_tick(rec):
+            t = rec.columns["timestamps"][-1]
+            if t >= nxt[0] - simloop.EPS:
+                nxt[0] += self.PROGRESS_EVERY_S
+                say(progress(rec.columns, t))
+
+        rec = simloop.run_closed_loop(sim, self.planner, task, paced=pace, on_tick=on_tick if verbose else None,
+                                      on_event=(lambda t, kind, e: say(
+                                          f"  t={t:6.2f}s  goal {e['index'] + 1}/{len(task.goals)} {e['outcome']} "
+                                          f"(dist {1000 * e['dist']:.1f} mm, |dq| {e['vel']:.2f} rad/s)"))
+                                      if verbose else None)
+        if rec.stop_reason == "diverged":
+            raise RuntimeError(f"MPC_GATO: the {self._world_kind} world diverged at t = {rec.sim_time:.4f} s")
+        st = rec.stats()
         if self.track_full_stats:
-            st = r.solve.stats
-            stats["sqp_iters"].append(int(np.asarray(st.sqp_iters)[r.best_id]))
-            pcg = np.asarray(st.pcg_iters)
-            stats["pcg_iters"].append(int(pcg[r.best_id].sum()) if pcg.ndim == 2 and pcg.size else 0)
-            stats["pred_err"].append(float(r.pred_err))
-            stats["linsys"].append(str(st.linsys))
-            stats["step_reseeded"].append(bool(r.reseeded))
+            ps = rec.planner_stats
+            st.update(sqp_iters=np.array([p.iterations for p in ps], dtype=int),
+                      pcg_iters=np.array([p.extra["pcg_iters"] for p in ps], dtype=int),
+                      pred_err=np.array([p.extra["pred_err"] for p in ps], dtype=np.float64),
+                      linsys=[p.extra["linsys"] for p in ps],
+                      step_reseeded=np.array([p.extra["reseeded"] for p in ps], dtype=bool))
+        st["config"] = dict(task=name, plant=self.plant_type, N=self.N, dt=self.dt, batch_size=self.batch_size,
+                            sim_dt=sim_dt, pace_by_solve_time=bool(pace), clamp_torques=self.clamp_torques,
+                            linsys=self.controller.linsys, params=self.solver.params.asdict(),
+                            constant_f_ext=self.constant_f_ext_world.tolist(),
+                            pendulum=None if self.pendulum_config is None else dict(self.pendulum_config),
+                            world=self.world_params)
+        return st
 
-    def _new_stats(self, extra=()):
-        keys = ["timestamps", "solve_times", "step_wall_times", "goal_distances", "goal_distances_knot0",
-                "ee_actual", "references", "joint_positions", "joint_velocities", "torques",
-                "best_trajectory_id", *extra]
-        if self.track_full_stats:
-            keys += ["sqp_iters", "pcg_iters", "pred_err", "linsys", "step_reseeded"]
-        return {k: [] for k in keys}
-
-    def _finish_stats(self, stats, sim_dt, pace, clock, task):
-        shapes = {"ee_actual": (0, 3), "references": (0, 3), "joint_positions": (0, self.nq),
-                  "joint_velocities": (0, self.nv), "torques": (0, self.nu_act)}
-        for k, v in list(stats.items()):
-            if isinstance(v, list) and k not in ("goal_outcomes", "goal_reached_times", "goal_start_times",
-                                                 "linsys"):
-                stats[k] = np.array(v, dtype=np.float64 if k not in ("best_trajectory_id", "sqp_iters",
-                                                                      "pcg_iters", "active_goal",
-                                                                      "step_reseeded") else None)
-                if not v and k in shapes:
-                    stats[k] = np.zeros(shapes[k])
-        stats["ee_positions"] = stats["ee_actual"]  # alias
-        err = stats["goal_distances_knot0"]
-        stats["mean_tracking_error"] = float(np.mean(err)) if err.size else float("nan")
-        stats["max_tracking_error"] = float(np.max(err)) if err.size else float("nan")
-        gd = stats["goal_distances"]
-        stats["mean_goal_distance"] = float(np.mean(gd)) if gd.size else float("nan")
-        wall = stats["step_wall_times"]
-        stats["deadline_s"] = self.dt
-        stats["deadline_misses"] = int(np.sum(wall > self.dt * 1000.0))
-        stats["deadline_miss_rate"] = float(stats["deadline_misses"] / wall.size) if wall.size else 0.0
-        stats["n_ticks"] = int(wall.size)
-        stats["sim_time"] = float(clock["t"])
-        stats["config"] = dict(task=task, plant=self.plant_type, N=self.N, dt=self.dt, batch_size=self.batch_size,
-                               sim_dt=sim_dt, pace_by_solve_time=bool(pace), clamp_torques=self.clamp_torques,
-                               linsys=self.controller.linsys, params=self.solver.params.asdict(),
-                               constant_f_ext=self.constant_f_ext_world.tolist(),
-                               pendulum=None if self.pendulum_config is None else dict(self.pendulum_config),
-                               world=self.world_params)
-        return stats
-
-    @staticmethod
-    def _say(msg: str) -> None:
-        print(msg, file=sys.stdout, flush=True)
-
-    # ------------------------------------------------------------------ figure-8
+    # ------------------------------------------------------------------ tasks
     def run_mpc_fig8(self, x_start, fig8_traj, sim_dt=0.001, sim_time=5.0, pace_by_solve_time=True):
         """Run MPC tracking a figure-8 (any sampled EE path) trajectory.
 
@@ -404,44 +306,25 @@ class MPC_GATO:
             fig8_traj: flat (6T,) (or (T, 6)) reference, [x, y, z, 0, 0, 0] per sample,
                 sample j is the EE goal at time j * dt (e.g. ``gato.tasks.fig8_reference``).
                 At sim time t the controller sees the N-knot window starting at sample
-                floor(t / dt).
+                floor(t / dt) (a :class:`gato.references.SampledTrajectory`).
             sim_dt: world substep [s].
-            sim_time: simulated duration [s]: ticks run while the clock is below it (the
-                last period may end up to one period past it). The run stops earlier
-                when the next window would run off the end of fig8_traj
-                (``stats["stop_reason"]``).
-            pace_by_solve_time: True (default, real-time MPC): advance the sim by the
-                measured wall-clock time of the previous controller step (a faster solver
-                re-plans more often; not reproducible). False: advance a fixed dt per
-                solve (deterministic; the CPU baseline harness' per-solve comparison).
+            sim_time: simulated duration [s]: ticks run while the clock is below it. The run
+                stops earlier when the next window would run off the end of fig8_traj.
+            pace_by_solve_time: True: the sim advances by each step's measured wall time
+                (not reproducible); False: a fixed dt per solve (deterministic).
 
-        Returns (None, stats). Per-tick arrays (one row per controller step, measured
-        AFTER the world advanced, before the step's solve):
-
-        - ``timestamps`` (T,) s: the task clock at the measured state (tick k of a
-          fixed-pacing run: (k + 1) * dt; the first tick follows the warm-up plan's period).
-        - ``goal_distances`` (T,) m: ||ee - reference knot 1|| (one knot ahead: the
-          paper's convention); ``goal_distances_knot0`` (T,) m: ||ee - reference
-          knot 0|| (the reference at the measured time; the baseline's convention).
-        - ``ee_actual`` (T, 3) m (alias ``ee_positions``); ``references`` (T, 3) m:
-          reference knot 0 of each tick's window.
-        - ``joint_positions`` (T, nq) rad; ``joint_velocities`` (T, nv) rad/s.
-        - ``torques`` (T, nu) N*m: the control the tick commands (plan knot 0, as
-          applied: clamped when clamp_torques).
-        - ``solve_times`` (T,) ms: the solver's own solve time; ``step_wall_times``
-          (T,) ms: wall time of ``MPCController.step`` (what wall-clock pacing uses).
-        - ``best_trajectory_id`` (T,) int: the winning batch entry.
-        - with track_full_stats: ``sqp_iters`` (T,) int, ``pcg_iters`` (T,) int
-          (summed over the winner's iterations), ``pred_err`` (T,) (controller's
-          warm-start prediction error), ``linsys`` (list of str), ``step_reseeded`` (T,) bool.
-
-        Scalars: ``mean_tracking_error`` / ``max_tracking_error`` m (over
-        goal_distances_knot0), ``mean_goal_distance`` m (over goal_distances),
-        ``deadline_s`` (= dt, the control period), ``deadline_misses`` (ticks whose
-        step wall time exceeded dt) and ``deadline_miss_rate``, ``n_ticks``,
-        ``sim_time`` s (the task clock at the end), ``stop_reason`` ("sim_time" | "reference_end"),
-        ``completed`` (stop_reason == "sim_time"), ``config`` (the run's protocol
-        stamp: plant, N, dt, sim_dt, pacing, solver params, world params, disturbances).
+        Returns (None, stats): the columns of :class:`gato.simloop.RunRecord` (one row per
+        controller step, measured after the world advanced; tick k of a fixed-pacing run at
+        (k + 1) * dt): ``timestamps``, ``goal_distances`` (to window knot 1, the paper's
+        convention), ``goal_distances_knot0`` (to knot 0, the baseline's), ``ee_actual``
+        (alias ``ee_positions``), ``references`` (knot 0), ``joint_positions``,
+        ``joint_velocities``, ``torques`` (as applied), ``solve_times``, ``step_wall_times``,
+        ``best_trajectory_id``; with track_full_stats also ``sqp_iters``, ``pcg_iters``,
+        ``pred_err``, ``linsys``, ``step_reseeded``. Scalars: its summary
+        (``mean_tracking_error``, ``max_tracking_error``, ``mean_goal_distance``,
+        ``deadline_s``, ``deadline_misses``, ``deadline_miss_rate``, ``n_ticks``, ``sim_time``,
+        ``stop_reason`` "sim_time" | "reference_end"), ``completed`` and ``config`` (the
+        protocol stamp: plant, N, dt, sim_dt, pacing, solver params, world, disturbances).
         """
         x, sim_dt = self._check_start(x_start, sim_dt)
         sim_time = _nonneg(sim_time, "sim_time", "s", positive=True)
@@ -456,124 +339,54 @@ class MPC_GATO:
                              f"samples, got shape {np.shape(fig8_traj)}")
         if not np.all(np.isfinite(traj)):
             raise ValueError("fig8_traj: contains NaN or Inf")
-        T = traj.size // 6
-        verbose = self._verbose(sim_time)
-        self._prepare_world(sim_dt)
-
-        stats = self._new_stats()
-        q, dq = x[:self.nq].copy(), x[self.nq:].copy()
-        self.controller.reset(x)
-        res = self.controller.warmup(x, traj[:6 * self.N])
-        xu = np.asarray(res.xu, dtype=np.float64)[0]
-        if verbose:
-            self._say(f"[MPC_GATO fig8] {self.plant_type} N={self.N} dt={self.dt} B={self.batch_size} "
-                      f"sim_time={sim_time:.2f}s pace={'solve' if pace_by_solve_time else 'dt'} "
-                      f"world={self._world_kind}")
-        clock = {"t": 0.0, "owed": 0.0, "n": 0, "periods": 0, "sum": 0.0, "fixed": not pace_by_solve_time}
-        period = self.dt
-        stop = "sim_time"
-        next_report = self.PROGRESS_EVERY_S
-        while clock["t"] < sim_time - _EPS:
-            q, dq, n = self._play(xu, q, dq, period if pace_by_solve_time else self.dt, sim_dt, clock)
-            t = clock["t"]
-            k = int(math.floor(t / self.dt + _EPS))
-            if k + self.N > T:
-                stop = "reference_end"
-                break
-            win = traj[6 * k:6 * (k + self.N)]
-            x = np.concatenate([q, dq])
-            t0 = time.perf_counter()
-            r = self.controller.step(x, win, dt_elapsed=max(n, 1) * sim_dt)
-            wall = time.perf_counter() - t0
-            period = wall
-            xu = np.asarray(r.xu_best, dtype=np.float64)
-            ee = np.asarray(self.solver.ee_pos(q), dtype=np.float64)
-            stats["goal_distances"].append(float(np.linalg.norm(ee - win[6:9])))
-            stats["goal_distances_knot0"].append(float(np.linalg.norm(ee - win[0:3])))
-            stats["references"].append(win[0:3].copy())
-            self._record_tick(stats, t, q, dq, ee, r, wall)
-            if verbose and t >= next_report - _EPS:
-                next_report += self.PROGRESS_EVERY_S
-                recent = stats["goal_distances_knot0"][-max(1, int(self.PROGRESS_EVERY_S / self.dt)):]
-                self._say(f"  t={t:6.2f}/{sim_time:.2f}s  err={1000 * np.mean(recent):6.1f} mm  "
-                          f"solve={stats['solve_times'][-1]:.2f} ms")
-        stats["stop_reason"] = stop
-        stats["completed"] = stop == "sim_time"
-        stats = self._finish_stats(stats, sim_dt, pace_by_solve_time, clock, "fig8")
-        if verbose:
-            self._say(f"[MPC_GATO fig8] done: {stats['n_ticks']} ticks, {stats['sim_time']:.2f}s sim, "
-                      f"mean err {1000 * stats['mean_tracking_error']:.1f} mm (knot 0), "
-                      f"{1000 * stats['mean_goal_distance']:.1f} mm (knot 1), "
-                      f"solve {np.mean(stats['solve_times']) if stats['n_ticks'] else float('nan'):.2f} ms")
-        return None, stats
-
-    # ------------------------------------------------------------------ goals
-    def _goal_window(self, t, goal, start_pos, goal_start, ramp):
-        """(6N,) window at time t: knot j targets the minimum-jerk blend at t + j*dt."""
-        if ramp > 0:
-            tau = t + self.dt * np.arange(self.N)
-            a = _min_jerk((tau - goal_start) / ramp)
-            pts = start_pos[None, :] + a[:, None] * (goal - start_pos)[None, :]
-        else:
-            pts = np.repeat(goal[None, :], self.N, axis=0)
-        w = np.zeros((self.N, 6))
-        w[:, :3] = pts
-        return w.reshape(-1)
+        task = simloop.TrackingTask(SampledTrajectory(traj.reshape(-1, 6)[:, :3], self.dt), self.N, self.dt, sim_time)
+        if self._verbose(sim_time):
+            print(f"[MPC_GATO fig8] {self.plant_type} N={self.N} dt={self.dt} B={self.batch_size} "
+                  f"sim_time={sim_time:.2f}s pace={'solve' if pace_by_solve_time else 'dt'} "
+                  f"world={self._world_kind}", flush=True)
+        every = max(1, int(self.PROGRESS_EVERY_S / self.dt))
+        st = self._run(task, x, sim_dt, pace_by_solve_time, "fig8", sim_time, lambda c, t: (
+            f"  t={t:6.2f}/{sim_time:.2f}s  err={1000 * np.mean(c['goal_distances_knot0'][-every:]):6.1f} mm  "
+            f"solve={c['solve_times'][-1]:.2f} ms"))
+        st["completed"] = st["stop_reason"] == "sim_time"
+        if self._verbose(sim_time):
+            print(f"[MPC_GATO fig8] done: {st['n_ticks']} ticks, {st['sim_time']:.2f}s sim, "
+                  f"mean err {1000 * st['mean_tracking_error']:.1f} mm (knot 0), "
+                  f"{1000 * st['mean_goal_distance']:.1f} mm (knot 1), "
+                  f"solve {np.mean(st['solve_times']) if st['n_ticks'] else float('nan'):.2f} ms", flush=True)
+        return None, st
 
     def run_mpc_goals(self, x_start, goals, sim_dt=0.001, goal_timeout=5.0, goal_threshold=0.05,
                       velocity_threshold=1.0, velocity_norm=1, pace_by_solve_time=True, settle_time=0.0,
                       goal_ramp=0.0):
-        """Run MPC tracking discrete goal positions (pick-place style), one goal after another.
+        """Run MPC tracking discrete goal positions (pick-place style), one goal after another
+        (:class:`gato.simloop.GoalTask`).
 
         Args:
             x_start: (nx,) initial state [q; dq] (robot only, no pendulum).
             goals: (G, 3) or a list of (3,) EE goal positions [m], visited in order.
             sim_dt: world substep [s].
-            goal_timeout: max time per goal [s] (measured from the goal's switch-in);
-                a goal not reached by then is recorded "timeout" and the next one starts.
+            goal_timeout: max time per goal [s] from its switch-in; then "timeout" and the next.
             goal_threshold: distance gate [m]: ||ee - goal|| < goal_threshold.
             velocity_threshold: settling gate [rad/s]: ||dq||_velocity_norm < it.
-            velocity_norm: norm order of the settling gate (np.linalg.norm ``ord``):
-                1 = L1 sum over joints (historic default, strictest), 2 = Euclidean,
-                np.inf = worst joint.
-            pace_by_solve_time: True (default, real-time MPC): the sim advances by the
-                measured wall time of each controller step, so the clock (timeouts,
-                goal_reached_times, time_to_all_reached) is cumulative WALL time and runs
-                are not reproducible. False: a fixed dt per solve; the clock is physical
-                task time (deterministic, paper-comparable completion times).
-            settle_time: how long [s] the distance AND velocity gates must hold
-                continuously (at every tick) before the goal counts as reached; 0 = the
-                paper's instantaneous gate. The reach time is the end of the dwell.
-            goal_ramp: seconds over which the EE reference travels from the EE position
-                at the goal switch to the new goal on a minimum-jerk profile, knot by knot
-                along the horizon (knot j of the window at time t targets the profile at
-                t + j*dt). 0 = the paper's step reference (every knot targets the goal).
-                The gates always test the goal itself.
+            velocity_norm: norm order of the settling gate (np.linalg.norm ``ord``): 1 = L1
+                (historic default, strictest), 2 = Euclidean, np.inf = worst joint.
+            pace_by_solve_time: as in :meth:`run_mpc_fig8` (True: the clock, timeouts and reach
+                times are cumulative wall time; False: physical task time, deterministic).
+            settle_time: how long [s] both gates must hold at every tick before the goal counts
+                as reached (the reach time is the end of the dwell); 0 = the paper's gate.
+            goal_ramp: seconds of minimum-jerk reference travel from the EE position at the
+                switch to the goal, knot by knot along the horizon; 0 = a step reference. The
+                gates always test the goal itself.
 
-        The gates are evaluated at every control tick on the measured state (after the
-        world advanced); on a reach or a timeout the next goal switches in at that tick
-        (its window is what the tick's solve sees) and its timeout clock starts.
-
-        Returns (None, stats). Per-tick arrays as in :meth:`run_mpc_fig8` (one row per
-        controller step; the tick that finishes the last goal solves nothing and adds no
-        row), except: ``goal_distances`` (T,) m = ||ee - active goal|| (the gate
-        distance, to the goal active before any switch at that tick);
-        ``goal_distances_knot0`` (T,) m = ||ee - knot 0 of the window the tick solved
-        against|| (the ramped reference, after any switch: it equals goal_distances for
-        goal_ramp = 0 except on switch ticks); ``references`` (T, 3) m = that knot 0;
-        ``velocity_norms`` (T,) rad/s = the settling-gate norm of dq; ``active_goal``
-        (T,) int = index of the goal the distance refers to. mean/max_tracking_error are
-        over goal_distances_knot0.
-
-        Per-goal results: ``goals`` (G, 3) m; ``goal_outcomes`` list of "reached" |
-        "timeout" | "not_reached" (the run ended first); ``goal_reached_times`` list of
-        sim times [s] or None; ``goal_start_times`` list [s] (goal i's deadline is
-        goal_start_times[i] + goal_timeout); ``goal_durations`` list [s] (reach or
-        timeout time minus start; None if never started/finished); ``goals_reached``
-        int; ``all_reached`` bool; ``time_to_all_reached`` s = the last reach time when
-        every goal was reached, else None; ``goal_timeout`` s. Plus the scalars of
-        run_mpc_fig8 (deadline_s, deadline_misses, ..., config) and ``stop_reason``
-        ("goals_done" | "time_limit").
+        Returns (None, stats): the columns of :meth:`run_mpc_fig8` (the finishing tick records
+        no row) with ``goal_distances`` = ||ee - active goal|| (the gate distance),
+        ``goal_distances_knot0`` / ``references`` against the ramped window, plus
+        ``velocity_norms`` (T,) rad/s and ``active_goal`` (T,). Per goal: ``goals`` (G, 3),
+        ``goal_outcomes`` ("reached" | "timeout" | "not_reached"), ``goal_reached_times``,
+        ``goal_start_times``, ``goal_durations`` [s or None], ``goals_reached``,
+        ``all_reached``, ``time_to_all_reached`` [s or None], ``goal_timeout``; the scalars of
+        run_mpc_fig8 with ``stop_reason`` "goals_done" | "time_limit".
         """
         x, sim_dt = self._check_start(x_start, sim_dt)
         try:
@@ -584,106 +397,26 @@ class MPC_GATO:
             raise ValueError(f"goals: expected (G, 3) EE positions [m] with G >= 1, got shape {G.shape}")
         if not np.all(np.isfinite(G)):
             raise ValueError("goals: contains NaN or Inf")
-        goal_timeout = _nonneg(goal_timeout, "goal_timeout", "s", positive=True)
-        goal_threshold = _nonneg(goal_threshold, "goal_threshold", "m", positive=True)
-        velocity_threshold = _nonneg(velocity_threshold, "velocity_threshold", "rad/s", positive=True)
-        settle_time = _nonneg(settle_time, "settle_time", "s")
-        goal_ramp = _nonneg(goal_ramp, "goal_ramp", "s")
         try:
             np.linalg.norm(np.ones(2), ord=velocity_norm)
         except (ValueError, TypeError):
             raise ValueError(f"velocity_norm: expected a vector norm order (1, 2, np.inf, ...), "
                              f"got {velocity_norm!r}") from None
-        n_goals = len(G)
-        time_limit = goal_timeout * n_goals
-        verbose = self._verbose(time_limit)
-        self._prepare_world(sim_dt)
-
-        stats = self._new_stats(extra=("velocity_norms", "active_goal"))
-        outcomes = ["not_reached"] * n_goals
-        reached_t = [None] * n_goals
-        start_t = [None] * n_goals
-        durations = [None] * n_goals
-
-        q, dq = x[:self.nq].copy(), x[self.nq:].copy()
-        gi = 0
-        goal_start = 0.0
-        start_t[0] = 0.0
-        ramp_from = np.asarray(self.solver.ee_pos(q), dtype=np.float64)
-        win = self._goal_window(0.0, G[0], ramp_from, goal_start, goal_ramp)
-        self.controller.reset(x)
-        res = self.controller.warmup(x, win)
-        xu = np.asarray(res.xu, dtype=np.float64)[0]
-        if verbose:
-            self._say(f"[MPC_GATO goals] {self.plant_type} N={self.N} dt={self.dt} B={self.batch_size} "
-                      f"{n_goals} goals, timeout {goal_timeout:.1f}s each, ramp {goal_ramp:.2f}s, "
-                      f"settle {settle_time:.2f}s, pace={'solve' if pace_by_solve_time else 'dt'} "
-                      f"world={self._world_kind}")
-        clock = {"t": 0.0, "owed": 0.0, "n": 0, "periods": 0, "sum": 0.0, "fixed": not pace_by_solve_time}
-        period = self.dt
-        dwell_from = None
-        stop = "time_limit"
-        next_report = self.PROGRESS_EVERY_S
-        while clock["t"] < time_limit - _EPS:
-            q, dq, n = self._play(xu, q, dq, period if pace_by_solve_time else self.dt, sim_dt, clock)
-            t = clock["t"]
-            ee = np.asarray(self.solver.ee_pos(q), dtype=np.float64)
-            goal = G[gi]
-            dist = float(np.linalg.norm(ee - goal))
-            vel = float(np.linalg.norm(dq, ord=velocity_norm))
-            active = gi
-            if dist < goal_threshold and vel < velocity_threshold:
-                if dwell_from is None:
-                    dwell_from = t
-            else:
-                dwell_from = None
-            reached = dwell_from is not None and t - dwell_from >= settle_time - _EPS
-            timeout = t - goal_start >= goal_timeout - _EPS
-            if reached or timeout:
-                outcomes[gi] = "reached" if reached else "timeout"
-                if reached:
-                    reached_t[gi] = t
-                durations[gi] = t - goal_start
-                if verbose:
-                    self._say(f"  t={t:6.2f}s  goal {gi + 1}/{n_goals} {outcomes[gi]} "
-                              f"(dist {1000 * dist:.1f} mm, |dq| {vel:.2f} rad/s)")
-                gi += 1
-                dwell_from = None
-                if gi >= n_goals:
-                    stop = "goals_done"  # the finishing tick needs no solve and records no row
-                    break
-                goal_start = t
-                start_t[gi] = t
-                ramp_from = ee.copy()
-            win = self._goal_window(t, G[gi], ramp_from, goal_start, goal_ramp)
-            x = np.concatenate([q, dq])
-            t0 = time.perf_counter()
-            r = self.controller.step(x, win, dt_elapsed=max(n, 1) * sim_dt)
-            wall = time.perf_counter() - t0
-            period = wall
-            xu = np.asarray(r.xu_best, dtype=np.float64)
-            stats["goal_distances"].append(dist)
-            stats["velocity_norms"].append(vel)
-            stats["active_goal"].append(active)
-            stats["goal_distances_knot0"].append(float(np.linalg.norm(ee - win[0:3])))
-            stats["references"].append(win[0:3].copy())
-            self._record_tick(stats, t, q, dq, ee, r, wall)
-            if verbose and t >= next_report - _EPS:
-                next_report += self.PROGRESS_EVERY_S
-                self._say(f"  t={t:6.2f}s  goal {gi + 1}/{n_goals}  dist={1000 * dist:6.1f} mm  "
-                          f"|dq|={vel:.2f} rad/s  solve={stats['solve_times'][-1]:.2f} ms")
-        stats["stop_reason"] = stop
-        stats = self._finish_stats(stats, sim_dt, pace_by_solve_time, clock, "goals")
-        stats["goals"] = G
-        stats["goal_outcomes"] = outcomes
-        stats["goal_reached_times"] = reached_t
-        stats["goal_start_times"] = start_t
-        stats["goal_durations"] = durations
-        stats["goal_timeout"] = goal_timeout
-        stats["goals_reached"] = sum(o == "reached" for o in outcomes)
-        stats["all_reached"] = stats["goals_reached"] == n_goals
-        stats["time_to_all_reached"] = float(max(reached_t)) if stats["all_reached"] else None
-        if verbose:
-            self._say(f"[MPC_GATO goals] done: {stats['goals_reached']}/{n_goals} reached, "
-                      f"time to all {stats['time_to_all_reached']}, {stats['n_ticks']} ticks")
-        return None, stats
+        task = simloop.GoalTask(
+            G, self.N, self.dt, timeout=_nonneg(goal_timeout, "goal_timeout", "s", positive=True),
+            threshold=_nonneg(goal_threshold, "goal_threshold", "m", positive=True),
+            velocity_threshold=_nonneg(velocity_threshold, "velocity_threshold", "rad/s", positive=True),
+            velocity_norm=velocity_norm, settle_time=_nonneg(settle_time, "settle_time", "s"),
+            ramp=_nonneg(goal_ramp, "goal_ramp", "s"))
+        if self._verbose(task.t_end):
+            print(f"[MPC_GATO goals] {self.plant_type} N={self.N} dt={self.dt} B={self.batch_size} "
+                  f"{len(G)} goals, timeout {task.timeout:.1f}s each, ramp {task.ramp:.2f}s, "
+                  f"settle {task.settle:.2f}s, pace={'solve' if pace_by_solve_time else 'dt'} "
+                  f"world={self._world_kind}", flush=True)
+        st = self._run(task, x, sim_dt, pace_by_solve_time, "goals", task.t_end, lambda c, t: (
+            f"  t={t:6.2f}s  goal {c['active_goal'][-1] + 1}/{len(G)}  dist={1000 * c['goal_distances'][-1]:6.1f} mm"
+            f"  |dq|={c['velocity_norms'][-1]:.2f} rad/s  solve={c['solve_times'][-1]:.2f} ms"))
+        if self._verbose(task.t_end):
+            print(f"[MPC_GATO goals] done: {st['goals_reached']}/{len(G)} reached, "
+                  f"time to all {st['time_to_all_reached']}, {st['n_ticks']} ticks", flush=True)
+        return None, st

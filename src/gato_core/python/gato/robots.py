@@ -78,3 +78,28 @@ def detect_plant(model_path: str | os.PathLike) -> str | None:
         if Path(meta.get("urdf", "")).stem == stem:
             return name
     return None
+
+
+def resolve_robot(robot, ee_frame=None) -> tuple:
+    """(URDF path (str), plant name or None, EE frame) of a registered plant name or a URDF path.
+
+    ``ee_frame`` None: the plant's registered EE frame, else "EE". Raises ValueError naming
+    ``robot`` when it is neither a registered plant nor an existing file."""
+    if not isinstance(robot, (str, os.PathLike)):
+        raise ValueError(f"robot: expected a registered plant name or a URDF path, got {type(robot).__name__}")
+    name = os.fspath(robot)
+    reg = all_robots()
+    if name in reg:
+        from .interface import robot_urdf
+
+        plant, urdf = name, str(robot_urdf(name))
+    else:
+        path = Path(name)
+        if not path.is_file():
+            raise ValueError(f"robot: {name!r} is neither a registered plant ({sorted(reg)}) "
+                             "nor an existing URDF file")
+        urdf = str(path.resolve())
+        plant = detect_plant(urdf)
+    if ee_frame is None:
+        ee_frame = reg.get(plant or "", {}).get("ee_frame", "EE")
+    return urdf, plant, ee_frame

@@ -24,6 +24,9 @@ import math
 
 import numpy as np
 
+from .references import Figure8
+from .robots import shipped_registry
+
 __all__ = [
     "Q_MARGIN", "Q_READY", "CENTRE_OF_RECORD", "FIG8_AMPLITUDE", "FIG8_DEFAULT_PARAMS", "GOAL_BOX",
     "ee_frame_of", "urdf_limits", "ik_track", "within_q_limits", "joint_speed_ratio", "figure8",
@@ -33,15 +36,11 @@ __all__ = [
 #: Clearance [rad] an IK path must keep from the URDF position limits (the solver's limit rows sit 0.1 inside).
 Q_MARGIN = 0.15
 
-#: Per-plant ready pose [rad]: EE in front of the base at mid height, tool pointing down (gen3: tilted
-#: 9 deg), position-Jacobian singular values >= 0.28 m/rad (condition <= 2.7), >= 0.4 rad inside limits.
-Q_READY = {
-    "iiwa14": np.array([0.0, 0.6, 0.0, -1.3, 0.0, 1.2, 0.0]),
-    "indy7": np.array([0.35, -0.3, -1.6, 0.0, -1.2, 0.0]),
-    "fr3": np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]),
-    "gen3": np.array([0.0, 0.43, 3.14, -1.48, 0.0, -1.07, 1.57]),
-    "ur5e": np.array([0.0, -1.57, 1.57, -1.57, -1.57, 0.0]),
-}
+#: Per-plant ready pose [rad], the registry's ``q_ready`` (gato/_registry.json, the one copy): EE in front
+#: of the base at mid height, tool pointing down (gen3: tilted 9 deg), position-Jacobian singular values
+#: >= 0.28 m/rad (condition <= 2.7), >= 0.4 rad inside limits.
+Q_READY = {name: np.array(meta["q_ready"], dtype=np.float64)
+           for name, meta in shipped_registry().items() if "q_ready" in meta}
 
 #: Per-plant centre of record [m]: the EE-frame position at Q_READY, rounded to the centimetre.
 #: Figure-8 centres are drawn within 0.1 m of it; the goal boxes are centred on it.
@@ -200,11 +199,7 @@ def figure8(dt, A_x, A_z, offset, theta, period, cycles=1) -> np.ndarray:
     if not (dt > 0 and period > 0 and cycles > 0):
         raise ValueError(f"figure8: dt, period and cycles must be > 0 (got {dt}, {period}, {cycles})")
     T = max(int(round(cycles * period / dt)), 1)
-    t = np.arange(T) * float(dt)
-    w = 2.0 * math.pi / float(period)
-    h = np.array([math.cos(theta), math.sin(theta), 0.0])
-    c = np.asarray(offset, dtype=np.float64).reshape(3)
-    return c + np.outer(A_x * np.sin(w * t), h) + np.outer(A_z * np.sin(2.0 * w * t), [0.0, 0.0, 1.0])
+    return Figure8(offset, A_x, A_z, theta, period).positions(np.arange(T) * float(dt))
 
 
 def fig8_path(params, dt) -> np.ndarray:

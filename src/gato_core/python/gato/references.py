@@ -1,0 +1,362 @@
+"""End-effector references: one protocol, each curve defined once.
+
+A reference is an EE position (optionally velocity) as a function of time::
+
+    ref.positions(t)          # (T, 3) m at times t (T,) s
+    ref.velocities(t)         # (T, 3) m/s, or None when the reference has none
+    ref.window(t0, N, dt)     # ReferenceWindow: N knots at t0 + j*dt (j = 0..N-1)
+    ref.covers(t0, N, dt)     # False once such a window would run past the data
+    ref.done(t)               # the reference has nothing more to say at t
+
+The curves: :class:`Figure8` (Gerono lemniscate), :class:`MinJerkSegment` (one
+minimum-jerk move between two points), :class:`GoalSequence` (goals visited on a
+schedule, minimum-jerk ramps between them), :class:`Hold` (one point) and
+:class:`SampledTrajectory` (a recorded or precomputed path on a uniform grid).
+Everything that needs one of these (the closed-loop driver, the gym environment, the
+ROS reference node, the benchmarks, the autotuner, gato.tasks) builds it from here.
+
+:class:`ReferenceWindow` is what crosses the seams (gato_msgs/EEReference without
+the ROS types): N knots on an integer-nanosecond stamp. Solvers that take the flat
+(6N,) ``[x, y, z, 0, 0, 0]``-per-knot layout get it from
+:meth:`ReferenceWindow.solver_layout` (the three zero slots are the reference API's
+unused orientation slots).
+
+This module imports numpy only (the benchmark peers load it by file path, without
+the rest of gato). Units: metres, seconds, world frame.
+"""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ReferenceWindow", "Reference", "Figure8", "MinJerkSegment", "GoalSequence", "Hold",
+           "SampledTrajectory", "min_jerk", "min_jerk_rate", "sec_to_ns", "ns_to_sec", "NS_PER_S"]
+
+NS_PER_S = 1_000_000_000
+_EPS = 1e-9  # knots: absorbs float error in t / dt (0.3 / 0.1 = 2.9999999999999996)
+
+
+def sec_to_ns(t: float) -> int:
+    """Seconds -> integer nanoseconds (rounded to the nearest ns)."""
+    return int(round(float(t) * NS_PER_S))
+
+
+def ns_to_sec(t_ns: int) -> float:
+    """Integer nanoseconds -> seconds."""
+    return int(t_ns) / NS_PER_S
+
+
+def _points(v, name: str, n: int | None = None, rows: str = "T") -> np.ndarray:
+    """(T, 3) float64 copy of v, validated (finite, three columns, n rows when given)."""
+    try:
+        p = np.array(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected (T, 3) positions [m], got {type(v).__name__}") from None
+    if p.ndim == 1 and p.size % 3 == 0 and p.size > 0:
+        p = p.reshape(-1, 3)
+    if p.ndim != 2 or p.shape[1] != 3 or p.shape[0] < 1 or (n is not None and p.shape[0] != n):
+        want = f"({n}, 3)" if n is not None else f"({rows} >= 1, 3)"
+        raise ValueError(f"{name}: expected shape {want} [m], got {np.shape(v)}")
+    if not np.all(np.isfinite(p)):
+        raise ValueError(f"{name}: contains NaN or Inf")
+    return p
+
+
+def _point(v, name: str) -> np.ndarray:
+    return _points(v, name, 1)[0]
+
+
+def _positive(v, name: str, unit: str, zero_ok=False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v) \
+            or v < 0 or (v == 0 and not zero_ok):
+        raise ValueError(f"{name}: expected a finite value {'>=' if zero_ok else '>'} 0 {unit}, got {v!r}")
+    return float(v)
+
+
+def _horizon(N) -> int:
+    if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
+        raise ValueError(f"N: expected an integer number of knots >= 1, got {N!r}")
+    return int(N)
+
+
+def _times(t) -> np.ndarray:
+    return np.atleast_1d(np.asarray(t, dtype=np.float64))
+
+
+# ----------------------------------------------------------------- the window type
+@dataclass
+class ReferenceWindow:
+    """N EE targets on a time grid (gato_msgs/EEReference).
+
+    ``positions`` (n_knots, 3) [m]: knot k is the target at ``stamp_ns + k * knot_dt``;
+    ``knot_dt`` [s] > 0; ``frame_id`` the frame of the positions ("" = the world frame of
+    the robot description); ``velocities`` None or (n_knots, 3) [m/s] at the same knots.
+    """
+
+    stamp_ns: int
+    knot_dt: float
+    positions: np.ndarray
+    frame_id: str = ""
+    velocities: np.ndarray | None = None
+
+    def __post_init__(self):
+        self.positions = _points(self.positions, "positions", rows="n_knots")
+        if self.velocities is not None:
+            self.velocities = _points(self.velocities, "velocities", self.positions.shape[0])
+        if isinstance(self.knot_dt, bool) or not isinstance(self.knot_dt, (int, float, np.floating)) \
+                or not math.isfinite(self.knot_dt) or self.knot_dt <= 0:
+            raise ValueError(f"knot_dt: expected a finite spacing > 0 s, got {self.knot_dt!r}")
+        self.knot_dt = float(self.knot_dt)
+        self.stamp_ns = int(self.stamp_ns)
+
+    @property
+    def n_knots(self) -> int:
+        return int(self.positions.shape[0])
+
+    @property
+    def end_ns(self) -> int:
+        """Time of the last knot [ns]."""
+        return self.stamp_ns + sec_to_ns((self.n_knots - 1) * self.knot_dt)
+
+    def sample(self, t_ns: int, n: int, dt: float) -> np.ndarray:
+        """(n, 3) targets at times ``t_ns + j * dt`` (j = 0..n-1): linear interpolation between
+        knots, clamped to the first / last knot outside the window.
+
+        Exact copies of the knots when the query times fall on them (the lockstep case:
+        same stamp, same spacing), so resampling adds no rounding there.
+        """
+        off_ns = np.int64(int(t_ns) - self.stamp_ns)
+        # Knot index in exact integer ns where possible: (off + j*dt) / knot_dt.
+        dt_ns, kdt_ns = sec_to_ns(dt), sec_to_ns(self.knot_dt)
+        num = off_ns + np.arange(int(n), dtype=np.int64) * dt_ns
+        idx = np.clip(num // kdt_ns, 0, self.n_knots - 1)
+        rem = num - idx * kdt_ns
+        frac = np.where((num >= 0) & (idx < self.n_knots - 1), rem / kdt_ns, 0.0)
+        nxt = np.minimum(idx + 1, self.n_knots - 1)
+        p = self.positions
+        out = p[idx] + frac[:, None] * (p[nxt] - p[idx])
+        exact = frac == 0.0
+        out[exact] = p[idx[exact]]
+        return out
+
+    def solver_reference(self, t_ns: int, N: int, dt: float) -> np.ndarray:
+        """(6N,) solver reference ``[x, y, z, 0, 0, 0]`` per knot, sampled at the solve time
+        ``t_ns`` with the solver's knot spacing ``dt`` [s] (see :meth:`sample`)."""
+        return _flat6(self.sample(t_ns, N, dt))
+
+    def solver_layout(self) -> np.ndarray:
+        """(6 n_knots,) the knots as they are, ``[x, y, z, 0, 0, 0]`` per knot (the flat layout
+        of the reference API; the zeros are its unused orientation slots)."""
+        return _flat6(self.positions)
+
+
+def _flat6(p: np.ndarray) -> np.ndarray:
+    ref = np.zeros((p.shape[0], 6))
+    ref[:, :3] = p
+    return ref.ravel()
+
+
+# ----------------------------------------------------------------- the protocol
+class Reference(ABC):
+    """Base of the EE references. Subclasses define :meth:`positions` and, when they have
+    them, :meth:`velocities`; the window, coverage and end logic is shared."""
+
+    @abstractmethod
+    def positions(self, t) -> np.ndarray:
+        """(T, 3) targets [m] at times ``t`` (T,) [s]."""
+
+    def velocities(self, t) -> np.ndarray | None:
+        """(T, 3) target velocities [m/s] at times ``t`` (T,) [s], or None (positions only)."""
+        return None
+
+    def window(self, t0: float, N: int, dt: float) -> ReferenceWindow:
+        """N knots at times ``t0 + j * dt`` [s] (j = 0..N-1), stamped t0."""
+        N = _horizon(N)
+        dt = _positive(dt, "dt", "s")
+        t = float(t0) + dt * np.arange(N)
+        return ReferenceWindow(sec_to_ns(t0), dt, self.positions(t), velocities=self.velocities(t))
+
+    def covers(self, t0: float, N: int, dt: float) -> bool:
+        """True while a window (t0, N, dt) lies inside the reference's data (analytic curves:
+        always)."""
+        return True
+
+    def done(self, t: float) -> bool:
+        """True once the reference has run out at time t (analytic curves: never)."""
+        return False
+
+
+class Figure8(Reference):
+    """Figure-8 (Gerono lemniscate) in a vertical plane.
+
+    p(t) = centre + A_x sin(w t) h + A_z sin(2 w t) z,  w = 2 pi / period,
+    h = (cos theta, sin theta, 0) the plane's horizontal axis (theta = 0: the x-z plane,
+    pi/2: the y-z plane), z the world vertical. It starts at its crossing point, the centre.
+
+    Args: centre (3,) [m]; A_x, A_z half-amplitudes [m]; theta [rad]; period [s] > 0.
+    """
+
+    def __init__(self, centre, A_x, A_z, theta=0.0, period=4.0):
+        self.centre = _point(centre, "centre")
+        self.A_x, self.A_z, self.theta = float(A_x), float(A_z), float(theta)
+        if not all(math.isfinite(v) for v in (self.A_x, self.A_z, self.theta)):
+            raise ValueError(f"Figure8: A_x, A_z and theta must be finite, got {A_x!r}, {A_z!r}, {theta!r}")
+        self.period = _positive(period, "period", "s")
+        self._w = 2.0 * math.pi / self.period
+        self._h = np.array([math.cos(self.theta), math.sin(self.theta), 0.0])
+
+    def positions(self, t) -> np.ndarray:
+        t, w = _times(t), self._w
+        return (self.centre + np.outer(self.A_x * np.sin(w * t), self._h)
+                + np.outer(self.A_z * np.sin(2.0 * w * t), [0.0, 0.0, 1.0]))
+
+    def velocities(self, t) -> np.ndarray:
+        t, w = _times(t), self._w
+        return (np.outer(self.A_x * w * np.cos(w * t), self._h)
+                + np.outer(2.0 * self.A_z * w * np.cos(2.0 * w * t), [0.0, 0.0, 1.0]))
+
+
+def min_jerk(s):
+    """Minimum-jerk blend 10 s^3 - 15 s^4 + 6 s^5 of s clipped to [0, 1] (0 -> 0, 1 -> 1)."""
+    s = np.clip(s, 0.0, 1.0)
+    return s ** 3 * (10.0 - 15.0 * s + 6.0 * s * s)
+
+
+def min_jerk_rate(s):
+    """d/ds of :func:`min_jerk`: 30 s^2 (1 - s)^2 inside (0, 1), 0 outside."""
+    s = np.asarray(s, dtype=np.float64)
+    inside = (s > 0.0) & (s < 1.0)
+    return np.where(inside, 30.0 * s * s * (1.0 - s) ** 2, 0.0)
+
+
+class MinJerkSegment(Reference):
+    """One minimum-jerk move: ``start`` until ``t_start``, ``goal`` from ``t_start + ramp``.
+
+    p(t) = start + min_jerk((t - t_start) / ramp) (goal - start); ramp = 0 is a step (the goal
+    at every time). Args: start, goal (3,) [m]; t_start [s]; ramp [s] >= 0.
+    """
+
+    def __init__(self, start, goal, t_start=0.0, ramp=0.0):
+        self.start, self.goal = _point(start, "start"), _point(goal, "goal")
+        self.t_start = float(t_start)
+        self.ramp = _positive(ramp, "ramp", "s", zero_ok=True)
+
+    def positions(self, t) -> np.ndarray:
+        t = _times(t)
+        if self.ramp > 0:
+            a = min_jerk((t - self.t_start) / self.ramp)
+            return self.start[None, :] + a[:, None] * (self.goal - self.start)[None, :]
+        return np.repeat(self.goal[None, :], t.size, axis=0)
+
+    def velocities(self, t) -> np.ndarray:
+        t = _times(t)
+        if self.ramp > 0:
+            a = min_jerk_rate((t - self.t_start) / self.ramp) / self.ramp
+            return a[:, None] * (self.goal - self.start)[None, :]
+        return np.zeros((t.size, 3))
+
+
+class GoalSequence(Reference):
+    """Goals visited on a schedule, repeated: goal i is the target over
+    [i * hold_s, (i + 1) * hold_s) (modulo the sequence), reached along a minimum-jerk ramp of
+    ``ramp_s`` (clipped to hold_s) from the previous goal (for the first segment: ``start``).
+
+    Args: goals (G, 3) [m]; hold_s [s] > 0; ramp_s [s] >= 0; start (3,) [m].
+    """
+
+    def __init__(self, goals, hold_s, ramp_s, start):
+        self.goals = _points(goals, "goals")
+        self.hold_s = _positive(hold_s, "hold_s", "s")
+        self.ramp_s = min(_positive(ramp_s, "ramp_s", "s", zero_ok=True), self.hold_s)
+        self.start = _point(start, "start")
+
+    def _segments(self, t):
+        t = np.maximum(_times(t), 0.0)
+        seg = np.floor(t / self.hold_s).astype(int)
+        n = len(self.goals)
+        prev = np.where((seg == 0)[:, None], self.start[None, :], self.goals[(seg - 1) % n])
+        return t - seg * self.hold_s, prev, self.goals[seg % n]
+
+    def positions(self, t) -> np.ndarray:
+        tau, prev, target = self._segments(t)
+        s = min_jerk(tau / self.ramp_s) if self.ramp_s > 0 else np.ones_like(tau)
+        return prev + s[:, None] * (target - prev)
+
+    def velocities(self, t) -> np.ndarray:
+        tau, prev, target = self._segments(t)
+        if self.ramp_s == 0:
+            return np.zeros((tau.size, 3))
+        return (min_jerk_rate(tau / self.ramp_s) / self.ramp_s)[:, None] * (target - prev)
+
+
+class Hold(Reference):
+    """One point held forever. Args: point (3,) [m]."""
+
+    def __init__(self, point):
+        self.point = _point(point, "point")
+
+    def positions(self, t) -> np.ndarray:
+        return np.tile(self.point, (_times(t).size, 1))
+
+    def velocities(self, t) -> np.ndarray:
+        return np.zeros((_times(t).size, 3))
+
+
+class SampledTrajectory(Reference):
+    """A path sampled every ``dt``: sample k is the target at ``k * dt`` (a recording, or a
+    curve precomputed on the solver's grid).
+
+    A window on the trajectory's own grid (same dt) is a slice of the samples starting at
+    sample ``floor(t0 / dt)``, clamped to ``[0, T - N]`` (the last full horizon): exact copies,
+    no interpolation. Other spacings interpolate linearly, clamped to the end samples.
+
+    Args: positions (T, 3) [m]; dt [s] > 0; velocities None or (T, 3) [m/s].
+    """
+
+    def __init__(self, positions, dt, velocities=None):
+        self.samples = _points(positions, "positions")
+        self.dt = _positive(dt, "dt", "s")
+        self.sample_velocities = None if velocities is None else _points(velocities, "velocities",
+                                                                            len(self.samples))
+        self.T = len(self.samples)
+
+    def index(self, t) -> int:
+        """Sample index floor(t / dt) of time t [s] (unclamped)."""
+        return int(math.floor(float(t) / self.dt + _EPS))
+
+    def _same_grid(self, dt) -> bool:
+        return abs(float(dt) - self.dt) <= 1e-12 * self.dt
+
+    def positions(self, t) -> np.ndarray:
+        t = _times(t)
+        grid = np.arange(self.T) * self.dt
+        return np.stack([np.interp(t, grid, self.samples[:, i]) for i in range(3)], axis=1)
+
+    def velocities(self, t) -> np.ndarray | None:
+        if self.sample_velocities is None:
+            return None
+        t = _times(t)
+        grid = np.arange(self.T) * self.dt
+        return np.stack([np.interp(t, grid, self.sample_velocities[:, i]) for i in range(3)], axis=1)
+
+    def window(self, t0: float, N: int, dt: float) -> ReferenceWindow:
+        N = _horizon(N)
+        if not self._same_grid(dt):
+            return super().window(t0, N, dt)
+        if N > self.T:
+            raise ValueError(f"N: a {N}-knot window does not fit the {self.T} samples of the trajectory")
+        k = min(max(self.index(t0), 0), self.T - N)
+        v = None if self.sample_velocities is None else self.sample_velocities[k:k + N]
+        return ReferenceWindow(sec_to_ns(t0), self.dt, self.samples[k:k + N], velocities=v)
+
+    def covers(self, t0: float, N: int, dt: float) -> bool:
+        if self._same_grid(dt):
+            return self.index(t0) + int(N) <= self.T
+        return float(t0) + (int(N) - 1) * float(dt) <= (self.T - 1) * self.dt + _EPS * self.dt
+
+    def done(self, t: float) -> bool:
+        """True once t is past the last sample's time."""
+        return self.index(t) > self.T - 1
