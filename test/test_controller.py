@@ -358,21 +358,14 @@ class NoRowGroups(gato.BSQP):
     row_mech = None
 
 
-class RowGroupStub(gato.BSQP):
-    """Stands in for the future row-group layer: enable_limit_barrier / row_mech only."""
-
-    row_mech = None
-
-    def enable_limit_barrier(self, **kw):
-        self.enabled = kw
-        self.row_mech = "barrier"
-
-
-def test_limits_call_the_solver_enable_when_it_exists():
-    s = solver(cls=RowGroupStub)
-    c = MPCController(s, limits="barrier", limits_kw={"mu": 0.01})
-    assert s.enabled == {"mu": 0.01}
-    assert c.limits == "barrier" and c.step(X0, ref_for(s)).limits == "barrier"
+def test_limits_keyword_overrides_reach_the_row_group_layer():
+    s = solver()
+    c = MPCController(s, limits="barrier", limits_kw={"mu": 0.01, "delta": 0.02})
+    g = s.get_row_groups()
+    assert [x["mech_name"] for x in g] == ["barrier"] * 3 and s.row_mech == "barrier"
+    assert [(x["rho"], x["delta"]) for x in g] == [(0.01, 0.02)] * 3
+    r = c.step(X0, ref_for(s))
+    assert c.limits == "barrier" and r.limits == "barrier" and r.row_viol.shape == (3,)
 
 
 # ------------------------------------------------------------------ divergence
@@ -527,6 +520,7 @@ def test_default_scorer_picks_the_true_wrench_exactly():
     errs = hyp.updates[-1][1]
     assert errs.shape == (3,) and errs[2] == 0.0 and errs[0] > 0.1 and errs[1] > 0.1
     assert np.array_equal(r.hypo_stats["last_errors"], errs)
+    assert np.array_equal(hyp.get_stats()["last_errors"], errs)   # what StepResult.hypo_stats carries
     assert not np.array_equal(r.solve.xu[0], r.solve.xu[2])    # each entry solved under its own wrench
 
 
@@ -563,17 +557,17 @@ def test_step_result_layout():
                                                                       "hypo_stats"]
 
 
-class AdmmStub(gato.BSQP):
-    """Stands in for a solver with an ADMM row group: admm_active / set_admm_linsys only."""
-
-    admm_active = True
+class AdmmSpy(gato.BSQP):
+    """The real solver (ADMM limits installed by the controller's default), recording the
+    ADMM linear-solver switches the controller makes."""
 
     def set_admm_linsys(self, mode):
         self.admm_modes = getattr(self, "admm_modes", []) + [mode]
+        super().set_admm_linsys(mode)
 
 
 def test_admm_linsys_auto_follows_the_warm_startedness_signal():
-    s = solver(cls=AdmmStub)
+    s = solver(cls=AdmmSpy)
     ctrl = MPCController(s, linsys="pcg", admm_linsys="auto", admm_threshold=0.05)
     assert (ctrl.admm_linsys, ctrl.admm_threshold) == ("auto", 0.05)
     ref = ref_for(s)
@@ -581,10 +575,10 @@ def test_admm_linsys_auto_follows_the_warm_startedness_signal():
     r2 = ctrl.step(knot(r1.xu_best, 1, s) + 0.03, ref)        # pred_err 0.11 > 0.05: cold
     r3 = ctrl.step(knot(r2.xu_best, 1, s), ref)               # pred_err 0: warm
     assert [r.admm_linsys for r in (r1, r2, r3)] == ["pcg", "bdsv_factor", "pcg"]
-    assert s.admm_modes == ["pcg", "bdsv_factor", "pcg"]
+    assert s.admm_active and s.admm_modes == ["pcg", "bdsv_factor", "pcg"] and s.admm_linsys == "pcg"
     # admm_threshold defaults to the SQP bdsv_threshold (one signal, two switches)
-    c = MPCController(solver(cls=AdmmStub), linsys="auto", bdsv_threshold=0.2, admm_linsys="auto")
+    c = MPCController(solver(cls=AdmmSpy), linsys="auto", bdsv_threshold=0.2, admm_linsys="auto")
     assert (c.admm_linsys, c.admm_threshold) == ("auto", 0.2)
-    pinned = solver(cls=AdmmStub)
+    pinned = solver(cls=AdmmSpy)
     r = MPCController(pinned, admm_linsys="bdsv_factor").step(X0, ref)
     assert r.admm_linsys == "bdsv_factor" and pinned.admm_modes == ["bdsv_factor"]

@@ -210,13 +210,21 @@ def test_parameter_validation_reasons():
     assert lg.validate_changes({"q_cost": 3.0, "linsys": "auto", "budget_s": 0.005}) is None
     assert lg.validate_changes({"limits": "off"}) is None
     for mech in ("telemetry", "barrier", "al", "admm"):
-        r = lg.validate_changes({"limits": mech})
-        if callable(getattr(lg.solver, f"enable_limit_{mech}", None)):
-            assert r is None
-        else:
-            assert "row-group" in r and f"enable_limit_{mech}" in r
+        assert lg.validate_changes({"limits": mech}) is None
     with pytest.raises(ValueError, match="out of range"):
         lg.request_changes({"rho": 0.0})
+
+
+def test_limit_mechanism_refused_for_a_solver_without_it(monkeypatch):
+    """The capability check: a solver class without enable_limit_<mech> (a foreign or future
+    backend) gets the change refused with the reason, not an AttributeError at the next tick."""
+    from gato._rowgroups_api import RowGroupAPI
+
+    lg = make()
+    monkeypatch.delattr(RowGroupAPI, "enable_limit_al")
+    r = lg.validate_changes({"limits": "al"})
+    assert "row-group" in r and "enable_limit_al" in r and "only 'off' is available" in r
+    assert lg.validate_changes({"limits": "barrier"}) is None
 
 
 def test_q_cost_change_applies_at_the_next_tick_and_reaches_the_kkt_system():
@@ -313,8 +321,6 @@ def test_a_new_timeout_applies_on_the_watchdog_between_ticks():
 
 def test_limit_mechanism_changes_apply_at_the_next_tick():
     lg = make()
-    if not callable(getattr(lg.solver, "enable_limit_barrier", None)):
-        pytest.skip("this gato has no constraint row-group layer (the refusal is tested above)")
     lg.on_reference(ref_at(lg, S), S)
     out = lg.on_joint_state(js(S), S)
     assert out.step.limits == "admm" and lg.controller.limits == "admm"        # the schema default
