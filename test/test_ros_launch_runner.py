@@ -111,7 +111,8 @@ def test_yaml_format_and_typed_values(tmp_path):
 
 @pytest.mark.parametrize("text, match", [
     ('<launch><timer period="1"/></launch>', "unsupported launch entity 'timer'"),
-    ('<launch><node pkg="p" exec="e" respawn="true"/></launch>', "unsupported node attribute"),
+    ('<launch><node pkg="p" exec="e" launch-prefix="gdb"/></launch>', "unsupported node attribute"),
+    ('<launch><node pkg="p" exec="e" respawn="true" respawn_delay="-1"/></launch>', "respawn_delay must be >= 0"),
     ('<launch><node pkg="p" exec="$(anon x)"/></launch>', "unsupported substitution"),
     ('<launch><arg name="needed"/></launch>', "'needed' has no default"),
     ('<launch><node pkg="p" exec="e" if="maybe"/></launch>', "expected true/false"),
@@ -164,6 +165,14 @@ _CHILD = textwrap.dedent("""\
     if mode == "exit_soon":
         time.sleep(1.0)
         sys.exit(0)
+    if mode == "exit_later":
+        time.sleep(4.0)
+        sys.exit(0)
+    if mode == "crash_once":
+        flag = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crashed")
+        if not os.path.exists(flag):
+            open(flag, "w").close()
+            sys.exit(3)
     try:
         print("ready", mode, flush=True)
         while True:
@@ -225,6 +234,29 @@ def test_on_exit_shutdown_escalates_and_leaves_no_orphans(tmp_path):
         assert "timer exited (on_exit=shutdown)" in out
         time.sleep(0.5)
         assert processes_with_env("GATO_TEST_MARKER", marker) == [], "orphaned processes (e.g. the grandchild)"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        kill_tagged("GATO_TEST_MARKER", marker)
+
+
+def test_respawn_restarts_a_process_that_exits(tmp_path):
+    """respawn="true": the process that died is started again after respawn_delay; the exit
+    codes of the last runs decide the runner's, the earlier ones are in the report."""
+    marker = uuid.uuid4().hex
+    proc = _runner(tmp_path, """
+        <launch>
+          <executable cmd="CHILD crash_once" name="flaky" respawn="true" respawn_delay="0.5"/>
+          <executable cmd="CHILD exit_later" name="timer" on_exit="shutdown"/>
+        </launch>""", marker)
+    try:
+        out = _wait(proc)
+        report = json.loads((tmp_path / "report.json").read_text())
+        assert "flaky exited with code 3; respawning in 0.5 s" in out and "respawned flaky (run 2)" in out, out
+        assert report["respawns"] == {"flaky": [3]} and report["returncodes"] == {"flaky": 0, "timer": 0}, report
+        assert proc.returncode == 0, out
+        time.sleep(0.3)
+        assert processes_with_env("GATO_TEST_MARKER", marker) == []
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

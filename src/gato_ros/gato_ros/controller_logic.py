@@ -26,6 +26,20 @@ Safety rules (each tested in test/test_ros_controller_logic.py):
   ``rnea(q, 0, 0)``), clamped to the URDF effort limits, published as a command with
   ``source="hold"``. Before any good state there is nothing to hold at: no command is
   published (a ros2_control forward controller then keeps its initial zero command).
+- **Resume without a torque jump**: after every warm-start reset (start-up, a restarted
+  node, recovery from a hold, a reference that comes back) the MPC restarts cold at the
+  measured state, and the solver's EE reference is blended (minimum jerk) from the
+  measured EE position into the live reference over distance / ``resume_speed_mps``
+  (status reason "resuming: ..."), so the first commands stay near gravity compensation
+  instead of jumping towards a reference that moved on.
+- **Stale EE reference** (the reference node died): the controller follows the last
+  window it received to its end (its last knot held: the window is clamped), and from
+  the first tick past the window's end holds the EE position measured then (status
+  reason "EE reference stale: ..."). With ``reference_sync`` (lockstep) a tick waits for
+  its window; when the world re-sends the tick's joint state (no command for
+  ``lockstep_resend_s``) while a window was received before, the reference counts as
+  lost: that tick and the following ones solve with the stale-reference rule at once,
+  until a window arrives again (then the blend above applies).
 - **Non-finite solver output**: MPCController's own fallback (gravity compensation at
   the measured state, ``source="fallback"``, counted in ``fallbacks``); a solver
   exception holds.
@@ -50,7 +64,8 @@ from gato import controller_setup as setup
 from gato.controller_setup import COST_KEYS, SOLVER_KEYS
 
 from . import params as schema
-from .types import JointStateSample, Plan, ReferenceWindow, SolveInput, ns_to_sec
+from .reference_logic import min_jerk
+from .types import JointStateSample, Plan, ReferenceWindow, SolveInput, ns_to_sec, sec_to_ns
 
 __all__ = ["ControllerLogic", "TickOutput", "Status", "COST_KEYS", "SOLVER_KEYS"]
 _SCHEMA = schema.by_name(schema.CONTROLLER)
@@ -142,6 +157,10 @@ class ControllerLogic:
         self._refs: dict = {}          # stamp_ns -> ReferenceWindow (recent)
         self._ref_latest: ReferenceWindow | None = None
         self._hold_ref: ReferenceWindow | None = None
+        self._ref_lost = False         # reference_sync: the reference stopped arriving (solve without it)
+        self._stale_ref = None         # (window stamp_ns, EE position (3,)) held past the window's end
+        self._ramp = None              # (t0_ns, EE position (3,) at t0, duration s): resume blend
+        self._ramp_pending = False     # start a resume blend at the next tick
         self._pending_tick_stamp = None  # reference_sync: a state waiting for its reference
         self._prev_tick_stamp = None
         self.status.params_json = self.params_json()
@@ -183,7 +202,8 @@ class ControllerLogic:
     def params_json(self) -> str:
         """The tunables in force, read back from the solver and controller objects (JSON)."""
         out = setup.tunables(self.controller)
-        out.update(budget_s=self.cfg["budget_s"], joint_state_timeout_s=self.cfg["joint_state_timeout_s"])
+        out.update(budget_s=self.cfg["budget_s"], joint_state_timeout_s=self.cfg["joint_state_timeout_s"],
+                   resume_speed_mps=self.cfg["resume_speed_mps"])
         return json.dumps(out, sort_keys=True)
 
     # ------------------------------------------------------------------ inputs
@@ -225,6 +245,13 @@ class ControllerLogic:
             if self._last_out is not None and self._last_out.stamp_ns == js.stamp_ns:
                 dup = TickOutput(**{**self._last_out.__dict__, "duplicate": True, "events": []})
                 return dup
+            if self._pending_tick_stamp == js.stamp_ns and self._ref_latest is not None and self._good is not None \
+                    and self._good[0] == js.stamp_ns:
+                # reference_sync: the world re-sent the state, the tick's window never came: reference lost
+                self._ref_lost = True
+                self._log("warn", f"EE reference for t={ns_to_sec(js.stamp_ns):.3f} s did not arrive (the joint "
+                          "state was re-sent): solving without waiting for references until one arrives")
+                return self._tick(now_ns, events)
             return None
         n = len(js.names)
         idx = self._map(js.names)
@@ -259,7 +286,7 @@ class ControllerLogic:
             self._hold_ref = ReferenceWindow(js.stamp_ns, self.cfg["dt"], self.solver.ee_pos(x[:self.nq])[None, :])
         if self.cfg["trigger"] != "state":
             return None
-        if self.cfg["reference_sync"] and js.stamp_ns not in self._refs:
+        if self.cfg["reference_sync"] and js.stamp_ns not in self._refs and not self._ref_lost:
             self._pending_tick_stamp = js.stamp_ns
             if self._ref_latest is None:
                 self._set_state("waiting", "no EE reference received yet (reference_sync waits for the window "
@@ -271,6 +298,9 @@ class ControllerLogic:
         """An EE reference window arrived. With reference_sync, completes a tick that waited
         for it (returns its output); otherwise it is only stored."""
         self._refs[w.stamp_ns] = w
+        if self._ref_lost:
+            self._ref_lost = False
+            self._log("info", f"EE reference back at t={ns_to_sec(w.stamp_ns):.3f} s")
         if len(self._refs) > 64:
             for k in sorted(self._refs)[:-32]:
                 del self._refs[k]
@@ -304,14 +334,55 @@ class ControllerLogic:
                         f"(joint_state_timeout_s = {self.cfg['joint_state_timeout_s']:g})", events)
         return True
 
-    def _reference_for(self, stamp_ns: int) -> tuple[np.ndarray, str]:
+    def _reference_for(self, stamp_ns: int, x: np.ndarray) -> tuple[np.ndarray, str]:
+        """The solver reference (6N,) for the tick at ``stamp_ns`` and a status note: the
+        window of the tick (reference_sync) or the latest one; past the end of the latest
+        window, the EE position measured at the first tick past it (stale reference)."""
         N, dt = self.cfg["N"], self.cfg["dt"]
         w = self._refs.get(stamp_ns) if self.cfg["reference_sync"] else None
         w = w or self._ref_latest
         if w is None:
             return self._hold_ref.solver_reference(stamp_ns, N, dt), "no EE reference received: holding the EE " \
                 "position of the first joint state"
-        return w.solver_reference(stamp_ns, N, dt), ""
+        if stamp_ns <= w.end_ns:
+            if self._stale_ref is not None:        # a window covers this tick again: blend back into it
+                self._stale_ref = None
+                self._ramp_pending = True
+            note = "" if stamp_ns - w.stamp_ns <= sec_to_ns(max(0.1, 2.0 * self.period_s)) else (
+                f"EE reference stale: following the last window (stamp {ns_to_sec(w.stamp_ns):.3f} s) to its end "
+                f"at {ns_to_sec(w.end_ns):.3f} s")
+            return w.solver_reference(stamp_ns, N, dt), note
+        if self._stale_ref is None or self._stale_ref[0] != w.stamp_ns:
+            self._stale_ref = (w.stamp_ns, np.asarray(self.solver.ee_pos(x[:self.nq]), dtype=np.float64).copy(),
+                               stamp_ns)
+        hold = ReferenceWindow(stamp_ns, dt, self._stale_ref[1][None, :])
+        return hold.solver_reference(stamp_ns, N, dt), (
+            f"EE reference stale: the last window (stamp {ns_to_sec(w.stamp_ns):.3f} s) ended at "
+            f"{ns_to_sec(w.end_ns):.3f} s; holding the EE position measured at {ns_to_sec(self._stale_ref[2]):.3f} s")
+
+    def _resume_blend(self, stamp_ns: int, x: np.ndarray, ref: np.ndarray, start: bool) -> tuple[np.ndarray, str]:
+        """The reference blended from the EE position at the resume into ``ref`` (6N,):
+        minimum jerk over distance / resume_speed_mps. ``start``: a resume begins now."""
+        v = self.cfg["resume_speed_mps"]
+        if start:
+            self._ramp = None
+            if v > 0:
+                p0 = np.asarray(self.solver.ee_pos(x[:self.nq]), dtype=np.float64).copy()
+                dist = float(np.linalg.norm(ref[:3] - p0))
+                if dist > 1e-3:
+                    self._ramp = (stamp_ns, p0, max(dist / v, 0.5))
+        if self._ramp is None:
+            return ref, ""
+        t0, p0, T = self._ramp
+        N, dt = self.cfg["N"], self.cfg["dt"]
+        tk = ns_to_sec(stamp_ns - t0) + dt * np.arange(N)
+        if tk[0] >= T:
+            self._ramp = None
+            return ref, ""
+        s = min_jerk(tk / T)
+        r = ref.reshape(N, 6).copy()
+        r[:, :3] = p0 + s[:, None] * (r[:, :3] - p0)
+        return r.ravel(), f"resuming: EE reference blended from the measured EE position over {T:.2f} s"
 
     def _tick(self, now_ns: int, events: list) -> TickOutput | None:
         self._apply_pending()
@@ -321,7 +392,10 @@ class ControllerLogic:
         if self._is_stale(now_ns, events):
             return self._hold(self._good[0], events)
         stamp, x, _ = self._good
-        ref, note = self._reference_for(stamp)
+        ref, note = self._reference_for(stamp, x)
+        ref, blend_note = self._resume_blend(stamp, x, ref, self._need_reset or self._ramp_pending)
+        self._ramp_pending = False
+        note = "; ".join(n for n in (blend_note, note) if n)
         budget = self.cfg["budget_s"] or None
         dt_el = None
         if self._prev_tick_stamp is not None and stamp > self._prev_tick_stamp:

@@ -10,18 +10,21 @@ Entities (XML tag / YAML key):
     arg name default        command-line arguments ``name:=value`` override defaults;
                             an arg without default must be given
     let name value          set a launch configuration
-    node pkg exec name namespace args ros_args on_exit output
+    node pkg exec name namespace args ros_args on_exit output respawn respawn_delay
         param name value    a parameter (value typed like launch_ros: YAML rules)
         param from          a parameter file
         remap from to       a topic / service remapping
         env name value      an environment variable for this process
-    executable cmd name on_exit output (with env)
+    executable cmd name on_exit output respawn respawn_delay (with env)
     include file            another XML / YAML launch file (with ``arg name value``)
     group                   children (scoped: configurations set inside stay inside)
     if / unless             on every entity: "true"/"1" or "false"/"0"
 Substitutions: $(var name), $(find-pkg-share pkg), $(find-pkg-prefix pkg),
 $(env NAME [default]), $(dirname), $(command 'shell command') (its stdout), nested.
 ``on_exit="shutdown"``: when that process exits, the whole launch shuts down.
+``respawn="true"`` (``respawn_delay`` seconds, default 0): when that process exits while
+the launch is not shutting down, it is started again after the delay, as ros2 launch
+does; every exit is reported, and the runner's exit code counts each process's last run.
 
 Anything else raises a LaunchError naming the unsupported entity or substitution.
 
@@ -89,6 +92,10 @@ class Process:
     env: dict = field(default_factory=dict)
     on_exit: str = ""
     output: str = "screen"
+    respawn: bool = False
+    respawn_delay: float = 0.0
+    # the parameter files this runner wrote for inline params: {path: YAML document}
+    inline_params: dict = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------ parsing
@@ -265,8 +272,22 @@ def _typed(value):
 
 
 # ------------------------------------------------------------------ evaluation
-_NODE_ATTRS = {"pkg", "exec", "name", "namespace", "args", "ros_args", "on_exit", "output", "if", "unless"}
-_EXEC_ATTRS = {"cmd", "name", "on_exit", "output", "if", "unless"}
+_NODE_ATTRS = {"pkg", "exec", "name", "namespace", "args", "ros_args", "on_exit", "output", "respawn",
+               "respawn_delay", "if", "unless"}
+_EXEC_ATTRS = {"cmd", "name", "on_exit", "output", "respawn", "respawn_delay", "if", "unless"}
+
+
+def _respawn(e: Entity, ctx: Context) -> dict:
+    """respawn / respawn_delay of a node or executable (launch_ros semantics)."""
+    respawn = ctx.truth(e.attrs["respawn"], e.where) if "respawn" in e.attrs else False
+    delay = _attr(e, "respawn_delay", ctx, default="0")
+    try:
+        delay = float(delay)
+    except (TypeError, ValueError):
+        raise LaunchError(f"{e.where}: respawn_delay {delay!r} is not a number of seconds") from None
+    if not delay >= 0:
+        raise LaunchError(f"{e.where}: respawn_delay must be >= 0 s, got {delay:g}")
+    return {"respawn": respawn, "respawn_delay": delay}
 
 
 def _attr(e: Entity, key: str, ctx: Context, default=None, required=False):
@@ -282,11 +303,14 @@ class _Loader:
         self.tmpdir = tmpdir
         self.processes: list = []
         self._n_tmp = 0
+        self._written: dict = {}  # path -> document of the inline parameter files
 
     def _params_file(self, node_name: str, params: dict) -> str:
         self._n_tmp += 1
         path = self.tmpdir / f"params_{self._n_tmp}_{node_name or 'node'}.yaml"
-        path.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}, sort_keys=False))
+        doc = {"/**": {"ros__parameters": params}}
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        self._written[str(path)] = doc
         return str(path)
 
     def run(self, entities, ctx: Context):
@@ -373,7 +397,8 @@ class _Loader:
         cmd = [f"{pkg}/{exe}"] + args + ros_args + extra
         self.processes.append(Process(name=name or exe, cmd=cmd, env=self._env_children(e, ctx),
                                       on_exit=_attr(e, "on_exit", ctx, default="") or "",
-                                      output=_attr(e, "output", ctx, default="screen")))
+                                      output=_attr(e, "output", ctx, default="screen"), **_respawn(e, ctx),
+                                      inline_params={f: self._written[f] for f in cmd if f in self._written}))
 
     def _executable(self, e, ctx):
         unknown = set(e.attrs) - _EXEC_ATTRS
@@ -382,7 +407,7 @@ class _Loader:
         cmd = shlex.split(_attr(e, "cmd", ctx, required=True))
         self.processes.append(Process(name=_attr(e, "name", ctx, default=Path(cmd[0]).name), cmd=["@" + cmd[0]]
                                       + cmd[1:], env=self._env_children(e, ctx),
-                                      on_exit=_attr(e, "on_exit", ctx, default="") or ""))
+                                      on_exit=_attr(e, "on_exit", ctx, default="") or "", **_respawn(e, ctx)))
 
 
 def resolve_executable(spec: str) -> str:
@@ -423,8 +448,9 @@ class Runner:
         self.specs = processes
         self.sigint_timeout, self.sigterm_timeout = sigint_timeout, sigterm_timeout
         self.out = out or sys.stdout
-        self.procs: list = []
+        self.procs: list = []           # [label, spec, Popen of its current run]
         self.returncodes: dict = {}
+        self.respawns: dict = {}        # label -> exit codes of the runs that were respawned
         self.shutdown_reason = ""
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -441,18 +467,21 @@ class Runner:
                 self.out.flush()
         stream.close()
 
+    def _spawn(self, label, spec):
+        cmd = [resolve_executable(spec.cmd[0])] + spec.cmd[1:]
+        env = {**os.environ, **spec.env}
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True, preexec_fn=_pdeathsig, bufsize=1)
+        threading.Thread(target=self._pump, args=(label, p.stdout), daemon=True).start()
+        self.say(f"started {label} (pid {p.pid}): {shlex.join(cmd)}")
+        return p
+
     def start(self):
         names = {}
         for spec in self.specs:
-            cmd = [resolve_executable(spec.cmd[0])] + spec.cmd[1:]
-            env = {**os.environ, **spec.env}
             n = names[spec.name] = names.get(spec.name, 0) + 1
             label = spec.name if n == 1 else f"{spec.name}-{n}"
-            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 start_new_session=True, preexec_fn=_pdeathsig, bufsize=1)
-            self.procs.append((label, spec, p))
-            threading.Thread(target=self._pump, args=(label, p.stdout), daemon=True).start()
-            self.say(f"started {label} (pid {p.pid}): {shlex.join(cmd)}")
+            self.procs.append([label, spec, self._spawn(label, spec)])
 
     def request_shutdown(self, reason: str):
         if not self.shutdown_reason:
@@ -495,21 +524,35 @@ class Runner:
                 pass
 
     def run(self) -> int:
-        """Run until every process exited, a shutdown was requested or an on_exit=shutdown
-        process exited; then shut down. Returns 0 when every exit code is 0, else 1."""
+        """Run until every process exited (none left to respawn), a shutdown was requested or
+        an on_exit=shutdown process exited; then shut down. A respawn process that exits is
+        started again after its respawn_delay. Returns 0 when the exit code of every
+        process's last run is 0, else 1."""
         self.start()
-        reported = set()
+        reported = set()          # pids whose exit was reported
+        due = {}                  # index in procs -> monotonic time of its respawn
         while not self._stop.is_set():
-            for label, spec, p in self.procs:
+            for i, (label, spec, p) in enumerate(self.procs):
                 rc = p.poll()
-                if rc is not None and label not in reported:
-                    reported.add(label)
-                    self.say(f"{label} exited with code {rc}")
-                    if spec.on_exit == "shutdown":
-                        self.request_shutdown(f"{label} exited (on_exit=shutdown)")
-            if len(reported) == len(self.procs):
+                if rc is not None and p.pid not in reported:
+                    reported.add(p.pid)
+                    if spec.respawn:
+                        self.say(f"{label} exited with code {rc}; respawning in {spec.respawn_delay:g} s")
+                        due[i] = time.monotonic() + spec.respawn_delay
+                    else:
+                        self.say(f"{label} exited with code {rc}")
+                        if spec.on_exit == "shutdown":
+                            self.request_shutdown(f"{label} exited (on_exit=shutdown)")
+            for i, t in list(due.items()):
+                if time.monotonic() >= t and not self._stop.is_set():
+                    del due[i]
+                    label, spec, old = self.procs[i]
+                    self.respawns.setdefault(label, []).append(old.returncode)
+                    self.procs[i][2] = self._spawn(label, spec)
+                    self.say(f"respawned {label} (run {len(self.respawns[label]) + 1})")
+            if not due and all(p.pid in reported for _, _, p in self.procs):
                 self.request_shutdown("all processes exited")
-            self._stop.wait(0.1)
+            self._stop.wait(0.05)
         self.shutdown()
         for label, _, p in self.procs:
             self.returncodes[label] = p.wait()
@@ -551,7 +594,10 @@ def main(argv=None) -> int:
             return 2
         if a.print:
             for p in procs:
-                print(json.dumps({"name": p.name, "cmd": p.cmd, "env": p.env, "on_exit": p.on_exit}))
+                print(json.dumps({"name": p.name, "cmd": p.cmd, "env": p.env, "on_exit": p.on_exit,
+                                  "respawn": p.respawn, "respawn_delay": p.respawn_delay,
+                                  # what the temporary inline parameter files (gone after this) hold
+                                  "inline_params": p.inline_params}))
             return 0
         if os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") is None:
             print("[launch_runner] note: ROS_AUTOMATIC_DISCOVERY_RANGE is not set (DDS discovery may leave this "
@@ -573,6 +619,7 @@ def main(argv=None) -> int:
         if a.report:
             a.report.write_text(json.dumps({"returncodes": runner.returncodes,
                                             "pids": {label: p.pid for label, _, p in runner.procs},
+                                            "respawns": runner.respawns,
                                             "shutdown_reason": runner.shutdown_reason}, indent=1))
         return code
 

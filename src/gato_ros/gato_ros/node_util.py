@@ -2,11 +2,68 @@
 QoS profiles and a main() wrapper with a clean SIGINT / SIGTERM exit."""
 from __future__ import annotations
 
+import signal
 import sys
 
-from . import params as schema
+__all__ = ["declare_schema", "run", "qos", "NODE_EXECUTABLES", "exit_on_startup_signal"]
 
-__all__ = ["declare_schema", "run", "qos"]
+#: The node executables (console scripts) of gato_ros.
+NODE_EXECUTABLES = ("controller_node", "sim_node", "reference_node", "recorder_node", "mujoco_startup")
+
+
+def _startup_exit(signum, _frame):
+    raise SystemExit(0)
+
+
+def exit_on_startup_signal(argv0: str | None = None) -> bool:
+    """In a gato node executable (``argv0``'s name is one of :data:`NODE_EXECUTABLES`), make
+    SIGINT / SIGTERM exit 0 at once while the node's modules are still being imported (there
+    is nothing to clean up yet); :func:`run` installs the node's own handlers next. Elsewhere
+    (tests, tools importing gato_ros) nothing changes. Returns True when installed."""
+    import os
+
+    name = os.path.splitext(os.path.basename(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")))[0]
+    if name not in NODE_EXECUTABLES:
+        return False
+    try:
+        signal.signal(signal.SIGINT, _startup_exit)
+        signal.signal(signal.SIGTERM, _startup_exit)
+    except ValueError:        # not the main thread
+        return False
+    return True
+
+
+class _Interrupted(BaseException):
+    """A shutdown signal arrived while the node was being built."""
+
+
+class _Stop:
+    """SIGINT / SIGTERM handlers of a running node: the first signal only sets ``requested``
+    (the spin loop ends after the callback in progress, so nothing publishes into a dead
+    context); while the node is being built it aborts the build; a second signal aborts
+    whatever runs (KeyboardInterrupt)."""
+
+    def __init__(self):
+        self.requested = False
+        self.building = True
+        self.previous = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.previous[sig] = signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum, _frame):
+        first = not self.requested
+        self.requested = True
+        if self.building:
+            raise _Interrupted()
+        if not first:
+            raise KeyboardInterrupt
+
+    def restore(self):
+        for sig, h in self.previous.items():
+            try:
+                signal.signal(sig, h if h is not None else signal.SIG_DFL)
+            except (ValueError, TypeError):
+                pass
 
 
 def qos(depth: int = 10):
@@ -27,6 +84,8 @@ def declare_schema(node, params_schema) -> dict:
     value violates the schema (range, choices, type), naming the parameter.
     """
     from rclpy.parameter import Parameter
+
+    from . import params as schema
 
     specs = schema.by_name(params_schema)
     # Start-up values that YAML typed differently from the schema are converted where the
@@ -64,32 +123,50 @@ def declare_schema(node, params_schema) -> dict:
 
 def run(make_node, argv=None) -> int:
     """rclpy.init, build the node with ``make_node()``, spin until SIGINT / SIGTERM or until
-    the node sets ``node.done = True``; then destroy it and shut down. Returns the exit code
-    (``node.exit_code``, default 0; 1 if the node could not be built)."""
+    the node sets ``node.done = True``; then close / destroy it and shut down. Returns the
+    exit code: ``node.exit_code`` (default 0); 0 after SIGINT / SIGTERM, whenever it arrives
+    (while the node is built, in a callback, during shutdown); 1 if the node could not be
+    built for a configuration error (ValueError, one line on stderr).
+
+    The signals are handled here, not by rclpy (``SignalHandlerOptions.NO``): rclpy's handler
+    invalidates the context at once, so a callback publishing at that moment failed with
+    ``RCLError: publisher's context is invalid`` (exit 1). Here the first signal lets the
+    callback in progress finish, then the loop ends and the node is closed in order."""
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
 
-    rclpy.init(args=argv if argv is not None else sys.argv)
+    stop = _Stop()
     node = None
     code = 0
     try:
         try:
-            node = make_node()
-        except ValueError as e:  # configuration errors: one clear line, no traceback
-            print(f"[gato_ros] error: {e}", file=sys.stderr, flush=True)
-            return 1
-        ex = SingleThreadedExecutor()
-        ex.add_node(node)
-        while rclpy.ok() and not getattr(node, "done", False):
-            ex.spin_once(timeout_sec=0.1)
-        code = int(getattr(node, "exit_code", 0))
-    except (KeyboardInterrupt, ExternalShutdownException):
-        code = int(getattr(node, "exit_code", 0)) if node is not None else 0
+            rclpy.init(args=argv if argv is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+            try:
+                node = make_node()
+            except ValueError as e:  # configuration errors: one clear line, no traceback
+                print(f"[gato_ros] error: {e}", file=sys.stderr, flush=True)
+                return 1
+            stop.building = False
+            if stop.requested:
+                return 0
+            ex = SingleThreadedExecutor()
+            ex.add_node(node)
+            while not stop.requested and rclpy.ok() and not getattr(node, "done", False):
+                ex.spin_once(timeout_sec=0.1)
+            code = 0 if stop.requested else int(getattr(node, "exit_code", 0))
+        except (KeyboardInterrupt, _Interrupted, ExternalShutdownException):
+            code = 0
+        finally:
+            stop.building = False
+            if node is not None:
+                close = getattr(node, "close", None)
+                if callable(close):
+                    close()
+                node.destroy_node()
+            rclpy.try_shutdown()
+    except (KeyboardInterrupt, _Interrupted):   # a second signal during the clean-up: already closing
+        code = 0
     finally:
-        if node is not None:
-            close = getattr(node, "close", None)
-            if callable(close):
-                close()
-            node.destroy_node()
-        rclpy.try_shutdown()
+        stop.restore()
     return code

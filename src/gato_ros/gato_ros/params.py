@@ -173,6 +173,11 @@ CONTROLLER = (
     Param("joint_state_timeout_s", "double", 0.1,
           "joint states older than this (by receipt time) are stale: the controller holds "
           "(gravity compensation at the last good state)", "s", range=(0.001, 10.0), group="safety"),
+    Param("resume_speed_mps", "double", 0.2,
+          "after a warm-start reset (start-up, restart, recovery from a hold or a lost reference) the EE "
+          "reference is blended from the measured EE position into the live one (minimum jerk) over "
+          "distance / resume_speed_mps, so the first commands stay near the hold torque (0 = off)", "m/s",
+          range=(0.0, 10.0), group="safety"),
     Param("publish_step_result", "bool", True, "publish gato_msgs/StepResult every tick (the largest message)",
           group="output"),
 )
@@ -205,8 +210,17 @@ SIM = (
     Param("lockstep_resend_s", "double", 0.5, "lockstep: re-publish the current joint state and clock when no "
           "command arrived for this long (wall clock): covers start-up and lost messages", "s",
           range=(0.01, 60.0), read_only=True),
-    Param("command_timeout_s", "double", 0.1, "realtime: apply zero torque when the last command is older than "
-          "this (wall clock)", "s", range=(0.001, 10.0), read_only=True),
+    Param("command_timeout_s", "double", 0.05, "command watchdog: no command for this long (wall clock) is a "
+          "timeout; realtime: the world applies command_timeout_action until commands resume; lockstep: the world "
+          "keeps waiting and reports that the controller stopped answering (~/status, log)", "s",
+          range=(0.001, 10.0), read_only=True),
+    Param("command_timeout_action", "string", "hold", "realtime: what the world applies without fresh commands "
+          "(before the first one and after a timeout): hold (PD to the joint positions at the timeout, critically "
+          "damped through the mass matrix at hold_frequency_hz, plus gravity compensation, within the effort "
+          "limits) or brake (motor torque zero, joint brakes stop the joints with up to the effort limit)",
+          choices=("hold", "brake"), read_only=True),
+    Param("hold_frequency_hz", "double", 4.0, "natural frequency of the timeout hold's PD (damping ratio 1)", "Hz",
+          range=(0.1, 50.0), read_only=True),
     Param("payload_mass_kg", "double", 0.0, "rigid payload at the EE frame origin: its weight is applied as an "
           "EE force (inertia neglected)", "kg", range=(0.0, 100.0), read_only=True),
     Param("external_wrench", "double_array", [0.0] * 6, "constant wrench at the EE frame origin, world axes "

@@ -30,6 +30,7 @@ default topic set (--all-controller-topics; CONTROLLER = --controller, NAME = --
   CONTROLLER/solver_stats      gato_msgs/msg/SolverStats
   CONTROLLER/plan              gato_msgs/msg/Plan
   CONTROLLER/status            gato_msgs/msg/ControllerStatus
+  /gato_sim/status             gato_msgs/msg/SimStatus (simulation world's command watchdog)
   /parameter_events            rcl_interfaces/msg/ParameterEvent
   /robot_description           std_msgs/msg/String (transient local)
 and /gato_recorder/parameter_snapshot (rcl_interfaces/msg/ParameterEvent): every parameter of

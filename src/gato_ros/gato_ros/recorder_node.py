@@ -12,6 +12,7 @@ What it records (parameter ``topics`` empty = :data:`CONTROLLER_GRAPH_TOPICS`):
     <controller_node>/solver_stats      gato_msgs/msg/SolverStats
     <controller_node>/plan              gato_msgs/msg/Plan
     <controller_node>/status            gato_msgs/msg/ControllerStatus
+    /gato_sim/status                    gato_msgs/msg/SimStatus (the simulation world's command watchdog)
     /parameter_events                   rcl_interfaces/msg/ParameterEvent
     /robot_description                  std_msgs/msg/String (transient local)
 
@@ -69,6 +70,7 @@ from .node_util import run
 __all__ = ["RecorderNode", "CONTROLLER_GRAPH_TOPICS", "SNAPSHOT_TOPIC", "controller_graph_topics", "main"]
 
 SNAPSHOT_TOPIC = "/gato_recorder/parameter_snapshot"
+SIM_STATUS_TOPIC = "/gato_sim/status"    # the simulation world's command watchdog (sim bringup)
 PARAMETER_EVENT_TYPE = "rcl_interfaces/msg/ParameterEvent"
 _DEPTH = 1000            # history depth of the subscriptions (reliable: what a slow callback may lag)
 _DISCOVERY_S = 0.2       # graph poll period (wall clock)
@@ -92,6 +94,7 @@ def controller_graph_topics(controller_node: str = "/gato_controller",
         f"{c}/solver_stats": "gato_msgs/msg/SolverStats",
         f"{c}/plan": "gato_msgs/msg/Plan",
         f"{c}/status": "gato_msgs/msg/ControllerStatus",
+        SIM_STATUS_TOPIC: "gato_msgs/msg/SimStatus",
         "/parameter_events": PARAMETER_EVENT_TYPE,
         "/robot_description": "std_msgs/msg/String",
     }

@@ -8,8 +8,25 @@ has none). Commands for other stamps are ignored and counted. Given the same
 commands, the run is bit-for-bit reproducible regardless of machine load.
 
 Realtime: the caller advances the world on a wall-clock timer with the latest
-command held (zero-order hold), zero torque once the command is older than
-``command_timeout_s``.
+command held (zero-order hold) while it is fresh.
+
+Command watchdog (:class:`CommandWatchdog`, wall clock): like a drive with a watchdog.
+No command for ``command_timeout_s`` is a timeout. Realtime: from then on (and before
+the first command) the world applies ``command_timeout_action`` instead of commands
+(:meth:`SimWorldLogic.advance_safe`), until a command arrives again:
+
+- ``hold``: PD to the joint positions at the moment of the timeout, critically damped
+  through the mass matrix, plus gravity and Coriolis compensation (inverse dynamics
+  ``rnea(q, dq, w^2 (q_hold - q) - 2 w dq)``, w = 2 pi ``hold_frequency_hz``), clamped
+  to the URDF effort limits, evaluated at every physics step (a drive's servo rate);
+- ``brake``: motor torque zero; joint brakes with a capacity of the URDF effort limit
+  apply the torque that stops every joint within one physics step (gravity included),
+  clamped to that capacity (a brake that slips when overloaded).
+
+Both use the URDF model, not the world's (a drive knows the nominal robot: with
+``link_mass_scale`` or a payload the hold settles off its target by the model error
+over the PD stiffness). Lockstep: the world waits for the command of the current tick
+as always; a timeout only reports that the controller stopped answering.
 
 Loads: ``payload_mass_kg`` (a point mass at the EE frame origin: its weight only,
 inertia neglected) and ``external_wrench`` (world axes, at the EE frame origin) are
@@ -30,7 +47,7 @@ import gato
 from . import params as schema
 from .types import JointStateSample, sec_to_ns
 
-__all__ = ["SimWorldLogic", "parse_link_mass_scale"]
+__all__ = ["SimWorldLogic", "CommandWatchdog", "parse_link_mass_scale"]
 
 GRAVITY = 9.81  # m/s^2
 
@@ -118,6 +135,11 @@ class SimWorldLogic:
         self.t_ns = 0
         self.u = np.zeros(nq)           # last applied torques, URDF order
         self.ignored_commands = 0
+        self.effort_limit = np.asarray(self._model.effortLimit, dtype=np.float64).copy()  # URDF order [N*m]
+        self.timeout_action = cfg["command_timeout_action"]
+        self.hold_omega = 2.0 * np.pi * cfg["hold_frequency_hz"]
+        self.hold_q = self.q.copy()     # target of the safe hold [rad], URDF order
+        self._data_id = self._model.createData()
 
     # ------------------------------------------------------------------ state
     def joint_state(self) -> JointStateSample:
@@ -174,3 +196,95 @@ class SimWorldLogic:
         for _ in range(self.substeps):
             self.q, self.dq = self.world.step(self.q, self.dq, self.u + self._load_torque(), self.physics_dt)
         self.t_ns += self.period_ns
+
+    # ------------------------------------------------------------------ safe behaviour (command timeout)
+    def engage_safe(self) -> None:
+        """Latch the hold target: the joint positions now (call when a timeout happens)."""
+        self.hold_q = self.q.copy()
+
+    def hold_torque(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
+        """(nv,) N*m, URDF order: the ``hold`` torque at state (q, dq): inverse dynamics of the
+        critically damped PD acceleration towards ``hold_q``, clamped to the effort limits."""
+        w = self.hold_omega
+        a = w * w * (self.hold_q - q) - 2.0 * w * dq
+        tau = np.asarray(self._pin.rnea(self._model, self._data_id, q, dq, a), dtype=np.float64)
+        return np.clip(tau, -self.effort_limit, self.effort_limit)
+
+    def brake_torque(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
+        """(nv,) N*m, URDF order: the joint brakes' torque at (q, dq): what stops every joint
+        within one physics step (``rnea(q, dq, -dq / physics_dt)``: gravity included),
+        clamped to the brake capacity (the effort limit)."""
+        tau = np.asarray(self._pin.rnea(self._model, self._data_id, q, dq, -dq / self.physics_dt), dtype=np.float64)
+        return np.clip(tau, -self.effort_limit, self.effort_limit)
+
+    def advance_safe(self) -> None:
+        """Advance one control period under ``command_timeout_action`` (torques re-evaluated
+        at every physics step); ``u`` becomes the motor torque applied last (zero for brake)."""
+        brake = self.timeout_action == "brake"
+        for _ in range(self.substeps):
+            tau = self.brake_torque(self.q, self.dq) if brake else self.hold_torque(self.q, self.dq)
+            self.q, self.dq = self.world.step(self.q, self.dq, tau + self._load_torque(), self.physics_dt)
+        self.u = np.zeros_like(self.u) if brake else tau
+        self.t_ns += self.period_ns
+
+
+class CommandWatchdog:
+    """Freshness of the command input on the caller's clock (wall clock, seconds), and its
+    events. States: ``waiting`` (no command yet), ``running``, ``timeout``. Only a running
+    input times out (start-up is not a timeout); the next command ends a timeout.
+
+    Args:
+        timeout_s: age of the last command [s] beyond which the input times out (> 0).
+        action: what the world does meanwhile, for the reports: "hold", "brake" or "wait".
+    """
+
+    def __init__(self, timeout_s: float, action: str):
+        if not timeout_s > 0:
+            raise ValueError(f"command_timeout_s: expected > 0 s, got {timeout_s!r}")
+        if action not in ("hold", "brake", "wait"):
+            raise ValueError(f"command_timeout_action: expected hold, brake or wait, got {action!r}")
+        self.timeout_s, self.action = float(timeout_s), action
+        self.state = "waiting"
+        self.reason = "no command received yet"
+        self.timeouts = 0
+        self.last_timeout_sim_ns = 0
+        self.applied = 0
+        self.rejected = 0
+        self._last_s = None
+
+    @property
+    def fresh(self) -> bool:
+        """True while commands are to be applied (state ``running``)."""
+        return self.state == "running"
+
+    def age_s(self, now_s: float) -> float:
+        """Age of the last accepted command [s], -1 before the first."""
+        return -1.0 if self._last_s is None else float(now_s) - self._last_s
+
+    def command(self, now_s: float, sim_ns: int) -> str | None:
+        """An accepted command at ``now_s``. Returns the event text when it ends a timeout
+        (or is the first command), else None."""
+        prev, since = self.state, self.age_s(now_s)
+        self._last_s = float(now_s)
+        self.applied += 1
+        if prev == "running":
+            return None
+        self.state, self.reason = "running", ""
+        if prev == "waiting":
+            return f"first command at t={sim_ns / 1e9:.3f} s"
+        return f"commands resumed at t={sim_ns / 1e9:.3f} s after {since:.3f} s without"
+
+    def check(self, now_s: float, sim_ns: int) -> str | None:
+        """Time out a running input whose last command is older than ``timeout_s``. Returns
+        the event text on the transition, else None."""
+        if self.state != "running" or self.age_s(now_s) <= self.timeout_s:
+            return None
+        self.state = "timeout"
+        self.timeouts += 1
+        self.last_timeout_sim_ns = int(sim_ns)
+        what = {"hold": "holding the joint positions (damped PD + gravity compensation)",
+                "brake": "motor torque zero, joint brakes on",
+                "wait": "the lockstep world waits for it"}[self.action]
+        self.reason = (f"controller stopped answering at t={sim_ns / 1e9:.3f} s: no command for "
+                       f"{self.age_s(now_s):.3f} s (command_timeout_s = {self.timeout_s:g}); {what}")
+        return self.reason

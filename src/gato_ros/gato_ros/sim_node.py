@@ -9,10 +9,19 @@ with the current tick's joint-state stamp has arrived. While it waits, it re-sen
 the current clock and joint state every ``lockstep_resend_s`` (wall clock): that
 covers discovery at start-up and a lost message; the controller answers a repeated
 stamp with the command it already computed, so re-sending never changes the run.
+No command for ``command_timeout_s`` (wall clock) after the first one: the world keeps
+waiting, and reports once that the controller stopped answering (log warning, ~/status).
 
 lockstep=false (realtime): subscribes /<controller_name>/commands (std_msgs/Float64MultiArray,
 joint_names order) and advances on a wall-clock timer at control_rate_hz with the
-latest command held (zero torque once it is older than command_timeout_s).
+latest command held while it is fresh. Before the first command and after
+``command_timeout_s`` without one, the world applies ``command_timeout_action`` (hold:
+damped PD to the joint positions at the timeout plus gravity compensation; brake: zero
+motor torque, joint brakes), logged and reported on ~/status, until commands resume
+(:class:`gato_ros.sim_logic.CommandWatchdog`).
+
+~/status (gato_msgs/SimStatus): the command watchdog's state, on every change and once
+per second (wall clock), stamped with simulated time.
 
 start_subscribers > 0 (lockstep): the first joint state goes out only once that many
 subscribers (controller, recorder) listen, so a recording starts at t = 0.
@@ -32,7 +41,7 @@ from rclpy.node import Node
 from . import conversions as cv
 from . import params as schema
 from .node_util import declare_schema, qos, run
-from .sim_logic import SimWorldLogic
+from .sim_logic import CommandWatchdog, SimWorldLogic
 
 __all__ = ["SimNode", "main"]
 
@@ -40,21 +49,26 @@ __all__ = ["SimNode", "main"]
 class SimNode(Node):
     def __init__(self, **kwargs):
         super().__init__("gato_sim", **kwargs)
-        from gato_msgs.msg import EffortCommand
+        from gato_msgs.msg import EffortCommand, SimStatus
         from rosgraph_msgs.msg import Clock as ClockMsg
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
 
         self._ClockMsg = ClockMsg
+        self._SimStatus = SimStatus
         values = declare_schema(self, schema.SIM)
         self.logic = SimWorldLogic(values)
         self.done = False
         self.exit_code = 0
         self.pub_clock = self.create_publisher(ClockMsg, "/clock", qos())
         self.pub_js = self.create_publisher(JointState, "joint_states", qos())
+        self.pub_status = self.create_publisher(SimStatus, "~/status", qos())
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         cfg = values
         self.lockstep = cfg["lockstep"]
+        self.watchdog = CommandWatchdog(cfg["command_timeout_s"],
+                                        "wait" if self.lockstep else cfg["command_timeout_action"])
+        self.create_timer(1.0, self._publish_status, clock=self._wall)
         if self.lockstep:
             self.create_subscription(EffortCommand, cfg["command_topic"], self._on_stamped_command, qos())
             self._last_progress = time.monotonic()
@@ -65,14 +79,15 @@ class SimNode(Node):
             cname = cfg["controller_name"].strip("/")
             self.create_subscription(Float64MultiArray, f"/{cname}/commands", self._on_command, qos(1))
             self._u = np.zeros(len(self.logic.urdf_joints))
-            self._u_time = None
             self.create_timer(1.0 / cfg["control_rate_hz"], self._realtime_tick, clock=self._wall)
         self.get_logger().info(
             f"gato sim: {cfg['robot']} in {cfg['world']}, {'lockstep' if cfg['lockstep'] else 'realtime'}, {cfg['control_rate_hz']:g} Hz, "
             f"physics {self.logic.physics_dt:g} s x {self.logic.substeps}"
             + (f", {cfg['duration_s']:g} s" if cfg["duration_s"] > 0 else "")
             + "".join(f", model error: {link} mass x{f:g}" for link, f in self.logic.mass_scale.items())
-            + (f", payload {cfg['payload_mass_kg']:g} kg" if cfg["payload_mass_kg"] > 0 else ""))
+            + (f", payload {cfg['payload_mass_kg']:g} kg" if cfg["payload_mass_kg"] > 0 else "")
+            + f"; command timeout {cfg['command_timeout_s']:g} s: "
+            + ("report (the world waits)" if self.lockstep else cfg["command_timeout_action"]))
         if not self.lockstep or self._started:
             self._publish_state()
 
@@ -80,6 +95,28 @@ class SimNode(Node):
         js = self.logic.joint_state()
         self.pub_clock.publish(self._ClockMsg(clock=cv.ns_to_time(js.stamp_ns)))
         self.pub_js.publish(cv.joint_state_to_msg(js))
+
+    def _publish_status(self):
+        wd = self.watchdog
+        m = self._SimStatus()
+        m.header.stamp = cv.ns_to_time(self.logic.t_ns)
+        m.state, m.reason = wd.state, wd.reason
+        m.action = "" if wd.fresh else wd.action
+        m.command_timeouts = wd.timeouts
+        m.last_timeout_sim_s = wd.last_timeout_sim_ns / 1e9
+        m.command_age_s = wd.age_s(time.monotonic())
+        m.commands_applied, m.commands_rejected = wd.applied, wd.rejected
+        m.commands_ignored = self.logic.ignored_commands
+        self.pub_status.publish(m)
+
+    def _watchdog_event(self, text, timeout: bool):
+        if text is None:
+            return
+        if timeout:
+            self.get_logger().warning(text)
+        else:
+            self.get_logger().info(text)
+        self._publish_status()
 
     def _finish_if_done(self) -> bool:
         if self.logic.done and not self.done:
@@ -94,8 +131,10 @@ class SimNode(Node):
         try:
             u = self.logic.effort_from(msg.effort, list(msg.joint_names))
         except ValueError as e:
+            self.watchdog.rejected += 1
             self.get_logger().error(f"command rejected: {e}; re-sending the joint state", throttle_duration_sec=1.0)
             return
+        self._watchdog_event(self.watchdog.command(time.monotonic(), self.logic.t_ns), False)
         self.logic.advance(u)
         self._last_progress = time.monotonic()
         if not self._finish_if_done():
@@ -111,23 +150,35 @@ class SimNode(Node):
             self._last_progress = time.monotonic()
             self._publish_state()
             return
+        if not self.done:
+            self._watchdog_event(self.watchdog.check(time.monotonic(), self.logic.t_ns), True)
         if not self.done and time.monotonic() - self._last_progress > self._resend_s:
             self._last_progress = time.monotonic()
             self._publish_state()
 
     # ------------------------------------------------------------------ realtime
     def _on_command(self, msg):
+        if self.done:
+            return
         try:
             self._u = self.logic.effort_from(msg.data)
-            self._u_time = time.monotonic()
         except ValueError as e:
+            self.watchdog.rejected += 1
             self.get_logger().error(f"command rejected: {e}", throttle_duration_sec=1.0)
+            return
+        self._watchdog_event(self.watchdog.command(time.monotonic(), self.logic.t_ns), False)
 
     def _realtime_tick(self):
         if self.done:
             return
-        fresh = self._u_time is not None and time.monotonic() - self._u_time <= self.logic.cfg["command_timeout_s"]
-        self.logic.advance(self._u if fresh else np.zeros_like(self._u))
+        ev = self.watchdog.check(time.monotonic(), self.logic.t_ns)
+        if ev is not None:
+            self.logic.engage_safe()      # hold where the arm is now
+            self._watchdog_event(ev, True)
+        if self.watchdog.fresh:
+            self.logic.advance(self._u)
+        else:
+            self.logic.advance_safe()     # before the first command, and after a timeout
         if not self._finish_if_done():
             self._publish_state()
 
