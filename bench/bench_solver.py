@@ -31,7 +31,7 @@ import gato
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from fig8_problem import DT, Q_READY, TICKS, WEIGHTS, figure8, ref_window  # noqa: E402
+from fig8_problem import DT, Q_START, TICKS, WEIGHTS, figure8, ref_window  # noqa: E402
 
 CROC_VENV = ROOT / "build" / "croc-venv"
 
@@ -55,13 +55,13 @@ def gato_closed_loop(urdf, N, repeats, line_search=None):
     model = pin.buildModelFromUrdf(str(urdf))
     data = model.createData()
     fid = model.getFrameId("EE")
-    pin.framesForwardKinematics(model, data, Q_READY)
+    pin.framesForwardKinematics(model, data, Q_START)
     center = data.oMf[fid].translation.copy()
     times, errs, prof = [], [], []
     extra = {} if line_search is None else {"line_search": line_search}
     for _ in range(repeats):
         s = gato.BSQP(urdf, 1, N, DT, threads=1, integrator="semi_implicit", q_lim_cost=0.0, **WEIGHTS, **extra)
-        x = np.r_[Q_READY, np.zeros(7)]
+        x = np.r_[Q_START, np.zeros(7)]
         warm = None
         for tick in range(TICKS):
             ref = np.zeros((N, 6))
@@ -87,8 +87,8 @@ def batch_throughput(urdf, N, B, threads, reps=30):
     problem every repeat (rho and duals reset), so every repeat does the same work."""
     s = gato.BSQP(urdf, B, N, DT, threads=threads, integrator="semi_implicit", q_lim_cost=0.0, **WEIGHTS)
     rng = np.random.default_rng(0)
-    x = np.stack([np.r_[Q_READY + 0.05 * rng.standard_normal(7), np.zeros(7)] for _ in range(B)])
-    ref = np.tile(np.r_[s.ee_pos(Q_READY) + [0, 0.05, 0.05], 0, 0, 0], (B, N))
+    x = np.stack([np.r_[Q_START + 0.05 * rng.standard_normal(7), np.zeros(7)] for _ in range(B)])
+    ref = np.tile(np.r_[s.ee_pos(Q_START) + [0, 0.05, 0.05], 0, 0, 0], (B, N))
     warm = s.solve(x, ref).xu
     ts = []
     for _ in range(reps):

@@ -14,7 +14,7 @@ import numpy as np
 import pinocchio as pin
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from fig8_problem import DT, Q_READY, TICKS, WEIGHTS, figure8, ref_window  # noqa: E402
+from fig8_problem import DT, Q_START, TICKS, WEIGHTS, figure8, ref_window  # noqa: E402
 
 
 def build(model, N, center):
@@ -41,7 +41,7 @@ def build(model, N, center):
     targets = ref_window(center, 0.0, N)
     running = [knot(False, targets[k]) for k in range(N - 1)]
     terminal = knot(True, targets[N - 1])
-    x0 = np.r_[Q_READY, np.zeros(nv)]
+    x0 = np.r_[Q_START, np.zeros(nv)]
     problem = crocoddyl.ShootingProblem(x0, running, terminal)
     problem.nthreads = 1  # one thread, like gato's B = 1 run
     return problem, running + [terminal]
@@ -52,13 +52,13 @@ def main():
     model = pin.buildModelFromUrdf(urdf)
     data = model.createData()
     fid = model.getFrameId("EE")
-    pin.framesForwardKinematics(model, data, Q_READY)
+    pin.framesForwardKinematics(model, data, Q_START)
     center = data.oMf[fid].translation.copy()
     times, errs = [], []
     for _ in range(repeats):
         problem, knots = build(model, N, center)
         solver = crocoddyl.SolverFDDP(problem)
-        x = np.r_[Q_READY, np.zeros(model.nv)]
+        x = np.r_[Q_START, np.zeros(model.nv)]
         xs = [x.copy() for _ in range(N)]
         us = [np.zeros(model.nv) for _ in range(N - 1)]
         for tick in range(TICKS):

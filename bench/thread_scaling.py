@@ -45,12 +45,12 @@ def worker(B, threads, t_start, seconds):
 
     import gato
     sys.path.insert(0, str(HERE))
-    from fig8_problem import DT, Q_READY, WEIGHTS
+    from fig8_problem import DT, Q_START, WEIGHTS
     s = gato.BSQP(str(gato.robot_urdf("iiwa14")), B, 32, DT, threads=threads, integrator="semi_implicit",
                   q_lim_cost=0.0, **WEIGHTS)
     rng = np.random.default_rng(0)
-    x = np.stack([np.r_[Q_READY + 0.05 * rng.standard_normal(7), np.zeros(7)] for _ in range(B)])
-    ref = np.tile(np.r_[s.ee_pos(Q_READY) + [0, 0.05, 0.05], 0, 0, 0], (B, 32))
+    x = np.stack([np.r_[Q_START + 0.05 * rng.standard_normal(7), np.zeros(7)] for _ in range(B)])
+    ref = np.tile(np.r_[s.ee_pos(Q_START) + [0, 0.05, 0.05], 0, 0, 0], (B, 32))
     warm = s.solve(x, ref).xu
     while time.time() < t_start:
         time.sleep(0.001)

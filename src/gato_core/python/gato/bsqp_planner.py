@@ -13,7 +13,7 @@ import numpy as np
 from .planner import Capabilities, Plan, Planner, PlannerStats, StepResult
 from .references import ReferenceWindow
 
-__all__ = ["BSQPPlanner"]
+__all__ = ["BSQPPlanner", "solver_params"]
 
 #: Config keys that build the solver: horizon [knots], knot spacing [s], batch size, SolverParams
 #: (an instance or a dict of its fields), and the plant name when ``robot`` is a URDF path.
@@ -21,6 +21,21 @@ SOLVER_KEYS = ("N", "dt", "batch_size", "params", "plant_type")
 #: Config keys passed to :class:`gato.MPCController` as they are (see there).
 CONTROLLER_KEYS = ("hypotheses", "warm_start", "reset_rho_each_step", "linsys", "bdsv_threshold", "task_tag",
                    "reseed_threshold", "admm_linsys", "admm_threshold", "limits", "limits_kw")
+
+
+def solver_params(params):
+    """A :class:`gato.SolverParams` from None (the defaults), an instance, or a dict of its fields;
+    ValueError naming ``params`` otherwise."""
+    from .config import SolverParams
+
+    if params is None:
+        return SolverParams()
+    if isinstance(params, dict):
+        return SolverParams.from_mapping(params)
+    if not isinstance(params, SolverParams):
+        raise ValueError(f"params: expected None, a gato.SolverParams or a dict of its fields, "
+                         f"got {type(params).__name__}")
+    return params
 
 
 class BSQPPlanner(Planner):
@@ -38,7 +53,6 @@ class BSQPPlanner(Planner):
                                 warm_start_io=True)
 
     def __init__(self, robot, config=None):
-        from .config import SolverParams
         from .controller import MPCController
         from .interface import BSQP
         from .robots import resolve_robot
@@ -48,15 +62,8 @@ class BSQPPlanner(Planner):
         if unknown:
             raise ValueError(f"config: unknown keys {unknown}; bsqp takes {list(SOLVER_KEYS + CONTROLLER_KEYS)}")
         urdf, plant, _ = resolve_robot(robot, None)
-        params = cfg.get("params")
-        if params is None:
-            params = SolverParams()
-        elif isinstance(params, dict):
-            params = SolverParams.from_mapping(params)
-        elif not isinstance(params, SolverParams):
-            raise ValueError(f"params: expected None, a gato.SolverParams or a dict of its fields, "
-                             f"got {type(params).__name__}")
-        solver = BSQP(urdf, cfg.get("batch_size", 1), cfg.get("N", 32), cfg.get("dt", 0.03125), params,
+        solver = BSQP(urdf, cfg.get("batch_size", 1), cfg.get("N", 32), cfg.get("dt", 0.03125),
+                      solver_params(cfg.get("params")),
                       plant_type=cfg.get("plant_type", plant))
         self._bind(MPCController(solver, **{k: cfg[k] for k in CONTROLLER_KEYS if k in cfg}))
 

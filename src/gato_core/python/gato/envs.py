@@ -26,17 +26,10 @@ import numpy as np
 from gymnasium import spaces
 
 from . import simloop
-from .references import Reference
+from .references import Reference, _positive
 from .robots import all_robots, resolve_robot
 
 __all__ = ["ArmTrackEnv"]
-
-
-def _pos_float(v, name: str, unit: str, zero_ok=False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v) \
-            or v < 0 or (v == 0 and not zero_ok):
-        raise ValueError(f"{name}: expected a finite value {'>=' if zero_ok else '>'} 0 {unit}, got {v!r}")
-    return float(v)
 
 
 def _vec(v, name: str, n: int, what: str) -> np.ndarray:
@@ -119,17 +112,17 @@ class ArmTrackEnv(gym.Env):
             raise ValueError(f"ee_frame: frame {self.ee_frame!r} not found in {Path(self.urdf_path).name}") from None
         self.model = self.kin.model
         self.nq, self.nv = int(self.model.nq), int(self.model.nv)
-        self.ctrl_dt = _pos_float(ctrl_dt, "ctrl_dt", "s")
-        self.sim_dt = _pos_float(sim_dt, "sim_dt", "s")
+        self.ctrl_dt = _positive(ctrl_dt, "ctrl_dt", "s")
+        self.sim_dt = _positive(sim_dt, "sim_dt", "s")
         if self.sim_dt > self.ctrl_dt * (1 + 1e-9):
             raise ValueError(f"sim_dt: {sim_dt!r} s is longer than ctrl_dt = {ctrl_dt!r} s")
         self.n_substeps = max(int(math.floor(self.ctrl_dt / self.sim_dt + 1e-9)), 1)
-        self.horizon_s = _pos_float(horizon_s, "horizon_s", "s")
+        self.horizon_s = _positive(horizon_s, "horizon_s", "s")
         if reference is not None and not callable(getattr(reference, "window", None)):
             raise ValueError(f"reference: expected None or an object with window(t), got {type(reference).__name__}")
         self.reference = reference
-        self.q0_jitter = _pos_float(q0_jitter, "q0_jitter", "rad (uniform half-width)", zero_ok=True)
-        self.nonfinite_penalty = _pos_float(nonfinite_penalty, "nonfinite_penalty", "", zero_ok=True)
+        self.q0_jitter = _positive(q0_jitter, "q0_jitter", "rad (uniform half-width)", zero_ok=True)
+        self.nonfinite_penalty = _positive(nonfinite_penalty, "nonfinite_penalty", "", zero_ok=True)
         if q0 is None:
             q0 = all_robots().get(self.plant or "", {}).get("q_ready", np.zeros(self.nq))
         self.q0 = _vec(q0, "q0", self.nq, "[rad]")

@@ -23,30 +23,20 @@ wrench identifier (``wrench_id``), the contact-force variant (``fc_config``,
 """
 from __future__ import annotations
 
-import math
 import sys
 
 import numpy as np
 
 from . import simloop
-from .bsqp_planner import BSQPPlanner
-from .config import SolverParams
+from .bsqp_planner import BSQPPlanner, solver_params
 from .controller import MPCController
 from .interface import BSQP
 from .planner import Plan
-from .references import SampledTrajectory
+from .references import SampledTrajectory, _positive
 
 __all__ = ["MPC_GATO"]
 
 _ESTIMATORS = ("fe", "wid", "cem")
-
-
-def _nonneg(v, name: str, unit: str, positive=False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v) \
-            or v < 0 or (positive and v == 0):
-        rel = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name}: expected a finite value {rel} {unit}, got {v!r}")
-    return float(v)
 
 
 class MPC_GATO:
@@ -137,14 +127,7 @@ class MPC_GATO:
         if verbose not in (None, True, False):
             raise ValueError(f"verbose: expected None, True or False, got {verbose!r}")
 
-        if params is None:
-            params = SolverParams()
-        elif isinstance(params, dict):
-            params = SolverParams.from_mapping(params)
-        elif not isinstance(params, SolverParams):
-            raise ValueError(f"params: expected None, a gato.SolverParams or a dict of its fields, "
-                             f"got {type(params).__name__}")
-        self.solver = s = BSQP(model_path, int(batch_size), N, dt, params, plant_type=plant_type)
+        self.solver = s = BSQP(model_path, int(batch_size), N, dt, solver_params(params), plant_type=plant_type)
         self.controller = MPCController(s, hypotheses=None, warm_start="shift", reset_rho_each_step=True,
                                         linsys=linsys, bdsv_threshold=bdsv_threshold,
                                         reseed_threshold=reseed_threshold, admm_linsys=admm_linsys,
@@ -240,7 +223,7 @@ class MPC_GATO:
                              f"got {None if x is None else np.shape(x_start)}")
         if not np.all(np.isfinite(x)):
             raise ValueError("x_start: contains NaN or Inf")
-        sim_dt = _nonneg(sim_dt, "sim_dt", "s", positive=True)
+        sim_dt = _positive(sim_dt, "sim_dt", "s")
         if sim_dt > self.dt * (1 + 1e-9):
             raise ValueError(f"sim_dt: {sim_dt} s is longer than the control period dt = {self.dt} s")
         return x, sim_dt
@@ -327,7 +310,7 @@ class MPC_GATO:
         protocol stamp: plant, N, dt, sim_dt, pacing, solver params, world, disturbances).
         """
         x, sim_dt = self._check_start(x_start, sim_dt)
-        sim_time = _nonneg(sim_time, "sim_time", "s", positive=True)
+        sim_time = _positive(sim_time, "sim_time", "s")
         try:
             traj = np.array(fig8_traj, dtype=np.float64)
         except (TypeError, ValueError):
@@ -403,11 +386,11 @@ class MPC_GATO:
             raise ValueError(f"velocity_norm: expected a vector norm order (1, 2, np.inf, ...), "
                              f"got {velocity_norm!r}") from None
         task = simloop.GoalTask(
-            G, self.N, self.dt, timeout=_nonneg(goal_timeout, "goal_timeout", "s", positive=True),
-            threshold=_nonneg(goal_threshold, "goal_threshold", "m", positive=True),
-            velocity_threshold=_nonneg(velocity_threshold, "velocity_threshold", "rad/s", positive=True),
-            velocity_norm=velocity_norm, settle_time=_nonneg(settle_time, "settle_time", "s"),
-            ramp=_nonneg(goal_ramp, "goal_ramp", "s"))
+            G, self.N, self.dt, timeout=_positive(goal_timeout, "goal_timeout", "s"),
+            threshold=_positive(goal_threshold, "goal_threshold", "m"),
+            velocity_threshold=_positive(velocity_threshold, "velocity_threshold", "rad/s"),
+            velocity_norm=velocity_norm, settle_time=_positive(settle_time, "settle_time", "s", zero_ok=True),
+            ramp=_positive(goal_ramp, "goal_ramp", "s", zero_ok=True))
         if self._verbose(task.t_end):
             print(f"[MPC_GATO goals] {self.plant_type} N={self.N} dt={self.dt} B={self.batch_size} "
                   f"{len(G)} goals, timeout {task.timeout:.1f}s each, ramp {task.ramp:.2f}s, "

@@ -3,7 +3,9 @@
 Pure numpy (no gymnasium import). The policy keeps its own clock, slides a
 reference window over it and lets :class:`gato.controller.MPCController` solve.
 References are EE position windows: (6N,) = [x, y, z, 0, 0, 0] per knot, metres,
-world frame.
+world frame. :class:`TrajectoryReference` and :class:`GoalReference` are the
+reference API's fixed-horizon views of :class:`gato.references.SampledTrajectory`
+and :class:`gato.references.Hold`; any :class:`gato.references.Reference` works too.
 """
 from __future__ import annotations
 
@@ -12,17 +14,9 @@ import math
 import numpy as np
 
 from ._arrays import to_numpy
+from .references import Hold, Reference, SampledTrajectory, _positive
 
 __all__ = ["MPCPolicy", "TrajectoryReference", "GoalReference"]
-
-_EPS = 1e-9  # knots: absorbs float error in t / dt_knot (0.3 / 0.1 = 2.9999999999999996)
-
-
-def _positive(v, name: str, unit: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v) \
-            or v <= 0:
-        raise ValueError(f"{name}: expected a finite value > 0 {unit}, got {v!r}")
-    return float(v)
 
 
 def _horizon(N) -> int:
@@ -67,12 +61,14 @@ class TrajectoryReference:
             raise ValueError(f"traj_flat: {self.T} knots is shorter than the horizon N = {self.N}")
         self.traj = arr
         self.last_start = self.T - self.N
+        self.reference = SampledTrajectory(arr.reshape(-1, 6)[:, :3], self.dt_knot)
 
     def _knot(self, t) -> int:
-        return int(math.floor(_time(t) / self.dt_knot + _EPS))
+        return self.reference.index(_time(t))
 
     def window(self, t) -> np.ndarray:
-        """The (6N,) goal window starting at time t [s] (clamped to the trajectory ends)."""
+        """The (6N,) goal window starting at time t [s] (clamped to the trajectory ends; the
+        orientation slots as given)."""
         k = min(max(self._knot(t), 0), self.last_start)
         return self.traj[6 * k:6 * (k + self.N)].copy()
 
@@ -93,12 +89,11 @@ class GoalReference:
             raise ValueError("goal_xyz: contains NaN or Inf")
         self.N = _horizon(N)
         self.goal = g
-        self._window = np.tile(np.concatenate([g, np.zeros(3)]), self.N)
+        self.reference = Hold(g)
 
     def window(self, t) -> np.ndarray:
         """The (6N,) window (the same at every time t)."""
-        _time(t)
-        return self._window.copy()
+        return self.reference.window(_time(t), self.N, 1.0).solver_layout()
 
     def done(self, t) -> bool:
         """Always False: a goal never runs out."""
@@ -112,7 +107,8 @@ class MPCPolicy:
     Args:
         controller: gato.MPCController.
         reference: object with ``window(t) -> (6N,)`` (TrajectoryReference,
-            GoalReference, ...); ``done(t)`` is used by :attr:`done` when present.
+            GoalReference, ...), or a :class:`gato.references.Reference` (windowed at
+            the solver's N and dt); ``done(t)`` is used by :attr:`done` when present.
         dt_step: the env's control period [s]: how long each returned action is
             applied; the policy clock advances by it per call and it is the
             ``dt_elapsed`` handed to the controller (hypothesis scoring).
@@ -135,6 +131,10 @@ class MPCPolicy:
             raise ValueError(f"obs_to_state: expected a callable or None, got {type(obs_to_state).__name__}")
         self.controller = controller
         self.reference = reference
+        self._window = reference.window
+        if isinstance(reference, Reference):
+            N, dt = int(controller.solver.N), float(controller.solver.dt)
+            self._window = lambda t: reference.window(t, N, dt).solver_layout()
         self.dt_step = _positive(dt_step, "dt_step", "s")
         self.obs_to_state = obs_to_state if obs_to_state is not None else (lambda o: np.asarray(o))
         if budget_s is not None:
@@ -154,12 +154,12 @@ class MPCPolicy:
         self.t = 0.0
         self.last_result = None
         self.controller.reset(x)
-        return self.controller.warmup(x, self.reference.window(0.0))
+        return self.controller.warmup(x, self._window(0.0))
 
     def __call__(self, obs):
         """One control period: the (n_actuated,) action for observation ``obs``."""
         x = self.obs_to_state(obs)
-        res = self.controller.step(x, self.reference.window(self.t), dt_elapsed=self.dt_step,
+        res = self.controller.step(x, self._window(self.t), dt_elapsed=self.dt_step,
                                    budget_s=self.budget_s)
         self.t += self.dt_step
         self.last_result = res

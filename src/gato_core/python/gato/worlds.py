@@ -83,6 +83,13 @@ def _sha256(path) -> str:
     return sha256_file(path)
 
 
+def _stamp(kind: str, urdf_path, mass_scale: dict, **fields) -> dict:
+    """A world's protocol stamp: kind, URDF name and hash, ``fields``, and the mass scale only
+    when there is one (so nominal stamps are unchanged)."""
+    extra = dict(mass_scale=dict(mass_scale)) if mass_scale else {}
+    return dict(kind=kind, urdf=Path(urdf_path).name, urdf_sha256=_sha256(urdf_path), **fields, **extra)
+
+
 # ---------------------------------------------------------------- model errors
 _INERTIA_KEYS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 
@@ -431,14 +438,13 @@ class MuJoCoWorld:
     @property
     def params(self) -> dict:
         """World parameters for the protocol stamp (do not mix runs with different stamps)."""
-        extra = dict(mass_scale=dict(self.mass_scale)) if self.mass_scale else {}  # nominal stamps unchanged
-        return dict(kind="mujoco", urdf=Path(self.urdf_path).name, urdf_sha256=_sha256(self.urdf_path),
-                    timestep=self.timestep, integrator=self.integrator, floating=self.floating,
-                    plane=None if self._plane is None else dict(self._plane),
-                    contact_masks=dict(robot=(ROBOT_CONTYPE, ROBOT_CONAFFINITY),
-                                       table=(TABLE_CONTYPE, TABLE_CONAFFINITY)),
-                    passive="damping/armature/frictionloss zeroed, joint limits not enforced",
-                    mujoco=self._mj.__version__, **extra)
+        return _stamp("mujoco", self.urdf_path, self.mass_scale,
+                      timestep=self.timestep, integrator=self.integrator, floating=self.floating,
+                      plane=None if self._plane is None else dict(self._plane),
+                      contact_masks=dict(robot=(ROBOT_CONTYPE, ROBOT_CONAFFINITY),
+                                         table=(TABLE_CONTYPE, TABLE_CONAFFINITY)),
+                      passive="damping/armature/frictionloss zeroed, joint limits not enforced",
+                      mujoco=self._mj.__version__)
 
 
 def probe_tip_drop(urdf_path, q, ref_point, span=0.2, iters=24, size_xy=(0.3, 0.3)) -> float:
@@ -683,9 +689,8 @@ class PinocchioWorld:
     @property
     def params(self) -> dict:
         """World parameters for the protocol stamp (do not mix runs with different stamps)."""
-        extra = dict(mass_scale=dict(self.mass_scale)) if self.mass_scale else {}  # nominal stamps unchanged
-        return dict(kind="pinocchio_rk4", urdf=Path(self.urdf_path).name, urdf_sha256=_sha256(self.urdf_path),
-                    substeps=self.substeps, timestep=self.timestep, ee_frame=self.ee_frame,
-                    pendulum=None if self.pendulum is None else dict(self.pendulum),
-                    constant_f_ext=None if self.constant_f_ext is None else self.constant_f_ext.tolist(),
-                    pinocchio=self._pin.__version__, **extra)
+        return _stamp("pinocchio_rk4", self.urdf_path, self.mass_scale,
+                      substeps=self.substeps, timestep=self.timestep, ee_frame=self.ee_frame,
+                      pendulum=None if self.pendulum is None else dict(self.pendulum),
+                      constant_f_ext=None if self.constant_f_ext is None else self.constant_f_ext.tolist(),
+                      pinocchio=self._pin.__version__)

@@ -24,23 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
-#: Start configurations [rad] of the shipped robots (a reachable, non-singular pose).
-START_Q = {"iiwa14": [0.0, 0.5, 0.0, -1.2, 0.0, 0.6, 0.0]}
-
-
 def figure8(center, N, dt, duration, amplitude=0.1, period=4.0) -> np.ndarray:
-    """Flat (6T,) figure-8 reference in the world y-z plane around ``center`` (3,) [m].
+    """Flat (6T,) probe reference: the y-z figure-8 (:class:`gato.references.Figure8`, theta = pi/2)
+    around ``center`` (3,) [m] with half-amplitudes ``amplitude`` (lateral) and ``amplitude / 2``
+    (vertical) [m], sampled every dt [s] at T = ceil(duration/dt) + N + 1 knots, so a window of
+    N knots exists at every time in [0, duration]."""
+    from ..references import Figure8
 
-    Knot j (time j*dt) is ``center + [0, A sin(wt), A/2 sin(2wt)]``, w = 2π/period;
-    T = ceil(duration/dt) + N + 1 knots, so a window of N knots exists at every
-    time in [0, duration].
-    """
-    c = np.asarray(center, dtype=np.float64).reshape(3)
     T = int(np.ceil(duration / dt)) + int(N) + 1
-    t = np.arange(T) * dt
-    w = 2.0 * np.pi / period
-    p = c + np.stack([np.zeros(T), amplitude * np.sin(w * t), 0.5 * amplitude * np.sin(2.0 * w * t)], axis=1)
-    return np.concatenate([p, np.zeros((T, 3))], axis=1).reshape(-1)
+    ref = Figure8(center, amplitude, 0.5 * amplitude, np.pi / 2, period).window(0.0, T, dt)
+    return ref.solver_layout()
 
 
 def _git_sha() -> str:
@@ -101,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--noise", type=float, default=0.0,
                    help="std of Gaussian state noise added after each plant step (default 0)")
     p.add_argument("--seed", type=int, default=0, help="noise seed (default 0)")
-    p.add_argument("--q0", default=None, help="start configuration, comma-separated rad (default per robot)")
+    p.add_argument("--q0", default=None, help="start configuration, comma-separated rad (default: the ready pose)")
     p.add_argument("--n-bins", type=int, default=12, help="quantile bins of the cost fit (default 12)")
     p.add_argument("--lo", type=float, default=0.02, help="cold fraction at or below which pure pcg wins")
     p.add_argument("--hi", type=float, default=0.98, help="cold fraction at or above which pure bdsv wins")
@@ -135,8 +128,8 @@ def main(argv=None) -> int:
                     "(gato.linsys_autotune.resolve_admm_linsys)")
     if args.q0 is not None:
         q0 = np.array([float(v) for v in args.q0.split(",")])
-    else:
-        q0 = np.array(START_Q.get(args.plant, np.zeros(solver.nq)), dtype=np.float64)
+    else:  # the robot's ready pose (the registry), else zeros
+        q0 = np.array(gato.robot_info(args.plant).get("q_ready", np.zeros(solver.nq)), dtype=np.float64)
     if q0.shape != (solver.nq,):
         return fail(f"--q0: expected {solver.nq} joint angles, got {q0.size}")
     x0 = np.concatenate([q0, np.zeros(solver.nv)])
