@@ -205,7 +205,7 @@ class MPCController:
         self._u_prev = None        # (nu,) full-width control returned last
         self._capout = False       # some entry's PCG hit max_pcg_iters on the previous solve
         self._force_reseed = False  # the previous solve diverged: re-seed next tick
-        self._pin_data = None
+        self._gravity_hold = None  # gato.safety.GravityHold, built on the first divergence
 
     # ------------------------------------------------------------------ limits
     def _install_limits(self, limits, limits_kw) -> None:
@@ -378,21 +378,14 @@ class MPCController:
         return mode
 
     def _gravity(self, x: np.ndarray) -> np.ndarray:
-        """Gravity compensation rnea(q, 0, 0) at x, clamped to the URDF effort limits (n_actuated,)."""
-        import pinocchio as pin
+        """Gravity compensation rnea(q, 0, 0) at x, clamped to the URDF effort limits (n_actuated,)
+        (the shared :class:`gato.safety.GravityHold`, built on first use)."""
+        if self._gravity_hold is None:
+            from .safety import GravityHold
 
-        s = self.solver
-        model = s.model
-        if self._pin_data is None:
-            self._pin_data = model.createData()
-        q = x[:model.nq]
-        tau = np.array(pin.rnea(model, self._pin_data, q, np.zeros(model.nv), np.zeros(model.nv)))
-        na = int(getattr(s, "n_actuated", s.nu))
-        tau = tau[-na:] if tau.size >= na else np.pad(tau, (0, na - tau.size))
-        lim = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)
-        if lim.size == na:
-            tau = np.clip(tau, -lim, lim)
-        return np.where(np.isfinite(tau), tau, 0.0)
+            s = self.solver
+            self._gravity_hold = GravityHold(s.model, s.limits["u"], int(getattr(s, "n_actuated", s.nu)))
+        return self._gravity_hold(x)
 
     # ------------------------------------------------------------------ step
     def step(self, x_measured, reference, dt_elapsed=None, *, budget_s=None) -> StepResult:
