@@ -1,0 +1,225 @@
+"""Planning scenes and tasks for the sampling planner.
+
+Scenes are ``mujoco.MjSpec`` objects (so cost terms can add the sensors they read):
+
+- :func:`robot_spec`: a bundled robot through the same URDF -> MjSpec path as
+  :class:`gato.worlds.MuJoCoWorld` (mesh resolution, contact masks, zeroed passive terms), plus
+  one joint-space actuator per joint. "position": a PD servo (kp, kv) whose target is the
+  command [rad], with gravity compensation routed through the actuator (``actgravcomp``) and
+  the actuator force clamped to the URDF effort limit, i.e. a joint impedance controller of a
+  torque-controlled arm; "motor": the command is the joint torque [N*m], clamped to the effort
+  limit. Position commands are bounded to the URDF position limits less ``q_margin``;
+- :func:`mjcf_spec`: any MJCF file;
+- :func:`box_push_spec`: the iiwa14, a table and a free box (the contact task).
+
+Tasks, as SimMPC configs and reference commands: :func:`fig8_task`, :func:`pickplace_task`,
+:func:`box_push_task`. Units: m, rad, s, N*m; the EE is the URDF's end-effector frame (the
+iiwa14's ``EE`` fixed joint, whose child body is ``contact``).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .config import SimMPCConfig, SimMPCStage
+from .terms import ControlTask, GraspTask, SensorTask, SENSOR_PREFIX
+
+__all__ = ["robot_spec", "mjcf_spec", "box_push_spec", "ee_body", "ee_sensor", "add_frame_sensors",
+           "fig8_task", "pickplace_task", "box_push_task", "box_push_scenarios", "IIWA14_GAINS", "BOX"]
+
+#: iiwa14 joint servo gains (kp N*m/rad, kv N*m*s/rad): stiff proximal joints, soft wrist, so the
+#: PD loop stays stable at a 2-10 ms step with the implicitfast integrator.
+IIWA14_GAINS = dict(kp=[1500.0, 1500.0, 800.0, 800.0, 300.0, 200.0, 100.0],
+                    kv=[120.0, 120.0, 60.0, 60.0, 20.0, 12.0, 6.0])
+
+#: The box of the pushing task: half size [m], mass [kg], sliding friction.
+BOX = dict(half=0.04, mass=0.4, friction=0.4)
+
+
+def _urdf_effort_and_range(urdf: Path) -> dict:
+    import xml.etree.ElementTree as ET
+
+    out = {}
+    for j in ET.parse(str(urdf)).getroot().findall("joint"):
+        lim = j.find("limit")
+        if j.get("type") in ("revolute", "prismatic", "continuous") and lim is not None:
+            out[j.get("name")] = (float(lim.get("effort", "inf")), float(lim.get("lower", "-inf")),
+                                  float(lim.get("upper", "inf")))
+    return out
+
+
+def ee_body(plant: str) -> str:
+    """The MuJoCo body at the plant's end-effector frame (the EE fixed joint's child link)."""
+    import xml.etree.ElementTree as ET
+
+    from ..interface import robot_info, robot_urdf
+
+    frame = robot_info(plant)["ee_frame"]
+    for j in ET.parse(str(robot_urdf(plant))).getroot().findall("joint"):
+        if j.get("name") == frame:
+            return j.find("child").get("link")
+    return frame  # the frame is a link name already
+
+
+def robot_spec(plant: str = "iiwa14", *, timestep: float = 0.005, actuators: str = "position",
+               kp: Optional[Sequence[float]] = None, kv: Optional[Sequence[float]] = None,
+               table: Optional[dict] = None, integrator: str = "implicitfast", q_margin: float = 0.05):
+    """MjSpec of a registered robot with joint actuators (see the module docstring).
+
+    table: None (contacts off) or gato.worlds' plane dict ({"z": top height [m], ...}).
+    kp / kv: per-joint servo gains of "position" actuators (defaults: IIWA14_GAINS for the iiwa14,
+    else kp = 5 * effort, kv = kp / 15).
+    """
+    from ..interface import robot_urdf
+    from ..worlds import _build_spec, _normalize_plane
+    import mujoco
+
+    if actuators not in ("position", "motor"):
+        raise ValueError(f"actuators: expected 'position' or 'motor', got {actuators!r}")
+    urdf = Path(robot_urdf(plant))
+    spec = _build_spec(urdf, _normalize_plane(table), timestep, False, integrator)
+    limits = _urdf_effort_and_range(urdf)
+    joints = [j for j in spec.joints if j.name in limits]
+    n = len(joints)
+    if kp is None:
+        kp = IIWA14_GAINS["kp"] if plant == "iiwa14" else [5.0 * limits[j.name][0] for j in joints]
+    if kv is None:
+        kv = IIWA14_GAINS["kv"] if plant == "iiwa14" else [k / 15.0 for k in kp]
+    kp, kv = np.broadcast_to(np.asarray(kp, float), (n,)), np.broadcast_to(np.asarray(kv, float), (n,))
+    for i, j in enumerate(joints):
+        effort, lo, hi = limits[j.name]
+        j.actfrclimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        j.actfrcrange = [-effort, effort]
+        a = spec.add_actuator(name=j.name, target=j.name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+        if actuators == "position":
+            j.actgravcomp = True
+            a.set_to_position(kp=float(kp[i]), kv=float(kv[i]))
+            a.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            a.ctrlrange = [lo + q_margin, hi - q_margin]
+        else:
+            a.set_to_motor()
+            a.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            a.ctrlrange = [-effort, effort]
+    if actuators == "position":
+        for b in spec.bodies:
+            if b.name != "world":
+                b.gravcomp = 1.0
+    return spec
+
+
+def mjcf_spec(path) -> "object":
+    """MjSpec of an MJCF file (ValueError if it does not exist or does not parse)."""
+    import mujoco
+
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"path: MJCF file not found: {p}")
+    try:
+        return mujoco.MjSpec.from_file(str(p))
+    except Exception as e:  # noqa: BLE001 - MuJoCo raises several types
+        raise ValueError(f"path: {p} is not a valid MJCF scene: {e}") from None
+
+
+def add_frame_sensors(spec, body: str) -> tuple:
+    """Names of framepos / framequat sensors of ``body`` (added to spec when missing)."""
+    from .terms import _ensure_frame_sensor
+
+    return _ensure_frame_sensor(spec, body, "pos"), _ensure_frame_sensor(spec, body, "quat")
+
+
+def ee_sensor(plant: str = "iiwa14") -> str:
+    """Name of the EE position sensor the task terms use (``sampling/<ee body>/pos``)."""
+    return f"{SENSOR_PREFIX}{ee_body(plant)}/pos"
+
+
+def box_push_spec(*, timestep: float = 0.005, table_z: float = 0.15, box_xy=(0.6, 0.0)):
+    """The iiwa14 with a table (top at table_z, 0.8 x 0.8 m around (0.6, 0)) and a free box (BOX)
+    at box_xy on it; the box collides with the robot and the table."""
+    import mujoco
+
+    table = dict(z=table_z, pos_xy=(0.6, 0.0), size_xy=(0.4, 0.4), friction=BOX["friction"])
+    spec = robot_spec("iiwa14", timestep=timestep, table=table)
+    h = BOX["half"]
+    body = spec.worldbody.add_body(name="box", pos=[box_xy[0], box_xy[1], table_z + h])
+    body.add_freejoint(name="box")
+    body.add_geom(name="box", type=mujoco.mjtGeom.mjGEOM_BOX, size=[h, h, h], mass=BOX["mass"],
+                  contype=3, conaffinity=3, friction=[BOX["friction"], 0.005, 0.0001])
+    spec.add_sensor(name="box_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_BODY,
+                    objname="box")
+    return spec
+
+
+# ---------------------------------------------------------------------------- tasks
+def _ref_padded(rows: np.ndarray, length: int) -> np.ndarray:
+    return rows if len(rows) >= length else np.vstack([rows, np.repeat(rows[-1:], length - len(rows), 0)])
+
+
+def fig8_task(scenario: dict, *, timestep: float = 0.005, periods: float = 1.0, horizon_s: float = 0.5,
+              num_samples: int = 64, iterations: int = 2, ee_weight: float = 2000.0, ctrl_std: float = 0.02,
+              seed: int = 0):
+    """(config, ctrl_ref, ee_ref, num_steps) of a gato.tasks figure-8 scenario on the iiwa14.
+
+    ctrl_ref (T, 7) rad: the differential-IK joint path of the figure-8 (gato.tasks.ik_track, from
+    the scenario's q0), which the plans offset; the cost: ee_weight * |EE - path|^2 per step
+    (SensorTask on the EE position sensor) plus a small ControlTask toward ctrl_ref. ee_ref (T, 3) m
+    is the path at every sim step; num_steps the steps of ``periods`` periods.
+    """
+    import pinocchio as pin
+
+    from .. import tasks
+    from ..interface import robot_urdf
+
+    model = pin.buildModelFromUrdf(str(robot_urdf("iiwa14")))
+    p = dict(scenario["params"])
+    period = float(p["period"])
+    num_steps = int(round(periods * period / timestep))
+    H = int(round(horizon_s / timestep))
+    xyz = tasks.fig8_path({**p, "cycles": periods + (H + 1) * timestep / period + 1e-9}, timestep)
+    qs, _ = tasks.ik_track(model, scenario["ee_frame"], scenario["q0"], xyz)
+    config = SimMPCConfig(num_samples=num_samples, horizon_steps=H, node_steps=max(1, H // 5),
+                          ctrl_steps=max(1, H // 25), max_iterations=iterations, ctrl_std=ctrl_std,
+                          stages=[SimMPCStage(iterations, [(0.25, None), (1.0, 4 * timestep)])],
+                          terminal_scale=10.0, seed=seed)
+    config = config.add(SensorTask(xyz, {ee_sensor(): ee_weight}, name="ee"))
+    config = config.add(ControlTask(1.0, qs, name="ctrl"))
+    return config, qs, xyz, num_steps
+
+
+def pickplace_task(scenario: dict, *, timestep: float = 0.005, goal_s: float = 2.0, horizon_s: float = 0.5,
+                   num_samples: int = 64, iterations: int = 2, ee_weight: float = 2000.0, ctrl_std: float = 0.05,
+                   seed: int = 0):
+    """(config, ctrl_ref, ee_ref, num_steps) of a gato.tasks pick-and-place scenario on the iiwa14.
+
+    Each goal holds for goal_s seconds; ctrl_ref (T, 7) rad steps to the scenario's IK solution of
+    each goal (q_goals), ee_ref (T, 3) m to the goal; cost ee_weight * |EE - goal|^2 per step.
+    """
+    steps_goal = int(round(goal_s / timestep))
+    H = int(round(horizon_s / timestep))
+    goals, q_goals = np.asarray(scenario["goals"]), np.asarray(scenario["q_goals"])
+    ee_ref = _ref_padded(np.repeat(goals, steps_goal, axis=0), len(goals) * steps_goal + H + 1)
+    qs = _ref_padded(np.repeat(q_goals, steps_goal, axis=0), len(goals) * steps_goal + H + 1)
+    config = SimMPCConfig(num_samples=num_samples, horizon_steps=H, node_steps=max(1, H // 5),
+                          ctrl_steps=max(1, H // 25), max_iterations=iterations, ctrl_std=ctrl_std,
+                          stages=[SimMPCStage(iterations, [(0.25, None), (1.0, 4 * timestep)])],
+                          terminal_scale=10.0, seed=seed)
+    config = config.add(SensorTask(ee_ref, {ee_sensor(): ee_weight}, name="ee"))
+    config = config.add(ControlTask(1.0, qs, name="ctrl"))
+    return config, qs, ee_ref, len(goals) * steps_goal
+
+
+def box_push_scenarios(n: int, *, seed: int) -> list:
+    """n seeded pushes: box start (x, y) uniform in [0.50, 0.62] x [-0.12, 0.12] m, goal 0.10-0.15 m
+    away in a direction within 60 deg of +y or -y (sideways pushes keep the arm clear of the box)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        start = np.array([rng.uniform(0.50, 0.62), rng.uniform(-0.12, 0.12)])
+        side = 1.0 if start[1] < 0 else -1.0
+        ang = side * math.pi / 2 + rng.uniform(-math.pi / 3, math.pi / 3)
+        dist = rng.uniform(0.10, 0.15)
+        goal = start + dist * np.array([math.cos(ang), math.sin(ang)])
+        out.append(dict(id=f"iiwa14/boxpush/{seed}/{i}", start=start, goal=goal))
+    return out

@@ -1,0 +1,441 @@
+"""SimMPC: receding-horizon sampling MPC (MPPI / cross-entropy) over MuJoCo rollouts on the CPU.
+
+Each plan refines ``batch_size`` instances' control nodes from their measured states:
+``max_iterations`` times, ``num_samples - 1`` noisy node draws are rolled out in C
+(``mujoco.rollout``, one call per iteration and stage segment, threads over the draws) and
+scored by the config's cost terms; the moved plan (elite-weighted mean) is rolled out once more
+at the model's own timestep (the "validation" world). The planner returns the next
+``ctrl_steps`` commands; the caller executes them and plans again ``ctrl_steps`` later
+(:meth:`SimMPC.execute` runs that loop on an :class:`gato.sampling.MjSim`).
+
+Units: steps of the planning model (``model.opt.timestep`` s each); commands in the actuators'
+(or the control map's) units.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+from typing import Callable, List, Optional
+
+import numpy as np
+
+from .config import SimMPCConfig, SimMPCStage
+from .mppi import basis_at, elite_update, free_nodes, node_basis, noise_profile, refit_std
+from .sim import MjSim, RolloutEngine, as_states, state_layout
+from .terms import RolloutBatch
+
+__all__ = ["SimMPC"]
+
+_AUTO_FACTORS = (4, 2)   # coarse step factors the automatic stage choice tries, largest first
+_AUTO_TOLERANCE = 0.11   # coarse costs must stay within this share of the fine costs' spread
+
+
+class SimMPC:
+    """Receding-horizon sampling MPC over simulated rollouts, for ``config.batch_size`` instances.
+
+    Args:
+        config: :class:`SimMPCConfig` with at least one cost term.
+        sim: the planning simulator, an :class:`MjSim` (its ``nthread`` pins the rollout threads).
+            With an ``MjSpec`` scene the planner compiles a copy with the sensors its terms read.
+        ctrl_ref: reference commands the plans offset, (T, nu) or (batch_size, T, nu) (nu: the
+            actuators', or the control map's ``num_commands``); rows past its end repeat the last.
+
+    Attributes: ``sims`` ({"rollout": draws' worlds, "validation": moved plans' worlds}),
+    ``model`` (the planning MjModel), ``stages`` (None until the first plan picks them),
+    ``nodes`` (batch_size, num_nodes, nu) the current plans' offsets, ``plan_commands``
+    (batch_size, horizon_steps, nu) the last plans' full command sequences.
+    """
+
+    def __init__(self, config: SimMPCConfig, sim: MjSim, ctrl_ref: np.ndarray):
+        import mujoco
+
+        if not isinstance(config, SimMPCConfig):
+            raise ValueError(f"config: expected a SimMPCConfig, got {type(config).__name__}")
+        config.validate()
+        if not isinstance(sim, MjSim):
+            raise ValueError(f"sim: expected a gato.sampling.MjSim, got {type(sim).__name__}")
+        if not config.terms:
+            raise ValueError("terms: the config has no cost term; add one with config.add(term)")
+        self.config = config
+        self.model = self._planning_model(sim)
+        for term, _, _ in config.terms:
+            term.resolve(self.model)
+        m, B, S, R = self.model, config.batch_size, config.num_samples, config.num_replicas
+        cm = config.control_map
+        self.nu = int(cm.num_commands) if cm is not None else int(m.nu)
+        if self.nu < 1:
+            raise ValueError("sim: the model has no actuators to plan for")
+        ref = np.asarray(ctrl_ref, dtype=np.float64)
+        if ref.ndim == 2:
+            ref = np.broadcast_to(ref, (B,) + ref.shape)
+        if ref.ndim != 3 or ref.shape[0] != B or ref.shape[2] != self.nu or ref.shape[1] < 1 \
+                or not np.all(np.isfinite(ref)):
+            raise ValueError(f"ctrl_ref: expected finite (T, {self.nu}) or ({B}, T, {self.nu}) commands, "
+                             f"got shape {np.shape(ctrl_ref)}")
+        self.ctrl_ref = np.ascontiguousarray(ref)
+        self.lo, self.hi = self._bounds()
+        self.sims = {"rollout": MjSim(m, B * (S - 1) * R, nthread=sim.nthread),
+                     "validation": MjSim(m, B * R, nthread=sim.nthread)}
+        self.engine = RolloutEngine(m, sim.nthread)
+        self._scratch = mujoco.MjData(m)
+        self._layout = state_layout(m)
+        self._models = {1: m}
+        K, H = config.num_nodes, config.horizon_steps
+        self.basis = node_basis(config.interpolation, H, config.node_steps, K)
+        self._free = free_nodes(config)
+        self._sigma = noise_profile(config, self.nu)
+        self._scale = np.ones(B)
+        self.nodes = np.zeros((B, K, self.nu))
+        self.plan_commands = np.zeros((B, H, self.nu))
+        self._commands = np.zeros((config.ctrl_steps, B, self.nu))
+        self._t_prev: Optional[int] = None
+        self.rng = np.random.default_rng(config.seed)
+        self.stages: Optional[List[SimMPCStage]] = list(config.stages) if config.stages else None
+        self.num_plans = 0
+
+    # ------------------------------------------------------------------ setup
+    def _planning_model(self, sim: MjSim):
+        if sim.spec is None:
+            return sim.mjm
+        spec = sim.spec.copy()
+        for term, _, _ in self.config.terms:
+            term.require(spec)
+        return spec.compile()
+
+    def _bounds(self):
+        c, m = self.config, self.model
+        if c.ctrl_range is not None:
+            if c.ctrl_range.shape != (self.nu, 2):
+                raise ValueError(f"ctrl_range: expected ({self.nu}, 2), got {c.ctrl_range.shape}")
+            return c.ctrl_range[:, 0].copy(), c.ctrl_range[:, 1].copy()
+        lo, hi = np.full(self.nu, -np.inf), np.full(self.nu, np.inf)
+        if c.control_map is None:
+            lim = np.asarray(m.actuator_ctrllimited, dtype=bool)
+            lo[lim], hi[lim] = m.actuator_ctrlrange[lim, 0], m.actuator_ctrlrange[lim, 1]
+        return lo, hi
+
+    def _model_k(self, k: int):
+        """The planning model with a k-times longer timestep (cached)."""
+        if k not in self._models:
+            mk = copy.copy(self.model)
+            mk.opt.timestep = self.model.opt.timestep * k
+            self._models[k] = mk
+        return self._models[k]
+
+    def _segments(self, stage: Optional[SimMPCStage]):
+        """[(first fine step, end fine step, factor k), ...] of a stage over the horizon."""
+        H, dt = self.config.horizon_steps, float(self.model.opt.timestep)
+        if stage is None or self.config.control_map is not None:
+            return [(0, H, 1)]
+        out, a = [], 0
+        for frac, sdt in stage.segments():
+            b = int(round(frac * H))
+            k = 1 if sdt is None else int(round(sdt / dt))
+            if sdt is not None and (k < 1 or abs(k * dt - sdt) > 1e-9 * max(sdt, dt)):
+                raise ValueError(f"stages.dt: {sdt} s is not an integer multiple of the model's timestep {dt} s")
+            if b > a:
+                out.append((a, b, k))
+            a = b
+        return out
+
+    # --------------------------------------------------------------- rollouts
+    def _ref_window(self, t0: int) -> np.ndarray:
+        idx = np.clip(np.arange(t0, t0 + self.config.horizon_steps), 0, self.ctrl_ref.shape[1] - 1)
+        return self.ctrl_ref[:, idx]
+
+    def _commands_of(self, nodes: np.ndarray, t0: int) -> np.ndarray:
+        """(B, N, H, nu) clipped commands of candidate nodes (B, N, K, nu)."""
+        U = self._ref_window(t0)[:, None] + np.einsum("hk,bnkc->bnhc", self.basis, nodes)
+        return np.clip(U, self.lo, self.hi, out=U)
+
+    def _evaluate(self, nodes: np.ndarray, x0r: np.ndarray, warm: np.ndarray, t0: int, segs) -> np.ndarray:
+        """(B, N) replica-averaged costs of candidate nodes (B, N, K, nu) from x0r (B, R, nstate)."""
+        B, N = nodes.shape[:2]
+        R = x0r.shape[1]
+        n = B * N * R
+        U = self._commands_of(nodes, t0)
+        x = np.broadcast_to(x0r[:, None], (B, N, R, x0r.shape[-1])).reshape(n, -1)
+        w = np.broadcast_to(warm[:, None, None], (B, N, R, warm.shape[-1])).reshape(n, -1)
+        lay, m = self._layout, self.model
+        total = np.zeros(n)
+        if self.config.control_map is not None:
+            segs_data = [self._mapped_rollout(U, x, w, t0, R)]
+        else:
+            segs_data = self._plain_rollouts(U, x, w, segs, R)
+        for j, (model, state, sens, ctrl, f, k) in enumerate(segs_data):
+            batch = RolloutBatch(model=model, qpos=state[..., lay["qpos"]:lay["qpos"] + m.nq],
+                                 qvel=state[..., lay["qvel"]:lay["qvel"] + m.nv], ctrl=ctrl, sensordata=sens,
+                                 clock=t0 + f + k, ctrl_clock=t0 + f, t0=t0)
+            last = j == len(segs_data) - 1
+            for term, run, term_scale in self.config.terms:
+                wrow = run * k.astype(np.float64)
+                if last:
+                    wrow[-1] = self.config.terminal_scale if term_scale is None else term_scale
+                total += term.cost(batch) @ wrow
+        costs = total.reshape(B, N, R).mean(axis=2)
+        return np.where(np.isfinite(costs), costs, np.inf)
+
+    def _plain_rollouts(self, U, x, w, segs, R):
+        B, N, _, nu = U.shape
+        n = B * N * R
+        out = []
+        for a, b, k in segs:
+            f = np.arange(a, b, k)
+            ctrl = np.broadcast_to(U[:, :, None, a:b:k], (B, N, R, len(f), nu)).reshape(n, len(f), nu)
+            state, sens = self.engine.run(self._model_k(k), x, w, ctrl)
+            x = state[:, -1].copy()  # the next segment starts here (the buffers are reused)
+            out.append((self._model_k(k), state, sens, ctrl, f, np.full(len(f), k)))
+        return out
+
+    def _mapped_rollout(self, U, x, w, t0, R):
+        """Rollouts through the control map, re-evaluated at the start of every node interval."""
+        c, m, lay = self.config, self.model, self._layout
+        B, N, H, _ = U.shape
+        n = B * N * R
+        cmds = np.broadcast_to(U[:, :, None], (B, N, R, H, U.shape[-1])).reshape(n, H, -1)
+        states = np.empty((n, H, lay["size"]))
+        sens = np.empty((n, H, m.nsensordata))
+        ctrl = np.empty((n, H, m.nu))
+        for a in range(0, H, c.node_steps):
+            b = min(H, a + c.node_steps)
+            u = c.control_map(m, x[:, lay["qpos"]:lay["qpos"] + m.nq], x[:, lay["qvel"]:lay["qvel"] + m.nv],
+                              cmds[:, a], t0 + a)
+            ctrl[:, a:b] = np.asarray(u, dtype=np.float64)[:, None]
+            s, sd = self.engine.run(m, x, w, ctrl[:, a:b])
+            states[:, a:b], sens[:, a:b] = s, sd
+            x = s[:, -1].copy()
+        return m, states, sens, ctrl, np.arange(H), np.ones(H, dtype=int)
+
+    def _replicas(self, x0: np.ndarray) -> np.ndarray:
+        """(B, R, nstate) start states: each replica's qpos / qvel perturbed by qpos_std / qvel_std."""
+        import mujoco
+
+        c, m, lay = self.config, self.model, self._layout
+        x = np.repeat(x0[:, None], c.num_replicas, axis=1)
+        if np.any(np.asarray(c.qpos_std) > 0) or np.any(np.asarray(c.qvel_std) > 0):
+            qs = np.broadcast_to(np.asarray(c.qpos_std, dtype=np.float64), (m.nq,))
+            vs = np.broadcast_to(np.asarray(c.qvel_std, dtype=np.float64), (m.nv,))
+            x[..., lay["qpos"]:lay["qpos"] + m.nq] += self.rng.standard_normal(x.shape[:2] + (m.nq,)) * qs
+            x[..., lay["qvel"]:lay["qvel"] + m.nv] += self.rng.standard_normal(x.shape[:2] + (m.nv,)) * vs
+            for row in x.reshape(-1, x.shape[-1]):
+                q = row[lay["qpos"]:lay["qpos"] + m.nq].copy()
+                mujoco.mj_normalizeQuat(m, q)
+                row[lay["qpos"]:lay["qpos"] + m.nq] = q
+        return x
+
+    def _settle(self, x0: np.ndarray, warm: np.ndarray) -> np.ndarray:
+        s = self.config.settle_steps
+        if s == 0:
+            return x0
+        state, _ = self.engine.run(self.model, x0, warm, np.zeros((x0.shape[0], s, self.model.nu)))
+        return state[:, -1].copy()
+
+    # ------------------------------------------------------------------ plan
+    def _shift(self, t0: int) -> None:
+        if self._t_prev is None or t0 <= self._t_prev:
+            return
+        c, delta = self.config, t0 - self._t_prev
+        K = c.num_nodes
+        if isinstance(c.interpolation, np.ndarray):
+            j = np.minimum(np.arange(K) + int(round(delta / c.node_steps)), K - 1)
+            self.nodes = self.nodes[:, j].copy()
+        else:
+            W = basis_at(c.interpolation, delta + c.node_steps * np.arange(K), c.node_steps, K)
+            self.nodes = np.einsum("jk,bkc->bjc", W, self.nodes)
+
+    def _schedule(self) -> list:
+        c = self.config
+        per = [st for st in self.stages for _ in range(st.iters)]
+        n = c.init_iterations if (self.num_plans == 0 and c.init_iterations > 0) else len(per)
+        if n <= len(per):
+            return per[len(per) - n:]
+        return [per[0]] * (n - len(per)) + per
+
+    def _auto_stages(self, x0r, warm, t0) -> None:
+        """Pick the coarse stage of the first plan (config.stages None), see SimMPCConfig.stages."""
+        c, H, dt = self.config, self.config.horizon_steps, float(self.model.opt.timestep)
+        rng = np.random.default_rng([c.seed, 1])  # its own stream: the plans' draws stay the same
+        eps = rng.standard_normal((c.batch_size, c.num_samples - 1) + self.nodes.shape[1:])
+        cands = self.nodes[:, None] + eps * self._sigma[None, None]
+        fine = self._evaluate(cands, x0r, warm, t0, [(0, H, 1)])
+        ok = np.isfinite(fine)
+        spread = np.array([np.ptp(f[o]) if o.any() else 0.0 for f, o in zip(fine, ok)])
+        picked = None
+        for k in _AUTO_FACTORS:
+            if c.control_map is not None or H - int(round(0.25 * H)) < k:
+                continue
+            stage = SimMPCStage(c.max_iterations, [(0.25, None), (1.0, k * dt)])
+            coarse = self._evaluate(cands, x0r, warm, t0, self._segments(stage))
+            dev = np.array([np.mean(np.abs(cc[o] - f[o])) if o.any() else np.inf
+                            for cc, f, o in zip(coarse, fine, ok)])
+            if np.all(dev <= _AUTO_TOLERANCE * spread) and np.all(spread > 0):
+                picked = stage
+                break
+        self.stages = [picked or SimMPCStage(c.max_iterations)]
+
+    def plan(self, data, t0: int):
+        """Refine every instance's plan from its state at sim step ``t0``; return its next commands.
+
+        Args:
+            data: each instance's state: a ``mujoco.MjData`` (batch_size 1), a list of batch_size
+                MjData, an :class:`MjSim` with batch_size worlds, or a mapping of (batch_size, ...)
+                arrays qpos, qvel and optional time, act, qacc_warmstart.
+            t0: the state's sim step, which indexes ctrl_ref and the terms' references.
+
+        Returns:
+            (commands, infos): commands (ctrl_steps, batch_size, nu) before any control map, in a
+            buffer the next call reuses (copy it to keep it); infos, one dict per instance: t0,
+            iterations (run), plan_cost (the executed plan's cost at the fine step), best_cost (the
+            cheapest candidate scored at the fine step), executed ("plan" | "best_draw"),
+            temperature (last iteration's), std_scale, stages, rollout_steps (simulated this plan),
+            wall_s, and per_iteration: [{iteration, dt, plan_cost, best_cost, mean_cost,
+            temperature, std}] (costs of that iteration's candidates; plan_cost at the fine step).
+        """
+        if isinstance(t0, bool) or not isinstance(t0, (int, np.integer)) or t0 < 0:
+            raise ValueError(f"t0: expected an integer sim step >= 0, got {t0!r}")
+        t0 = int(t0)
+        tic, steps0 = time.perf_counter(), self.engine.steps
+        c, B = self.config, self.config.batch_size
+        x0, warm = as_states(self.model, data, B, self._scratch)
+        x0 = self._settle(x0, warm)
+        x0r = self._replicas(x0)
+        self._shift(t0)
+        if self.stages is None:
+            self._auto_stages(x0r, warm, t0)
+        fine_segs = [(0, c.horizon_steps, 1)]
+        std = self._scale[:, None, None] * self._sigma[None]
+        best_cost, best_nodes = np.full(B, np.inf), self.nodes.copy()
+        per_iter = [[] for _ in range(B)]
+        stall, stopped = np.zeros(B, dtype=int), np.zeros(B, dtype=bool)
+        temperature = np.zeros(B)
+        free = self._free[None, :, None]
+        n_draw = c.num_samples - 1
+        schedule = self._schedule()
+        iters_run = np.zeros(B, dtype=int)
+        for i, stage in enumerate(schedule):
+            segs = self._segments(stage)
+            is_fine = segs == fine_segs
+            plan_cost = self._evaluate(self.nodes[:, None], x0r, warm, t0, fine_segs)[:, 0]
+            better = plan_cost < best_cost
+            best_cost[better], best_nodes[better] = plan_cost[better], self.nodes[better]
+            eps = self.rng.standard_normal((B, n_draw) + self.nodes.shape[1:])
+            d = np.maximum(c.min_std, c.noise_decay ** i * std) * free
+            if i == 0 and c.wide_ratio > 0:
+                eps[:, :int(math.ceil(c.wide_ratio * n_draw - 1e-9))] *= c.wide_scale
+            cands = self.nodes[:, None] + eps * d[:, None]
+            costs = self._evaluate(cands, x0r, warm, t0, segs)
+            for b in range(B):
+                if stopped[b]:
+                    continue
+                iters_run[b] += 1
+                if is_fine:
+                    allc = np.concatenate([self.nodes[b][None], cands[b]])
+                    allcost = np.concatenate([[plan_cost[b]], costs[b]])
+                    j = int(np.argmin(costs[b]))
+                    if costs[b, j] < best_cost[b]:
+                        best_cost[b], best_nodes[b] = costs[b, j], cands[b, j]
+                else:
+                    allc, allcost = cands[b], costs[b]
+                upd = elite_update(allc, allcost, c.elite_ratio, c.planner)
+                temperature[b] = upd["temperature"]
+                std[b] = ((1.0 - c.std_gamma) * std[b] + c.std_gamma * refit_std(allc, upd)) * self._free[:, None]
+                self.nodes[b] = upd["mean"]
+                fin = costs[b][np.isfinite(costs[b])]
+                per_iter[b].append(dict(iteration=i, dt=stage.dt if stage is not None else None,
+                                        plan_cost=float(plan_cost[b]), best_cost=float(np.min(costs[b])),
+                                        mean_cost=float(fin.mean()) if fin.size else math.inf,
+                                        temperature=upd["temperature"],
+                                        std=float(np.sqrt(np.mean(std[b][self._free] ** 2)))))
+                if is_fine:
+                    rel = (plan_cost[b] - np.min(costs[b])) / max(abs(plan_cost[b]), 1e-12)
+                    stall[b] = stall[b] + 1 if rel < c.min_improvement else 0
+                    stopped[b] = stall[b] >= c.patience
+            if stopped.all():
+                break
+        final = self._evaluate(self.nodes[:, None], x0r, warm, t0, fine_segs)[:, 0]
+        infos = []
+        for b in range(B):
+            executed = "plan"
+            if final[b] < best_cost[b]:
+                best_cost[b], best_nodes[b] = final[b], self.nodes[b]
+            elif final[b] > best_cost[b] + c.best_draw_margin * temperature[b]:
+                self.nodes[b] = best_nodes[b]
+                executed, final[b] = "best_draw", best_cost[b]
+            if c.std_range is not None:
+                ratio = math.sqrt(np.mean(std[b][self._free] ** 2) / max(np.mean(self._sigma[self._free] ** 2), 1e-300))
+                self._scale[b] = float(np.clip(ratio, *c.std_range))
+            infos.append(dict(t0=t0, iterations=int(iters_run[b]), plan_cost=float(final[b]),
+                              best_cost=float(best_cost[b]), executed=executed,
+                              temperature=float(temperature[b]), std_scale=float(self._scale[b]),
+                              stages=list(self.stages), per_iteration=per_iter[b]))
+        self.plan_commands = self._commands_of(self.nodes[:, None], t0)[:, 0]
+        self._commands[:] = np.swapaxes(self.plan_commands[:, :c.ctrl_steps], 0, 1)
+        self._t_prev = t0
+        self.num_plans += 1
+        wall, steps = time.perf_counter() - tic, self.engine.steps - steps0
+        for info in infos:
+            info.update(rollout_steps=int(steps), wall_s=wall)
+        return self._commands, infos
+
+    # ---------------------------------------------------------------- execute
+    def execute(self, sim: MjSim, num_steps: int, callback: Optional[Callable[[List[dict]], None]] = None,
+                t0: int = 0):
+        """Run the planner in closed loop on ``sim`` (one world per instance) for ``num_steps`` steps.
+
+        Every control period plans from sim's state, then steps sim through the commands (mapped by
+        the config's control map, clipped to the actuators' ctrlrange) and calls ``callback`` with
+        every instance's plan info. ``t0``: the sim step of sim's current state.
+
+        Returns (rows, plans): per instance, rows {time (num_steps,), qpos (num_steps, nq), qvel
+        (num_steps, nv), ctrl (num_steps, nu), sensordata (num_steps, nsensordata)}, each after the
+        step (sensordata recomputed there), and its list of plan infos (one per control period).
+        """
+        import mujoco
+
+        c, B = self.config, self.config.batch_size
+        if not isinstance(sim, MjSim) or sim.nworld != B:
+            raise ValueError(f"sim: expected an MjSim with batch_size = {B} worlds")
+        if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
+            raise ValueError(f"num_steps: expected an integer >= 1, got {num_steps!r}")
+        m = sim.mjm
+        if m.nq != self.model.nq or m.nv != self.model.nv or m.nu != self.model.nu:
+            raise ValueError("sim: its model's sizes (nq, nv, nu) differ from the planning model's")
+        lim = np.asarray(m.actuator_ctrllimited, dtype=bool)
+        alo = np.where(lim, m.actuator_ctrlrange[:, 0], -np.inf)
+        ahi = np.where(lim, m.actuator_ctrlrange[:, 1], np.inf)
+        rows = [dict(time=np.empty(num_steps), qpos=np.empty((num_steps, m.nq)), qvel=np.empty((num_steps, m.nv)),
+                     ctrl=np.empty((num_steps, m.nu)), sensordata=np.empty((num_steps, m.nsensordata)))
+                for _ in range(B)]
+        plans = [[] for _ in range(B)]
+        step = 0
+        while step < num_steps:
+            commands, infos = self.plan(sim, t0 + step)
+            for b in range(B):
+                plans[b].append(infos[b])
+            if callback is not None:
+                callback(infos)
+            for j in range(min(c.ctrl_steps, num_steps - step)):
+                for b, d in enumerate(sim.data):
+                    cmd = commands[j, b]
+                    if c.control_map is not None:
+                        cmd = np.asarray(c.control_map(m, d.qpos[None], d.qvel[None], cmd[None], t0 + step))[0]
+                    d.ctrl[:] = np.clip(cmd, alo, ahi)
+                    mujoco.mj_step(m, d)
+                    mujoco.mj_forward(m, d)
+                    r = rows[b]
+                    r["time"][step], r["qpos"][step], r["qvel"][step] = d.time, d.qpos, d.qvel
+                    r["ctrl"][step], r["sensordata"][step] = d.ctrl, d.sensordata
+                step += 1
+        return rows, plans
+
+    def close(self) -> None:
+        """Stop the rollout threads (also done when the planner is collected)."""
+        self.engine.close()
+
+    def __del__(self):
+        try:
+            self.engine.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+

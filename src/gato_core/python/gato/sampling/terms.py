@@ -1,0 +1,522 @@
+"""Cost terms of the sampling planner, evaluated on whole rollout batches in NumPy.
+
+Every term maps a :class:`RolloutBatch` (W rollouts x T rows) to a per-row cost (W, T); the
+planner sums the rows with each term's running / terminal scale (:meth:`SimMPCConfig.add`).
+What a term reads comes out of ``mujoco.rollout`` as state or sensordata, so a term that needs
+body poses or contacts adds the MuJoCo sensors it reads to the scene's ``MjSpec``
+(:meth:`Term.require`, names under ``sampling/``); with a compiled model only, those sensors
+must already exist.
+
+Clocks (absolute sim steps, which index every reference array; rows past a reference's end
+reuse its last row):
+
+- ``clock`` (T,): the step of the state in the row's qpos / qvel (the state AFTER the row's step);
+- ``ctrl_clock`` (T,): the step whose command the row applied; MuJoCo computes the row's
+  sensordata at the start of that step, so sensor terms use ``ctrl_clock`` too.
+
+Units: positions m, angles rad, quaternions (w, x, y, z); a term's cost is in its weight's units.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence, Union
+
+import numpy as np
+
+__all__ = ["Term", "RolloutBatch", "StateTask", "SensorTask", "ControlTask", "AlignTask", "ContactTask",
+           "GraspTask", "sensor_layout"]
+
+SENSOR_PREFIX = "sampling/"
+
+
+@dataclass
+class RolloutBatch:
+    """What terms see of W rollouts of T rows (coarse rows step several sim steps).
+
+    qpos (W, T, nq), qvel (W, T, nv): state after each row's step; ctrl (W, T, nu): the
+    actuator controls applied; sensordata (W, T, nsensordata): computed at the row's start;
+    clock / ctrl_clock (T,) int: see the module docstring; t0: the plan's start step.
+    """
+
+    model: object
+    qpos: np.ndarray
+    qvel: np.ndarray
+    ctrl: np.ndarray
+    sensordata: np.ndarray
+    clock: np.ndarray
+    ctrl_clock: np.ndarray
+    t0: int
+
+
+def sensor_layout(model) -> Dict[str, tuple]:
+    """{sensor name: (address, dim)} of a compiled model's sensordata."""
+    out = {}
+    for i in range(model.nsensor):
+        out[model.sensor(i).name] = (int(model.sensor_adr[i]), int(model.sensor_dim[i]))
+    return out
+
+
+def _ref(a, name: str, width: int, allow_1d: bool = True) -> np.ndarray:
+    """A (T, width) float reference; a (width,) row is one step held."""
+    r = np.asarray(a, dtype=np.float64)
+    if allow_1d and r.ndim == 1 and r.shape[0] == width:
+        r = r[None, :]
+    if r.ndim != 2 or r.shape[1] != width or r.shape[0] < 1 or not np.all(np.isfinite(r)):
+        raise ValueError(f"{name}: expected a finite (T, {width}) array, got shape {r.shape}")
+    return r
+
+
+def _rows(ref: np.ndarray, clock: np.ndarray) -> np.ndarray:
+    return ref[np.clip(clock, 0, len(ref) - 1)]
+
+
+def _weight_vec(w, n: int, name: str) -> np.ndarray:
+    a = np.asarray(w, dtype=np.float64)
+    if a.ndim == 0:
+        a = np.full(n, float(a))
+    if a.shape != (n,) or not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError(f"{name}: expected a number >= 0 or ({n},) of them, got {w!r}")
+    return a
+
+
+def _quat_mul(a, b):
+    aw, ax, ay, az = np.moveaxis(a, -1, 0)
+    bw, bx, by, bz = np.moveaxis(b, -1, 0)
+    return np.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+                     aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], axis=-1)
+
+
+def _quat_conj(q):
+    return q * np.array([1.0, -1.0, -1.0, -1.0])
+
+
+def quat_error(q, q_ref) -> np.ndarray:
+    """Rotation vector [rad] (..., 3) of q_ref^-1 q (both (..., 4) wxyz), the shorter way round."""
+    d = _quat_mul(_quat_conj(q_ref), q)
+    d = np.where(d[..., :1] < 0, -d, d)
+    v = d[..., 1:]
+    s = np.linalg.norm(v, axis=-1, keepdims=True)
+    angle = 2.0 * np.arctan2(s, d[..., :1])
+    scale = np.where(s > 1e-12, angle / np.maximum(s, 1e-12), 2.0)
+    return v * scale
+
+
+def quat_to_mat(q) -> np.ndarray:
+    """(..., 3, 3) rotation matrices of (..., 4) wxyz quaternions (normalized first)."""
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
+        np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
+        np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1)], -2)
+
+
+def _wrap(a):
+    return (a + math.pi) % (2 * math.pi) - math.pi
+
+
+def _yaw(q):
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def qpos_error(model, qpos, qpos_ref) -> np.ndarray:
+    """(..., nv) tangent-space difference qpos - qpos_ref (free / ball joints: rotation vectors)."""
+    import mujoco
+
+    out = np.empty(qpos.shape[:-1] + (model.nv,))
+    for j in range(model.njnt):
+        qa, va, t = int(model.jnt_qposadr[j]), int(model.jnt_dofadr[j]), int(model.jnt_type[j])
+        if t == int(mujoco.mjtJoint.mjJNT_FREE):
+            out[..., va:va + 3] = qpos[..., qa:qa + 3] - qpos_ref[..., qa:qa + 3]
+            out[..., va + 3:va + 6] = quat_error(qpos[..., qa + 3:qa + 7], qpos_ref[..., qa + 3:qa + 7])
+        elif t == int(mujoco.mjtJoint.mjJNT_BALL):
+            out[..., va:va + 3] = quat_error(qpos[..., qa:qa + 4], qpos_ref[..., qa:qa + 4])
+        else:
+            out[..., va] = qpos[..., qa] - qpos_ref[..., qa]
+    return out
+
+
+# ----------------------------------------------------------------------------- base
+class Term:
+    """A cost term: ``require`` (optional sensors), ``resolve`` (indices), ``cost`` (W, T)."""
+
+    name: str = ""
+    weight = 1.0
+
+    def require(self, spec) -> None:
+        """Add the sensors this term reads to ``spec`` where missing (default: none)."""
+
+    def resolve(self, model) -> None:
+        """Look up what the term reads in the compiled planning model."""
+
+    def cost(self, batch: RolloutBatch) -> np.ndarray:  # pragma: no cover - abstract
+        raise TypeError(f"{type(self).__name__} does not define cost()")
+
+    @property
+    def cost_name(self) -> str:
+        """Snake-case label used in cost reports (the name when set)."""
+        if self.name:
+            return self.name
+        s = type(self).__name__
+        return "".join("_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(s))
+
+
+def _ensure_frame_sensor(spec, body: str, kind: str) -> str:
+    """Name of a framepos / framequat sensor of ``body`` in spec, added when missing."""
+    import mujoco
+
+    name = f"{SENSOR_PREFIX}{body}/{kind}"
+    if any(s.name == name for s in spec.sensors):
+        return name
+    if spec.body(body) is None:
+        raise ValueError(f"body: {body!r} is not a body of the scene")
+    stype = mujoco.mjtSensor.mjSENS_FRAMEPOS if kind == "pos" else mujoco.mjtSensor.mjSENS_FRAMEQUAT
+    spec.add_sensor(name=name, type=stype, objtype=mujoco.mjtObj.mjOBJ_BODY, objname=body)
+    return name
+
+
+def _require_named(spec, names) -> None:
+    """Add the frame sensors named ``sampling/<body>/pos`` or ``sampling/<body>/quat`` that spec lacks."""
+    have = {s.name for s in spec.sensors}
+    for n in names:
+        if n and n not in have and n.startswith(SENSOR_PREFIX) and n.rsplit("/", 1)[-1] in ("pos", "quat"):
+            _ensure_frame_sensor(spec, n[len(SENSOR_PREFIX):].rsplit("/", 1)[0], n.rsplit("/", 1)[-1])
+
+
+def _body_name(model_or_none, body) -> str:
+    if isinstance(body, str):
+        return body
+    if model_or_none is None:
+        raise ValueError(f"body: a body id ({body!r}) needs a compiled model; pass the body's name")
+    return model_or_none.body(int(body)).name
+
+
+def _sensor_slice(layout: dict, name: str, dim: Optional[int], owner: str) -> slice:
+    if name not in layout:
+        raise ValueError(f"{owner}: sensor {name!r} not in the planning model (sensors: {sorted(layout)}); pass an "
+                         "MjSpec scene so the planner can add it, or add it to the MJCF")
+    adr, d = layout[name]
+    if dim is not None and d != dim:
+        raise ValueError(f"{owner}: sensor {name!r} has dim {d}, expected {dim}")
+    return slice(adr, adr + d)
+
+
+# ----------------------------------------------------------------------------- terms
+class StateTask(Term):
+    """Per row, max(|dof_weight * (qpos - qpos_ref[k])| - pose_tolerance, 0) + vel_weight |qvel - qvel_ref[k]|.
+
+    qpos_ref (T, nq), qvel_ref (T, nv), dof_weight (nv,) per tangent dof (free / ball joints
+    compare rotation vectors), at the row's state step k. squared: the two norms squared (the
+    tolerance applies before squaring). freeze_reference: every row uses the plan start's row.
+    """
+
+    def __init__(self, qpos_ref, qvel_ref, dof_weight, vel_weight: float = 0.0, squared: bool = False,
+                 freeze_reference: bool = False, pose_tolerance: float = 0.0, name: str = ""):
+        self.qpos_ref = np.asarray(qpos_ref, dtype=np.float64)
+        self.qvel_ref = np.asarray(qvel_ref, dtype=np.float64)
+        self.dof_weight = np.asarray(dof_weight, dtype=np.float64)
+        if not (math.isfinite(vel_weight) and vel_weight >= 0):
+            raise ValueError(f"vel_weight: expected a finite number >= 0, got {vel_weight!r}")
+        if not (math.isfinite(pose_tolerance) and pose_tolerance >= 0):
+            raise ValueError(f"pose_tolerance: expected a finite number >= 0, got {pose_tolerance!r}")
+        self.vel_weight, self.squared = float(vel_weight), bool(squared)
+        self.freeze_reference, self.pose_tolerance, self.name = bool(freeze_reference), float(pose_tolerance), name
+
+    def resolve(self, model):
+        self._model = model
+        self._qref = _ref(self.qpos_ref, "qpos_ref", model.nq)
+        self._vref = _ref(self.qvel_ref, "qvel_ref", model.nv)
+        self._w = _weight_vec(self.dof_weight, model.nv, "dof_weight")
+
+    def cost(self, b):
+        clock = np.full_like(b.clock, b.t0) if self.freeze_reference else b.clock
+        e = qpos_error(self._model, b.qpos, _rows(self._qref, clock)[None])
+        pos = np.maximum(np.linalg.norm(e * self._w, axis=-1) - self.pose_tolerance, 0.0)
+        vel = np.linalg.norm(b.qvel - _rows(self._vref, clock)[None], axis=-1)
+        if self.squared:
+            return pos ** 2 + self.vel_weight * vel ** 2
+        return pos + self.vel_weight * vel
+
+
+_RESIDUALS = ("linear", "angle", "quaternion", "yaw")
+
+
+class SensorTask(Term):
+    """Per row, sum over the weighted sensors s of w_s |sensordata_s - sensor_ref[k]_s|^2.
+
+    ``weight``: {sensor name: weight or per-component weights}, or a (nsensordata,) array (the
+    zero entries' sensors are skipped). ``sensor_ref``: (T, nsensordata) in the model's sensor
+    layout, or (T, D) with D the weighted sensors' dims concatenated in the weight dict's order.
+    norm: |w_s * r_s| unsquared instead. residual: "linear", "angle" (wrapped to [-pi, pi]),
+    "quaternion" (wxyz sensors: rotation vector of ref^-1 q) or "yaw" (wxyz sensors and
+    references: wrapped yaw difference). hinge: each sensor's error counts only beyond it.
+    relative: a sensor subtracted from each weighted one first (e.g. an object's position).
+    """
+
+    def __init__(self, sensor_ref, weight: Union[Dict[str, Union[float, Sequence[float]]], np.ndarray],
+                 norm: bool = False, residual: str = "linear", hinge: Optional[float] = None,
+                 freeze_reference: bool = False, relative: Optional[str] = None, name: str = ""):
+        if residual not in _RESIDUALS:
+            raise ValueError(f"residual: expected one of {_RESIDUALS}, got {residual!r}")
+        if hinge is not None and not (math.isfinite(hinge) and hinge >= 0):
+            raise ValueError(f"hinge: expected None or a finite number >= 0, got {hinge!r}")
+        self.sensor_ref = np.asarray(sensor_ref, dtype=np.float64)
+        self.weight, self.norm, self.residual, self.hinge = weight, bool(norm), residual, hinge
+        self.freeze_reference, self.relative, self.name = bool(freeze_reference), relative, name
+
+    def require(self, spec):
+        names = list(self.weight) if isinstance(self.weight, dict) else []
+        _require_named(spec, names + [self.relative])
+
+    def resolve(self, model):
+        layout = sensor_layout(model)
+        items = []
+        if isinstance(self.weight, dict):
+            for s, w in self.weight.items():
+                sl = _sensor_slice(layout, s, None, "weight")
+                items.append((s, sl, _weight_vec(w, sl.stop - sl.start, f"weight[{s!r}]")))
+        else:
+            wv = _weight_vec(self.weight, model.nsensordata, "weight")
+            for s, (adr, d) in layout.items():
+                if np.any(wv[adr:adr + d] > 0):
+                    items.append((s, slice(adr, adr + d), wv[adr:adr + d]))
+        if not items:
+            raise ValueError("weight: no sensor has a positive weight")
+        compact = sum(sl.stop - sl.start for _, sl, _ in items)
+        width = self.sensor_ref.shape[-1] if self.sensor_ref.ndim else -1
+        if width == model.nsensordata:
+            self._ref_cols = [sl for _, sl, _ in items]
+        elif width == compact:
+            offs = np.cumsum([0] + [sl.stop - sl.start for _, sl, _ in items])
+            self._ref_cols = [slice(int(a), int(b)) for a, b in zip(offs[:-1], offs[1:])]
+        else:
+            raise ValueError(f"sensor_ref: expected (T, {model.nsensordata}) (the model's sensordata) or "
+                             f"(T, {compact}) (the weighted sensors), got {self.sensor_ref.shape}")
+        self._ref = _ref(self.sensor_ref, "sensor_ref", width)
+        need = {"quaternion": 4, "yaw": 4}.get(self.residual)
+        for s, sl, _ in items:
+            if need and sl.stop - sl.start != need:
+                raise ValueError(f"residual: {self.residual!r} needs 4-D quaternion sensors; {s!r} has "
+                                 f"{sl.stop - sl.start}")
+        self._rel = None if self.relative is None else _sensor_slice(layout, self.relative, None, "relative")
+        self._items = items
+
+    def cost(self, b):
+        clock = np.full_like(b.ctrl_clock, b.t0) if self.freeze_reference else b.ctrl_clock
+        ref = _rows(self._ref, clock)[None]
+        total = np.zeros(b.sensordata.shape[:2])
+        for (s, sl, w), rc in zip(self._items, self._ref_cols):
+            val = b.sensordata[..., sl]
+            if self._rel is not None:
+                val = val - b.sensordata[..., self._rel]
+            r_ref = ref[..., rc]
+            if self.residual == "linear":
+                r = val - r_ref
+            elif self.residual == "angle":
+                r = _wrap(val - r_ref)
+            elif self.residual == "quaternion":
+                r = quat_error(val, np.broadcast_to(r_ref, val.shape))
+                w = w[:3] if w.shape[0] == 4 else w
+            else:
+                r = _wrap(_yaw(val) - _yaw(np.broadcast_to(r_ref, val.shape)))[..., None]
+                w = w[:1]
+            e = np.linalg.norm(r * (w if self.norm else np.sqrt(w)), axis=-1)
+            if self.hinge is not None:
+                e = np.maximum(e - self.hinge, 0.0)
+            total += e if self.norm else e ** 2
+        return total
+
+
+class ControlTask(Term):
+    """Per row, sum(weight * (ctrl - ctrl_ref[k])**2) over the actuators (norm: |weight * (...)|);
+    ctrl_ref (T, nu) indexed at the row's command step, default 0."""
+
+    def __init__(self, weight: Union[float, Sequence[float]], ctrl_ref: Optional[np.ndarray] = None,
+                 norm: bool = False, name: str = ""):
+        self.weight, self.ctrl_ref, self.norm, self.name = weight, ctrl_ref, bool(norm), name
+
+    def resolve(self, model):
+        self._w = _weight_vec(self.weight, model.nu, "weight")
+        self._ref = np.zeros((1, model.nu)) if self.ctrl_ref is None else _ref(self.ctrl_ref, "ctrl_ref", model.nu)
+
+    def cost(self, b):
+        r = b.ctrl - _rows(self._ref, b.ctrl_clock)[None]
+        if self.norm:
+            return np.linalg.norm(r * self._w, axis=-1)
+        return np.sum(self._w * r * r, axis=-1)
+
+
+class AlignTask(Term):
+    """Per row, weight * (1 + u.v / (|u| |v|)) with u = sensor - origin, v = target_ref[k] - origin,
+    over ``components`` (default x, y) of 3-D position sensors; 0 where u or v vanishes."""
+
+    def __init__(self, origin: str, sensor: str, target_ref: np.ndarray, weight: float,
+                 components: Sequence[int] = (0, 1), freeze_reference: bool = False, name: str = ""):
+        if not (math.isfinite(weight) and weight >= 0):
+            raise ValueError(f"weight: expected a finite number >= 0, got {weight!r}")
+        comps = list(components)
+        if not comps or any(c not in (0, 1, 2) for c in comps) or len(set(comps)) != len(comps):
+            raise ValueError(f"components: expected distinct axes among 0, 1, 2, got {components!r}")
+        self.origin, self.sensor, self.target_ref, self.weight = origin, sensor, target_ref, float(weight)
+        self.components, self.freeze_reference, self.name = comps, bool(freeze_reference), name
+
+    def require(self, spec):
+        _require_named(spec, [self.origin, self.sensor])
+
+    def resolve(self, model):
+        layout = sensor_layout(model)
+        self._o = _sensor_slice(layout, self.origin, 3, "origin")
+        self._s = _sensor_slice(layout, self.sensor, 3, "sensor")
+        self._ref = _ref(self.target_ref, "target_ref", 3)
+
+    def cost(self, b):
+        clock = np.full_like(b.ctrl_clock, b.t0) if self.freeze_reference else b.ctrl_clock
+        o = b.sensordata[..., self._o][..., self.components]
+        u = b.sensordata[..., self._s][..., self.components] - o
+        v = _rows(self._ref, clock)[None][..., self.components] - o
+        nu_, nv_ = np.linalg.norm(u, axis=-1), np.linalg.norm(v, axis=-1)
+        ok = (nu_ > 1e-12) & (nv_ > 1e-12)
+        cos = np.where(ok, np.sum(u * v, axis=-1) / np.maximum(nu_ * nv_, 1e-24), -1.0)
+        return self.weight * (1.0 + cos)
+
+
+class ContactTask(Term):
+    """Reward geoms' contacts inside their target regions; penalize touches outside every allowed disc.
+
+    Per row and geom g, from the geom's closest contact (a MuJoCo contact sensor, added to the
+    spec as ``sampling/contact/<geom>``: found, dist [m], pos (3) [m]):
+
+    - reward: if the contact lies in g's target region (the disc of ``radius`` around ``target``
+      (x, y), or with ``box`` = (half_x, half_y) that box, and with ``height`` = (low, high) only
+      at those z), cost -weight * max(1 - max(dist, 0) / 1 m, 0);
+    - penalty: if ``penalty`` > 0 and the contact (dist <= margin) lies outside every allowed disc
+      (x, y, r) of g, cost +penalty.
+
+    Shapes: target (T, G, 2) or (G, 2); radius (T, G), (G,) or a number; allowed (T, G, A, 3) or
+    (G, A, 3) or None (no disc allowed); G = len(geoms); T indexed at the row's command step.
+    """
+
+    def __init__(self, geoms: Sequence[str], target: np.ndarray, radius, allowed: Optional[np.ndarray] = None,
+                 weight: float = 1.0, penalty: float = 0.0, margin: float = 0.0,
+                 box: Optional[Sequence[float]] = None, height: Optional[Sequence[float]] = None, name: str = ""):
+        self.geoms = [geoms] if isinstance(geoms, str) else list(geoms)
+        if not self.geoms or not all(isinstance(g, str) for g in self.geoms):
+            raise ValueError(f"geoms: expected geom names, got {geoms!r}")
+        for nm, v in (("weight", weight), ("penalty", penalty), ("margin", margin)):
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{nm}: expected a finite number >= 0, got {v!r}")
+        G = len(self.geoms)
+        t = np.asarray(target, dtype=np.float64)
+        self.target = t[None] if t.ndim == 2 else t
+        if self.target.ndim != 3 or self.target.shape[1:] != (G, 2):
+            raise ValueError(f"target: expected (T, {G}, 2) or ({G}, 2), got {t.shape}")
+        r = np.asarray(radius, dtype=np.float64)
+        r = np.full((1, G), float(r)) if r.ndim == 0 else (r[None] if r.ndim == 1 else r)
+        self.radius = r.reshape(r.shape[0], -1) if r.ndim == 3 and r.shape[-1] == 1 and r.shape[1] == G else r
+        if self.radius.ndim != 2 or self.radius.shape[1] != G or np.any(self.radius < 0):
+            raise ValueError(f"radius: expected (T, {G}), ({G},) or a number >= 0, got {np.shape(radius)}")
+        if allowed is not None:
+            a = np.asarray(allowed, dtype=np.float64)
+            a = a[None] if a.ndim == 3 else a
+            if a.ndim != 4 or a.shape[1] != G or a.shape[3] != 3:
+                raise ValueError(f"allowed: expected (T, {G}, A, 3) or ({G}, A, 3) discs, got {np.shape(allowed)}")
+            allowed = a
+        if box is not None and (len(box) != 2 or min(box) < 0):
+            raise ValueError(f"box: expected (half_x, half_y) >= 0, got {box!r}")
+        if height is not None and (len(height) != 2 or height[0] > height[1]):
+            raise ValueError(f"height: expected (low, high), got {height!r}")
+        self.allowed, self.weight, self.penalty, self.margin = allowed, float(weight), float(penalty), float(margin)
+        self.box, self.height, self.name = box, height, name
+
+    def _sensor_name(self, geom):
+        return f"{SENSOR_PREFIX}contact/{geom}"
+
+    def require(self, spec):
+        import mujoco
+
+        names = {s.name for s in spec.sensors}
+        for g in self.geoms:
+            if self._sensor_name(g) in names:
+                continue
+            if spec.geom(g) is None:
+                raise ValueError(f"geoms: {g!r} is not a named geom of the scene")
+            f = mujoco.mjtConDataField
+            dataspec = (1 << int(f.mjCONDATA_FOUND)) | (1 << int(f.mjCONDATA_DIST)) | (1 << int(f.mjCONDATA_POS))
+            spec.add_sensor(name=self._sensor_name(g), type=mujoco.mjtSensor.mjSENS_CONTACT,
+                            objtype=mujoco.mjtObj.mjOBJ_GEOM, objname=g, intprm=[int(dataspec), 1, 1])
+
+    def resolve(self, model):
+        layout = sensor_layout(model)
+        self._sl = [_sensor_slice(layout, self._sensor_name(g), 5, "geoms") for g in self.geoms]
+
+    def cost(self, b):
+        clock = b.ctrl_clock
+        tgt = _rows(self.target, clock)[None]   # (1, T, G, 2)
+        rad = _rows(self.radius, clock)[None]   # (1, T, G)
+        total = np.zeros(b.sensordata.shape[:2])
+        for g, sl in enumerate(self._sl):
+            s = b.sensordata[..., sl]
+            found, dist, pos = s[..., 0] > 0, s[..., 1], s[..., 2:5]
+            dxy = pos[..., :2] - tgt[..., g, :]
+            if self.box is not None:
+                inside = (np.abs(dxy[..., 0]) <= self.box[0]) & (np.abs(dxy[..., 1]) <= self.box[1])
+            else:
+                inside = np.linalg.norm(dxy, axis=-1) <= rad[..., g]
+            if self.height is not None:
+                inside &= (pos[..., 2] >= self.height[0]) & (pos[..., 2] <= self.height[1])
+            reward = np.maximum(1.0 - np.maximum(dist, 0.0), 0.0)
+            total -= self.weight * np.where(found & inside, reward, 0.0)
+            if self.penalty > 0:
+                ok = np.zeros_like(found)
+                if self.allowed is not None:
+                    discs = _rows(self.allowed, clock)[None][..., g, :, :]   # (1, T, A, 3)
+                    d = np.linalg.norm(pos[..., None, :2] - discs[..., :2], axis=-1)
+                    ok = np.any(d <= discs[..., 2], axis=-1)
+                touch = found & (dist <= self.margin)
+                total += self.penalty * (touch & ~ok)
+        return total
+
+
+class GraspTask(Term):
+    """Per row, weight[k] * max(|p_gripper - (p_obj + R_obj offset[k])| - tolerance, 0).
+
+    gripper / obj: body names (or ids with a compiled model); offset (T, 3) or (3,) [m], in the
+    object's frame (object_frame=True) or the world's; weight (T,) or a number; tolerance [m].
+    Reads framepos / framequat sensors ``sampling/<body>/pos|quat`` (added to the spec).
+    """
+
+    def __init__(self, gripper: Union[str, int], obj: Union[str, int], offset: np.ndarray, weight,
+                 tolerance: float = 0.0, object_frame: bool = True, name: str = ""):
+        self.gripper, self.obj = gripper, obj
+        self.offset = _ref(offset, "offset", 3)
+        w = np.asarray(weight, dtype=np.float64)
+        self.weight = w.reshape(-1) if w.ndim else w.reshape(1)
+        if not np.all(np.isfinite(self.weight)) or np.any(self.weight < 0):
+            raise ValueError(f"weight: expected numbers >= 0, got {weight!r}")
+        if not (math.isfinite(tolerance) and tolerance >= 0):
+            raise ValueError(f"tolerance: expected a finite number >= 0, got {tolerance!r}")
+        self.tolerance, self.object_frame, self.name = float(tolerance), bool(object_frame), name
+
+    def require(self, spec):
+        _ensure_frame_sensor(spec, _body_name(None, self.gripper), "pos")
+        _ensure_frame_sensor(spec, _body_name(None, self.obj), "pos")
+        if self.object_frame:
+            _ensure_frame_sensor(spec, _body_name(None, self.obj), "quat")
+
+    def resolve(self, model):
+        layout = sensor_layout(model)
+        g, o = _body_name(model, self.gripper), _body_name(model, self.obj)
+        self._g = _sensor_slice(layout, f"{SENSOR_PREFIX}{g}/pos", 3, "gripper")
+        self._o = _sensor_slice(layout, f"{SENSOR_PREFIX}{o}/pos", 3, "obj")
+        self._q = _sensor_slice(layout, f"{SENSOR_PREFIX}{o}/quat", 4, "obj") if self.object_frame else None
+
+    def cost(self, b):
+        clock = b.ctrl_clock
+        off = _rows(self.offset, clock)[None]
+        if self._q is not None:
+            off = np.einsum("wtij,wtj->wti", quat_to_mat(b.sensordata[..., self._q]),
+                            np.broadcast_to(off, b.sensordata.shape[:2] + (3,)))
+        d = np.linalg.norm(b.sensordata[..., self._g] - (b.sensordata[..., self._o] + off), axis=-1)
+        return _rows(self.weight, clock)[None] * np.maximum(d - self.tolerance, 0.0)
