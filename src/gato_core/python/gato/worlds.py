@@ -572,7 +572,7 @@ class PinocchioWorld:
             return None
         if not isinstance(cfg, dict) or not {"mass", "length"} <= set(cfg) or set(cfg) - _PENDULUM_KEYS:
             raise ValueError(f"pendulum: expected a dict with mass, length [, damping, radius], got {cfg!r}")
-        out = dict(damping=0.0, radius=0.02, **cfg)
+        out = {"damping": 0.0, "radius": 0.02, **cfg}  # defaults, overridden by what cfg gives
         out = {k: float(v) for k, v in out.items()}
         if not (out["mass"] > 0 and out["length"] > 0 and out["radius"] > 0 and out["damping"] >= 0
                 and all(math.isfinite(v) for v in out.values())):
