@@ -170,3 +170,19 @@ def test_core_goal_sequence_and_hold_equal_the_ros_reference_logic_bit_for_bit()
     assert np.array_equal(core.positions(t), logic.positions(t))
     hold = rl.ReferenceLogic({"robot": "iiwa14", "mode": "hold"})
     assert np.array_equal(R.Hold(hold.start).positions(t), hold.positions(t))
+
+
+def test_mpc_policy_takes_a_core_reference():
+    """MPCPolicy windows a gato.references.Reference at the solver's N and dt: the same torques as
+    the reference API's GoalReference holding the same point."""
+    from gato.policy import MPCPolicy
+
+    urdf = gato.robot_urdf("iiwa14")
+    x0 = np.r_[tasks.Q_READY["iiwa14"], np.zeros(7)]
+    goal = gato.BSQP(urdf, 1, 2, 0.03125).ee_pos(x0[:7]) + [0.0, 0.03, 0.0]
+    us = []
+    for ref in (R.Hold(goal), GoalReference(goal, 8)):
+        pol = MPCPolicy(gato.MPCController(gato.BSQP(urdf, 1, 8, 0.03125)), ref, 0.01)
+        pol.reset(x0)
+        us.append([pol(x0) for _ in range(3)])
+    assert np.array_equal(us[0], us[1])

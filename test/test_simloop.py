@@ -193,3 +193,31 @@ def test_gravity_hold_is_clamped_rnea_and_safe():
     assert np.array_equal(GravityHold(m, lim)(Q0), np.clip(tau, -5.0, 5.0))
     assert GravityHold(m, n_actuated=9)(Q0).shape == (9,)          # padded for contact-force slots
     assert GravityHold(m, np.ones(3))(Q0).tolist() == tau.tolist()  # a limit of another size is not applied
+
+
+@pytest.mark.parametrize("world", ["pinocchio", "mujoco"])
+def test_core_simulation_reproduces_the_ros_sim_logic_bit_for_bit(world):
+    """The ROS simulation node's logic of today (payload weight + external wrench as J^T w per
+    physics step, pendulum, link mass error, one held command per control period) is the core
+    Simulation with those disturbances, state for state: the node can become an adapter."""
+    from conftest import import_or_skip
+
+    sl = import_or_skip("gato_ros.sim_logic", "build the workspace and source install/setup.bash")
+    cfg = {"robot": "iiwa14", "world": world, "external_wrench": [0.0, 5.0, -10.0, 0.0, 0.5, 0.0],
+           "payload_mass_kg": 1.5, "link_mass_scale": "L4:1.2", "pendulum_mass_kg": 1.0 if world == "pinocchio" else 0.0}
+    logic = sl.SimWorldLogic(cfg)
+    c = logic.cfg
+    wrench = np.asarray(c["external_wrench"]) + [0.0, 0.0, -S.GRAVITY * c["payload_mass_kg"], 0.0, 0.0, 0.0]
+    dist = [S.ConstantWrench(wrench, via="jacobian"), S.LinkMassError(sl.parse_link_mass_scale(c["link_mass_scale"]))]
+    if c["pendulum_mass_kg"] > 0:
+        dist.append(S.PendulumPayload(c["pendulum_mass_kg"], c["pendulum_length_m"]))
+    w = S.make_world(world, URDF, ee_frame="EE", timestep=c["physics_dt"], disturbances=dist)
+    sim = S.Simulation(w, np.asarray(c["q0"]), sim_dt=c["physics_dt"], kinematics=S.EEKinematics(URDF, "EE"),
+                       disturbances=dist, carry_remainder=False)
+    rng = np.random.default_rng(11)
+    for _ in range(15):
+        u = rng.uniform(-5.0, 5.0, 7)
+        logic.advance(u)
+        sim.advance(S.HoldTorque(u), 1.0 / c["control_rate_hz"])
+        assert np.array_equal(sim.q, logic.q) and np.array_equal(sim.dq, logic.dq)
+    assert sim.t == pytest.approx(logic.t_ns * 1e-9, abs=1e-12)

@@ -1,4 +1,5 @@
-"""Plots of closed-loop runs: :func:`plot_tracking` for an :class:`gato.MPC_GATO` stats dict.
+"""Plots of closed-loop runs: :func:`plot_tracking` for a :class:`gato.simloop.RunRecord` or its
+stats dict (what :class:`gato.MPC_GATO` returns). The one tracking plot of the project.
 
 matplotlib is imported inside the function and renders through its Agg canvas
 without touching pyplot or the global backend (``import gato`` never imports
@@ -37,7 +38,8 @@ def plot_tracking(stats, path, title=None, dpi=110):
     the active goal).
 
     Args:
-        stats: the stats dict of ``MPC_GATO.run_mpc_fig8`` / ``run_mpc_goals`` (needs
+        stats: a :class:`gato.simloop.RunRecord`, or the stats dict of
+            ``MPC_GATO.run_mpc_fig8`` / ``run_mpc_goals`` / ``RunRecord.stats()`` (needs
             ``timestamps`` (T,), ``ee_actual`` (T, 3), ``references`` (T, 3) and
             ``goal_distances_knot0`` (T,)); at least one tick.
         path: output file (PNG); parent directories are created.
@@ -46,6 +48,10 @@ def plot_tracking(stats, path, title=None, dpi=110):
 
     Returns the path written (a pathlib.Path).
     """
+    from .simloop import RunRecord
+
+    if isinstance(stats, RunRecord):
+        stats = stats.stats()
     if not isinstance(stats, dict):
         raise ValueError(f"stats: expected the stats dict of an MPC_GATO run, got {type(stats).__name__}")
     t = _arr(stats, "timestamps")

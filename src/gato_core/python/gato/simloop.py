@@ -267,11 +267,13 @@ class PlanPlayback:
 
 
 def command_of(result):
-    """The command a planner result (a gato.planner.StepResult or a Plan) asks the world to play."""
-    plan = getattr(result, "plan", result) if not hasattr(result, "control") else result
-    if plan is not None and hasattr(plan, "control"):
-        return PlanPlayback(plan)
-    return HoldTorque(result.u)
+    """The command a planner's answer asks the world to play: a Plan (a warm-up) or a
+    gato.planner.StepResult is played knot by knot when it carries a plan, else its torque
+    is held."""
+    from .planner import Plan
+
+    plan = result if isinstance(result, Plan) else result.plan
+    return PlanPlayback(plan) if plan is not None else HoldTorque(result.u)
 
 
 # ----------------------------------------------------------------- the simulation
@@ -553,7 +555,7 @@ class RunRecord:
         """PNG of the run (gato.plotting.plot_tracking)."""
         from .plotting import plot_tracking
 
-        return plot_tracking(self.stats(), path, title=title)
+        return plot_tracking(self, path, title=title)
 
 
 # ----------------------------------------------------------------- the loop
