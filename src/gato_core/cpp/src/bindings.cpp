@@ -365,6 +365,7 @@ void bind_solver(py::module_& m, const char* name) {
 
 namespace gato {
 void bind_executor(py::module_& m);  // bindings_executor.cpp
+void bind_osc(py::module_& m);       // bindings_osc.cpp
 }
 
 // The same sources build two modules (CMakeLists.txt): _core for any x86-64
@@ -394,4 +395,5 @@ PYBIND11_MODULE(GATO_MODULE_NAME, m) {
   m.attr("MAX_ROW_GROUPS") = kMaxRowGroups;
   m.attr("MAX_ROWS_PER_GROUP") = kMaxRowsPerGroup;
   gato::bind_executor(m);
+  gato::bind_osc(m);
 }
