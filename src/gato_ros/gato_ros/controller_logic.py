@@ -408,6 +408,7 @@ class ControllerLogic:
                 self._need_reset = False
                 dt_el = None
             warm = self.controller.xu_warm
+            carried = self.controller.carried_state()  # with warm: what replay needs to continue exactly
             res = self.controller.step(x, ref, dt_el, budget_s=budget)
         except (ValueError, RuntimeError, FloatingPointError) as e:
             self._need_reset = True
@@ -436,7 +437,10 @@ class ControllerLogic:
             warm = warm[:1]          # every entry starts from the same plan: store it once
         solve_input = SolveInput(stamp_ns=stamp, tick=self.status.ticks + 1, joint_names=self._solver_joints,
                                  x_measured=x, reference=ref, xu_warm=warm, dt_elapsed=dt_el or 0.0,
-                                 budget_s=budget or 0.0, reset=reset, config_json=self._config_json)
+                                 budget_s=budget or 0.0, reset=reset, config_json=self._config_json,
+                                 solver_state=None if carried is None else carried["solver"],
+                                 capped_out=bool(carried and carried["capped_out"]),
+                                 force_reseed=bool(carried and carried["force_reseed"]))
         return self._emit(stamp, clamped[self._cmd_from_solver], source, events, step=res, plan=plan,
                           solve_input=solve_input)
 

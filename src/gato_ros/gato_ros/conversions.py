@@ -332,17 +332,27 @@ def solve_input_to_msg(si: SolveInput):
     m.budget_s = float(si.budget_s)
     m.reset = bool(si.reset)
     m.config_json = si.config_json
+    if si.solver_state is not None:
+        m.solver_state_rows = int(si.solver_state.shape[0])
+        m.solver_state = _f64(si.solver_state)
+    m.capped_out, m.force_reseed = bool(si.capped_out), bool(si.force_reseed)
     return m
 
 
 def solve_input_from_msg(m) -> SolveInput:
     """gato_msgs/SolveInput -> SolveInput. Raises ValueError when xu_warm is not warm_rows
-    whole rows."""
+    whole rows, or solver_state not solver_state_rows whole rows."""
     w = _np(m.xu_warm, np.float64)
     rows = int(m.warm_rows)
     if rows < 1 or w.size % rows:
         raise ValueError(f"SolveInput.xu_warm: {w.size} values are not {rows} whole rows")
+    st, srows = _np(getattr(m, "solver_state", []), np.float64), int(getattr(m, "solver_state_rows", 0))
+    if srows < 0 or (srows and st.size % srows) or (not srows and st.size):
+        raise ValueError(f"SolveInput.solver_state: {st.size} values are not {srows} whole rows")
     return SolveInput(stamp_ns=time_to_ns(m.header.stamp), tick=int(m.tick), joint_names=list(m.joint_names),
                       x_measured=_np(m.x_measured, np.float64), reference=_np(m.reference, np.float64),
                       xu_warm=w.reshape(rows, -1), dt_elapsed=float(m.dt_elapsed), budget_s=float(m.budget_s),
-                      reset=bool(m.reset), config_json=str(m.config_json))
+                      reset=bool(m.reset), config_json=str(m.config_json),
+                      solver_state=st.reshape(srows, -1) if srows else None,
+                      capped_out=bool(getattr(m, "capped_out", False)),
+                      force_reseed=bool(getattr(m, "force_reseed", False)))

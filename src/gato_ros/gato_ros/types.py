@@ -80,7 +80,10 @@ class SolveInput:
     ``x_measured`` (nx,) [q; qd] in ``joint_names`` (solver) order; ``reference`` (6N,) [m];
     ``xu_warm`` (rows, S) the warm start the step started from (rows 1 when all batch
     entries share it, else B); ``dt_elapsed`` / ``budget_s`` [s], 0 = None; ``reset``: the
-    controller was reset and warmed up at ``x_measured`` before the step.
+    controller was reset and warmed up at ``x_measured`` before the step. ``solver_state``
+    (B, K) the solver state the step started from (:meth:`gato.BSQP.get_solver_state`),
+    or None when not carried; ``capped_out`` / ``force_reseed``: the controller's flags
+    (:meth:`gato.MPCController.carried_state`).
     """
 
     stamp_ns: int
@@ -93,9 +96,15 @@ class SolveInput:
     budget_s: float = 0.0
     reset: bool = False
     config_json: str = ""
+    solver_state: np.ndarray | None = None
+    capped_out: bool = False
+    force_reseed: bool = False
 
     def __post_init__(self):
         self.x_measured = np.asarray(self.x_measured, dtype=np.float64).reshape(-1)
         self.reference = np.asarray(self.reference, dtype=np.float64).reshape(-1)
         w = np.asarray(self.xu_warm, dtype=np.float64)
         self.xu_warm = w.reshape(1, -1) if w.ndim == 1 else w
+        if self.solver_state is not None:
+            st = np.asarray(self.solver_state, dtype=np.float64)
+            self.solver_state = st.reshape(1, -1) if st.ndim == 1 else st

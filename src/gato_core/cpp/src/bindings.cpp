@@ -201,6 +201,17 @@ void bind_solver(py::module_& m, const char* name) {
         p.solver->get_admm_rho_scale(out.mutable_data());
         return out;
       })
+      .def("get_state", [](const P& p) {
+        const auto& s = *p.solver;
+        py::array_t<double> out({long(s.batch()), long(s.state_size())});
+        s.get_state(out.mutable_data());
+        return out;
+      })
+      .def("set_state", [](P& p, const Arr<double>& v) {
+        auto& s = *p.solver;
+        check_shape<double>(v, {s.batch(), s.state_size()}, "solver_state");
+        p.solver->set_state(v.data());
+      })
       .def("stats", [](const P& p) {
         const auto& st = p.solver->stats();
         const int B = p.solver->batch(), I = p.solver->settings().max_sqp_iters, n = st.iters_run;

@@ -83,6 +83,9 @@ class BatchSolverImpl final : public BatchSolver<S> {
   const AdmmConfig& admm_config() const override { return admm_; }
   void get_row_state(int which, S* out) const override;
   void get_admm_rho_scale(double* out) const override;
+  int state_size() const override;
+  void get_state(double* out) const override;
+  void set_state(const double* in) override;
 
  private:
   struct Entry;

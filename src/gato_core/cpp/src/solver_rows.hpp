@@ -673,4 +673,73 @@ void BatchSolverImpl<S, NV>::get_admm_rho_scale(double* out) const {
   for (int b = 0; b < B_; ++b) out[b] = double(entries_[b]->rho_scale);
 }
 
+// Carried state (exact replay): layout in solver.hpp. Rows beyond a group's n_rows and
+// groups beyond the installed ones are never read, so they are not part of it.
+template <typename S, int NV>
+int BatchSolverImpl<S, NV>::state_size() const {
+  int n = N_ * nx_ + 3;
+  for (const Group& G : groups_) n += 2 + 4 * N_ * G.n;
+  return n;
+}
+
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::get_state(double* out) const {
+  const int K = state_size();
+  for (int b = 0; b < B_; ++b) {
+    const Entry& e = *entries_[b];
+    double* o = out + size_t(b) * K;
+    for (int i = 0; i < N_ * nx_; ++i) *o++ = double(e.lam[i]);
+    *o++ = double(e.rho);
+    *o++ = double(e.drho_factor);
+    *o++ = double(e.rho_scale);
+    for (int gi = 0; gi < int(groups_.size()); ++gi) {
+      const int n = groups_[gi].n;
+      *o++ = e.need_init[gi];
+      *o++ = e.need_clip[gi];
+      for (const std::vector<S>* v : {&e.lam_hi, &e.lam_lo, &e.rz, &e.ry})
+        for (int k = 0; k < N_; ++k)
+          for (int i = 0; i < n; ++i) *o++ = double((*v)[rix(gi, k, i)]);
+    }
+  }
+}
+
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::set_state(const double* in) {
+  const int K = state_size();
+  const int L = N_ * nx_;
+  // Validate everything first: a refused state leaves the solver as it was.
+  for (int b = 0; b < B_; ++b) {
+    const double* p = in + size_t(b) * K;
+    for (int i = 0; i < K; ++i) {
+      if (!std::isfinite(p[i])) throw std::invalid_argument("solver state: non-finite value at index " +
+                                                            std::to_string(i) + " of entry " + std::to_string(b));
+    }
+    if (!(p[L] > 0) || !(p[L + 1] > 0) || !(p[L + 2] > 0))
+      throw std::invalid_argument("solver state: rho, its factor and the ADMM rho scale must be > 0 (entry " +
+                                  std::to_string(b) + ")");
+    const double* f = p + L + 3;
+    for (const Group& G : groups_) {
+      if ((f[0] != 0 && f[0] != 1) || (f[1] != 0 && f[1] != 1))
+        throw std::invalid_argument("solver state: row-group flags must be 0 or 1 (entry " + std::to_string(b) + ")");
+      f += 2 + 4 * N_ * G.n;
+    }
+  }
+  for (int b = 0; b < B_; ++b) {
+    Entry& e = *entries_[b];
+    const double* p = in + size_t(b) * K;
+    for (int i = 0; i < L; ++i) e.lam[i] = S(*p++);
+    e.rho = S(*p++);
+    e.drho_factor = S(*p++);
+    e.rho_scale = S(*p++);
+    for (int gi = 0; gi < int(groups_.size()); ++gi) {
+      const int n = groups_[gi].n;
+      e.need_init[gi] = static_cast<unsigned char>(*p++);
+      e.need_clip[gi] = static_cast<unsigned char>(*p++);
+      for (std::vector<S>* v : {&e.lam_hi, &e.lam_lo, &e.rz, &e.ry})
+        for (int k = 0; k < N_; ++k)
+          for (int i = 0; i < n; ++i) (*v)[rix(gi, k, i)] = S(*p++);
+    }
+  }
+}
+
 }  // namespace gato

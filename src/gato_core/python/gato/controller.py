@@ -261,6 +261,31 @@ class MPCController:
         raises ValueError on a wrong shape or NaN/Inf."""
         self._warm = self._warm_arg(xu_warm)
 
+    def carried_state(self) -> dict | None:
+        """What the next :meth:`step` carries over from the previous ones besides the warm
+        start, for exact replay from any tick: ``{"solver": (B, K) float64`` (the solver's
+        :meth:`gato.BSQP.get_solver_state`), ``"capped_out"``, ``"force_reseed"`` (bool)}.
+        None when the solver cannot export its state. A hypothesis batch's own state is
+        not included."""
+        get = getattr(self.solver, "get_solver_state", None)
+        if not callable(get):
+            return None
+        return {"solver": get(), "capped_out": bool(self._capout), "force_reseed": bool(self._force_reseed)}
+
+    def set_carried_state(self, state: dict) -> None:
+        """Install a :meth:`carried_state` (of a controller with the same configuration):
+        with :meth:`set_warm_start`, the next :meth:`step` continues exactly where the
+        recorded one did. Raises ValueError when the solver state does not fit (other
+        row groups, batch size or horizon) or the solver cannot take one."""
+        if not isinstance(state, dict) or "solver" not in state:
+            raise ValueError(f"state: expected a dict from carried_state(), got {type(state).__name__}")
+        put = getattr(self.solver, "set_solver_state", None)
+        if not callable(put):
+            raise ValueError(f"state: {type(self.solver).__name__} cannot install a solver state")
+        put(state["solver"])
+        self._capout = bool(state.get("capped_out", False))
+        self._force_reseed = bool(state.get("force_reseed", False))
+
     # ------------------------------------------------------------------ inputs
     def _warm_arg(self, xu_warm) -> np.ndarray:
         """A (B, xu_size) float64 copy of a caller's warm start, (xu_size,) broadcast."""

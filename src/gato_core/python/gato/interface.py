@@ -383,6 +383,25 @@ class BSQP(RowGroupAPI):
         lam[:, :self.N] = self._s.get_lambda()
         return lam
 
+    def get_solver_state(self) -> np.ndarray:
+        """(B, K) float64: everything a solve carries into the next one, so that a later
+        :meth:`set_solver_state` makes the next solve continue exactly (exact replay from
+        any tick, ``gato replay``). Per entry: the Schur duals λ (N*nx, knot-major), the
+        trust-region rho [1/rad^2] and its adaptation factor, the ADMM rho scale, then per
+        installed row group (in :meth:`get_row_groups` order) its two re-initialization
+        flags (0/1) and lam_hi, lam_lo (AL duals), z, y (ADMM), N*n_rows each, knot-major.
+        K depends on the installed row groups."""
+        return np.asarray(self._s.get_state(), dtype=np.float64)
+
+    def set_solver_state(self, state) -> None:
+        """Install a :meth:`get_solver_state` of a solver with the same robot, N, batch
+        size and row groups. Raises ValueError on a wrong shape (the row groups differ),
+        a non-finite value, rho <= 0 or a flag other than 0/1; the state is then unchanged."""
+        arr = np.asarray(state, dtype=np.float64)
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        self._s.set_state(np.ascontiguousarray(arr))
+
     # -------------------------------------------------------------------- solve
     def _inputs(self, xcur_B, eepos_goals_B, xu_warm):
         B = self.batch_size

@@ -114,6 +114,18 @@ class BatchSolver {
   virtual void get_row_state(int which, S* out) const = 0;
   /// (B) adapted ADMM rho scale.
   virtual void get_admm_rho_scale(double* out) const = 0;
+
+  /// The state one solve hands to the next (what exact replay from any tick needs),
+  /// per entry state_size() doubles: the Schur duals lambda (N*nx, knot-major), the
+  /// trust-region rho, its adaptation factor, the ADMM rho scale, then per installed
+  /// row group its re-initialization flags need_init, need_clip (0/1) and lam_hi,
+  /// lam_lo (AL duals), z, y (ADMM), N*n_rows each, knot-major.
+  virtual int state_size() const = 0;
+  /// (B, state_size()).
+  virtual void get_state(double* out) const = 0;
+  /// Install a get_state() of this solver with the same row groups installed.
+  /// Throws std::invalid_argument on a non-finite value, rho <= 0 or a flag not 0/1.
+  virtual void set_state(const double* in) = 0;
 };
 
 }  // namespace gato

@@ -133,6 +133,10 @@ def replay_bag(bag_path, out_dir=None, *, tol: float = 1e-9, worst: int = 5, htm
                        max_du=float(np.nanmax(rp.du)) if cmp.any() else None,
                        max_dplan=float(np.nanmax(rp.dplan)) if np.isfinite(rp.dplan).any() else None,
                        anchored=int(rp.anchored.sum()),
+                       state_anchored=int(rp.state_anchored.sum()),
+                       solver_state=("recorded" if all(tk.solver_state is not None for tk in rec.ticks) else
+                                     "partly recorded" if any(tk.solver_state is not None for tk in rec.ticks)
+                                     else "not recorded"),
                        first_over=None if first is None else {
                            "tick": rec.ticks[first].tick, "t_s": float(tick_t[first]),
                            "stamp_ns": rec.ticks[first].stamp_ns, "du": float(rp.du[first])},
@@ -253,6 +257,8 @@ def _write_report(out, bag_path, summary, rec, rp, pred, tick_t, cases_path, htm
                 ["max |plan replay − plan recorded|", f"{summary['max_dplan']:.3g}" if summary["max_dplan"]
                  is not None else "—"],
                 ["ticks re-anchored to the recorded warm start", summary["anchored"]],
+                ["solver state (duals, rho, ADMM) in the bag", summary["solver_state"]],
+                ["ticks whose recorded solver state was installed", summary["state_anchored"]],
                 ["MPC step time recorded, median / p90 / max", _fmt_pct(summary["solve_time_recorded_s"], 1e3)],
                 ["MPC step time replay, median / p90 / max", _fmt_pct(summary["solve_time_replay_s"], 1e3)]]
         r.table(["", "value"], rows)

@@ -73,7 +73,9 @@ class Tick:
     ``config``: the controller configuration in force. Recorded outputs (None when the
     bag lacks them): ``u_recorded`` (nu,) N*m as commanded (clamped), ``source`` ("mpc",
     "fallback"), ``xu_recorded`` (S,) the winning plan, ``wall_s`` [s], ``iterations``,
-    ``budget_hit``.
+    ``budget_hit``. ``solver_state`` (B, K) the solver state the tick started from
+    (:meth:`gato.BSQP.get_solver_state`) and the controller's ``capped_out`` /
+    ``force_reseed`` flags, or None when the bag does not carry them (an older gato).
     """
 
     stamp_ns: int
@@ -91,6 +93,9 @@ class Tick:
     wall_s: float | None = None
     iterations: int | None = None
     budget_hit: bool = False
+    solver_state: np.ndarray | None = None
+    capped_out: bool = False
+    force_reseed: bool = False
 
 
 @dataclass
@@ -255,10 +260,21 @@ def _from_solve_inputs(bag, problems):
             warm = None
         else:
             warm = w.reshape(rows, -1)
+        # Solver state (newer SolveInput versions; absent fields read as "not carried").
+        st = np.asarray(getattr(m, "solver_state", ()), dtype=np.float64)
+        srows = int(getattr(m, "solver_state_rows", 0))
+        state = None
+        if srows > 0 and st.size and st.size % srows == 0:
+            state = st.reshape(srows, -1)
+        elif srows or st.size:
+            problems.append(f"{TOPICS['solve_input']}: tick {int(m.tick)}: solver_state ({st.size} values) is "
+                            f"not {srows} whole rows: not installed")
         ticks.append(Tick(stamp_ns=s, tick=int(m.tick), x=np.asarray(m.x_measured, dtype=np.float64),
                           reference=np.asarray(m.reference, dtype=np.float64), xu_warm=warm,
                           dt_elapsed=float(m.dt_elapsed) or None, budget_s=float(m.budget_s) or None,
-                          reset=bool(m.reset), config=cfg))
+                          reset=bool(m.reset), config=cfg, solver_state=state,
+                          capped_out=bool(getattr(m, "capped_out", False)),
+                          force_reseed=bool(getattr(m, "force_reseed", False))))
     ticks.sort(key=lambda t: t.stamp_ns)
     return ticks
 

@@ -9,6 +9,15 @@ start is checked against the recorded one; where they differ (the bag starts
 mid-run, a tick was lost) the recorded warm start is installed
 (:meth:`gato.MPCController.set_warm_start`) and the tick is marked re-anchored.
 
+The solver state a step starts from besides the warm start (Schur duals, trust-region
+rho, ADMM (z, y) and rho scale, AL multipliers, the controller's cap-out / re-seed
+flags) is recorded with each tick by newer controllers (SolveInput ``solver_state``).
+Where it is there, it is compared the same way and installed where the replay's own
+differs (:meth:`gato.MPCController.set_carried_state`): a bag that starts mid-run then
+continues exactly from its first tick. Without it (an older controller) the replay
+starts a mid-run bag from a reset and warm-up, and the commands differ by what the
+state carried until the duals converge again.
+
 A float64 solve is deterministic: with the same inputs, state and build, the
 replayed command equals the recorded one bit for bit. Ticks cut short by a wall-clock
 budget are re-solved with the iteration count they recorded instead of the budget.
@@ -38,7 +47,9 @@ class TickReplay:
     |warm start - recorded warm start| before the tick (NaN when not recorded);
     ``wall_s`` (T,) replay step times [s]; ``anchored`` (T,) bool: the recorded warm
     start was installed; ``warm`` (T, S) the first row of the warm start each replayed
-    step started from.
+    step started from. ``dstate`` (T,) max |solver state - recorded| before the tick (NaN
+    when not recorded, inf when the layouts differ); ``state_anchored`` (T,) bool: the
+    recorded solver state was installed.
     """
 
     u: np.ndarray
@@ -51,6 +62,8 @@ class TickReplay:
     warm: np.ndarray
     effort_limit: np.ndarray
     notes: list = field(default_factory=list)
+    dstate: np.ndarray | None = None
+    state_anchored: np.ndarray | None = None
 
 
 def _max_abs(a, b) -> float:
@@ -85,7 +98,16 @@ def replay_ticks(recording, *, urdf=None, warm_tol: float = 1e-9, progress=None)
     lim = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)
     out = TickReplay(u=np.full((T, nu), np.nan), xu=np.full((T, S), np.nan), du=np.full(T, np.nan),
                      dplan=np.full(T, np.nan), dwarm=np.full(T, np.nan), wall_s=np.zeros(T),
-                     anchored=np.zeros(T, dtype=bool), warm=np.full((T, S), np.nan), effort_limit=lim)
+                     anchored=np.zeros(T, dtype=bool), warm=np.full((T, S), np.nan), effort_limit=lim,
+                     dstate=np.full(T, np.nan), state_anchored=np.zeros(T, dtype=bool))
+    n_state = sum(tk.solver_state is not None for tk in ticks)
+    if n_state == 0:
+        out.notes.append("the bag carries no solver state (SolveInput without solver_state: recorded by an older "
+                         "gato): solver duals, rho and ADMM state are the replay's own, so a bag that starts "
+                         "mid-run replays approximately")
+    elif n_state < T:
+        out.notes.append(f"{T - n_state} of {T} ticks carry no solver state: their duals are the replay's own")
+    bad_state = 0
     first = True
     for i, tk in enumerate(ticks):
         c = tk.config
@@ -103,11 +125,32 @@ def replay_ticks(recording, *, urdf=None, warm_tol: float = 1e-9, progress=None)
             cfg = dict(c)
         if tk.reset or first:
             ctrl.reset(tk.x)
-            ctrl.warmup(tk.x, tk.reference)
+            if tk.reset or tk.solver_state is None or tk.xu_warm is None:
+                ctrl.warmup(tk.x, tk.reference)
             if not tk.reset:
-                out.notes.append(f"tick {tk.tick}: the bag starts mid-run (no reset recorded): replay starts "
-                                 "with a reset and warm-up here")
+                out.notes.append(f"tick {tk.tick}: the bag starts mid-run (no reset recorded): " + (
+                    "the recorded warm start and solver state are installed here (exact continuation)"
+                    if tk.solver_state is not None and tk.xu_warm is not None
+                    else "replay starts with a reset and warm-up here"))
             first = False
+        if tk.solver_state is not None:
+            mine = ctrl.carried_state()
+            rec_state = tk.solver_state
+            if mine is not None and rec_state.shape[0] == 1 < mine["solver"].shape[0]:
+                rec_state = np.repeat(rec_state, mine["solver"].shape[0], 0)
+            out.dstate[i] = float("inf") if mine is None else _max_abs(mine["solver"], rec_state)
+            same = (mine is not None and np.array_equal(mine["solver"], rec_state)
+                    and mine["capped_out"] == tk.capped_out and mine["force_reseed"] == tk.force_reseed)
+            if not same:
+                try:
+                    ctrl.set_carried_state({"solver": rec_state, "capped_out": tk.capped_out,
+                                            "force_reseed": tk.force_reseed})
+                    out.state_anchored[i] = True
+                except ValueError as e:
+                    bad_state += 1
+                    if bad_state == 1:
+                        out.notes.append(f"tick {tk.tick}: the recorded solver state does not fit the replay's "
+                                         f"solver ({e}): not installed")
         warm = ctrl.xu_warm
         if tk.xu_warm is not None:
             rec = tk.xu_warm if tk.xu_warm.shape[0] == warm.shape[0] else np.repeat(tk.xu_warm[:1], warm.shape[0], 0)
@@ -133,6 +176,12 @@ def replay_ticks(recording, *, urdf=None, warm_tol: float = 1e-9, progress=None)
         out.dplan[i] = _max_abs(out.xu[i], tk.xu_recorded)
         if progress is not None:
             progress(i + 1, T)
+    n_st = int(out.state_anchored.sum())
+    if n_st:
+        out.notes.append(f"{n_st} ticks started from a solver state other than the recorded one; the recorded "
+                         "one was installed for them")
+    if bad_state > 1:
+        out.notes.append(f"{bad_state} ticks' recorded solver states did not fit the replay's solver")
     n_anch = int(out.anchored.sum())
     if n_anch:
         out.notes.append(f"{n_anch} ticks started from a warm start other than the recorded one (beyond "
