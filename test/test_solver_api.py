@@ -249,3 +249,168 @@ def test_register_robot_makes_a_urdf_usable_by_name(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="already registered with another URDF"):
         gato.register_robot("my_arm", other)
     assert gato.register_robot("my_arm", other, force=True)["nq"] == 6
+
+
+def test_stats_and_result_fields_of_a_solve():
+    s = gato.BSQP(URDF, 2, 8, 0.03, max_sqp_iters=3, linsys="pcg")
+    x, ref = inputs(s)
+    r = s.solve(x, ref)
+    st = r.stats
+    assert isinstance(st.solve_time_us, int) and st.solve_time_us > 0 and r.solve_time_us == st.solve_time_us
+    assert st.kkt_converged.shape == (2,) and st.kkt_converged.dtype == bool
+    assert st.ls_num_iters == 8                                   # alpha = 2^-i, i = 0..7
+    assert np.shape(st.pcg_times_us) == (3,) and np.all(np.asarray(st.pcg_times_us) >= 0)
+    assert np.all(st.final_merit <= st.initial_merit)
+    assert r.n_actuated == s.n_actuated == 7
+    np.testing.assert_array_equal(r.xu_b(1), r.xu[1])
+    assert r.xu_b().shape == (s.xu_size,)
+
+
+def test_exact_hessian_is_refused_on_the_cpu_backend():
+    s = gato.BSQP(URDF, 1, 8, 0.03)
+    assert s.exact_hessian_available() is False
+    s.set_exact_hessian(False)                                   # Gauss-Newton: accepted
+    with pytest.raises(ValueError, match=r"^set_exact_hessian: the CPU backend has no exact-Hessian variant$"):
+        s.set_exact_hessian(True)
+    with pytest.raises(ValueError, match=r"^exact_hessian: the CPU backend has no exact-Hessian"):
+        gato.BSQP(URDF, 1, 8, 0.03, exact_hessian=True)
+    with pytest.raises(ValueError, match=r"^exact_hessian: the CPU backend has no exact-Hessian variant$"):
+        s.set_params(gato.SolverParams(exact_hessian=True))
+    with pytest.raises(ValueError, match=r"^exact_hessian: expected a bool, got 1$"):
+        gato.SolverParams(exact_hessian=1)
+
+
+def test_set_warm_broadcasts_or_takes_a_batch():
+    s = gato.BSQP(URDF, 2, 6, 0.03)
+    x, ref = inputs(s)
+    row = s.hold_trajectory(x[:1])[0]
+    s.set_warm(row)                                              # (xu_size,) broadcast
+    np.testing.assert_array_equal(s.get_warm(), np.stack([row, row]))
+    batch = s.hold_trajectory(x) + 0.01
+    s.set_warm(batch)                                            # (B, xu_size)
+    np.testing.assert_array_equal(s.get_warm(), batch)
+    with pytest.raises(ValueError, match=r"^xu: expected shape"):
+        s.set_warm(np.zeros(5))
+    np.testing.assert_array_equal(s.get_warm(), batch)           # unchanged by the refusal
+
+
+def test_solve_ratio_ends_the_loop_when_that_fraction_converged():
+    """Entry 0 (a goal 1 cm away) converges in 5 iterations, entry 1 (a far goal) needs more:
+    solve_ratio = 0.5 stops the whole batch when the first half has converged."""
+    x = np.tile(np.r_[Q0, np.zeros(7)], (2, 1))
+    out = {}
+    for ratio in (1.0, 0.5):
+        s = gato.BSQP(URDF, 2, 8, 0.03, max_sqp_iters=40, solve_ratio=ratio, linsys="bdsv")
+        ref = np.stack([np.tile(np.r_[s.ee_pos(Q0) + off, 0, 0, 0], 8) for off in ([0.01, 0, 0], [0.3, 0.2, -0.2])])
+        out[ratio] = s.solve(x, ref).stats
+    full, half = out[1.0], out[0.5]
+    assert full.kkt_converged.all() and full.sqp_iters[1] > full.sqp_iters[0]
+    assert half.kkt_converged[0] and not half.kkt_converged[1]
+    assert list(half.sqp_iters) == [full.sqp_iters[0]] * 2
+    with pytest.raises(ValueError, match=r"^solve_ratio: expected a fraction in \(0, 1\], got 0.0$"):
+        gato.SolverParams(solve_ratio=0.0)
+
+
+def _kkt(**params):
+    s = gato.BSQP(URDF, 1, 4, 0.03, **params)
+    x = np.r_[Q0, 0.2 * np.ones(7)]
+    xu = s.hold_trajectory(x[None])
+    xu[0, s.nx:s.nx + s.nu] = 3.0
+    return s, s.debug_setup_kkt(xu, x[None], np.tile(np.r_[s.ee_pos(Q0), 0, 0, 0], 4)[None])
+
+
+def test_solver_params_fields_reach_the_solver():
+    """Each numeric field of SolverParams changes what the solver does."""
+    nv = 7
+    # qd_cost: the velocity diagonal of Q; q_lim_cost / vel_lim_cost / ctrl_lim_cost add barrier curvature.
+    _, k0 = _kkt(qd_cost=0.3, q_lim_cost=0.0)
+    np.testing.assert_allclose(np.diagonal(k0["Q"][0, 1])[nv:], 0.3)
+    _, kq = _kkt(qd_cost=0.3, q_lim_cost=0.5)
+    assert np.all(np.diagonal(kq["Q"][0, 1])[:nv] > np.diagonal(k0["Q"][0, 1])[:nv])
+    _, kv = _kkt(qd_cost=0.3, q_lim_cost=0.0, vel_lim_cost=0.5)
+    assert np.all(np.diagonal(kv["Q"][0, 1])[nv:] > 0.3)
+    _, ku = _kkt(ctrl_lim_cost=0.5)
+    _, ku0 = _kkt()
+    assert np.all(np.diagonal(ku["R"][0, 0]) > np.diagonal(ku0["R"][0, 0]))
+    # max_pcg_iters caps, pcg_tol loosens, the PCG iterations of a solve.
+    x = np.r_[Q0, np.zeros(7)][None]
+    ref = np.tile(np.r_[gato.BSQP(URDF, 1, 8, 0.03).ee_pos(Q0) + [0.1, 0, 0], 0, 0, 0], 8)[None]
+    iters = {}
+    for key, kw in {"tight": dict(pcg_tol=1e-12), "loose": dict(pcg_tol=1e-2),
+                    "capped": dict(pcg_tol=1e-12, max_pcg_iters=3)}.items():
+        s = gato.BSQP(URDF, 1, 8, 0.03, linsys="pcg", **kw)
+        iters[key] = int(s.solve(x, ref).stats.pcg_iters[0, 0])
+    assert iters["capped"] == 3 and iters["loose"] < iters["tight"], iters
+    # adapt_rho: off keeps the trust region weight, on adapts it.
+    for adapt in (False, True):
+        s = gato.BSQP(URDF, 1, 8, 0.03, max_sqp_iters=3, adapt_rho=adapt, rho=0.05)
+        s.solve(x, ref)
+        assert bool(s.rho()[0] == 0.05) is (not adapt)
+
+
+def test_cache_manifest_helpers(tmp_path, monkeypatch):
+    from gato import _cache
+
+    monkeypatch.delenv("GATO_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _cache.cache_dir() == tmp_path / "xdg" / "gato"
+    monkeypatch.setenv("GATO_CACHE_DIR", str(tmp_path / "c"))
+    assert _cache.cache_dir() == tmp_path / "c"
+    assert _cache.load_manifest() == {} and _cache.robot_entry("my_arm") is None
+    gato.register_robot("my_arm", URDF, ee_frame="EE")
+    assert _cache.robot_entry("my_arm")["urdf_path"] == str(URDF.resolve())
+    assert set(_cache.load_manifest()) == {"my_arm"}
+    (tmp_path / "c" / "manifest.json").write_text("{not json")
+    with pytest.raises(RuntimeError, match="manifest.json is unreadable"):
+        _cache.load_manifest()
+
+
+def test_admm_check_every_is_validated_and_changes_no_cpu_result():
+    """admm_check_every is the CUDA launch loop's host-break period; the CPU backend has no
+    launch loop (each entry exits its inner loop at its own test), so every period gives the
+    same plans, inner iteration counts and residuals (docs/status.md: partial)."""
+    s0 = gato.BSQP(URDF, 2, 16, 0.03125)
+    x = np.tile(np.r_[Q0, np.zeros(7)], (2, 1))
+    ref = np.tile(np.r_[s0.ee_pos(Q0) + [0.0, 0.4, 0.1], 0, 0, 0], (2, 16))   # velocity box active
+    out = []
+    for every in (0, 1, 5):
+        s = gato.BSQP(URDF, 2, 16, 0.03125, max_sqp_iters=2)
+        s.enable_limit_admm(iters=6, eps_rel=1e-2)
+        s.set_admm_exit(0.0, 1e-2, check_every=every)
+        assert s.admm_check_every == every
+        r = s.solve(x, ref)
+        for _ in range(10):                                       # warm repeat solves: the exit ends loops
+            r = s.solve(x, ref, r.xu)
+        out.append((r.xu, r.stats.admm_iters, r.stats.admm_r_prim))
+    assert np.all(out[0][1] < 6 * 2)                              # the exit test did end inner loops early
+    for xu, iters, rp in out[1:]:
+        np.testing.assert_array_equal(xu, out[0][0])
+        np.testing.assert_array_equal(iters, out[0][1])
+        np.testing.assert_array_equal(rp, out[0][2])
+    with pytest.raises(ValueError, match=r"^check_every: expected an integer >= 0, got -1$"):
+        s.set_admm_exit(1e-4, 1e-3, check_every=-1)
+
+
+def test_description_meshes_are_exactly_the_referenced_ones():
+    """gato_description ships what the registry's URDFs use and nothing else: every URDF in the
+    package is a registered robot's (the core's CMake bundles robots/*/*.urdf), every mesh file
+    is referenced by a URDF of its folder, every relative mesh reference of a collision model
+    exists, and every folder has its provenance README."""
+    import re
+    from pathlib import Path
+
+    from gato.robots import all_robots
+
+    robots = Path(__file__).resolve().parents[1] / "src" / "gato_description" / "robots"
+    registry = {(m["description"], m["urdf"]) for m in all_robots().values() if "description" in m}
+    urdfs = sorted(robots.glob("*/*.urdf"))
+    assert {(u.parent.name, u.name) for u in urdfs} <= registry, "a URDF no registered robot uses"
+    for folder in sorted(p for p in robots.iterdir() if p.is_dir()):
+        assert (folder / "README.md").is_file(), f"{folder.name}: no provenance README"
+        text = "\n".join(u.read_text() for u in folder.glob("*.urdf"))
+        refs = set(re.findall(r'<mesh filename="(?!package://)([^"]+)"', text))
+        collision = set(re.findall(r'<collision>.*?<mesh filename="(?!package://)([^"]+)"', text, re.S))
+        shipped = {p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                   if p.suffix.lower() in (".stl", ".dae", ".obj")}
+        assert shipped <= refs, f"{folder.name}: unreferenced meshes {sorted(shipped - refs)}"
+        assert collision <= shipped, f"{folder.name}: missing collision meshes {sorted(collision - shipped)}"
