@@ -185,15 +185,28 @@ def _sim_share():
         pytest.skip("gato_bringup is not installed (scripts/setup.sh; source scripts/activate.sh)")
 
 
-def _wait_for_topic(env, topic, timeout):
-    """Wait until ``topic`` carries messages (``ros2 topic echo --once``)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        r = subprocess.run(["ros2", "topic", "echo", "--once", "--no-arr", topic], env=env, capture_output=True,
-                           text=True, timeout=max(5.0, end - time.monotonic()))
-        if r.returncode == 0 and r.stdout.strip():
-            return True
-    return False
+def _wait_for_ticks(n, timeout):
+    """Wait until the controller has published ``n`` SolveInput messages (rclpy in this
+    process, on the session's private domain)."""
+    import rclpy
+    from gato_msgs.msg import SolveInput
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        node = rclpy.create_node("gato_test_wait_ticks", context=ctx)
+        got = []
+        node.create_subscription(SolveInput, "/gato_controller/solve_input", lambda m: got.append(1), 10)
+        ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+        ex.add_node(node)
+        end = time.monotonic() + timeout
+        while len(got) < n and time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.1)
+        ex.shutdown()
+        node.destroy_node()
+        return len(got) >= n
+    finally:
+        rclpy.shutdown(context=ctx)
 
 
 def _sigint_and_wait(proc, timeout):
@@ -215,6 +228,7 @@ def test_ros2_bag_record_a_cut_of_a_free_running_bringup_replays_exactly(tmp_pat
     require_ros2_tools()
     _sim_share()
     import_or_skip("rosbags", "pip install rosbags (scripts/setup.sh)")
+    import_or_skip("gato_msgs.msg", "build the workspace (scripts/setup.sh)")
     from gato.replay import replay_bag
 
     marker = uuid.uuid4().hex
@@ -225,23 +239,43 @@ def test_ros2_bag_record_a_cut_of_a_free_running_bringup_replays_exactly(tmp_pat
     bag = tmp_path / "cut_bag"
     rec = None
     try:
-        assert _wait_for_topic(env, "/gato_controller/solve_input", 180.0), "the bringup never solved a tick"
+        if not _wait_for_ticks(10, 180.0):
+            _, out = _sigint_and_wait(launch, 60)
+            pytest.fail(f"the bringup never solved a tick: {out[-3000:]}")
         time.sleep(5.0)                                   # the cut: ~5 s into the run
         rec = subprocess.Popen(["ros2", "bag", "record", "-a", "-o", str(bag)], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        time.sleep(6.0)                                   # discovery (~1-2 s) + a few seconds of ticks
+        time.sleep(8.0)                                   # discovery (~1-2 s) + a few seconds of ticks
         rc_rec, out_rec = _sigint_and_wait(rec, 30)
         assert rc_rec == 0, out_rec[-3000:]
-    finally:
         rc_launch, out_launch = _sigint_and_wait(launch, 60)
-        if rec is not None and rec.poll() is None:
-            os.killpg(rec.pid, signal.SIGKILL)
+        time.sleep(1.0)
+        left = processes_with_env("GATO_TEST_MARKER", marker)
+    finally:
+        for p in (launch, rec):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
         kill_tagged("GATO_TEST_MARKER", marker)
-    s = replay_bag(bag, tmp_path / "replay", tol=1e-9, worst=0, log=None)
-    assert s["ticks"] >= 50 and s["compared"] >= 50, s
-    first = min(s["problems"], key=len) if s["problems"] else ""
-    assert s["matched"] and s["max_du"] <= 1e-9, (s["verdict"] if "verdict" in s else s, first)
-    assert s["solver_state"] == "recorded" and s["state_anchored"] == 1, s
-    assert any("exact continuation" in p for p in s["problems"]), s["problems"]
     assert rc_launch == 0, out_launch[-3000:]
-    assert processes_with_env("GATO_TEST_MARKER", marker) == []
+    assert left == [], f"processes left behind: {left}"
+    s = replay_bag(bag, tmp_path / "replay", tol=1e-9, worst=0, log=None)
+    print({k: s.get(k) for k in ("ticks", "compared", "over_tolerance", "max_du", "anchored", "state_anchored",
+                                 "problems")})
+    assert s["ticks"] >= 30 and s["compared"] >= 30, s    # a few seconds of ticks (the pace of a loaded machine)
+    assert s["matched"] and s["max_du"] <= 1e-9 and s["over_tolerance"] == 0, s
+    assert s["solver_state"] == "recorded" and s["state_anchored"] == 1, s   # installed once, at the cut
+    assert any("exact continuation" in p for p in s["problems"]), s["problems"]
+
+    # The same bag as an older controller would have written it (no solver state): today's
+    # behaviour, an approximate replay from a reset and warm-up at the cut, said so.
+    from gato.bagio import read_bag
+    from gato.replay import load_recording, replay_ticks
+    from gato.replay.recording import TOPICS
+
+    rec = load_recording(read_bag(bag, list(TOPICS.values())))
+    for tk in rec.ticks:
+        tk.solver_state = None
+    old = replay_ticks(rec)
+    print(f"without the solver state: {int(np.sum(old.du > 1e-9))} of {old.du.size} commands beyond 1e-9 N*m, "
+          f"max {np.nanmax(old.du):.3g} N*m")
+    assert np.nanmax(old.du) > 1e-9 and any("no solver state" in n for n in old.notes), old.notes
