@@ -36,6 +36,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .references import MinJerkSegment
+
 __all__ = ["World", "make_world", "EEKinematics", "Disturbance", "ConstantWrench", "PointPayload",
            "PendulumPayload", "Impulse", "LinkMassError", "HoldTorque", "PlanPlayback", "Simulation",
            "Task", "TaskTick", "TrackingTask", "GoalTask", "RunRecord", "run_closed_loop"]
@@ -443,8 +445,6 @@ class GoalTask(Task):
         self.start_t, self.durations = [None] * G, [None] * G
 
     def _segment(self, t, ee):
-        from .references import MinJerkSegment
-
         self.ref = MinJerkSegment(ee, self.goals[self.gi], t, self.ramp)
 
     def begin(self, ee0):
@@ -490,7 +490,7 @@ class GoalTask(Task):
 
 
 # ----------------------------------------------------------------- the run record
-_INT_COLUMNS = ("best_trajectory_id", "active_goal", "sqp_iters", "pcg_iters", "step_reseeded")
+_INT_COLUMNS = ("best_trajectory_id", "active_goal")
 
 
 class RunRecord:
@@ -526,7 +526,7 @@ class RunRecord:
         results, and :meth:`summary`."""
         out = {}
         for k, v in self.columns.items():
-            a = np.array(v, dtype=None if k in _INT_COLUMNS else np.float64) if k != "linsys" else list(v)
+            a = np.array(v, dtype=int if k in _INT_COLUMNS else np.float64)
             out[k] = np.zeros(self.shapes[k]) if (not v and k in self.shapes) else a
         out["ee_positions"] = out["ee_actual"]  # alias
         out.update(self.results)
