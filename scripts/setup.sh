@@ -129,7 +129,7 @@ if ! stamp_ok core "$CORE_HASH"; then
 fi
 
 # --- 3. the ROS packages with colcon ----------------------------------------
-ROS_HASH=$( (find src/gato_msgs src/gato_ros src/gato_bringup src/gato_description -type f -not -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha256sum; echo "$SDK_HASH") | sha256sum | cut -c1-16)
+ROS_HASH=$( (find src/gato_msgs src/gato_ros src/gato_bringup src/gato_description -type f -not -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha256sum; echo "$SDK_HASH $CORE_HASH") | sha256sum | cut -c1-16)
 if ! stamp_ok colcon "$ROS_HASH" || [[ ! -f install/setup.bash ]]; then
   say "building ROS packages with colcon"
   COLCON_AMENT_PREFIX="$VENV"
@@ -141,7 +141,7 @@ if ! stamp_ok colcon "$ROS_HASH" || [[ ! -f install/setup.bash ]]; then
   fi
   AMENT_PREFIX_PATH="$COLCON_AMENT_PREFIX" colcon --log-base build/colcon-log build \
     --base-paths src --build-base build/colcon --install-base install \
-    --packages-skip gato_core --event-handlers console_cohesion- summary- status- \
+    --packages-ignore gato_core --event-handlers console_cohesion- summary- status- \
     ${QUIET:+} > build/colcon.log 2>&1 || { tail -40 build/colcon.log; die "colcon build failed (full log: build/colcon.log)"; }
   stamp_set colcon "$ROS_HASH"
 fi

@@ -189,7 +189,7 @@ def test_nonfinite_state_holds_at_the_last_good_state(model):
         q = q_good + 0.3
         q[2] = bad
         tau, mode = ex.update(T0 + 1000, q, v + 0.1)
-        assert (mode, ex.hold_reason) == ("hold", "state_nonfinite")
+        assert (mode, ex.hold_reason) == ("hold", "state_nan_inf")
         # gravity at the last GOOD positions, and no damping on an untrusted velocity
         np.testing.assert_allclose(tau, gravity(model, q_good), atol=1e-9)
     vbad = v.copy()
@@ -231,7 +231,7 @@ def test_nonfinite_output_holds(model):
     ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=1, x=x, u=u)
     q, v = mid(ex)
     tau, mode = ex.update(T0, q, v)
-    assert (mode, ex.hold_reason) == ("hold", "output_nonfinite")
+    assert (mode, ex.hold_reason) == ("hold", "output_nan_inf")
     np.testing.assert_allclose(tau, gravity(model, q), atol=1e-9)
     assert ex.counters["nonfinite_outputs"] == 1
 

@@ -19,10 +19,36 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_committed_generated_files_equal_the_schema():
     files = params.generated_files(ROOT)
-    assert len(files) == 1 + 3 * len(params.ROBOTS)
+    assert len(files) == 2 + 3 * len(params.ROBOTS)   # docs, the plugin's parameter definition, 3 per robot
     stale = [str(p.relative_to(ROOT)) for p, text in files.items() if not p.is_file() or p.read_text() != text]
     assert not stale, f"regenerate with `python -m gato_ros.params --write`: {stale}"
     assert params.main(["--check", "--root", str(ROOT)]) == 0
+
+
+def test_plugin_parameter_definition_and_controllers_files_follow_the_schema():
+    """The ros2_control plugin's generate_parameter_library YAML (compiled into the plugin) and
+    the gato_plugin block of every controllers file come from params.PLUGIN."""
+    import yaml
+
+    gpl = yaml.safe_load((ROOT / "src/gato_ros/src/gato_controller_parameters.yaml").read_text())
+    gtypes = {"double": "double", "integer": "int", "bool": "bool", "string": "string",
+              "string_array": "string_array", "double_array": "double_array"}
+    assert list(gpl) == [params.PLUGIN_NAME]
+    assert list(gpl[params.PLUGIN_NAME]) == [p.name for p in params.PLUGIN]
+    for p in params.PLUGIN:
+        entry = gpl[params.PLUGIN_NAME][p.name]
+        assert entry["type"] == gtypes[p.type] and entry["read_only"] == p.read_only, p.name
+        if p.range is not None:
+            assert entry["validation"]["bounds<>"] == list(p.range), p.name
+        if p.choices is not None:
+            assert entry["validation"]["one_of<>"] == [list(p.choices)], p.name
+    for robot in params.ROBOTS:
+        cfg = yaml.safe_load((ROOT / f"src/gato_bringup/config/{robot}_controllers.yaml").read_text())
+        assert cfg["controller_manager"]["ros__parameters"][params.PLUGIN_NAME]["type"] == params.PLUGIN_TYPE
+        block = cfg[params.PLUGIN_NAME]["ros__parameters"]
+        assert set(block) == {p.name for p in params.PLUGIN}, robot
+        n = len(block["joints"])
+        assert all(len(block[k]) == n and min(block[k]) > 0 for k in ("kp", "kd", "hold_damping")), robot
 
 
 def test_every_parameter_is_in_each_robot_file_with_its_type():

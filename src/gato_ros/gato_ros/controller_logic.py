@@ -163,6 +163,8 @@ class ControllerLogic:
         self._ramp_pending = False     # start a resume blend at the next tick
         self._pending_tick_stamp = None  # reference_sync: a state waiting for its reference
         self._prev_tick_stamp = None
+        self._plan_seq = 0             # plans emitted (gato_msgs/Plan seq)
+        self._plan_epoch = 0           # cold starts (gato_msgs/Plan reset_epoch)
         self.status.params_json = self.params_json()
         self._config_json = setup.config_json(self.cfg, self.controller, self.urdf)
         self.gravity_hold(np.zeros(self.nq))  # builds the pinocchio model now, not in the first hold
@@ -431,8 +433,11 @@ class ControllerLogic:
             self.status.clamped += 1
         self._prev_tick_stamp = stamp
         self.status.solve_us = float(res.wall_s) * 1e6
+        self._plan_seq += 1
+        self._plan_epoch += int(reset)  # a cold start begins a new epoch: consumers drop older plans
         plan = Plan(stamp_ns=stamp, knot_dt=self.cfg["dt"], nx=res.solve.nx, nu=res.solve.nu, n_knots=res.solve.N,
-                    joint_names=self._solver_joints, xu=np.asarray(res.xu_best, dtype=np.float64))
+                    joint_names=self._solver_joints, xu=np.asarray(res.xu_best, dtype=np.float64),
+                    seq=self._plan_seq, reset_epoch=self._plan_epoch, integrator=str(self.solver.integrator))
         if np.all(warm == warm[:1]):
             warm = warm[:1]          # every entry starts from the same plan: store it once
         solve_input = SolveInput(stamp_ns=stamp, tick=self.status.ticks + 1, joint_names=self._solver_joints,

@@ -9,7 +9,9 @@ Publishes:
     ~/command (gato_msgs/EffortCommand): the same torques, stamped with the joint state
         they answer (lockstep simulation; recording).
     ~/step_result (gato_msgs/StepResult), ~/solver_stats (gato_msgs/SolverStats),
-    ~/plan (gato_msgs/Plan): per MPC tick.
+    ~/plan (gato_msgs/Plan): per MPC tick (seq, reset_epoch, integrator set: what the
+        gato ros2_control plugin executes in follow mode; publish_commands=false then
+        turns the two command topics above off).
     ~/solve_input (gato_msgs/SolveInput): per MPC tick, what the step solved from (measured
         state, reference window, warm start, configuration): what ``gato replay`` re-runs.
     ~/status (gato_msgs/ControllerStatus): every tick, and on state changes.
@@ -62,10 +64,14 @@ class ControllerNode(Node):
         self.add_on_set_parameters_callback(self._on_set)
         self.add_post_set_parameters_callback(self._post_set)
         self._t_recv = None        # perf_counter at receipt of the latest joint state
+        # publish_commands=false: plans only, the gato ros2_control plugin (follow mode) executes them
+        self._publish_commands = bool(values["publish_commands"])
+        self._epoch_base = int(time.time()) & 0x7FFFFFFF
         self._last_status_ns = 0
         self.bad_references = 0
+        out_to = f"commands on /{cname}/commands" if self._publish_commands else "plans only (~/plan)"
         log.info(f"gato controller for {values['robot']}: N={values['N']}, dt={values['dt']} s, "
-                 f"{values['control_rate_hz']:g} Hz, trigger={values['trigger']}, commands on /{cname}/commands")
+                 f"{values['control_rate_hz']:g} Hz, trigger={values['trigger']}, {out_to}")
 
     def _log(self, level: str, text: str) -> None:
         # One call site per severity: rclpy refuses a severity change at the same call site.
@@ -117,7 +123,7 @@ class ControllerNode(Node):
     def _publish(self, out, t_recv):
         if out is None:
             return
-        if out.effort is not None:
+        if out.effort is not None and self._publish_commands:
             self.pub_cmd.publish(cv.effort_to_multiarray(out.effort))
             self.pub_cmd_stamped.publish(cv.effort_command_to_msg(out.effort, self.logic.joint_names, out.stamp_ns,
                                                                   out.source, out.tick))
@@ -130,7 +136,12 @@ class ControllerNode(Node):
                 self.pub_step.publish(cv.step_result_to_msg(out.step, out.stamp_ns))
             self.pub_stats.publish(cv.solver_stats_to_msg(out.step.solve.stats, out.stamp_ns))
         if out.plan is not None and not out.duplicate:
-            self.pub_plan.publish(cv.plan_to_msg(out.plan))
+            m = cv.plan_to_msg(out.plan)
+            # Epochs count from this node's start time, so a restarted node outranks its predecessor.
+            m.reset_epoch = (self._epoch_base + out.plan.reset_epoch) & 0xFFFFFFFF
+            self.pub_plan.publish(m)
+            if not self._publish_commands and t_recv is not None:
+                self.logic.record_publish(time.perf_counter() - t_recv)
         if not out.duplicate:
             self._publish_status()
 

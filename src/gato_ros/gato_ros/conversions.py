@@ -255,13 +255,16 @@ def plan_to_msg(p: Plan):
     m.nx, m.nu, m.n_knots = p.nx, p.nu, p.n_knots
     m.joint_names = list(p.joint_names)
     m.xu = _f64(p.xu)
+    m.seq, m.reset_epoch, m.integrator = int(p.seq), int(p.reset_epoch), str(p.integrator)
     return m
 
 
 def plan_from_msg(m) -> Plan:
     """gato_msgs/Plan -> Plan (validates the xu length)."""
     return Plan(stamp_ns=time_to_ns(m.header.stamp), knot_dt=float(m.knot_dt), nx=int(m.nx), nu=int(m.nu),
-                n_knots=int(m.n_knots), joint_names=list(m.joint_names), xu=_np(m.xu, np.float64))
+                n_knots=int(m.n_knots), joint_names=list(m.joint_names), xu=_np(m.xu, np.float64),
+                seq=int(getattr(m, "seq", 0)), reset_epoch=int(getattr(m, "reset_epoch", 0)),
+                integrator=str(getattr(m, "integrator", "") or "euler"))
 
 
 def plan_from_step(step, stamp_ns: int, knot_dt: float, joint_names) -> Plan:

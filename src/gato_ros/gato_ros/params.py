@@ -180,6 +180,9 @@ CONTROLLER = (
           range=(0.0, 10.0), group="safety"),
     Param("publish_step_result", "bool", True, "publish gato_msgs/StepResult every tick (the largest message)",
           group="output"),
+    Param("publish_commands", "bool", True,
+          "publish the torques (/<controller_name>/commands, ~/command); false: plans only (~/plan), which the "
+          "gato ros2_control plugin executes in follow mode", read_only=True, group="output"),
 )
 
 # ---------------------------------------------------------------- the simulation-world node
@@ -269,6 +272,54 @@ REFERENCE = (
 #: Node name -> schema. The node names are the keys of the per-robot YAML files.
 SCHEMAS = {"gato_controller": CONTROLLER, "gato_sim": SIM, "gato_reference": REFERENCE}
 NODE_NAMES = tuple(SCHEMAS)
+
+
+# ---------------------------------------------------------------- the ros2_control plugin
+def _effort_scaled(factor: float):
+    """Per-joint gains proportional to the URDF effort limits (a stiff default for a strong
+    joint, a soft one for a wrist): ``factor * effort_limit`` per joint."""
+    def default(robot: str) -> list:
+        import pinocchio as pin
+
+        model = pin.buildModelFromUrdf(_registry(robot)["urdf"])
+        return [round(factor * float(v), 6) for v in model.effortLimit]
+    return default
+
+
+#: Controller name and pluginlib type of the C++ plugin (gato_ros/src/gato_controller.cpp).
+PLUGIN_NAME = "gato_plugin"
+PLUGIN_TYPE = "gato_ros/GatoController"
+
+# The dynamics (hold torque) and the effort / position limits come from the controller
+# manager's robot_description (the URDF the hardware runs), not from a parameter.
+PLUGIN = (
+    Param("joints", "string_array", _joint_names, "joints commanded through <joint>/effort, read through "
+          "<joint>/position and <joint>/velocity (and <joint>/effort when the hardware has it)", read_only=True,
+          group="structure"),
+    Param("mode", "string", "follow", "follow: execute gato_msgs/Plan from the gato controller node "
+          "(publish_commands=false)", choices=("follow",), read_only=True, group="structure"),
+    Param("plan_topic", "string", "/gato_controller/plan", "follow mode: the gato_msgs/Plan topic",
+          read_only=True, group="structure"),
+    Param("max_knots", "integer", 128, "longest plan accepted (buffers are allocated for it at configure)",
+          "knots", range=(2, 4096), read_only=True, group="structure"),
+    Param("status_rate_hz", "double", 20.0, "rate of ~/status (gato_msgs/ControllerStatus) from the control loop",
+          "Hz", range=(0.1, 1000.0), read_only=True, group="output"),
+    Param("plan_timeout", "double", 0.1, "a plan older than this (control time - its stamp) is not executed: "
+          "hold", "s", range=(0.001, 10.0), group="safety"),
+    Param("kp", "double_array", _effort_scaled(0.1), "joint stiffness toward the planned position, per joint "
+          "(default: 0.1 x the URDF effort limit)", "N*m/rad", group="feedback"),
+    Param("kd", "double_array", _effort_scaled(0.01), "joint damping toward the planned velocity, per joint "
+          "(default: 0.01 x the URDF effort limit)", "N*m*s/rad", group="feedback"),
+    Param("use_plan_gains", "bool", True, "add the plan's local feedback gains when it carries them",
+          group="feedback"),
+    Param("hold_damping", "double_array", _effort_scaled(0.02), "hold torque = gravity(q) - hold_damping * v, "
+          "per joint (default: 0.02 x the URDF effort limit)", "N*m*s/rad", group="safety"),
+    Param("limit_margin", "double", 0.05, "within this distance of a URDF position limit, no torque beyond the "
+          "gravity-holding one pushes the joint further", "rad", range=(0.0, 1.0), group="safety"),
+)
+
+_GPL_TYPES = {"double": "double", "integer": "int", "bool": "bool", "string": "string",
+              "string_array": "string_array", "double_array": "double_array"}
 
 
 def by_name(schema) -> dict:
@@ -431,18 +482,26 @@ def controllers_yaml(robot: str, controller_name: str = "effort_controller", upd
     """ros2_control controller-manager configuration (gato_bringup/config/<robot>_controllers.yaml):
     joint_state_broadcaster (publishing at ``state_rate`` Hz, the gato controller's rate: it
     solves on every joint state) plus an effort_controllers/JointGroupEffortController over
-    the robot's joints, which the gato controller node commands on /<controller_name>/commands."""
+    the robot's joints, which the gato controller node commands on /<controller_name>/commands,
+    and the gato ros2_control plugin (``PLUGIN_NAME``, the alternative to that forward
+    controller: both claim the effort interfaces, so one of them is active) with its
+    parameters for ``robot`` (the PLUGIN schema)."""
     joints = _yaml_value(_joint_names(robot))
+    plugin = "".join(f"    # {p.description}{f' [{p.unit}]' if p.unit else ''}\n"
+                     f"    {p.name}: {_yaml_value(p.default_for(robot))}\n" for p in PLUGIN)
     return (f"{_HEADER}# ros2_control controllers for {robot}: the gato controller node publishes joint torques to\n"
             f"# /{controller_name}/commands (Float64MultiArray, joints in the order below) and reads\n"
-            "# /joint_states from the broadcaster.\n"
+            "# /joint_states from the broadcaster. Or: the gato plugin executes the node's plans inside\n"
+            f"# the control loop ({PLUGIN_NAME}; hardware.launch.xml controller:=plugin).\n"
             "controller_manager:\n  ros__parameters:\n"
             f"    update_rate: {update_rate}  # Hz\n"
             "    joint_state_broadcaster:\n      type: joint_state_broadcaster/JointStateBroadcaster\n"
             f"    {controller_name}:\n      type: effort_controllers/JointGroupEffortController\n"
+            f"    {PLUGIN_NAME}:\n      type: {PLUGIN_TYPE}\n"
             "joint_state_broadcaster:\n  ros__parameters:\n"
             f"    update_rate: {state_rate}  # Hz: every /joint_states message starts a gato MPC tick\n"
-            f"{controller_name}:\n  ros__parameters:\n    joints: {joints}\n")
+            f"{controller_name}:\n  ros__parameters:\n    joints: {joints}\n"
+            f"{PLUGIN_NAME}:\n  ros__parameters:\n{plugin}")
 
 
 def ros2_control_xacro(robot: str) -> str:
@@ -484,6 +543,32 @@ def ros2_control_xacro(robot: str) -> str:
     return "".join(out)
 
 
+def plugin_parameter_yaml() -> str:
+    """The generate_parameter_library definition of the plugin's parameters
+    (src/gato_ros/src/gato_controller_parameters.yaml): robot-independent defaults (empty
+    strings and arrays; the per-robot values are in the controllers files), ranges as
+    ``bounds<>``, choices as ``one_of<>``, read-only flags; array gains must be empty
+    (= 0) or have one value per joint (checked by the plugin at configure)."""
+    lines = [_HEADER, f"{PLUGIN_NAME}:\n"]
+    for p in PLUGIN:
+        dflt = p.default
+        if callable(dflt):
+            dflt = [] if p.type.endswith("_array") else ""
+        desc = p.description + (f" [{p.unit}]" if p.unit else "")
+        lines.append(f"  {p.name}:\n    type: {_GPL_TYPES[p.type]}\n    default_value: {_yaml_value(dflt)}\n"
+                     f"    description: {_yaml_value(desc)}\n    read_only: {_yaml_value(p.read_only)}\n")
+        checks = []
+        if p.range is not None:
+            checks.append(f"      bounds<>: [{_yaml_value(p.range[0])}, {_yaml_value(p.range[1])}]\n")
+        if p.choices is not None:
+            checks.append(f"      one_of<>: [{_yaml_value(list(p.choices))}]\n")
+        if p.type == "double_array":
+            checks.append("      lower_element_bounds<>: [0.0]\n")
+        if checks:
+            lines.append("    validation:\n" + "".join(checks))
+    return "".join(lines)
+
+
 def _md_escape(s: str) -> str:
     return s.replace("|", "\\|")
 
@@ -504,7 +589,9 @@ def markdown() -> str:
            "solver without `enable_limit_<mechanism>` the change is refused with that reason. YAML reads an "
            "unquoted `off` as a boolean: in parameter files and launch arguments the nodes accept it for "
            "`limits` at start-up; at run time quote it (`ros2 param set /gato_controller limits \"'off'\"`).\n"]
-    for node, schema in SCHEMAS.items():
+    tables = dict(SCHEMAS)
+    tables[f"{PLUGIN_NAME} ({PLUGIN_TYPE}, ros2_control plugin)"] = PLUGIN
+    for node, schema in tables.items():
         out.append(f"\n## `{node}`\n\n| name | type | default | unit | range / choices | access | description |\n"
                    "|---|---|---|---|---|---|---|\n")
         for p in schema:
@@ -524,7 +611,8 @@ def markdown() -> str:
 def generated_files(root: Path) -> dict:
     """{path: text} of every file generated from the schema, paths under the workspace ``root``."""
     cfg = root / "src" / "gato_bringup" / "config"
-    files = {root / "docs" / "parameters.md": markdown()}
+    files = {root / "docs" / "parameters.md": markdown(),
+             root / "src" / "gato_ros" / "src" / "gato_controller_parameters.yaml": plugin_parameter_yaml()}
     for r in ROBOTS:
         files[cfg / f"{r}.yaml"] = robot_yaml(r)
         files[cfg / f"{r}_controllers.yaml"] = controllers_yaml(r)

@@ -38,7 +38,9 @@ class JointStateSample:
 class Plan:
     """A planned trajectory (gato_msgs/Plan): ``xu`` (n_knots*(nx+nu) - nu,) =
     ``[x_0, u_0, ..., x_{N-1}]``, x = [q; qd] (rad, rad/s) in ``joint_names`` order,
-    u in N*m; knot k at ``stamp_ns + k * knot_dt`` [s]."""
+    u in N*m; knot k at ``stamp_ns + k * knot_dt`` [s]. ``seq`` / ``reset_epoch``: the
+    publisher's plan counter and reset epoch (the plugin drops older ones); ``integrator``:
+    the solver's ("euler" | "semi_implicit" | "rk4")."""
 
     stamp_ns: int
     knot_dt: float
@@ -47,6 +49,9 @@ class Plan:
     n_knots: int
     joint_names: list
     xu: np.ndarray
+    seq: int = 0
+    reset_epoch: int = 0
+    integrator: str = "euler"
 
     def __post_init__(self):
         self.xu = np.array(self.xu, dtype=np.float64).reshape(-1)

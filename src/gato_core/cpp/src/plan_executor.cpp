@@ -25,8 +25,8 @@ const char* hold_reason_name(HoldReason r) {
     case HoldReason::kNoPlan: return "no_plan";
     case HoldReason::kPlanStale: return "plan_stale";
     case HoldReason::kPlanExhausted: return "plan_exhausted";
-    case HoldReason::kStateNonFinite: return "state_nonfinite";
-    case HoldReason::kOutputNonFinite: return "output_nonfinite";
+    case HoldReason::kStateNonFinite: return "state_nan_inf";
+    case HoldReason::kOutputNonFinite: return "output_nan_inf";
   }
   return "?";
 }

@@ -76,9 +76,11 @@ enum class HoldReason : std::uint8_t {
   kNoPlan = 1,           // no plan accepted since configure / reset
   kPlanStale = 2,        // now - stamp > plan_timeout_s
   kPlanExhausted = 3,    // now is past the plan's last knot
-  kStateNonFinite = 4,   // NaN / Inf in the measured position or velocity
-  kOutputNonFinite = 5,  // the follow torque came out NaN / Inf
+  kStateNonFinite = 4,   // NaN / Inf in the measured position or velocity ("state_nan_inf")
+  kOutputNonFinite = 5,  // the follow torque came out NaN / Inf ("output_nan_inf")
 };
+/// Short names (at most 15 characters: no heap in a std::string): "none", "no_plan",
+/// "plan_stale", "plan_exhausted", "state_nan_inf", "output_nan_inf".
 const char* hold_reason_name(HoldReason r);
 
 /// Counters since construction (reset() keeps them).

@@ -1,0 +1,348 @@
+// gato_ros/GatoController: see include/gato_ros/gato_controller.hpp.
+#include "gato_ros/gato_controller.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+
+#include "pluginlib/class_list_macros.hpp"
+
+namespace gato_ros {
+
+using controller_interface::CallbackReturn;
+using controller_interface::InterfaceConfiguration;
+using controller_interface::interface_configuration_type;
+
+namespace {
+const char* state_name(gato::ExecMode m) {
+  switch (m) {
+    case gato::ExecMode::kFollow: return "follow";
+    case gato::ExecMode::kHold: return "hold";
+    case gato::ExecMode::kNoState: return "waiting";
+  }
+  return "?";
+}
+
+/// The child link of joint `name` in a URDF text, or "" (the first <joint ... name="name"> element).
+std::string child_link_of(const std::string& urdf, const std::string& name) {
+  const std::string key = "name=\"" + name + "\"";
+  for (size_t pos = urdf.find("<joint"); pos != std::string::npos; pos = urdf.find("<joint", pos + 1)) {
+    const size_t end = urdf.find('>', pos);
+    if (end == std::string::npos) break;
+    if (urdf.compare(pos, 7, "<joint ") != 0 && urdf.compare(pos, 7, "<joint\n") != 0) continue;
+    if (urdf.substr(pos, end - pos).find(key) == std::string::npos) continue;
+    const size_t close = urdf.find("</joint>", end);
+    const size_t child = urdf.find("<child", end);
+    if (child == std::string::npos || (close != std::string::npos && child > close)) return "";
+    const size_t q0 = urdf.find('"', urdf.find("link", child));
+    const size_t q1 = q0 == std::string::npos ? q0 : urdf.find('"', q0 + 1);
+    return q1 == std::string::npos ? "" : urdf.substr(q0 + 1, q1 - q0 - 1);
+  }
+  return "";
+}
+
+gato::Integrator integrator_from(const std::string& name, bool& ok) {
+  ok = true;
+  if (name == "euler" || name.empty()) return gato::Integrator::kEuler;
+  if (name == "semi_implicit") return gato::Integrator::kSemiImplicit;
+  if (name == "rk4") return gato::Integrator::kRk4;
+  ok = false;
+  return gato::Integrator::kEuler;
+}
+}  // namespace
+
+CallbackReturn GatoController::on_init() {
+  try {
+    param_listener_ = std::make_shared<gato_plugin::ParamListener>(get_node());
+    params_ = param_listener_->get_params();
+  } catch (const std::exception& e) {
+    RCLCPP_ERROR(get_node()->get_logger(), "gato plugin parameters: %s", e.what());
+    return CallbackReturn::ERROR;
+  }
+  return CallbackReturn::SUCCESS;
+}
+
+InterfaceConfiguration GatoController::command_interface_configuration() const {
+  InterfaceConfiguration c{interface_configuration_type::INDIVIDUAL, {}};
+  for (const auto& j : joints_) c.names.push_back(j + "/effort");
+  return c;
+}
+
+InterfaceConfiguration GatoController::state_interface_configuration() const {
+  // Order: every joint's position, then every joint's velocity (read_state relies on it).
+  InterfaceConfiguration c{interface_configuration_type::INDIVIDUAL, {}};
+  for (const auto& j : joints_) c.names.push_back(j + "/position");
+  for (const auto& j : joints_) c.names.push_back(j + "/velocity");
+  return c;
+}
+
+gato::ExecutorTunables GatoController::tunables_from(const gato_plugin::Params& p) const {
+  gato::ExecutorTunables t;
+  t.plan_timeout_s = p.plan_timeout;
+  t.limit_margin = p.limit_margin;
+  t.use_plan_gains = p.use_plan_gains;
+  // The parameters list gains in interface (joints) order; the executor wants plant order.
+  auto reorder = [&](const std::vector<double>& g, const char* name) {
+    if (g.empty()) return std::vector<double>();
+    if (g.size() != joints_.size())
+      throw std::invalid_argument(std::string(name) + ": " + std::to_string(g.size()) + " values for " +
+                                  std::to_string(joints_.size()) + " joints (give one per joint, or none)");
+    std::vector<double> out(g.size());
+    for (size_t j = 0; j < out.size(); ++j) out[j] = g[size_t(plant_to_iface_[j])];
+    return out;
+  };
+  t.kp = reorder(p.kp, "kp");
+  t.kd = reorder(p.kd, "kd");
+  t.hold_damping = reorder(p.hold_damping, "hold_damping");
+  return t;
+}
+
+CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
+  auto log = get_node()->get_logger();
+  params_ = param_listener_->get_params();
+  joints_ = params_.joints;
+  if (joints_.empty()) {
+    RCLCPP_ERROR(log, "joints: empty; list the joints the plugin commands");
+    return CallbackReturn::ERROR;
+  }
+  const std::string& description = get_robot_description();
+  if (description.empty()) {
+    RCLCPP_ERROR(log, "no robot_description from the controller manager: the plugin needs the URDF "
+                      "(dynamics for the hold torque, effort and position limits)");
+    return CallbackReturn::ERROR;
+  }
+  // The plant loads a URDF file; the EE frame (unused by the executor) is the
+  // child link of the last commanded joint. (Scanned here, not with urdfdom: the
+  // plant's pinocchio brings its own urdfdom, and two in one process would clash.)
+  const std::string ee_link = child_link_of(description, joints_.back());
+  if (ee_link.empty()) {
+    RCLCPP_ERROR(log, "joints: '%s' is not a joint of the robot_description", joints_.back().c_str());
+    return CallbackReturn::ERROR;
+  }
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("gato_plugin_" + std::to_string(::getpid()) + "_" + get_node()->get_name() + ".urdf");
+  try {
+    {
+      std::ofstream f(path);
+      f << description;
+    }
+    plant_ = std::make_shared<gato::Plant<double>>(path.string(), ee_link);
+    std::filesystem::remove(path);
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    RCLCPP_ERROR(log, "robot_description: %s", e.what());
+    return CallbackReturn::ERROR;
+  }
+  plant_joints_ = plant_->joint_names();
+  if (plant_joints_.size() != joints_.size()) {
+    RCLCPP_ERROR(log, "joints: %zu given, the robot_description has %zu movable joints; the plugin commands "
+                      "all of them", joints_.size(), plant_joints_.size());
+    return CallbackReturn::ERROR;
+  }
+  plant_to_iface_.assign(plant_joints_.size(), -1);
+  for (size_t j = 0; j < plant_joints_.size(); ++j) {
+    auto it = std::find(joints_.begin(), joints_.end(), plant_joints_[j]);
+    if (it == joints_.end()) {
+      RCLCPP_ERROR(log, "joints: the robot_description's joint '%s' is not in 'joints'", plant_joints_[j].c_str());
+      return CallbackReturn::ERROR;
+    }
+    plant_to_iface_[j] = int(it - joints_.begin());
+  }
+  try {
+    gato::ExecutorConfig cfg;
+    cfg.max_knots = int(params_.max_knots);
+    cfg.tunables = tunables_from(params_);
+    executor_ = std::make_unique<gato::PlanExecutor>(plant_, cfg);
+  } catch (const std::exception& e) {
+    RCLCPP_ERROR(log, "%s", e.what());
+    return CallbackReturn::ERROR;
+  }
+  const size_t nv = plant_joints_.size();
+  q_.assign(nv, 0.0);
+  v_.assign(nv, 0.0);
+  tau_.assign(nv, 0.0);
+  zeros_.assign(nv, 0.0);
+  last_plan_names_.clear();
+  plan_to_plant_.clear();
+
+  if (params_.mode != "follow") {
+    RCLCPP_ERROR(log, "mode: '%s' is not available (follow)", params_.mode.c_str());
+    return CallbackReturn::ERROR;
+  }
+  // Plans: reliable, keep-last 1 (only the newest matters; the executor keeps the last good one).
+  plan_sub_ = get_node()->create_subscription<gato_msgs::msg::Plan>(
+      params_.plan_topic, rclcpp::QoS(1).reliable(),
+      [this](const gato_msgs::msg::Plan::SharedPtr msg) { on_plan(*msg); });
+  status_pub_ = get_node()->create_publisher<gato_msgs::msg::ControllerStatus>("~/status", rclcpp::QoS(10));
+  rt_status_ = std::make_unique<realtime_tools::RealtimePublisher<gato_msgs::msg::ControllerStatus>>(status_pub_);
+  status_period_ns_ = std::int64_t(1e9 / params_.status_rate_hz);
+  // Tunables: checked off the real-time thread and handed to the executor between updates.
+  param_timer_ = get_node()->create_wall_timer(std::chrono::milliseconds(100), [this] { apply_parameters(); });
+  RCLCPP_INFO(log, "gato plugin: %zu joints, follow mode on %s, plan_timeout %.3f s, max_knots %ld", nv,
+              params_.plan_topic.c_str(), params_.plan_timeout, long(params_.max_knots));
+  return CallbackReturn::SUCCESS;
+}
+
+void GatoController::apply_parameters() {
+  if (!param_listener_ || !executor_ || !param_listener_->is_old(params_)) return;
+  const auto p = param_listener_->get_params();
+  try {
+    executor_->set_tunables(tunables_from(p));
+    params_ = p;
+    RCLCPP_INFO(get_node()->get_logger(), "gato plugin: tunables applied (plan_timeout %.3f s, limit_margin %.3f "
+                "rad, use_plan_gains %s)", p.plan_timeout, p.limit_margin, p.use_plan_gains ? "true" : "false");
+  } catch (const std::exception& e) {
+    params_ = p;  // do not retry the same values every tick
+    RCLCPP_ERROR(get_node()->get_logger(), "gato plugin: tunables refused, previous ones kept: %s", e.what());
+  }
+}
+
+void GatoController::on_plan(const gato_msgs::msg::Plan& m) {
+  auto log = get_node()->get_logger();
+  if (!executor_) return;
+  const int nv = executor_->nv();
+  const int n = m.n_knots;
+  const size_t expect = n >= 1 ? size_t(n) * size_t(m.nx + m.nu) - size_t(m.nu) : 0;
+  if (m.nx != 2 * nv || m.nu < nv || n < 2 || n > executor_->max_knots() || m.xu.size() != expect) {
+    ++plans_rejected_layout_;
+    RCLCPP_ERROR_THROTTLE(log, *get_node()->get_clock(), 2000,
+                          "plan rejected: nx=%d nu=%d n_knots=%d xu=%zu; expected nx=%d, nu>=%d, 2<=n_knots<=%d "
+                          "and xu = n_knots*(nx+nu)-nu", m.nx, m.nu, n, m.xu.size(), 2 * nv, nv,
+                          executor_->max_knots());
+    return;
+  }
+  if (m.joint_names != last_plan_names_) {
+    std::vector<int> map(m.joint_names.size(), -1);
+    bool ok = m.joint_names.size() == size_t(nv);
+    for (size_t k = 0; ok && k < m.joint_names.size(); ++k) {
+      auto it = std::find(plant_joints_.begin(), plant_joints_.end(), m.joint_names[k]);
+      ok = it != plant_joints_.end();
+      if (ok) map[k] = int(it - plant_joints_.begin());
+    }
+    if (!ok) {
+      ++plans_rejected_names_;
+      RCLCPP_ERROR_THROTTLE(log, *get_node()->get_clock(), 2000,
+                            "plan rejected: its joint_names are not the robot's %zu joints", plant_joints_.size());
+      return;
+    }
+    last_plan_names_ = m.joint_names;
+    plan_to_plant_ = std::move(map);
+  }
+  bool integ_ok = true;
+  const gato::Integrator integ = integrator_from(m.integrator, integ_ok);
+  if (!integ_ok) {
+    ++plans_rejected_layout_;
+    RCLCPP_ERROR_THROTTLE(log, *get_node()->get_clock(), 2000, "plan rejected: unknown integrator '%s'",
+                          m.integrator.c_str());
+    return;
+  }
+  gato::ExecutorPlan& p = executor_->plan_slot();
+  p.seq = m.seq;
+  p.epoch = m.reset_epoch;
+  p.stamp_ns = std::int64_t(m.header.stamp.sec) * 1000000000LL + std::int64_t(m.header.stamp.nanosec);
+  p.knot_dt = m.knot_dt;
+  p.integrator = integ;
+  p.n_knots = n;
+  p.has_gains = false;
+  const size_t stride = size_t(m.nx + m.nu);
+  for (int k = 0; k < n; ++k) {
+    const double* xk = m.xu.data() + size_t(k) * stride;
+    double* xo = p.x.data() + size_t(k) * 2 * nv;
+    for (int i = 0; i < nv; ++i) {
+      const int j = plan_to_plant_[size_t(i)];
+      xo[j] = xk[i];
+      xo[nv + j] = xk[nv + i];
+      if (k < n - 1) p.u[size_t(k) * nv + j] = xk[2 * nv + i];
+    }
+  }
+  // NaN / Inf, epoch and sequence are checked by the executor (counted there).
+  executor_->submit();
+}
+
+CallbackReturn GatoController::on_activate(const rclcpp_lifecycle::State&) {
+  if (command_interfaces_.size() != joints_.size() || state_interfaces_.size() != 2 * joints_.size()) {
+    RCLCPP_ERROR(get_node()->get_logger(), "expected %zu effort command and %zu state interfaces, got %zu and %zu",
+                 joints_.size(), 2 * joints_.size(), command_interfaces_.size(), state_interfaces_.size());
+    return CallbackReturn::ERROR;
+  }
+  executor_->reset();  // hold until a plan arrives; a restarted publisher is accepted
+  next_status_ns_ = 0;
+  return CallbackReturn::SUCCESS;
+}
+
+CallbackReturn GatoController::on_deactivate(const rclcpp_lifecycle::State&) {
+  // Leave the effort interfaces at zero: the next owner (or the hardware's own
+  // safety) starts from no torque rather than from our last command.
+  executor_->reset();
+  for (auto& c : command_interfaces_) (void)c.set_value(0.0);
+  return CallbackReturn::SUCCESS;
+}
+
+CallbackReturn GatoController::on_cleanup(const rclcpp_lifecycle::State&) {
+  param_timer_.reset();
+  plan_sub_.reset();
+  rt_status_.reset();
+  status_pub_.reset();
+  executor_.reset();
+  plant_.reset();
+  return CallbackReturn::SUCCESS;
+}
+
+bool GatoController::read_state() noexcept {
+  const size_t n = joints_.size();
+  bool ok = true;
+  for (size_t j = 0; j < plant_to_iface_.size(); ++j) {
+    const size_t i = size_t(plant_to_iface_[j]);
+    const auto qp = state_interfaces_[i].get_optional();
+    const auto vp = state_interfaces_[n + i].get_optional();
+    // An interface that cannot be read this cycle counts as a non-finite state: hold.
+    q_[j] = qp ? *qp : std::numeric_limits<double>::quiet_NaN();
+    v_[j] = vp ? *vp : std::numeric_limits<double>::quiet_NaN();
+    ok = ok && qp && vp;
+  }
+  return ok;
+}
+
+void GatoController::write_torque(const std::vector<double>& tau) noexcept {
+  for (size_t j = 0; j < plant_to_iface_.size(); ++j)
+    (void)command_interfaces_[size_t(plant_to_iface_[j])].set_value(tau[j]);
+}
+
+controller_interface::return_type GatoController::update(const rclcpp::Time& time, const rclcpp::Duration&) {
+  read_state();
+  const std::int64_t now = time.nanoseconds();
+  const gato::ExecMode mode = executor_->update(now, q_.data(), v_.data(), tau_.data());
+  write_torque(tau_);
+  if (rt_status_ && now >= next_status_ns_) {
+    next_status_ns_ = now + status_period_ns_;
+    const auto& c = executor_->counters();
+    auto& s = status_msg_;
+    s.header.stamp = time;
+    s.state = state_name(mode);           // short names: no heap (small-string buffer)
+    s.reason = mode == gato::ExecMode::kFollow ? "" : gato::hold_reason_name(executor_->hold_reason());
+    s.ticks = c.updates;
+    s.holds = c.holds;
+    s.stale_events = c.stale_events;
+    s.clamped = c.clamped;
+    s.rejected_nonfinite = c.nonfinite_states;
+    s.fallbacks = c.nonfinite_outputs;
+    s.dropped_out_of_order = c.dropped_out_of_order + c.dropped_stale_epoch;
+    s.rejected_names = plans_rejected_names_.load(std::memory_order_relaxed);
+    s.plans_accepted = c.plans_accepted;
+    s.plans_dropped_invalid = c.dropped_invalid + plans_rejected_layout_.load(std::memory_order_relaxed);
+    s.plans_dropped_order = c.dropped_out_of_order + c.dropped_stale_epoch;
+    s.limit_cuts = c.limit_cuts;
+    (void)rt_status_->try_publish(s);
+  }
+  return controller_interface::return_type::OK;
+}
+
+}  // namespace gato_ros
+
+PLUGINLIB_EXPORT_CLASS(gato_ros::GatoController, controller_interface::ControllerInterface)
