@@ -244,3 +244,338 @@ def test_reference_sync_does_not_wait_forever_for_a_dead_reference_node():
     lg.on_reference(ref.window(j.stamp_ns - PERIOD_NS), j.stamp_ns)     # the reference is back
     assert lg.on_joint_state(j, j.stamp_ns) is None                     # waits for its window again
     assert lg.on_reference(ref.window(j.stamp_ns), j.stamp_ns).source == "mpc"
+
+
+# ------------------------------------------------------------------ system tests over DDS
+def _system():
+    """The system-test helpers of test_ros_system (skips where the ROS overlay is missing)."""
+    import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
+    import_or_skip("gato_msgs.msg", _HINT)
+    import test_ros_system as trs
+
+    trs.share()
+    return trs
+
+
+class Bringup:
+    """The sim bringup through the launch runner, its output collected line by line (so the
+    test can act on what the processes log), the pids of the processes it started."""
+
+    def __init__(self, tmp_path, ros_env, name, args):
+        import threading
+        import uuid
+
+        self.trs = _system()
+        self.marker, self.bag = uuid.uuid4().hex, tmp_path / f"{name}_bag"
+        self.report = tmp_path / f"{name}_report.json"
+        self.proc = self.trs.start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "record:=true",
+                                           f"bag:={self.bag}", *args], ros_env, self.marker, self.report)
+        self.lines, self.pids = [], {}
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        import re
+
+        for line in self.proc.stdout:
+            m = re.search(r"started (\S+) \(pid (\d+)\)", line)
+            if m:
+                self.pids.setdefault(m.group(1), []).append(int(m.group(2)))
+            self.lines.append(line)
+
+    def wait_for(self, text, timeout=300.0, after=0):
+        import time
+
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for i, line in enumerate(self.lines[after:], after):
+                if text in line:
+                    return i
+            if self.proc.poll() is not None and not any(text in ln for ln in self.lines[after:]):
+                break
+            time.sleep(0.05)
+        pytest.fail(f"no {text!r} in the bringup output:\n{''.join(self.lines[-60:])}")
+
+    def kill(self, name):
+        import os
+        import signal
+
+        os.kill(self.pids[name][-1], signal.SIGKILL)
+
+    def finish(self, timeout=600.0, stop=False):
+        """Wait for the bringup to end (``stop``: SIGINT to the runner first, as Ctrl-C);
+        returns (the runner's report, the output)."""
+        import json
+        import os
+        import signal
+        import time
+
+        from conftest import kill_tagged
+
+        if stop:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=timeout)
+        except Exception:  # noqa: BLE001 - timeout: stop it, then fail below
+            self.proc.send_signal(signal.SIGINT)
+            time.sleep(20)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            kill_tagged("GATO_TEST_MARKER", self.marker)
+        time.sleep(0.2)
+        out = "".join(self.lines)
+        assert self.report.is_file(), out[-4000:]
+        return json.loads(self.report.read_text()), out
+
+
+def _series(bag):
+    """Arrays from a bringup bag: joint states (t, q, qd, effort), stamped commands (t, tick,
+    source), sim status messages, and the EE positions of the joint states."""
+    from gato.bagio import read_bag
+
+    res = read_bag(bag, ["/joint_states", "/gato_controller/command", "/gato_sim/status", "/ee_reference",
+                         "/gato_controller/status"])
+    m = res.messages
+
+    def t(h):
+        return h.stamp.sec + h.stamp.nanosec * 1e-9
+
+    js = m["/joint_states"]
+    seen, rows = set(), []
+    for _, x in js:                                   # lockstep re-sends a state: keep one per stamp
+        if t(x.header) not in seen:
+            seen.add(t(x.header))
+            rows.append((t(x.header), np.asarray(x.position), np.asarray(x.velocity), np.asarray(x.effort)))
+    rows.sort(key=lambda r: r[0])
+    sim = sl.SimWorldLogic({"robot": ROBOT})
+    ee = []
+    for _, q, _, _ in rows:
+        sim.q = q[sim._to_urdf]
+        ee.append(sim.ee_position())
+    cmds = [(t(c.header), int(c.tick), c.source) for _, c in m.get("/gato_controller/command", [])]
+    refs = sorted(t(r.header) for _, r in m.get("/ee_reference", []))
+    return dict(t=np.array([r[0] for r in rows]), q=np.array([r[1] for r in rows]),
+                qd=np.array([r[2] for r in rows]), u=np.array([r[3] for r in rows]), ee=np.array(ee), cmds=cmds,
+                sim_status=[x for _, x in m.get("/gato_sim/status", [])],
+                ctl_status=[x for _, x in m.get("/gato_controller/status", [])], refs=refs,
+                vel_limit=np.asarray(sim._model.velocityLimit), res=res, timeout_s=sim.cfg["command_timeout_s"])
+
+
+def _instances(cmds):
+    """Split the stamped commands at each restart of the controller (its tick counter
+    starts again at 1): [(first stamp, last stamp), ...] per controller run."""
+    runs, prev = [], None
+    for stamp, tick, _ in cmds:
+        if prev is None or tick < prev:
+            runs.append([stamp, stamp])
+        runs[-1][1] = max(runs[-1][1], stamp)
+        prev = tick
+    return runs
+
+
+def _check_crash_and_resume(s, held_action):
+    """The acceptance figures of a controller killed and respawned, from the bag. Returns
+    them (for the failure messages and the report)."""
+    runs = _instances(s["cmds"])
+    assert len(runs) == 2, runs
+    t_crash, t_resume = runs[0][1], runs[1][0]
+    # the timeout the crash caused: the last one before the restart (a loaded machine may
+    # show short ones before); the recorder may lose the dead controller's last commands,
+    # so the crash is no earlier than the world's last applied command (timeout - age)
+    ts = [x for x in s["sim_status"] if x.state == "timeout" and t_crash - 1e-9 <= x.last_timeout_sim_s < t_resume]
+    assert ts, "no timeout after the crash in /gato_sim/status"
+    ev = ts[-1]
+    t_crash = max(t_crash, ev.last_timeout_sim_s - s["timeout_s"] - 0.01)
+    assert "controller stopped answering at t=" in ev.reason and ev.action == held_action, ev
+    t, ee, qd, u = s["t"], s["ee"], s["qd"], s["u"]
+    assert ev.last_timeout_sim_s - t_crash <= 0.5 + 1e-9, (ev.last_timeout_sim_s, t_crash)
+    k0 = int(np.searchsorted(t, t_crash))
+    k1 = int(np.searchsorted(t, t_resume))
+    assert k1 - k0 >= 10, (t_crash, t_resume)
+    moved = np.linalg.norm(ee[k0:k1 + 1] - ee[k0], axis=1).max()
+    assert moved < 0.05, moved
+    kh = int(np.searchsorted(t, t_crash + 0.5))
+    if kh < k1:                      # held: at rest 0.5 s after the crash, until the restart
+        speed = np.linalg.norm(np.diff(ee[kh:k1 + 1], axis=0), axis=1) / np.diff(t[kh:k1 + 1])
+        assert speed.max() < 0.01, speed.max()
+    assert np.all(np.abs(qd[k0:]) < s["vel_limit"]), np.max(np.abs(qd[k0:]) / s["vel_limit"])
+    later = [x.last_timeout_sim_s for x in s["sim_status"] if x.state == "timeout" and x.last_timeout_sim_s > t_resume]
+    k2 = min(k1 + 21, int(np.searchsorted(t, min(later))) if later else k1 + 21)   # up to another (load) timeout
+    steps = np.max(np.abs(np.diff(u[k1 - 1:k2], axis=0)), axis=1)
+    u_before = np.max(np.abs(u[k1 - 1]))
+    assert steps.max() < u_before, (steps.max(), u_before)
+    return dict(t_crash=t_crash, t_timeout=ev.last_timeout_sim_s, t_resume=t_resume, moved=moved,
+                resume_step=steps.max(), hold_torque=u_before)
+
+
+def _tracking_after(s, t0, t1):
+    ref = rl.ReferenceLogic({"robot": ROBOT})
+    k = (s["t"] >= t0) & (s["t"] <= t1)
+    return np.linalg.norm(s["ee"][k] - ref.positions(s["t"][k]), axis=1)
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_killed_controller_free_running_is_held_and_respawns(tmp_path, ros_env):
+    """Free-running sim bringup, respawn on: SIGKILL to the controller at a seeded moment.
+    The world times out within 0.5 s and holds (status + bag), the EE moves < 5 cm, no joint
+    reaches its velocity limit, the restarted controller's first commands step the torque by
+    less than the hold torque, and tracking is within 3 cm 2 s after its first command."""
+    delay = np.random.default_rng(23).uniform(1.0, 2.0)
+    b = Bringup(tmp_path, ros_env, "rt", ["lockstep:=false", "respawn:=true", "duration:=16"])
+    import time
+
+    i = b.wait_for("[gato_controller]")
+    b.wait_for("running", after=i)
+    time.sleep(delay)
+    b.kill("gato_controller")
+    b.wait_for("respawned gato_controller")
+    rep, out = b.finish()
+    assert rep["respawns"] == {"gato_controller": [-9]}, rep
+    assert all(rc == 0 for rc in rep["returncodes"].values()), rep
+    assert "controller stopped answering at t=" in out and "commands resumed at t=" in out   # the sim's log
+    s = _series(b.bag)
+    f = _check_crash_and_resume(s, "hold")
+    assert s["t"][-1] >= f["t_resume"] + 3.0, ("the run ended too early after the restart", f, s["t"][-1])
+    err = _tracking_after(s, f["t_resume"] + 2.0, f["t_resume"] + 3.0)
+    assert err.mean() < 0.03 and err.max() < 0.05, (err.mean(), err.max(), f)
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_killed_controller_lockstep_waits_reports_and_respawns(tmp_path, ros_env):
+    """Lockstep sim bringup, respawn on: SIGKILL to the controller. The world waits (the arm
+    does not move while nobody answers), reports the controller that stopped answering
+    (status + bag + log), and the restarted controller picks the run up: no tick lost,
+    no torque step beyond the torque in force, tracking within 3 cm 2 s later."""
+    delay = np.random.default_rng(24).uniform(1.0, 2.0)
+    b = Bringup(tmp_path, ros_env, "ls", ["respawn:=true", "duration:=10"])
+    import time
+
+    i = b.wait_for("[gato_controller]")
+    b.wait_for("running", after=i)
+    time.sleep(delay)
+    b.kill("gato_controller")
+    b.wait_for("respawned gato_controller")
+    rep, out = b.finish()
+    assert rep["respawns"] == {"gato_controller": [-9]}, rep
+    assert all(rc == 0 for rc in rep["returncodes"].values()), rep
+    assert "the lockstep world waits for it" in out
+    s = _series(b.bag)
+    runs = _instances(s["cmds"])
+    assert len(runs) == 2, runs
+    assert np.max(np.diff(s["t"])) < 0.0101 and s["t"][-1] >= 9.99 - 1e-9   # every tick, none skipped
+    # the world waited at the tick the restarted controller answered first, and said so
+    # (the recorder may lose the dead controller's last commands: the world's view counts)
+    ts = [x for x in s["sim_status"] if x.state == "timeout" and x.last_timeout_sim_s <= runs[1][0] + 1e-9]
+    assert ts and ts[-1].action == "wait" and f"at t={runs[1][0]:.3f} s" in ts[-1].reason, ts[-1:]
+    assert np.all(np.abs(s["qd"]) < s["vel_limit"])
+    t, u = s["t"], s["u"]
+    k1 = int(np.searchsorted(t, runs[1][0]))
+    steps = np.max(np.abs(np.diff(u[k1:k1 + 21], axis=0)), axis=1)   # u[k1]: the torque in force at the crash
+    assert steps.max() < np.max(np.abs(u[k1])), (steps.max(), np.abs(u[k1]).max())
+    err = _tracking_after(s, runs[1][0] + 2.0, runs[1][0] + 3.0)
+    assert err.size >= 90 and err.mean() < 0.03 and err.max() < 0.05, (err.mean(), err.max())
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_killed_reference_and_recorder(tmp_path, ros_env):
+    """Lockstep sim bringup: SIGKILL to the reference node, later to the recorder. The
+    controller does not stall the world: it follows the last window to its end, then holds
+    the EE position measured then (status reasons; the EE stays within 5 cm of that
+    point); the bag, never closed, reads up to the recorder's death."""
+    import time
+
+    b = Bringup(tmp_path, ros_env, "ref", ["duration:=0"])            # until stopped
+    i = b.wait_for("[gato_controller]")
+    b.wait_for("running", after=i)
+    time.sleep(np.random.default_rng(25).uniform(0.5, 1.5))
+    b.kill("gato_reference")
+    b.wait_for("holding the EE position measured at")
+    time.sleep(2.0)                                                      # some ticks of holding
+    b.kill("gato_recorder")
+    time.sleep(0.5)
+    rep, out = b.finish(stop=True)
+    assert rep["returncodes"]["gato_reference"] == -9 and rep["returncodes"]["gato_recorder"] == -9, rep
+    assert rep["returncodes"]["gato_sim"] == 0 and rep["returncodes"]["gato_controller"] == 0, rep
+    assert "did not arrive (the joint state was re-sent)" in out
+    assert not (b.bag / "metadata.yaml").exists()          # killed: never closed
+    s = _series(b.bag)
+    assert not s["res"].complete and any("truncated" in p or "metadata" in p for p in s["res"].problems)
+    t_ref = s["refs"][-1]
+    t, ee = s["t"], s["ee"]
+    assert t[-1] >= t_ref + 1.5, (t_ref, t[-1])            # the world went on without the reference
+    held = [x for x in s["ctl_status"] if "holding the EE position measured at" in x.reason]
+    assert held, "no stale-reference hold in the controller's status"
+    t_hold = float(held[0].reason.rsplit("measured at ", 1)[1].split(" s")[0])
+    k = int(np.searchsorted(t, t_hold))
+    assert np.linalg.norm(ee[k:] - ee[k], axis=1).max() < 0.05
+    assert {src for st, _, src in s["cmds"] if st > t_ref} == {"mpc"}
+    assert np.all(np.abs(s["qd"]) < s["vel_limit"])
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_nodes_exit_0_on_sigint_or_sigterm_whenever_it_arrives(tmp_path, ros_env):
+    """SIGINT / SIGTERM at seeded random moments (during the imports, while the node is
+    built, while it runs and publishes: the controller answers a free-running world's joint
+    states at 100 Hz) to every gato node: exit code 0 each time, no traceback; a recorder
+    that got the signal leaves a closed bag (metadata.yaml) whenever it had opened one."""
+    import os
+    import signal
+    import subprocess
+    import time
+    import uuid
+
+    from conftest import kill_tagged
+
+    trs = _system()
+    share = trs.share()
+    params = str(share / "config" / f"{ROBOT}.yaml")
+    marker = uuid.uuid4().hex
+    env = {**ros_env, "GATO_TEST_MARKER": marker}
+
+    def start(exe, *ros_args):
+        cmd = [trs.lr.resolve_executable(f"gato_ros/{exe}"), "--ros-args", "--params-file", params, *ros_args]
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+
+    rng = np.random.default_rng(2314)
+    world = start("sim_node", "-r", "__node:=gato_sim", "-p", "lockstep:=false", "-p", "duration_s:=0.0")
+    results = []
+    try:
+        plan = [("controller_node", ())] * 10 + [("reference_node", ("-p", "clock_driven:=false"))] * 2 + \
+            [("sim_node", ("-r", "__node:=gato_sim2", "-r", "joint_states:=js2", "-r", "/clock:=/clock2",
+                           "-p", "lockstep:=false"))] * 2 + [("recorder_node", ())] * 3
+        for i, (exe, extra) in enumerate(plan):
+            sig = signal.SIGINT if i % 3 else signal.SIGTERM
+            delay = float(rng.uniform(0.0, 5.0))
+            args = list(extra)
+            bag = tmp_path / f"bag{i}"
+            if exe == "recorder_node":
+                args = ["-p", f"bag_path:={bag}"]
+            p = start(exe, *args)
+            time.sleep(delay)
+            p.send_signal(sig)
+            try:
+                out, _ = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                out, _ = p.communicate()
+            results.append((exe, sig.name, round(delay, 2), p.returncode))
+            assert p.returncode == 0 and "Traceback" not in out, (exe, sig.name, delay, p.returncode, out[-3000:])
+            if exe == "recorder_node" and bag.exists():
+                assert (bag / "metadata.yaml").is_file(), (delay, out[-2000:])
+        assert world.poll() is None, "the world died"
+    finally:
+        world.send_signal(signal.SIGINT)
+        try:
+            out, _ = world.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            world.kill()
+            out, _ = world.communicate()
+        kill_tagged("GATO_TEST_MARKER", marker)
+    assert world.returncode == 0, out[-3000:]
+    print(results)

@@ -20,7 +20,8 @@ Entities (XML tag / YAML key):
     group                   children (scoped: configurations set inside stay inside)
     if / unless             on every entity: "true"/"1" or "false"/"0"
 Substitutions: $(var name), $(find-pkg-share pkg), $(find-pkg-prefix pkg),
-$(env NAME [default]), $(dirname), $(command 'shell command') (its stdout), nested.
+$(env NAME [default]), $(dirname), $(command 'shell command') (its stdout), $(equals A B)
+("true" when the two strings are equal), nested.
 ``on_exit="shutdown"``: when that process exits, the whole launch shuts down.
 ``respawn="true"`` (``respawn_delay`` seconds, default 0): when that process exits while
 the launch is not shutting down, it is started again after the delay, as ros2 launch
@@ -235,6 +236,10 @@ class Context:
             raise LaunchError(f"$(env {args[0]}): environment variable not set")
         if name == "dirname":
             return str(Path(self.file).parent) if self.file else os.getcwd()
+        if name == "equals":  # launch's EqualsSubstitution on plain strings
+            if len(args) != 2:
+                raise LaunchError(f"$(equals A B) takes two values, got {args}")
+            return "true" if args[0] == args[1] else "false"
         if name == "command":
             cmd = " ".join(args)
             r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
@@ -242,7 +247,7 @@ class Context:
                 raise LaunchError(f"$(command {cmd}) failed ({r.returncode}): {r.stderr.strip()[-500:]}")
             return r.stdout
         raise LaunchError(f"unsupported substitution $({name} ...); supported: var, find-pkg-share, "
-                          "find-pkg-prefix, env, dirname, command")
+                          "find-pkg-prefix, env, dirname, command, equals")
 
     def truth(self, value, where: str) -> bool:
         v = self.subst(value) if isinstance(value, str) else value

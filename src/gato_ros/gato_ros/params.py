@@ -213,9 +213,10 @@ SIM = (
     Param("lockstep_resend_s", "double", 0.5, "lockstep: re-publish the current joint state and clock when no "
           "command arrived for this long (wall clock): covers start-up and lost messages", "s",
           range=(0.01, 60.0), read_only=True),
-    Param("command_timeout_s", "double", 0.05, "command watchdog: no command for this long (wall clock) is a "
-          "timeout; realtime: the world applies command_timeout_action until commands resume; lockstep: the world "
-          "keeps waiting and reports that the controller stopped answering (~/status, log)", "s",
+    Param("command_timeout_s", "double", 0.05, "command watchdog: no command for this long is a timeout; "
+          "realtime (simulated time: the world's own cycles): the world applies command_timeout_action until "
+          "commands resume; lockstep (wall clock, at least lockstep_resend_s): the world keeps waiting and reports "
+          "that the controller stopped answering (~/status, log)", "s",
           range=(0.001, 10.0), read_only=True),
     Param("command_timeout_action", "string", "hold", "realtime: what the world applies without fresh commands "
           "(before the first one and after a timeout): hold (PD to the joint positions at the timeout, critically "

@@ -10,8 +10,10 @@ commands, the run is bit-for-bit reproducible regardless of machine load.
 Realtime: the caller advances the world on a wall-clock timer with the latest
 command held (zero-order hold) while it is fresh.
 
-Command watchdog (:class:`CommandWatchdog`, wall clock): like a drive with a watchdog.
-No command for ``command_timeout_s`` is a timeout. Realtime: from then on (and before
+Command watchdog (:class:`CommandWatchdog`): like a drive with a watchdog. No command
+for ``command_timeout_s`` is a timeout, measured in the world's own (simulated) time in
+realtime (a world stalled by machine load does not time out a live controller) and on
+the wall clock in lockstep (where simulated time stops while the world waits). Realtime: from then on (and before
 the first command) the world applies ``command_timeout_action`` instead of commands
 (:meth:`SimWorldLogic.advance_safe`), until a command arrives again:
 
@@ -229,8 +231,7 @@ class SimWorldLogic:
 
 
 class CommandWatchdog:
-    """Freshness of the command input on the caller's clock (wall clock, seconds), and its
-    events. States: ``waiting`` (no command yet), ``running``, ``timeout``. Only a running
+    """Freshness of the command input on the caller's clock (seconds), and its events. States: ``waiting`` (no command yet), ``running``, ``timeout``. Only a running
     input times out (start-up is not a timeout); the next command ends a timeout.
 
     Args:
@@ -277,7 +278,7 @@ class CommandWatchdog:
     def check(self, now_s: float, sim_ns: int) -> str | None:
         """Time out a running input whose last command is older than ``timeout_s``. Returns
         the event text on the transition, else None."""
-        if self.state != "running" or self.age_s(now_s) <= self.timeout_s:
+        if self.state != "running" or self.age_s(now_s) <= self.timeout_s + 1e-9:   # 1e-9: float sums of periods
             return None
         self.state = "timeout"
         self.timeouts += 1

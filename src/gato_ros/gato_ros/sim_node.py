@@ -9,13 +9,14 @@ with the current tick's joint-state stamp has arrived. While it waits, it re-sen
 the current clock and joint state every ``lockstep_resend_s`` (wall clock): that
 covers discovery at start-up and a lost message; the controller answers a repeated
 stamp with the command it already computed, so re-sending never changes the run.
-No command for ``command_timeout_s`` (wall clock) after the first one: the world keeps
-waiting, and reports once that the controller stopped answering (log warning, ~/status).
+No command for max(``command_timeout_s``, ``lockstep_resend_s``) (wall clock) after the
+first one: the world keeps waiting, and reports once that the controller stopped
+answering (log warning, ~/status).
 
 lockstep=false (realtime): subscribes /<controller_name>/commands (std_msgs/Float64MultiArray,
 joint_names order) and advances on a wall-clock timer at control_rate_hz with the
 latest command held while it is fresh. Before the first command and after
-``command_timeout_s`` without one, the world applies ``command_timeout_action`` (hold:
+``command_timeout_s`` of its own (simulated) time without one, the world applies ``command_timeout_action`` (hold:
 damped PD to the joint positions at the timeout plus gravity compensation; brake: zero
 motor torque, joint brakes), logged and reported on ~/status, until commands resume
 (:class:`gato_ros.sim_logic.CommandWatchdog`).
@@ -66,8 +67,10 @@ class SimNode(Node):
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         cfg = values
         self.lockstep = cfg["lockstep"]
-        self.watchdog = CommandWatchdog(cfg["command_timeout_s"],
-                                        "wait" if self.lockstep else cfg["command_timeout_action"])
+        # Lockstep waits are only reported, after the world re-sent the state unanswered at the earliest:
+        # a lockstep round trip through DDS on a loaded machine often takes longer than a few periods.
+        self.watchdog = CommandWatchdog(max(cfg["command_timeout_s"], cfg["lockstep_resend_s"]), "wait") \
+            if self.lockstep else CommandWatchdog(cfg["command_timeout_s"], cfg["command_timeout_action"])
         self.create_timer(1.0, self._publish_status, clock=self._wall)
         if self.lockstep:
             self.create_subscription(EffortCommand, cfg["command_topic"], self._on_stamped_command, qos())
@@ -86,7 +89,7 @@ class SimNode(Node):
             + (f", {cfg['duration_s']:g} s" if cfg["duration_s"] > 0 else "")
             + "".join(f", model error: {link} mass x{f:g}" for link, f in self.logic.mass_scale.items())
             + (f", payload {cfg['payload_mass_kg']:g} kg" if cfg["payload_mass_kg"] > 0 else "")
-            + f"; command timeout {cfg['command_timeout_s']:g} s: "
+            + f"; command timeout {self.watchdog.timeout_s:g} s: "
             + ("report (the world waits)" if self.lockstep else cfg["command_timeout_action"]))
         if not self.lockstep or self._started:
             self._publish_state()
@@ -96,6 +99,12 @@ class SimNode(Node):
         self.pub_clock.publish(self._ClockMsg(clock=cv.ns_to_time(js.stamp_ns)))
         self.pub_js.publish(cv.joint_state_to_msg(js))
 
+    def _watchdog_now(self) -> float:
+        """The watchdog's clock [s]: realtime, the world's own time (its cycles, like a drive's
+        watchdog: a world that stalls on a loaded machine does not time its input out);
+        lockstep, the wall clock (the world does not advance while it waits)."""
+        return time.monotonic() if self.lockstep else self.logic.t_ns / 1e9
+
     def _publish_status(self):
         wd = self.watchdog
         m = self._SimStatus()
@@ -104,7 +113,7 @@ class SimNode(Node):
         m.action = "" if wd.fresh else wd.action
         m.command_timeouts = wd.timeouts
         m.last_timeout_sim_s = wd.last_timeout_sim_ns / 1e9
-        m.command_age_s = wd.age_s(time.monotonic())
+        m.command_age_s = wd.age_s(self._watchdog_now())
         m.commands_applied, m.commands_rejected = wd.applied, wd.rejected
         m.commands_ignored = self.logic.ignored_commands
         self.pub_status.publish(m)
@@ -134,7 +143,7 @@ class SimNode(Node):
             self.watchdog.rejected += 1
             self.get_logger().error(f"command rejected: {e}; re-sending the joint state", throttle_duration_sec=1.0)
             return
-        self._watchdog_event(self.watchdog.command(time.monotonic(), self.logic.t_ns), False)
+        self._watchdog_event(self.watchdog.command(self._watchdog_now(), self.logic.t_ns), False)
         self.logic.advance(u)
         self._last_progress = time.monotonic()
         if not self._finish_if_done():
@@ -151,7 +160,7 @@ class SimNode(Node):
             self._publish_state()
             return
         if not self.done:
-            self._watchdog_event(self.watchdog.check(time.monotonic(), self.logic.t_ns), True)
+            self._watchdog_event(self.watchdog.check(self._watchdog_now(), self.logic.t_ns), True)
         if not self.done and time.monotonic() - self._last_progress > self._resend_s:
             self._last_progress = time.monotonic()
             self._publish_state()
@@ -166,12 +175,12 @@ class SimNode(Node):
             self.watchdog.rejected += 1
             self.get_logger().error(f"command rejected: {e}", throttle_duration_sec=1.0)
             return
-        self._watchdog_event(self.watchdog.command(time.monotonic(), self.logic.t_ns), False)
+        self._watchdog_event(self.watchdog.command(self._watchdog_now(), self.logic.t_ns), False)
 
     def _realtime_tick(self):
         if self.done:
             return
-        ev = self.watchdog.check(time.monotonic(), self.logic.t_ns)
+        ev = self.watchdog.check(self._watchdog_now(), self.logic.t_ns)
         if ev is not None:
             self.logic.engage_safe()      # hold where the arm is now
             self._watchdog_event(ev, True)
