@@ -183,3 +183,4 @@ def make(name: str, robot, config=None) -> Planner:
 
 
 register_planner("bsqp", "gato.bsqp_planner:BSQPPlanner")
+register_planner("sampling", "gato.sampling.planner:SamplingPlanner")

@@ -158,8 +158,8 @@ def _ref_padded(rows: np.ndarray, length: int) -> np.ndarray:
 
 
 def fig8_task(scenario: dict, *, timestep: float = 0.005, periods: float = 1.0, horizon_s: float = 0.5,
-              num_samples: int = 64, iterations: int = 2, ee_weight: float = 2000.0, ctrl_std: float = 0.02,
-              seed: int = 0):
+              num_samples: int = 64, iterations: int = 2, ee_weight: float = 2000.0, ctrl_std: float = 0.01,
+              ctrl_weight: float = 1.0, seed: int = 0):
     """(config, ctrl_ref, ee_ref, num_steps) of a gato.tasks figure-8 scenario on the iiwa14.
 
     ctrl_ref (T, 7) rad: the differential-IK joint path of the figure-8 (gato.tasks.ik_track, from
@@ -184,13 +184,13 @@ def fig8_task(scenario: dict, *, timestep: float = 0.005, periods: float = 1.0, 
                           stages=[SimMPCStage(iterations, [(0.25, None), (1.0, 4 * timestep)])],
                           terminal_scale=10.0, seed=seed)
     config = config.add(SensorTask(xyz, {ee_sensor(): ee_weight}, name="ee"))
-    config = config.add(ControlTask(1.0, qs, name="ctrl"))
+    config = config.add(ControlTask(ctrl_weight, qs, name="ctrl"))
     return config, qs, xyz, num_steps
 
 
 def pickplace_task(scenario: dict, *, timestep: float = 0.005, goal_s: float = 2.0, horizon_s: float = 0.5,
-                   num_samples: int = 64, iterations: int = 2, ee_weight: float = 2000.0, ctrl_std: float = 0.05,
-                   seed: int = 0):
+                   num_samples: int = 64, iterations: int = 2, ee_weight: float = 2000.0, ctrl_std: float = 0.01,
+                   ctrl_weight: float = 1.0, seed: int = 0):
     """(config, ctrl_ref, ee_ref, num_steps) of a gato.tasks pick-and-place scenario on the iiwa14.
 
     Each goal holds for goal_s seconds; ctrl_ref (T, 7) rad steps to the scenario's IK solution of
@@ -206,7 +206,7 @@ def pickplace_task(scenario: dict, *, timestep: float = 0.005, goal_s: float = 2
                           stages=[SimMPCStage(iterations, [(0.25, None), (1.0, 4 * timestep)])],
                           terminal_scale=10.0, seed=seed)
     config = config.add(SensorTask(ee_ref, {ee_sensor(): ee_weight}, name="ee"))
-    config = config.add(ControlTask(1.0, qs, name="ctrl"))
+    config = config.add(ControlTask(ctrl_weight, qs, name="ctrl"))
     return config, qs, ee_ref, len(goals) * steps_goal
 
 
@@ -223,3 +223,77 @@ def box_push_scenarios(n: int, *, seed: int) -> list:
         goal = start + dist * np.array([math.cos(ang), math.sin(ang)])
         out.append(dict(id=f"iiwa14/boxpush/{seed}/{i}", start=start, goal=goal))
     return out
+
+
+def _min_jerk(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    s = np.linspace(0.0, 1.0, max(n, 2))[1:]
+    s = 10 * s ** 3 - 15 * s ** 4 + 6 * s ** 5
+    return a + s[:, None] * (b - a)
+
+
+#: Phases of the pushing reference [s]: over the box, down behind it, the push, hold.
+PUSH_PHASES = dict(approach=1.0, descend=0.7, push=2.0, hold=1.3)
+
+
+def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0.15, horizon_s: float = 0.5,
+                  num_samples: int = 64, iterations: int = 2, box_weight: float = 3000.0, ee_weight: float = 300.0,
+                  ctrl_std: float = 0.03, seed: int = 0):
+    """(spec, config, ctrl_ref, q0, num_steps) of a box push (a :func:`box_push_scenarios` entry).
+
+    The EE reference: from the ready pose over the box's far side (0.12 m above), down behind it
+    (at the box's centre height, the sphere tool 3 cm off the face), then a straight push that
+    would leave the box at the goal, then hold (PUSH_PHASES). ctrl_ref (T, 7) rad is its
+    differential-IK joint path (tool pointing down as at Q_READY), which the plans offset. The
+    costs: box_weight * |box_xy - goal|^2 (SensorTask on the box position) from the push phase on,
+    ee_weight * |EE - reference|^2, and a small ControlTask toward ctrl_ref. What the planner adds
+    over the scripted path: the box's contact dynamics (slip, rotation, a push that falls short).
+    """
+    import pinocchio as pin
+
+    from .. import tasks
+    from ..interface import robot_urdf
+
+    start, goal = np.asarray(scenario["start"], float), np.asarray(scenario["goal"], float)
+    spec = box_push_spec(timestep=timestep, table_z=table_z, box_xy=start)
+    model = pin.buildModelFromUrdf(str(robot_urdf("iiwa14")))
+    data = model.createData()
+    q0 = tasks.Q_READY["iiwa14"].copy()
+    fid = model.getFrameId("EE")
+    pin.forwardKinematics(model, data, q0)
+    ee0 = pin.updateFramePlacement(model, data, fid).translation.copy()
+    h, r = BOX["half"], 0.033
+    zc = table_z + h
+    u = (goal - start) / np.linalg.norm(goal - start)
+    pre = np.array([*(start - u * (h + r + 0.03)), zc])
+    end = np.array([*(goal - u * (h + r)), zc])
+    steps = {k: int(round(v / timestep)) for k, v in PUSH_PHASES.items()}
+    above = pre + [0.0, 0.0, 0.12]
+    path = np.vstack([ee0[None], _min_jerk(ee0, above, steps["approach"]), _min_jerk(above, pre, steps["descend"]),
+                      _min_jerk(pre, end, steps["push"]), np.repeat(end[None], steps["hold"], 0)])
+    H = int(round(horizon_s / timestep))
+    num_steps = len(path) - 1
+    path = _ref_padded(path, num_steps + H + 2)
+    qs, _ = tasks.ik_track(model, "EE", q0, path)
+    push_from = steps["approach"] + steps["descend"]
+    box_ref = np.tile([*goal, zc], (len(path), 1))
+    box_w = np.zeros(len(path))
+    box_w[push_from:] = 1.0
+    config = SimMPCConfig(num_samples=num_samples, horizon_steps=H, node_steps=max(1, H // 5),
+                          ctrl_steps=max(1, H // 25), max_iterations=iterations, ctrl_std=ctrl_std,
+                          stages=[SimMPCStage(iterations, [(0.25, None), (1.0, 4 * timestep)])],
+                          terminal_scale=10.0, seed=seed)
+    config = config.add(_GatedSensorTask(box_ref, {"box_pos": [box_weight, box_weight, 0.0]}, box_w, name="box"))
+    config = config.add(SensorTask(path, {ee_sensor(): ee_weight}, name="ee"))
+    config = config.add(ControlTask(1.0, qs, name="ctrl"))
+    return spec, config, qs, q0, num_steps
+
+
+class _GatedSensorTask(SensorTask):
+    """A SensorTask whose cost row k is multiplied by gate[k] (0 before the push phase)."""
+
+    def __init__(self, sensor_ref, weight, gate, **kw):
+        super().__init__(sensor_ref, weight, **kw)
+        self.gate = np.asarray(gate, dtype=np.float64)
+
+    def cost(self, b):
+        return super().cost(b) * self.gate[np.clip(b.ctrl_clock, 0, len(self.gate) - 1)][None]

@@ -13,6 +13,7 @@ thread count (tested).
 from __future__ import annotations
 
 import os
+import time
 from typing import Optional
 
 import numpy as np
@@ -152,6 +153,7 @@ class RolloutEngine:
         self._buffers = {}
         self._models = {}
         self.steps = 0  # simulated steps run so far (throughput accounting)
+        self.rollout_s = 0.0  # wall time spent inside mujoco.rollout so far [s]
 
     def _out(self, model, n, T):
         key = (id(model), n, T)
@@ -173,9 +175,11 @@ class RolloutEngine:
         warm = np.ascontiguousarray(warm, dtype=np.float64)
         ctrl = np.ascontiguousarray(ctrl, dtype=np.float64)
         chunk = max(1, n // (self.nthread * 4))
+        tic = time.perf_counter()
         self._pool.rollout(models, self._datas, x0, ctrl, skip_checks=True, nstep=T,
                            control_spec=_mj().mjtState.mjSTATE_CTRL.value, initial_warmstart=warm,
                            state=state, sensordata=sens, chunk_size=chunk)
+        self.rollout_s += time.perf_counter() - tic
         self.steps += n * T
         return state, sens
 

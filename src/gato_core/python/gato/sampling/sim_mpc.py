@@ -66,14 +66,7 @@ class SimMPC:
         self.nu = int(cm.num_commands) if cm is not None else int(m.nu)
         if self.nu < 1:
             raise ValueError("sim: the model has no actuators to plan for")
-        ref = np.asarray(ctrl_ref, dtype=np.float64)
-        if ref.ndim == 2:
-            ref = np.broadcast_to(ref, (B,) + ref.shape)
-        if ref.ndim != 3 or ref.shape[0] != B or ref.shape[2] != self.nu or ref.shape[1] < 1 \
-                or not np.all(np.isfinite(ref)):
-            raise ValueError(f"ctrl_ref: expected finite (T, {self.nu}) or ({B}, T, {self.nu}) commands, "
-                             f"got shape {np.shape(ctrl_ref)}")
-        self.ctrl_ref = np.ascontiguousarray(ref)
+        self.set_ctrl_ref(ctrl_ref)
         self.lo, self.hi = self._bounds()
         self.sims = {"rollout": MjSim(m, B * (S - 1) * R, nthread=sim.nthread),
                      "validation": MjSim(m, B * R, nthread=sim.nthread)}
@@ -93,6 +86,21 @@ class SimMPC:
         self.rng = np.random.default_rng(config.seed)
         self.stages: Optional[List[SimMPCStage]] = list(config.stages) if config.stages else None
         self.num_plans = 0
+
+    def set_ctrl_ref(self, ctrl_ref: np.ndarray, offset: int = 0) -> None:
+        """Replace the reference commands: (T, nu) or (batch_size, T, nu), row k at sim step
+        offset + k (a receding-horizon driver refills a short window and moves the offset)."""
+        B = self.config.batch_size
+        ref = np.asarray(ctrl_ref, dtype=np.float64)
+        if ref.ndim == 2:
+            ref = np.broadcast_to(ref, (B,) + ref.shape)
+        if ref.ndim != 3 or ref.shape[0] != B or ref.shape[2] != self.nu or ref.shape[1] < 1 \
+                or not np.all(np.isfinite(ref)):
+            raise ValueError(f"ctrl_ref: expected finite (T, {self.nu}) or ({B}, T, {self.nu}) commands, "
+                             f"got shape {np.shape(ctrl_ref)}")
+        if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+            raise ValueError(f"offset: expected an integer sim step, got {offset!r}")
+        self.ctrl_ref, self.ctrl_ref_offset = np.ascontiguousarray(ref), int(offset)
 
     # ------------------------------------------------------------------ setup
     def _planning_model(self, sim: MjSim):
@@ -141,7 +149,8 @@ class SimMPC:
 
     # --------------------------------------------------------------- rollouts
     def _ref_window(self, t0: int) -> np.ndarray:
-        idx = np.clip(np.arange(t0, t0 + self.config.horizon_steps), 0, self.ctrl_ref.shape[1] - 1)
+        start = t0 - self.ctrl_ref_offset
+        idx = np.clip(np.arange(start, start + self.config.horizon_steps), 0, self.ctrl_ref.shape[1] - 1)
         return self.ctrl_ref[:, idx]
 
     def _commands_of(self, nodes: np.ndarray, t0: int) -> np.ndarray:
@@ -289,13 +298,13 @@ class SimMPC:
             iterations (run), plan_cost (the executed plan's cost at the fine step), best_cost (the
             cheapest candidate scored at the fine step), executed ("plan" | "best_draw"),
             temperature (last iteration's), std_scale, stages, rollout_steps (simulated this plan),
-            wall_s, and per_iteration: [{iteration, dt, plan_cost, best_cost, mean_cost,
+            wall_s (the plan's wall time), rollout_s (of it, inside mujoco.rollout), and per_iteration: [{iteration, dt, plan_cost, best_cost, mean_cost,
             temperature, std}] (costs of that iteration's candidates; plan_cost at the fine step).
         """
         if isinstance(t0, bool) or not isinstance(t0, (int, np.integer)) or t0 < 0:
             raise ValueError(f"t0: expected an integer sim step >= 0, got {t0!r}")
         t0 = int(t0)
-        tic, steps0 = time.perf_counter(), self.engine.steps
+        tic, steps0, roll0 = time.perf_counter(), self.engine.steps, self.engine.rollout_s
         c, B = self.config, self.config.batch_size
         x0, warm = as_states(self.model, data, B, self._scratch)
         x0 = self._settle(x0, warm)
@@ -375,8 +384,15 @@ class SimMPC:
         self.num_plans += 1
         wall, steps = time.perf_counter() - tic, self.engine.steps - steps0
         for info in infos:
-            info.update(rollout_steps=int(steps), wall_s=wall)
+            info.update(rollout_steps=int(steps), wall_s=wall, rollout_s=self.engine.rollout_s - roll0)
         return self._commands, infos
+
+    def reset(self) -> None:
+        """Forget the plans: zero node offsets, no shift, the configured noise (the seed's stream
+        continues)."""
+        self.nodes[:] = 0.0
+        self._t_prev = None
+        self._scale[:] = 1.0
 
     # ---------------------------------------------------------------- execute
     def execute(self, sim: MjSim, num_steps: int, callback: Optional[Callable[[List[dict]], None]] = None,

@@ -144,6 +144,9 @@ class Term:
 
     name: str = ""
     weight = 1.0
+    #: Sim step of the references' row 0: row k applies at step ref_offset + k (a receding-horizon
+    #: driver refills a short reference window and moves the offset instead of growing the arrays).
+    ref_offset: int = 0
 
     def require(self, spec) -> None:
         """Add the sensors this term reads to ``spec`` where missing (default: none)."""
@@ -232,9 +235,9 @@ class StateTask(Term):
 
     def cost(self, b):
         clock = np.full_like(b.clock, b.t0) if self.freeze_reference else b.clock
-        e = qpos_error(self._model, b.qpos, _rows(self._qref, clock)[None])
+        e = qpos_error(self._model, b.qpos, _rows(self._qref, clock - self.ref_offset)[None])
         pos = np.maximum(np.linalg.norm(e * self._w, axis=-1) - self.pose_tolerance, 0.0)
-        vel = np.linalg.norm(b.qvel - _rows(self._vref, clock)[None], axis=-1)
+        vel = np.linalg.norm(b.qvel - _rows(self._vref, clock - self.ref_offset)[None], axis=-1)
         if self.squared:
             return pos ** 2 + self.vel_weight * vel ** 2
         return pos + self.vel_weight * vel
@@ -305,7 +308,7 @@ class SensorTask(Term):
 
     def cost(self, b):
         clock = np.full_like(b.ctrl_clock, b.t0) if self.freeze_reference else b.ctrl_clock
-        ref = _rows(self._ref, clock)[None]
+        ref = _rows(self._ref, clock - self.ref_offset)[None]
         total = np.zeros(b.sensordata.shape[:2])
         for (s, sl, w), rc in zip(self._items, self._ref_cols):
             val = b.sensordata[..., sl]
@@ -342,7 +345,7 @@ class ControlTask(Term):
         self._ref = np.zeros((1, model.nu)) if self.ctrl_ref is None else _ref(self.ctrl_ref, "ctrl_ref", model.nu)
 
     def cost(self, b):
-        r = b.ctrl - _rows(self._ref, b.ctrl_clock)[None]
+        r = b.ctrl - _rows(self._ref, b.ctrl_clock - self.ref_offset)[None]
         if self.norm:
             return np.linalg.norm(r * self._w, axis=-1)
         return np.sum(self._w * r * r, axis=-1)
@@ -375,7 +378,7 @@ class AlignTask(Term):
         clock = np.full_like(b.ctrl_clock, b.t0) if self.freeze_reference else b.ctrl_clock
         o = b.sensordata[..., self._o][..., self.components]
         u = b.sensordata[..., self._s][..., self.components] - o
-        v = _rows(self._ref, clock)[None][..., self.components] - o
+        v = _rows(self._ref, clock - self.ref_offset)[None][..., self.components] - o
         nu_, nv_ = np.linalg.norm(u, axis=-1), np.linalg.norm(v, axis=-1)
         ok = (nu_ > 1e-12) & (nv_ > 1e-12)
         cos = np.where(ok, np.sum(u * v, axis=-1) / np.maximum(nu_ * nv_, 1e-24), -1.0)
@@ -453,8 +456,8 @@ class ContactTask(Term):
 
     def cost(self, b):
         clock = b.ctrl_clock
-        tgt = _rows(self.target, clock)[None]   # (1, T, G, 2)
-        rad = _rows(self.radius, clock)[None]   # (1, T, G)
+        tgt = _rows(self.target, clock - self.ref_offset)[None]   # (1, T, G, 2)
+        rad = _rows(self.radius, clock - self.ref_offset)[None]   # (1, T, G)
         total = np.zeros(b.sensordata.shape[:2])
         for g, sl in enumerate(self._sl):
             s = b.sensordata[..., sl]
@@ -471,7 +474,7 @@ class ContactTask(Term):
             if self.penalty > 0:
                 ok = np.zeros_like(found)
                 if self.allowed is not None:
-                    discs = _rows(self.allowed, clock)[None][..., g, :, :]   # (1, T, A, 3)
+                    discs = _rows(self.allowed, clock - self.ref_offset)[None][..., g, :, :]   # (1, T, A, 3)
                     d = np.linalg.norm(pos[..., None, :2] - discs[..., :2], axis=-1)
                     ok = np.any(d <= discs[..., 2], axis=-1)
                 touch = found & (dist <= self.margin)
@@ -514,9 +517,9 @@ class GraspTask(Term):
 
     def cost(self, b):
         clock = b.ctrl_clock
-        off = _rows(self.offset, clock)[None]
+        off = _rows(self.offset, clock - self.ref_offset)[None]
         if self._q is not None:
             off = np.einsum("wtij,wtj->wti", quat_to_mat(b.sensordata[..., self._q]),
                             np.broadcast_to(off, b.sensordata.shape[:2] + (3,)))
         d = np.linalg.norm(b.sensordata[..., self._g] - (b.sensordata[..., self._o] + off), axis=-1)
-        return _rows(self.weight, clock)[None] * np.maximum(d - self.tolerance, 0.0)
+        return _rows(self.weight, clock - self.ref_offset)[None] * np.maximum(d - self.tolerance, 0.0)

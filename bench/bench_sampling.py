@@ -1,0 +1,343 @@
+"""The sampling planner (gato.sampling.SimMPC) on the iiwa14: rollout throughput, plan time per
+tick, and closed-loop task outcomes against the BSQP controller.
+
+Parts (``--part``, default all):
+
+* ``throughput``: simulated steps per second of 7-DoF iiwa14 rollouts WITH contacts (the
+  box-pushing scene: table, box, robot meshes; timestep 2 ms, 0.5 s horizon), for a Python loop
+  over ``mj_step``, one ``mujoco.rollout`` call per sample, one batched ``mujoco.rollout`` call
+  over all samples (the raw C throughput), and the planner itself (``SimMPC.plan`` with one fine
+  stage: rollout steps it ran / its wall time, i.e. including noise draws, interpolation, cost
+  terms and the elite update). ``--threads`` rollout threads everywhere.
+* ``plan``: wall time of one MPC tick (``SimMPC.plan``, 2 iterations) at num_samples 64 / 256,
+  horizon 0.5 s, fine stage and the coarse stage [(0.25, fine), (1.0, 4 x timestep)].
+* ``closed``: same seeded scenarios for both planners in MuJoCo (the same URDF -> MjSpec model):
+  figure-8 RMS EE tracking error (gato.tasks.fig8_scenarios, speed ratio 0.5, one period) and
+  step-reference pick-and-place success (gato.tasks.pickplace_scenarios, ramp 0, 3 goals x 2 s;
+  success: the EE within 2 cm of every goal at the end of its 2 s) for ``sampling`` and ``bsqp``
+  (MPCController with bench_limits' solver settings on gato.worlds.MuJoCoWorld, torque clamped to
+  the effort limits); box pushing for ``sampling`` (10 seeded boxes; success: box within 3 cm of
+  its goal at the end) with the scripted IK path played open loop as the baseline.
+
+    source scripts/activate.sh && python bench/bench_sampling.py [--part all] [--threads 2]
+
+Timings are wall clock on a shared machine: the report prints the load average before and after.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import mujoco  # noqa: E402
+from mujoco import rollout as mj_rollout  # noqa: E402
+
+from gato.sampling import MjSim, SimMPC, SimMPCConfig, SimMPCStage, SensorTask, scenes  # noqa: E402
+
+PLANT = "iiwa14"
+TIMESTEP = 0.002      # s, throughput / plan-time scene step
+HORIZON_S = 0.5       # s
+REPEATS = 5
+
+
+def _load() -> str:
+    a, b, c = os.getloadavg()
+    return f"{a:.2f} / {b:.2f} / {c:.2f}"
+
+
+def _stats(xs):
+    xs = sorted(xs)
+    return statistics.median(xs), xs[0], xs[-1]
+
+
+def _scene():
+    spec = scenes.box_push_spec(timestep=TIMESTEP)
+    return spec, spec.compile()
+
+
+def _start(model):
+    d = mujoco.MjData(model)
+    d.qpos[:7] = scenes_q_ready()
+    d.ctrl[:] = d.qpos[:7]
+    mujoco.mj_forward(model, d)
+    return d
+
+
+def scenes_q_ready():
+    from gato.tasks import Q_READY
+
+    return Q_READY[PLANT].copy()
+
+
+def _x0(model, d):
+    s = np.empty(mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
+    mujoco.mj_getState(model, d, s, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    return s
+
+
+def _ctrl(model, S, H, seed=0):
+    rng = np.random.default_rng(seed)
+    q = scenes_q_ready()
+    return q[None, None] + 0.05 * rng.standard_normal((S, H, model.nu))
+
+
+def throughput(S, threads):
+    """{name: (median, min, max) steps/s} at S samples of H steps."""
+    spec, model = _scene()
+    H = int(round(HORIZON_S / TIMESTEP))
+    d = _start(model)
+    x0, warm = _x0(model, d), np.array(d.qacc_warmstart)
+    ctrl = _ctrl(model, S, H)
+    out = {}
+    # Python loop over mj_step (one thread: Python cannot step in parallel)
+    ts = []
+    for _ in range(max(1, REPEATS // 2)):
+        dd = mujoco.MjData(model)
+        t = time.perf_counter()
+        for s in range(S):
+            mujoco.mj_setState(model, dd, x0, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+            dd.qacc_warmstart[:] = warm
+            for k in range(H):
+                dd.ctrl[:] = ctrl[s, k]
+                mujoco.mj_step(model, dd)
+        ts.append(S * H / (time.perf_counter() - t))
+    out["Python loop over mj_step (1 thread)"] = _stats(ts)
+    pool = mj_rollout.Rollout(nthread=threads)
+    datas = [mujoco.MjData(model) for _ in range(threads)]
+    # one mujoco.rollout call per sample
+    ts = []
+    for _ in range(REPEATS):
+        t = time.perf_counter()
+        for s in range(S):
+            pool.rollout(model, datas, x0[None], ctrl[s:s + 1], initial_warmstart=warm[None])
+        ts.append(S * H / (time.perf_counter() - t))
+    out["mujoco.rollout, one call per sample"] = _stats(ts)
+    # one batched call (the raw throughput)
+    state = np.empty((S, H, x0.size))
+    sens = np.empty((S, H, model.nsensordata))
+    ts = []
+    for _ in range(REPEATS):
+        t = time.perf_counter()
+        pool.rollout([model] * S, datas, np.tile(x0, (S, 1)), ctrl, initial_warmstart=np.tile(warm, (S, 1)),
+                     state=state, sensordata=sens)
+        ts.append(S * H / (time.perf_counter() - t))
+    out["mujoco.rollout, one batched call (raw)"] = _stats(ts)
+    pool.close()
+    # the planner: fine stage, one iteration per plan; steps it simulated / its wall time
+    cfg = SimMPCConfig(num_samples=S, horizon_steps=H, node_steps=H // 5, ctrl_steps=H // 25, max_iterations=1,
+                       stages=[SimMPCStage(1)], ctrl_std=0.05)
+    ee = scenes.ee_sensor(PLANT)
+    cfg = cfg.add(SensorTask(np.tile([0.6, 0.1, 0.3, 0.6, 0.1, 0.19], (H + 1, 1)), {ee: 100.0, "box_pos": [10.0, 10.0, 0.0]}))
+    mpc = SimMPC(cfg, MjSim(spec, 1, nthread=threads), np.tile(scenes_q_ready(), (H + 1, 1)))
+    dp = _start(mpc.model)
+    mpc.plan(dp, 0)  # warm the buffers
+    ts, inside = [], []
+    for _ in range(REPEATS):
+        s0 = mpc.engine.steps
+        t = time.perf_counter()
+        _, infos = mpc.plan(dp, 0)
+        ts.append((mpc.engine.steps - s0) / (time.perf_counter() - t))
+        inside.append(infos[0]["rollout_s"] / infos[0]["wall_s"])
+    out["SimMPC.plan (draws + validation, costs, update)"] = _stats(ts)
+    out["share of SimMPC.plan wall time inside mujoco.rollout"] = _stats(inside)
+    mpc.close()
+    return out
+
+
+def plan_time(S, threads, coarse):
+    H = int(round(HORIZON_S / TIMESTEP))
+    spec, _ = _scene()
+    stage = SimMPCStage(2, [(0.25, None), (1.0, 4 * TIMESTEP)]) if coarse else SimMPCStage(2)
+    cfg = SimMPCConfig(num_samples=S, horizon_steps=H, node_steps=H // 5, ctrl_steps=H // 25, stages=[stage],
+                       ctrl_std=0.05, min_improvement=0.0)
+    ee = scenes.ee_sensor(PLANT)
+    cfg = cfg.add(SensorTask(np.tile([0.6, 0.1, 0.3, 0.6, 0.1, 0.19], (H + 1, 1)), {ee: 100.0, "box_pos": [10.0, 10.0, 0.0]}))
+    mpc = SimMPC(cfg, MjSim(spec, 1, nthread=threads), np.tile(scenes_q_ready(), (H + 1, 1)))
+    d = _start(mpc.model)
+    mpc.plan(d, 0)
+    ts = []
+    for _ in range(REPEATS):
+        t = time.perf_counter()
+        mpc.plan(d, 0)
+        ts.append(1e3 * (time.perf_counter() - t))
+    mpc.close()
+    return _stats(ts)
+
+
+# ------------------------------------------------------------------ closed loop
+def _sampling_run(config, ctrl_ref, model_spec, q0, num_steps):
+    mpc = SimMPC(config, MjSim(model_spec, 1, nthread=ARGS.threads), ctrl_ref)
+    ex = MjSim(mpc.model, 1)
+    d = ex.data[0]
+    d.qpos[:7] = q0
+    d.ctrl[:] = q0
+    mujoco.mj_forward(mpc.model, d)
+    (rows,), (plans,) = mpc.execute(ex, num_steps)
+    mpc.close()
+    return rows, plans, mpc.model
+
+
+def fig8_sampling(sc):
+    cfg, qs, xyz, n = scenes.fig8_task(sc, timestep=0.005)
+    rows, plans, m = _sampling_run(cfg, qs, scenes.robot_spec(PLANT, timestep=0.005), sc["q0"], n)
+    lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
+    err = np.linalg.norm(rows["sensordata"][:, lay:lay + 3] - xyz[1:n + 1], axis=1)
+    return float(np.sqrt(np.mean(err ** 2)))
+
+
+def _bsqp(urdf):
+    import gato
+    from bench_limits import DT, N, SOLVER
+    from gato.controller import MPCController
+
+    s = gato.BSQP(str(urdf), 1, N, DT, **SOLVER)
+    return s, MPCController(s), N, DT
+
+
+def fig8_bsqp(sc):
+    import gato
+    from gato.tasks import fig8_reference
+    from gato.worlds import MuJoCoWorld
+
+    urdf = gato.robot_urdf(PLANT)
+    s, ctrl, N, DT = _bsqp(urdf)
+    world = MuJoCoWorld(urdf, timestep=DT / 4)
+    ref, sim_time = fig8_reference(dict(sc, dt=DT), N, periods=1)
+    ref = ref.reshape(-1, 6)
+    u_max = np.asarray(s.limits["u"])
+    q, dq = np.array(sc["q0"]), np.zeros(7)
+    ctrl.reset(np.concatenate([q, dq]))
+    errs = []
+    for t in range(int(round(sim_time / DT))):
+        u = np.clip(np.asarray(ctrl.step(np.concatenate([q, dq]), ref[t:t + N].ravel()).u), -u_max, u_max)
+        for _ in range(4):
+            q, dq = world.step(q, dq, u, DT / 4)
+        errs.append(np.linalg.norm(s.ee_pos(q) - ref[t + 1, :3]))
+    return float(np.sqrt(np.mean(np.square(errs))))
+
+
+def pickplace_sampling(sc, goal_s=2.0):
+    cfg, qs, ee_ref, n = scenes.pickplace_task(sc, timestep=0.005, goal_s=goal_s)
+    rows, plans, m = _sampling_run(cfg, qs, scenes.robot_spec(PLANT, timestep=0.005), sc["q0"], n)
+    lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
+    per = int(round(goal_s / 0.005))
+    ends = [np.linalg.norm(rows["sensordata"][(i + 1) * per - 1, lay:lay + 3] - g) for i, g in enumerate(sc["goals"])]
+    return max(ends)
+
+
+def pickplace_bsqp(sc, goal_s=2.0):
+    import gato
+    from gato.worlds import MuJoCoWorld
+
+    urdf = gato.robot_urdf(PLANT)
+    s, ctrl, N, DT = _bsqp(urdf)
+    world = MuJoCoWorld(urdf, timestep=DT / 4)
+    u_max = np.asarray(s.limits["u"])
+    q, dq = np.array(sc["q0"]), np.zeros(7)
+    ctrl.reset(np.concatenate([q, dq]))
+    ends = []
+    for goal in sc["goals"]:
+        ref = np.tile(np.concatenate([goal, np.zeros(3)]), N)
+        for _ in range(int(round(goal_s / DT))):
+            u = np.clip(np.asarray(ctrl.step(np.concatenate([q, dq]), ref).u), -u_max, u_max)
+            for _ in range(4):
+                q, dq = world.step(q, dq, u, DT / 4)
+        ends.append(np.linalg.norm(s.ee_pos(q) - goal))
+    return max(ends)
+
+
+def box_push(sc):
+    spec, cfg, qs, q0, n = scenes.box_push_task(sc)
+    rows, plans, m = _sampling_run(cfg, qs, spec, q0, n)
+    d = mujoco.MjData(m)
+    d.qpos[:7] = q0
+    d.ctrl[:] = q0
+    for k in range(n):
+        d.ctrl[:] = qs[k]
+        mujoco.mj_step(m, d)
+    return float(np.linalg.norm(rows["qpos"][-1, 7:9] - sc["goal"])), float(np.linalg.norm(d.qpos[7:9] - sc["goal"]))
+
+
+def closed(n_f8, n_pp, n_box):
+    import pinocchio as pin
+
+    import gato
+    from gato.tasks import fig8_scenarios, pickplace_scenarios
+
+    model = pin.buildModelFromUrdf(str(gato.robot_urdf(PLANT)))
+    lines = ["| task | scenario | sampling | bsqp |", "|---|---|---|---|"]
+    for sc in fig8_scenarios(model, PLANT, n_f8, seed=0, dt=0.03125, ratio_range=(0.5, 0.5)):
+        a, b = fig8_sampling(sc), fig8_bsqp(sc)
+        lines.append(f"| figure-8 RMS EE err [mm] | {sc['id']} | {1e3 * a:.2f} | {1e3 * b:.2f} |")
+        print(lines[-1], flush=True)
+    ok = {"sampling": 0, "bsqp": 0}
+    pps = pickplace_scenarios(model, PLANT, n_pp, seed=0, ramps=(0.0,))
+    for sc in pps:
+        a, b = pickplace_sampling(sc), pickplace_bsqp(sc)
+        ok["sampling"] += a < 0.02
+        ok["bsqp"] += b < 0.02
+        lines.append(f"| pick-and-place worst end-of-goal EE err [mm] | {sc['id']} | {1e3 * a:.1f} | {1e3 * b:.1f} |")
+        print(lines[-1], flush=True)
+    lines.append(f"| pick-and-place success (< 20 mm at every goal) | {len(pps)} scenarios | {ok['sampling']}/{len(pps)} "
+                 f"| {ok['bsqp']}/{len(pps)} |")
+    lines += ["", "| box push | start (x, y) [m] | goal (x, y) [m] | sampling: final box err [mm] | "
+              "open-loop scripted path [mm] |", "|---|---|---|---|---|"]
+    succ = base = 0
+    scs = scenes.box_push_scenarios(n_box, seed=0)
+    for sc in scs:
+        e, e0 = box_push(sc)
+        succ += e < 0.03
+        base += e0 < 0.03
+        lines.append(f"| {sc['id']} | ({sc['start'][0]:.3f}, {sc['start'][1]:.3f}) | ({sc['goal'][0]:.3f}, "
+                     f"{sc['goal'][1]:.3f}) | {1e3 * e:.1f} | {1e3 * e0:.1f} |")
+        print(lines[-1], flush=True)
+    lines.append(f"| success (< 30 mm) | {len(scs)} boxes | | {succ}/{len(scs)} | {base}/{len(scs)} |")
+    return lines
+
+
+def main(argv=None):
+    global ARGS
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--part", default="all", choices=["all", "throughput", "plan", "closed"])
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--samples", default="64,256")
+    p.add_argument("--n-fig8", type=int, default=3)
+    p.add_argument("--n-pickplace", type=int, default=3)
+    p.add_argument("--n-box", type=int, default=10)
+    ARGS = p.parse_args(argv)
+    samples = [int(s) for s in ARGS.samples.split(",")]
+    print(f"mujoco {mujoco.__version__}, {os.cpu_count()} CPUs, threads {ARGS.threads}, load before {_load()}")
+    if ARGS.part in ("all", "throughput"):
+        print("\n| samples | method | steps/s median | min | max |\n|---|---|---|---|---|")
+        for S in samples:
+            res = throughput(S, ARGS.threads)
+            raw = res["mujoco.rollout, one batched call (raw)"][0]
+            for name, (med, lo, hi) in res.items():
+                if name.startswith("share"):
+                    print(f"| {S} | {name} | {med:.3f} | {lo:.3f} | {hi:.3f} |", flush=True)
+                    continue
+                print(f"| {S} | {name} | {med:,.0f} ({med / raw:.2f}x raw) | {lo:,.0f} | {hi:,.0f} |", flush=True)
+    if ARGS.part in ("all", "plan"):
+        print("\n| samples | stage | plan time per tick [ms] median | min | max |\n|---|---|---|---|---|")
+        for S in samples:
+            for coarse in (False, True):
+                med, lo, hi = plan_time(S, ARGS.threads, coarse)
+                st = "[(0.25, fine), (1.0, 4 dt)]" if coarse else "fine"
+                print(f"| {S} | {st} | {med:.1f} | {lo:.1f} | {hi:.1f} |", flush=True)
+    if ARGS.part in ("all", "closed"):
+        print()
+        closed(ARGS.n_fig8, ARGS.n_pickplace, ARGS.n_box)
+    print(f"\nload after {_load()}")
+
+
+ARGS = None
+
+if __name__ == "__main__":
+    sys.exit(main())
