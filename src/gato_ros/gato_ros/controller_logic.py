@@ -161,6 +161,7 @@ class ControllerLogic:
         self._stale_ref = None         # (window stamp_ns, EE position (3,)) held past the window's end
         self._ramp = None              # (t0_ns, EE position (3,) at t0, duration s): resume blend
         self._ramp_pending = False     # start a resume blend at the next tick
+        self._no_ref_yet = False       # ticks ran on the start-up hold reference (no window yet)
         self._pending_tick_stamp = None  # reference_sync: a state waiting for its reference
         self._prev_tick_stamp = None
         self._plan_seq = 0             # plans emitted (gato_msgs/Plan seq)
@@ -344,15 +345,18 @@ class ControllerLogic:
         w = self._refs.get(stamp_ns) if self.cfg["reference_sync"] else None
         w = w or self._ref_latest
         if w is None:
+            self._no_ref_yet = True                # the first window, when it comes, is blended in
             return self._hold_ref.solver_reference(stamp_ns, N, dt), "no EE reference received: holding the EE " \
                 "position of the first joint state"
+        if self._no_ref_yet:
+            self._no_ref_yet = False
+            self._ramp_pending = True
         if stamp_ns <= w.end_ns:
             if self._stale_ref is not None:        # a window covers this tick again: blend back into it
                 self._stale_ref = None
                 self._ramp_pending = True
-            note = "" if stamp_ns - w.stamp_ns <= sec_to_ns(max(0.1, 2.0 * self.period_s)) else (
-                f"EE reference stale: following the last window (stamp {ns_to_sec(w.stamp_ns):.3f} s) to its end "
-                f"at {ns_to_sec(w.end_ns):.3f} s")
+            note = "" if stamp_ns - w.stamp_ns <= sec_to_ns(max(0.1, 2.0 * self.period_s)) else \
+                "EE reference stale: following the last window to its end"
             return w.solver_reference(stamp_ns, N, dt), note
         if self._stale_ref is None or self._stale_ref[0] != w.stamp_ns:
             self._stale_ref = (w.stamp_ns, np.asarray(self.solver.ee_pos(x[:self.nq]), dtype=np.float64).copy(),
