@@ -12,6 +12,7 @@ from .controller import MPCController, StepResult
 from .policy import GoalReference, MPCPolicy, TrajectoryReference
 from . import fingerprint, tasks, worlds  # dynamics fingerprint, task generators, simulation worlds (numpy-only imports)
 from . import planner, references, simloop  # planner interface + registry, EE references, the one simulation loop
+from . import sampling  # sampling MPC over MuJoCo rollouts (numpy-only imports; MuJoCo loaded on use)
 from .mpc_gato import MPC_GATO  # closed-loop simulation driver (numpy-only imports; worlds built on use)
 
 __version__ = "0.1.0"
@@ -19,4 +20,4 @@ __version__ = "0.1.0"
 __all__ = ["BSQP", "SolverParams", "SolveResult", "SolverStats", "available", "module_name",
            "robot_info", "robot_urdf", "register_robot",
            "MPCController", "StepResult", "MPCPolicy", "TrajectoryReference", "GoalReference",
-           "fingerprint", "tasks", "worlds", "MPC_GATO", "planner", "references", "simloop"]
+           "fingerprint", "tasks", "worlds", "MPC_GATO", "planner", "references", "simloop", "sampling"]
