@@ -20,6 +20,13 @@ Model errors (``--link-mass-scale LINK:FACTOR``, repeatable: a URDF link's mass 
 rotational inertia scaled; ``--payload-mass KG``: a point mass at the EE) exist in the
 simulated world only; the controller keeps the nominal URDF model.
 
+Process faults: the world's command watchdog holds the arm (``--timeout-action hold``,
+default) or brakes it (``brake``) when the controller stops answering free-running;
+``--respawn`` restarts a controller or reference node that died. The summary lists the
+world's command timeouts (``/gato_sim/status``).
+
+    python -m gato_ros.bringup_sim --realtime --respawn     # then kill -9 the controller
+
 Ctrl-C stops the run early; the summary covers what was recorded.
 """
 from __future__ import annotations
@@ -55,6 +62,24 @@ def _plot(summary: dict, path: Path) -> Path:
     return own(summary, path)
 
 
+def _watchdog_summary(bag: Path) -> str:
+    """One line on the world's command watchdog from the bag's /gato_sim/status."""
+    from gato.bagio import read_bag
+
+    msgs = read_bag(bag, ["/gato_sim/status"]).messages.get("/gato_sim/status", [])
+    if not msgs:
+        return "  world command watchdog: no /gato_sim/status recorded"
+    events, seen = [], set()
+    for _, m in msgs:
+        if m.state == "timeout" and m.command_timeouts not in seen:
+            seen.add(m.command_timeouts)
+            events.append(f"t={m.last_timeout_sim_s:.2f} s")
+    last = msgs[-1][1]
+    return (f"  world command watchdog: {last.command_timeouts} timeout(s)"
+            + (f" ({', '.join(events[:5])}{', ...' if len(events) > 5 else ''}; {last.action or 'none'} now)"
+               if last.command_timeouts else "") + f", {last.commands_applied} commands applied")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gato_ros.bringup_sim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--robot", default="iiwa14", help="registered robot (iiwa14, indy7, fr3, gen3, ur5e)")
@@ -69,6 +94,10 @@ def main(argv=None) -> int:
                          "by FACTOR (COM unchanged; iiwa14 links L1..L7); repeatable")
     ap.add_argument("--payload-mass", type=float, default=0.0, metavar="KG",
                     help="model error in the world only: a point-mass payload at the EE frame [kg] (default 0)")
+    ap.add_argument("--respawn", action="store_true", help="restart the controller and reference nodes if they die")
+    ap.add_argument("--timeout-action", default="hold", choices=("hold", "brake"),
+                    help="free-running world without commands (controller dead or late): hold (damped PD + gravity "
+                         "compensation, default) or brake")
     a = ap.parse_args(argv)
     if a.duration <= 0:
         ap.error("--duration must be > 0 (the bringup ends after that much simulated time)")
@@ -95,7 +124,8 @@ def main(argv=None) -> int:
     cmd = [sys.executable, "-m", "gato_ros.launch_runner", "gato_bringup", "sim.launch.yaml", f"robot:={a.robot}",
            f"duration:={a.duration!r}", f"world:={a.world}", f"lockstep:={'false' if a.realtime else 'true'}",
            f"reference:={a.reference}", "record:=true", f"bag:={bag.resolve()}",
-           f"link_mass_scale:={mass_scale}", f"payload_mass_kg:={float(a.payload_mass)!r}"]
+           f"link_mass_scale:={mass_scale}", f"payload_mass_kg:={float(a.payload_mass)!r}",
+           f"respawn:={'true' if a.respawn else 'false'}", f"timeout_action:={a.timeout_action}"]
     print(f"[bringup_sim] {a.robot} in {a.world}, {'real time' if a.realtime else 'lockstep'}, {a.duration:g} s "
           f"of {a.reference}; model errors in the world: {', '.join(errors) if errors else 'none'}; "
           f"output in {out}", flush=True)
@@ -123,6 +153,7 @@ def main(argv=None) -> int:
     (out / "summary.json").write_text(summary_json(summary))
     png = _plot(summary, out / "tracking.png")
     print(format_summary(summary))
+    print(_watchdog_summary(bag))
     print(f"  wall time {wall:.1f} s; launch exit code {code}")
     print(f"  bag: {bag}\n  plot: {png}\n  summary: {out / 'summary.json'}", flush=True)
     print(f"  replay it offline (solver and model check, docs/replay.md): gato replay {bag}", flush=True)
