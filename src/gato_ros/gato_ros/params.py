@@ -510,7 +510,9 @@ def ros2_control_xacro(robot: str) -> str:
     URDF from gato_description plus a ``<ros2_control>`` system block with an effort command
     interface (bounded by the URDF effort limit) and position / velocity / effort state
     interfaces per joint. The hardware plugin is a xacro argument (default: ros2_control's
-    mock_components/GenericSystem, which starts at gato.tasks.Q_READY)."""
+    mock_components/GenericSystem, which starts at gato.tasks.Q_READY); a non-empty
+    ``mujoco_model`` argument (an MJCF path, gato_ros.mjcf) adds the ``mujoco_model``,
+    ``headless`` and ``initial_keyframe`` parameters of mujoco_ros2_control/MujocoSystemInterface."""
     import pinocchio as pin
 
     info = _registry(robot)
@@ -524,12 +526,25 @@ def ros2_control_xacro(robot: str) -> str:
            "<!-- GENERATED from src/gato_ros/gato_ros/params.py (python -m gato_ros.params, write option),\n"
            "     do not edit (test/test_ros_params.py checks this file). -->\n",
            f"<!-- {robot} for ros2_control, the gato_description URDF plus an effort-controlled system.\n"
-           f"     xacro {robot}.urdf.xacro hardware_plugin:=(your driver plugin) -->\n",
+           f"     xacro {robot}.urdf.xacro hardware_plugin:=(your driver plugin)\n"
+           f"     MuJoCo, xacro {robot}.urdf.xacro hardware_plugin:=mujoco_ros2_control/MujocoSystemInterface\n"
+           "       mujoco_model:=(MJCF path, python3 -m gato_ros.mjcf) [headless:=true initial_keyframe:=home] -->\n",
            f'<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name="{model.name}">\n',
            '  <xacro:arg name="hardware_plugin" default="mock_components/GenericSystem"/>\n',
+           # mujoco_ros2_control/MujocoSystemInterface reads these from the hardware block
+           # (hardware.launch.xml mujoco true sets them; empty mujoco_model = no MuJoCo params).
+           '  <xacro:arg name="mujoco_model" default=""/>\n',
+           '  <xacro:arg name="headless" default="true"/>\n',
+           '  <xacro:arg name="initial_keyframe" default="home"/>\n',
            f'  <xacro:include filename="$(find gato_description)/robots/{rel.as_posix()}"/>\n',
            f'  <ros2_control name="gato_{robot}" type="system">\n',
-           "    <hardware>\n      <plugin>$(arg hardware_plugin)</plugin>\n    </hardware>\n"]
+           "    <hardware>\n      <plugin>$(arg hardware_plugin)</plugin>\n",
+           "      <xacro:if value=\"${'$(arg mujoco_model)' != ''}\">\n"
+           '        <param name="mujoco_model">$(arg mujoco_model)</param>\n'
+           '        <param name="headless">$(arg headless)</param>\n'
+           '        <param name="initial_keyframe">$(arg initial_keyframe)</param>\n'
+           "      </xacro:if>\n",
+           "    </hardware>\n"]
     for i, n in enumerate(names):
         lim = float(model.effortLimit[model.joints[model.getJointId(n)].idx_v])
         out.append(f'    <joint name="{n}">\n'
