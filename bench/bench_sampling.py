@@ -224,11 +224,29 @@ def fig8_bsqp(sc):
 
 
 def pickplace_sampling(sc, goal_s=2.0):
+    """Like the bsqp run, the planner knows only the current goal: per goal, the EE term's target,
+    the control term's and ctrl_ref's joint targets are that goal (its IK solution) held."""
     cfg, qs, ee_ref, n = scenes.pickplace_task(sc, timestep=0.005, goal_s=goal_s)
-    rows, plans, m = _sampling_run(cfg, qs, scenes.robot_spec(PLANT, timestep=0.005), sc["q0"], n)
+    mpc = SimMPC(cfg, MjSim(scenes.robot_spec(PLANT, timestep=0.005), 1, nthread=ARGS.threads), qs)
+    m = mpc.model
+    ex = MjSim(m, 1)
+    d = ex.data[0]
+    d.qpos[:7] = sc["q0"]
+    d.ctrl[:] = sc["q0"]
+    mujoco.mj_forward(m, d)
     lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
     per = int(round(goal_s / 0.005))
-    ends = [np.linalg.norm(rows["sensordata"][(i + 1) * per - 1, lay:lay + 3] - g) for i, g in enumerate(sc["goals"])]
+    ee_term, ctrl_term = cfg.task("ee"), cfg.task("ctrl")
+    ends = []
+    for i, (g, qg) in enumerate(zip(sc["goals"], sc["q_goals"])):
+        ee_term.sensor_ref = g[None]
+        ctrl_term.ctrl_ref = qg[None]
+        for term in (ee_term, ctrl_term):
+            term.resolve(m)
+        mpc.set_ctrl_ref(qg[None])
+        (rows,), _ = mpc.execute(ex, per, t0=i * per)
+        ends.append(np.linalg.norm(rows["sensordata"][-1, lay:lay + 3] - g))
+    mpc.close()
     return max(ends)
 
 
