@@ -184,3 +184,4 @@ def make(name: str, robot, config=None) -> Planner:
 
 register_planner("bsqp", "gato.bsqp_planner:BSQPPlanner")
 register_planner("sampling", "gato.sampling.planner:SamplingPlanner")
+register_planner("osc", "gato.osc_planner:OSCPlanner")
