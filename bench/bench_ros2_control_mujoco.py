@@ -1,0 +1,290 @@
+"""Benchmark: the hardware bringup closed through ros2_control with MuJoCo physics, free-running.
+
+Starts ``ros2 launch gato_bringup hardware.launch.xml mujoco:=true reference:=true`` (iiwa14
+by default: mujoco_ros2_control's ros2_control_node at 1 kHz with MuJoCo physics stepping in
+real time, joint_state_broadcaster at 100 Hz, the effort forward controller, the gato
+controller node, the figure-8 reference node, all on sim time; the start-up node resets the
+simulation to the home keyframe and activates the controllers), waits for the loop to run,
+skips ``--warmup`` simulated seconds and measures ``--seconds`` simulated seconds:
+
+- EE tracking error at every /joint_states stamp: pinocchio FK of the measured joints vs the
+  reference window in force at that stamp (as gato_ros.analysis does for bags);
+- deadline misses: the controller node's counters (ControllerStatus) over the window;
+- state -> applied-command latency, three views:
+  in-node: joint state received -> command published (ControllerStatus.latency_us);
+  end to end: the broadcaster's publication of a /joint_states message -> the arrival of the
+  /effort_controller/commands array computed from it at a subscriber on this machine (the
+  middleware's source / received timestamps, matched through the stamped
+  /gato_controller/command); the JointGroupEffortController writes the latest array to the
+  hardware in its next 1 kHz update, i.e. within 1 ms more;
+  applied, in simulated time: the effort state interfaces in /joint_states are what the
+  MuJoCo actuators apply; for each joint state we find the command it shows and report the
+  simulated time from that command's joint state (10 ms = applied by the next broadcast).
+- ``--controller plugin --mode follow|embedded`` (where hardware.launch.xml has the gato
+  ros2_control plugin): the same graph with the plugin in place of the forward controller;
+  tracking, deadline misses and the in-node / plugin latencies its ControllerStatus reports.
+
+Prints a summary and appends a section to docs/benchmarks.md with --out (never rewritten).
+
+    source scripts/activate.sh && python bench/bench_ros2_control_mujoco.py [--seconds 30] [--out docs/benchmarks.md]
+"""
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def pct(a) -> dict:
+    a = np.asarray(a, dtype=np.float64)
+    if a.size == 0:
+        return {"n": 0}
+    return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+            "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+
+
+def ns(header) -> int:
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+
+def tracking_errors(js, refs, robot) -> np.ndarray:
+    import pinocchio as pin
+
+    import gato
+    from gato_ros.types import ReferenceWindow
+
+    model = pin.buildModelFromUrdf(str(gato.robot_urdf(robot)))
+    data = model.createData()
+    fid = model.getFrameId(gato.robot_info(robot)["ee_frame"])
+    names = list(model.names)[1:]
+    windows = sorted(((ns(m.header), m) for m in refs), key=lambda x: x[0])
+    stamps = np.array([s for s, _ in windows], dtype=np.int64)
+    errs = []
+    for m in js:
+        s = ns(m.header)
+        i = int(np.searchsorted(stamps, s, side="right")) - 1
+        if i < 0:
+            continue
+        pos = dict(zip(m.name, m.position))
+        pin.forwardKinematics(model, data, np.array([pos[j] for j in names]))
+        ee = pin.updateFramePlacement(model, data, fid).translation
+        wm = windows[i][1]
+        w = ReferenceWindow(windows[i][0], float(wm.knot_dt), np.asarray(wm.positions, dtype=np.float64).reshape(-1, 3))
+        errs.append(float(np.linalg.norm(ee - w.sample(s, 1, w.knot_dt)[0])))
+    return np.asarray(errs)
+
+
+def run_once(a, extra_args) -> dict:
+    import rclpy
+    from gato_msgs.msg import ControllerStatus, EEReference, EffortCommand
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    marker = uuid.uuid4().hex
+    env = dict(os.environ, GATO_BENCH_MARKER=marker)
+    cmd = ["ros2", "launch", "gato_bringup", "hardware.launch.xml", f"robot:={a.robot}", "mujoco:=true",
+           "reference:=true", *extra_args]
+    log = open(a.log, "w") if a.log else subprocess.DEVNULL
+    launch = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    rclpy.init()
+    node = rclpy.create_node("gato_ros2_control_mujoco_bench")
+    rec = {"on": False, "js": [], "refs": [], "status": [], "js_src": {}, "cmd_by_effort": {}, "arrays": []}
+
+    # Latencies use the middleware's timestamps (rclpy MessageInfo, system clock, one machine):
+    # when the broadcaster published a joint state, when the controller node published the
+    # command array, when it reached this subscriber; this process's own scheduling is left out.
+    def on_js(m, info):
+        if rec["on"]:
+            rec["js"].append(m)
+            rec["js_src"][ns(m.header)] = info["source_timestamp"]
+        rec["n_js"] = rec.get("n_js", 0) + 1
+
+    def on_ref(m):
+        if rec["on"]:
+            rec["refs"].append(m)
+
+    def on_status(m):
+        rec["last_status"] = m
+        if rec["on"]:
+            rec["status"].append(m)
+
+    def on_cmd(m):   # stamped copy of the command: the joint state it answers
+        if rec["on"]:
+            rec["cmd_by_effort"][tuple(m.effort)] = ns(m.header)
+
+    def on_arr(m, info):   # what the forward controller receives (matched to its joint state after the run)
+        if rec["on"]:
+            rec["arrays"].append((info["source_timestamp"], info["received_timestamp"], tuple(m.data)))
+
+    qos = 200
+    node.create_subscription(JointState, "/joint_states", on_js, qos)
+    node.create_subscription(EEReference, "/ee_reference", on_ref, qos)
+    node.create_subscription(ControllerStatus, "/gato_controller/status", on_status, qos)
+    node.create_subscription(EffortCommand, "/gato_controller/command", on_cmd, qos)
+    node.create_subscription(Float64MultiArray, "/effort_controller/commands", on_arr, qos)
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+
+    def spin_until(pred, timeout):
+        end = time.monotonic() + timeout
+        while not pred() and time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.02)
+        return pred()
+
+    load_before = os.getloadavg()
+    try:
+        if not spin_until(lambda: rec.get("n_js", 0) >= 10, 240):
+            raise RuntimeError(f"no /joint_states from the bringup within 240 s (log: {a.log or 'use --log'})")
+        # warm-up in simulated time: joint states arrive at 100 Hz of sim time
+        n0 = rec["n_js"]
+        spin_until(lambda: rec["n_js"] >= n0 + int(a.warmup * 100), 10 * a.warmup + 60)
+        rec["on"] = True
+        t_wall = time.monotonic()
+        spin_until(lambda: len(rec["js"]) >= int(a.seconds * 100), 10 * a.seconds + 120)
+        rec["on"] = False
+        t_wall = time.monotonic() - t_wall
+    finally:
+        load_after = os.getloadavg()
+        os.killpg(launch.pid, signal.SIGINT)
+        try:
+            rc = launch.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(launch.pid, signal.SIGKILL)
+            rc = launch.wait()
+        node.destroy_node()
+        rclpy.shutdown()
+
+    js, refs, st = rec["js"], rec["refs"], rec["status"]
+    wire, pub = [], []
+    for t_src, t_recv, e in rec["arrays"]:
+        s = rec["cmd_by_effort"].get(e)
+        if s is not None and s in rec["js_src"]:
+            pub.append((t_src - rec["js_src"][s]) / 1e6)
+            wire.append((t_recv - rec["js_src"][s]) / 1e6)
+    err = tracking_errors(js, refs, a.robot)
+    # applied, in sim time: which command do the effort states of each joint state show?
+    cmds = sorted(((s, np.array(e)) for e, s in rec["cmd_by_effort"].items()), key=lambda c: c[0])
+    cmd_stamps = np.array([s for s, _ in cmds], dtype=np.int64)
+    applied = []
+    for m in js:
+        s = ns(m.header)
+        eff = np.asarray(m.effort, dtype=np.float64)
+        i = int(np.searchsorted(cmd_stamps, s, side="left")) - 1    # commands answering earlier states
+        for k in range(i, max(i - 5, -1), -1):
+            if np.allclose(cmds[k][1], eff, rtol=0, atol=1e-9):
+                applied.append((s - cmd_stamps[k]) / 1e6)
+                break
+    deadline = (st[-1].deadline_misses - st[0].deadline_misses) if len(st) > 1 else 0
+    ticks = (st[-1].ticks - st[0].ticks) if len(st) > 1 else 0
+    holds = (st[-1].holds - st[0].holds) if len(st) > 1 else 0
+    sim_s = (ns(js[-1].header) - ns(js[0].header)) / 1e9 if len(js) > 1 else 0.0
+    return {
+        "launch_args": extra_args, "launch_rc": rc, "n_joint_states": len(js), "sim_seconds": sim_s,
+        "tracking_error_mm": {"mean": float(err.mean() * 1e3), "p99": float(np.percentile(err, 99) * 1e3),
+                              "max": float(err.max() * 1e3), "n": int(err.size)} if err.size else {},
+        "ticks": int(ticks), "deadline_misses": int(deadline), "holds": int(holds),
+        "in_node_latency_ms": pct([m.latency_us / 1e3 for m in st if m.latency_us > 0]),
+        "pub_latency_ms": pct(pub),
+        "wire_latency_ms": pct(wire),
+        "real_time_factor": sim_s / t_wall if t_wall > 0 else 0.0,
+        "applied_after_ms_sim": pct(applied),
+        "applied_by_next_state": float(np.mean(np.asarray(applied) <= 10.0 + 1e-6)) if applied else 0.0,
+        "load": [round(load_before[0], 2), round(load_after[0], 2)],
+        "final_state": (st[-1].state, st[-1].reason) if st else ("", ""),
+    }
+
+
+def fmt(r) -> str:
+    te, inn, wire, app = r["tracking_error_mm"], r["in_node_latency_ms"], r["wire_latency_ms"], r["applied_after_ms_sim"]
+    out = [f"  tracking error: mean {te.get('mean', float('nan')):.1f} mm, p99 {te.get('p99', float('nan')):.1f} mm, "
+           f"max {te.get('max', float('nan')):.1f} mm over {te.get('n', 0)} joint states "
+           f"({r['sim_seconds']:.1f} s simulated at {r['real_time_factor']:.2f}x real time)",
+           f"  deadline misses {r['deadline_misses']} of {r['ticks']} ticks, holds {r['holds']}; launch exit {r['launch_rc']}"]
+    for name, d in (("in-node state -> command", inn), ("state published -> command array published", r["pub_latency_ms"]),
+                    ("state published -> command array received", wire)):
+        if d.get("n"):
+            out.append(f"  {name}: p50 {d['p50']:.2f} ms, p99 {d['p99']:.2f} ms, max {d['max']:.2f} ms (n {d['n']})")
+    if app.get("n"):
+        out.append(f"  applied (effort state = command), simulated time after its joint state: p50 {app['p50']:.0f} ms, "
+                   f"p99 {app['p99']:.0f} ms; by the next broadcast in {100 * r['applied_by_next_state']:.1f} %")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=30.0, help="measured simulated seconds")
+    ap.add_argument("--warmup", type=float, default=3.0, help="simulated seconds skipped after the loop starts")
+    ap.add_argument("--robot", default="iiwa14")
+    ap.add_argument("--runs", type=int, default=1, help="repeat the node-mode run this many times")
+    ap.add_argument("--plugin-modes", default="", help="comma-separated plugin modes to run too (follow,embedded)")
+    ap.add_argument("--log", default="", help="write the launch output here")
+    ap.add_argument("--out", type=Path, help="append the result section to this Markdown file")
+    a = ap.parse_args(argv)
+    if "ROS_DOMAIN_ID" not in os.environ:
+        os.environ["ROS_DOMAIN_ID"] = str(201 + os.getpid() % 30)   # a private graph (tests use 101..200)
+
+    variants = [("node", [])] * a.runs
+    for m in filter(None, a.plugin_modes.split(",")):
+        variants.append((f"plugin {m}", ["controller:=plugin", f"controller_mode:={m}"]))
+    results = []
+    for label, extra in variants:
+        r = run_once(a, extra)
+        r["mode"] = label
+        results.append(r)
+        print(f"{label}:\n{fmt(r)}", flush=True)
+    if a.out:
+        loads = ", ".join(f"{r['load'][0]} / {r['load'][1]}" for r in results)
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        lines = [f"\n## Closed loop through ros2_control with MuJoCo physics, free-running ({time.strftime('%Y-%m-%d')}, "
+                 f"{commit})\n\n",
+                 f"Machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}; load average "
+                 f"before / after each run: {loads} "
+                 "(shared machine: other jobs ran).\n",
+                 f"Command: `python bench/bench_ros2_control_mujoco.py --seconds {a.seconds:g} --runs {a.runs}"
+                 + (f" --plugin-modes {a.plugin_modes}" if a.plugin_modes else "") + "` "
+                 f"(`ros2 launch gato_bringup hardware.launch.xml robot:={a.robot} mujoco:=true reference:=true`: "
+                 "mujoco_ros2_control at 1 kHz, MuJoCo in real time, joint_state_broadcaster 100 Hz, figure-8; "
+                 f"{a.warmup:g} simulated s of warm-up skipped).\n\n",
+                 "| mode | mean EE error | p99 / max | deadline misses / ticks | in-node state -> command p50 / p99 "
+                 "| state published -> command array received p50 / p99 | applied by the next broadcast |\n",
+                 "|---|---|---|---|---|---|---|\n"]
+        for r in results:
+            te, inn, wire = r["tracking_error_mm"], r["in_node_latency_ms"], r["wire_latency_ms"]
+            lines.append(f"| {r['mode']} | {te.get('mean', float('nan')):.1f} mm | {te.get('p99', float('nan')):.1f} / "
+                         f"{te.get('max', float('nan')):.1f} mm | {r['deadline_misses']} / {r['ticks']} | "
+                         + (f"{inn['p50']:.2f} / {inn['p99']:.2f} ms" if inn.get("n") else "-") + " | "
+                         + (f"{wire['p50']:.2f} / {wire['p99']:.2f} ms" if wire.get("n") else "-") + " | "
+                         + f"{100 * r['applied_by_next_state']:.1f} % |\n")
+        lines.append("\nEnd to end: the joint_state_broadcaster's publication of a joint state to the arrival of the "
+                     "command array computed from it at a subscriber on this machine (DDS source / received "
+                     "timestamps); the forward controller writes the latest array to the hardware in its next 1 kHz "
+                     "update (within 1 ms more). Applied by the next broadcast: the effort state interfaces MuJoCo "
+                     "reports in a joint state equal the command that answered the previous one (10 ms earlier).\n")
+        with open(a.out, "a") as f:
+            f.write("".join(lines))
+        print(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
