@@ -221,3 +221,18 @@ def test_core_simulation_reproduces_the_ros_sim_logic_bit_for_bit(world):
         sim.advance(S.HoldTorque(u), 1.0 / c["control_rate_hz"])
         assert np.array_equal(sim.q, logic.q) and np.array_equal(sim.dq, logic.dq)
     assert sim.t == pytest.approx(logic.t_ns * 1e-9, abs=1e-12)
+
+
+def test_simulation_rejects_bad_input_naming_it():
+    w = S.make_world("pinocchio", URDF)
+    with pytest.raises(ValueError, match="q0"):
+        S.Simulation(w, np.zeros(6), sim_dt=0.001)
+    with pytest.raises(ValueError, match="dq0"):
+        S.Simulation(w, Q0, np.r_[np.nan, np.zeros(6)], sim_dt=0.001)
+    with pytest.raises(ValueError, match="sim_dt"):
+        S.Simulation(w, Q0, sim_dt=0.0)
+    sim = S.Simulation(w, Q0, sim_dt=0.001)
+    with pytest.raises(ValueError, match="period"):
+        sim.advance(S.HoldTorque(np.zeros(7)), -0.01)
+    with pytest.raises(RuntimeError, match="kinematics"):
+        sim.ee_pos()

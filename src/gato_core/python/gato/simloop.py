@@ -279,6 +279,18 @@ def command_of(result):
 
 
 # ----------------------------------------------------------------- the simulation
+def _vector(v, name: str, n) -> np.ndarray:
+    try:
+        a = np.array(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a numeric vector, got {type(v).__name__}") from None
+    if a.ndim != 1 or (n is not None and a.shape != (n,)):
+        raise ValueError(f"{name}: expected shape ({n if n is not None else 'n'},), got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name}: contains NaN or Inf")
+    return a
+
+
 class Simulation:
     """A world, the robot state and the clock.
 
@@ -295,6 +307,9 @@ class Simulation:
     def __init__(self, world, q0, dq0=None, *, sim_dt, kinematics=None, ee_pos=None, disturbances=(),
                  effort_limit=None, carry_remainder=True):
         self.world = world
+        if isinstance(sim_dt, bool) or not isinstance(sim_dt, (int, float, np.floating)) \
+                or not math.isfinite(sim_dt) or sim_dt <= 0:
+            raise ValueError(f"sim_dt: expected a finite substep > 0 s, got {sim_dt!r}")
         self.sim_dt = float(sim_dt)
         self.kin = kinematics
         self._ee = ee_pos if ee_pos is not None else (kinematics.ee_pos if kinematics is not None else None)
@@ -306,9 +321,11 @@ class Simulation:
         self.reset(q0, dq0)
 
     def reset(self, q0, dq0=None) -> None:
-        """Start over at (q0, dq0) at t = 0; resets the world (pendulum, contact record)."""
-        self.q = np.array(q0, dtype=np.float64)
-        self.dq = np.zeros_like(self.q) if dq0 is None else np.array(dq0, dtype=np.float64)
+        """Start over at (q0, dq0) at t = 0; resets the world (pendulum, contact record).
+        ValueError naming q0 / dq0 when they are not finite vectors of the world's sizes."""
+        nq, nv = getattr(self.world, "nq", None), getattr(self.world, "nv", None)
+        self.q = _vector(q0, "q0", nq)
+        self.dq = np.zeros(nv if nv is not None else self.q.size) if dq0 is None else _vector(dq0, "dq0", nv)
         self.t, self.periods, self.period_sum, self.owed, self.substeps = 0.0, 0, 0.0, 0.0, 0
         self.diverged = False
         reset = getattr(self.world, "reset", None)
@@ -321,6 +338,9 @@ class Simulation:
         return np.concatenate([self.q, self.dq])
 
     def ee_pos(self, q=None) -> np.ndarray:
+        """(3,) EE position [m] at q (default: the current state)."""
+        if self._ee is None:
+            raise RuntimeError("Simulation.ee_pos: built without kinematics or ee_pos")
         return np.asarray(self._ee(self.q if q is None else q), dtype=np.float64)
 
     def clamp(self, u) -> np.ndarray:
@@ -334,6 +354,8 @@ class Simulation:
         """Play ``command`` for ``period`` [s]; returns the substeps taken. ``fixed``: periods
         are all the same length (the clock is counted, not summed). A world that raises
         RuntimeError or returns a non-finite state sets ``diverged`` (state NaN) and stops."""
+        if not (isinstance(period, (int, float, np.floating)) and math.isfinite(period) and period > 0):
+            raise ValueError(f"period: expected a finite duration > 0 s, got {period!r}")
         self.periods += 1
         self.period_sum += period
         if self.carry_remainder:
