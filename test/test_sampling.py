@@ -387,3 +387,26 @@ def test_cartesian_control_documented_and_dls():
     np.testing.assert_allclose(np.concatenate([jp @ qd, jr @ qd]), twist, atol=1e-6)
     with pytest.raises(ValueError, match="body"):
         CartesianControl(m, "nope")
+
+
+def test_control_map_plans_twists():
+    """With a CartesianControl map the planner's commands are body twists; the rollouts and execute
+    map them to joint velocities, and the planner drives the slide to its target."""
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><option timestep="0.01"/><worldbody><body name="b"><joint name="j" type="slide" axis="0 0 1"/>'
+        '<geom size="0.05" mass="1"/></body></worldbody><actuator><velocity joint="j" kv="20"/></actuator>'
+        '<sensor><jointpos name="z" joint="j"/></sensor></mujoco>')
+    cc = CartesianControl(model, "b")
+    config = SimMPCConfig(num_samples=24, horizon_steps=20, node_steps=5, ctrl_steps=5, max_iterations=2,
+                          stages=[SimMPCStage(2)], ctrl_std=0.5, control_map=cc, seed=1)
+    config = config.add(SensorTask(np.full((200, 1), 0.2), {"z": 100.0})).add(ControlTask(0.01))
+    mpc = SimMPC(config, MjSim(model, 1, nthread=2), np.zeros((200, 6)))
+    assert mpc.nu == 6
+    (rows,), plans = mpc.execute(MjSim(model, 1), 150)
+    assert abs(rows["qpos"][-1, 0] - 0.2) < 0.03
+    # the executed controls are joint velocities the map made of the planned twists
+    assert np.abs(rows["ctrl"][:, 0]).max() > 0.1 and len(plans[0]) == 30
+    # the map, applied to one planned twist, is that twist's z component (the slide's axis)
+    twist = mpc.plan_commands[0, 0]
+    assert cc(model, rows["qpos"][-1:], rows["qvel"][-1:], twist[None], 0)[0, 0] == pytest.approx(
+        twist[2] / (1 + cc.damping), rel=1e-9)
