@@ -19,7 +19,7 @@ import numpy as np
 
 from ._arrays import from_numpy, kind_of, to_numpy
 from .interface import robot_info, shift_plan
-from .linsys_autotune import resolve_admm_linsys, resolve_linsys
+from .linsys_autotune import check_threshold, resolve_admm_linsys, resolve_linsys
 from .results import SolveResult
 
 __all__ = ["MPCController", "StepResult"]
@@ -79,15 +79,6 @@ class StepResult:
     row_viol: np.ndarray = None
     diverged: bool = False
     fallback: str = ""
-
-
-def _finite_nonneg(v, name: str, what: str):
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v) \
-            or v < 0:
-        raise ValueError(f"{name}: expected None or a finite {what} >= 0, got {v!r}")
-    return float(v)
 
 
 class MPCController:
@@ -187,7 +178,7 @@ class MPCController:
         if task_tag is not None and (not isinstance(task_tag, str) or not task_tag):
             raise ValueError(f"task_tag: expected a non-empty string or None, got {task_tag!r}")
         self.task_tag = task_tag
-        self.reseed_threshold = _finite_nonneg(reseed_threshold, "reseed_threshold", "pred_err threshold")
+        self.reseed_threshold = check_threshold(reseed_threshold, "reseed_threshold")
         plant = getattr(solver, "plant_type", None)
         self.floating_base = bool(getattr(solver, "floating_base", False)
                                   or (robot_info(plant).get("floating_base", False) if plant else False))

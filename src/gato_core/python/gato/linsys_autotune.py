@@ -261,7 +261,8 @@ def lookup(plant, N, task_tag, path=None):
 
 
 # ------------------------------------------------------------------------ resolution
-def _threshold(v, name: str):
+def check_threshold(v, name: str):
+    """None, or v as a float when it is a finite pred_err threshold >= 0; ValueError naming ``name``."""
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v) \
@@ -301,7 +302,7 @@ def resolve_linsys(floating_base, linsys=None, bdsv_threshold=None, plant=None, 
     """
     if linsys is not None and linsys not in _LINSYS_ARGS:
         raise ValueError(f"linsys: expected one of {_LINSYS_ARGS} or None, got {linsys!r}")
-    thr = _threshold(bdsv_threshold, "bdsv_threshold")
+    thr = check_threshold(bdsv_threshold, "bdsv_threshold")
     entry = _tuned(plant, N, task_tag, path)
     tuned_tau = entry.get("tau") if entry else None  # the fitted crossing, whatever policy it chose
     if linsys is None:
@@ -336,8 +337,8 @@ def resolve_admm_linsys(admm_linsys=None, admm_threshold=None, *, fallback_tau=N
     """
     if admm_linsys is not None and admm_linsys not in ADMM_POLICIES:
         raise ValueError(f"admm_linsys: expected one of {ADMM_POLICIES} or None, got {admm_linsys!r}")
-    thr = _threshold(admm_threshold, "admm_threshold")
-    fb = _threshold(fallback_tau, "fallback_tau")
+    thr = check_threshold(admm_threshold, "admm_threshold")
+    fb = check_threshold(fallback_tau, "fallback_tau")
     entry = _tuned(plant, N, task_tag, path)
     if admm_linsys is None:
         if entry is not None and entry.get("admm_policy") is not None:
