@@ -1,0 +1,118 @@
+"""``gato replay`` reads what the real recorder writes: ``ros2 bag record`` (the overlay's
+rosbag2, or a system ROS 2's) in MCAP and sqlite3 storage, without compression and with
+zstd compression per file and per message, recording all topics (``-a``) or a topic list,
+all at once from one lockstep ``ros2 launch`` of sim.launch.yaml. Every bag is read
+completely (``gato.bagio``), identified by its storage, and replays to 1e-9 N*m.
+"""
+import os
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import import_or_skip, kill_tagged, processes_with_env, require_ros2_tools
+
+import_or_skip("rosbags", "pip install rosbags (scripts/setup.sh)")
+import_or_skip("gato_msgs.msg", "build the workspace (scripts/setup.sh; source scripts/activate.sh)")
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+GRAPH = ["/joint_states", "/ee_reference", "/gato_controller/solve_input", "/gato_controller/command",
+         "/gato_controller/step_result", "/parameter_events"]
+# name -> ros2 bag record options (besides -o)
+RECORDINGS = {
+    "mcap_all": ["-s", "mcap", "-a"],
+    "mcap_zstd_file": ["-s", "mcap", "-a", "--compression-mode", "file", "--compression-format", "zstd"],
+    "mcap_zstd_message": ["-s", "mcap", "-a", "--compression-mode", "message", "--compression-format", "zstd"],
+    "mcap_topics": ["-s", "mcap", "--topics", *GRAPH],
+    "sqlite3_all": ["-s", "sqlite3", "-a"],
+    "sqlite3_zstd_file": ["-s", "sqlite3", "-a", "--compression-mode", "file", "--compression-format", "zstd"],
+    "sqlite3_zstd_message": ["-s", "sqlite3", "--compression-mode", "message", "--compression-format", "zstd",
+                             "--topics", *GRAPH],
+}
+
+
+def _sigint_and_wait(proc, timeout):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+    return proc.returncode, out
+
+
+def _subscribers(env, topic) -> int:
+    # --no-daemon: a ros2 daemon started from here would outlive the test
+    r = subprocess.run(["ros2", "topic", "info", "--no-daemon", topic], env=env, capture_output=True, text=True,
+                       timeout=60)
+    for line in r.stdout.splitlines():
+        if line.startswith("Subscription count:"):
+            return int(line.split(":")[1])
+    return 0
+
+
+@pytest.fixture(scope="module")
+def bags(tmp_path_factory, ros_env):
+    """Every RECORDINGS bag of one 2 s lockstep run (the recorders start first)."""
+    require_ros2_tools()
+    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+    try:
+        get_package_share_directory("gato_bringup")
+    except PackageNotFoundError:
+        pytest.skip("gato_bringup is not installed (scripts/setup.sh; source scripts/activate.sh)")
+    root = tmp_path_factory.mktemp("ros2_bags")
+    marker = uuid.uuid4().hex
+    env = {**ros_env, "GATO_TEST_MARKER": marker}
+    recs, outs = {}, {}
+    launch = None
+    try:
+        for name, opts in RECORDINGS.items():
+            recs[name] = subprocess.Popen(["ros2", "bag", "record", *opts, "-o", str(root / name)], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          start_new_session=True)
+        # Each recorder subscribes to the joint states it can see; -a ones once the topic exists.
+        # A publisher-less wait: every explicit topic list is subscribed to up front.
+        end = time.monotonic() + 120
+        need = sum("--topics" in o for o in RECORDINGS.values())
+        while _subscribers(ros_env, "/joint_states") < need and time.monotonic() < end:
+            time.sleep(0.5)
+        launch = subprocess.Popen(["ros2", "launch", "gato_bringup", "sim.launch.yaml", "duration:=2.0"], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  start_new_session=True)
+        out_launch, _ = launch.communicate(timeout=600)
+        assert launch.returncode == 0, out_launch[-3000:]
+        time.sleep(1.0)                          # the last messages reach the recorders
+        for name, p in recs.items():
+            rc, outs[name] = _sigint_and_wait(p, 60)
+            assert rc == 0, f"ros2 bag record ({name}) exited {rc}: {outs[name][-2000:]}"
+        left = processes_with_env("GATO_TEST_MARKER", marker)
+        assert left == [], f"processes left behind: {left}"
+    finally:
+        for p in [launch, *recs.values()]:
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        kill_tagged("GATO_TEST_MARKER", marker)
+    return root
+
+
+@pytest.mark.parametrize("name", list(RECORDINGS))
+def test_gato_replay_reads_what_ros2_bag_record_writes(bags, name, ros_env, tmp_path):
+    from gato.bagio import read_bag
+    from gato.replay import replay_bag
+
+    bag = bags / name
+    info = subprocess.run(["ros2", "bag", "info", str(bag)], env=ros_env, capture_output=True, text=True, timeout=60)
+    assert info.returncode == 0, info.stderr           # the real tool reads it back, too
+    b = read_bag(bag, GRAPH)
+    assert b.complete and b.storage == RECORDINGS[name][1], (b.storage, b.problems)
+    for topic in GRAPH[:5]:
+        assert b.counts.get(topic, 0) >= 100, (topic, b.counts, b.problems)
+    s = replay_bag(bag, tmp_path / "replay", tol=1e-9, worst=0, log=None)
+    assert s["ticks"] >= 100 and s["compared"] >= 100, s
+    assert s["matched"] and s["max_du"] <= 1e-9, s
+    assert s["solver_state"] == "recorded" and not s["reconstructed"], s
