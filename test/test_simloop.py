@@ -54,8 +54,9 @@ def test_driver_loop_and_env_give_identical_command_sequences():
                               ratio_range=(0.4, 0.5))[0]
     flat, _ = tasks.fig8_reference(sc, N)
     x0 = np.r_[sc["q0"], np.zeros(7)]
-    _, st = MPC_GATO(None, URDF, N=N, dt=dt, verbose=False).run_mpc_fig8(x0, flat, sim_time=dur,
-                                                                          pace_by_solve_time=False)
+    drv = MPC_GATO(None, URDF, N=N, dt=dt, verbose=False)
+    _, st = drv.run_mpc_fig8(x0, flat, sim_time=dur, pace_by_solve_time=False)
+    assert isinstance(drv.last_record, S.RunRecord) and len(drv.last_record.planner_stats) == st["n_ticks"]
     ref = R.SampledTrajectory(flat.reshape(-1, 6)[:, :3], dt)
     planner = BSQPPlanner("iiwa14", {"N": N, "dt": dt})
     sim = S.Simulation(S.make_world("pinocchio", URDF), x0[:7], sim_dt=0.001, ee_pos=planner.solver.ee_pos,

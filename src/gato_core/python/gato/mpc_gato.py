@@ -81,7 +81,9 @@ class MPC_GATO:
             goal_timeout * len(goals)).
         clamp_torques: clamp the applied torques to the URDF effort limits (default True).
 
-    Attributes: ``solver`` (gato.BSQP), ``controller`` (gato.MPCController),
+    Attributes: ``solver`` (gato.BSQP), ``controller`` (gato.MPCController), ``planner``
+    (its gato.bsqp_planner.BSQPPlanner), ``last_record`` (the gato.simloop.RunRecord of the
+    last run, None before one),
     ``world``, ``model``, ``N``, ``dt``, ``nq``, ``nv``, ``nx``, ``nu``.
     """
 
@@ -133,6 +135,7 @@ class MPC_GATO:
                                         reseed_threshold=reseed_threshold, admm_linsys=admm_linsys,
                                         admm_threshold=admm_threshold, limits=limits, limits_kw=limits_kw)
         self.planner = BSQPPlanner.from_controller(self.controller)
+        self.last_record = None
         self.model_path, self.plant_type = s.model_path, s.plant_type
         self.N, self.dt, self.batch_size = int(s.N), float(s.dt), int(s.batch_size)
         self.nq, self.nv, self.nx, self.nu = int(s.nq), int(s.nv), int(s.nx), int(s.nu)
@@ -262,6 +265,7 @@ class MPC_GATO:
                                           f"  t={t:6.2f}s  goal {e['index'] + 1}/{len(task.goals)} {e['outcome']} "
                                           f"(dist {1000 * e['dist']:.1f} mm, |dq| {e['vel']:.2f} rad/s)"))
                                       if verbose else None)
+        self.last_record = rec  # the run as the core records it (planner stats, events)
         if rec.stop_reason == "diverged":
             raise RuntimeError(f"MPC_GATO: the {self._world_kind} world diverged at t = {rec.sim_time:.4f} s")
         st = rec.stats()
