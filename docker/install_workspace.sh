@@ -42,6 +42,8 @@ ROS_PACKAGES=(
   controller-manager
   joint-state-broadcaster
   effort-controllers        # JointGroupEffortController: <controller>/commands
+  realtime-tools            # the gato plugin (gato_ros/GatoController): RealtimePublisher
+  generate-parameter-library  # the gato plugin's parameters (gato_controller_parameters.yaml)
   xacro
   robot-state-publisher
   rosbag2

@@ -37,12 +37,14 @@ COPY requirements/lock.txt requirements/lock.txt
 COPY docker/lock_for_ros_image.py docker/lock_for_ros_image.py
 RUN bash docker/install_workspace.sh python
 
-# 3. The workspace: colcon build --symlink-install, Release.
+# 3. The workspace: colcon build --symlink-install, Release. gato_core first (its
+#    CMake package: libgato_core.so), then the rest, which includes the ros2_control
+#    plugin gato_ros/GatoController, built against the distribution's ros2_control.
 COPY src src
 RUN bash docker/install_workspace.sh build
 
 COPY --chmod=0755 docker/entrypoint.sh /usr/local/bin/gato-entrypoint
 ENTRYPOINT ["/usr/local/bin/gato-entrypoint"]
-# The hardware bringup will be: ros2 launch gato_bringup hardware.launch.py
-# (not in the workspace yet; see docker/README.md).
+# The hardware bringup: ros2 launch gato_bringup hardware.launch.xml robot:=iiwa14
+#   hardware_plugin:=<driver> [controller:=plugin]   (see docker/README.md)
 CMD ["bash"]

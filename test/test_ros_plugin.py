@@ -347,3 +347,4 @@ def test_deactivation_zeroes_the_commands(graph, client):
     assert samples
     for _, eff in samples:
         assert all(eff[n] == 0.0 for n in names)
+

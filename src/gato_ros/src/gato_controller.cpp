@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -170,6 +171,8 @@ CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
   zeros_.assign(nv, 0.0);
   last_plan_names_.clear();
   plan_to_plant_.clear();
+  timing_hist_.assign(kTimingBins, 0);
+  status_msg_.reason.reserve(32);  // no heap in update(): hold reasons are <= 15 characters anyway
 
   if (params_.mode != "follow") {
     RCLCPP_ERROR(log, "mode: '%s' is not available (follow)", params_.mode.c_str());
@@ -273,6 +276,9 @@ CallbackReturn GatoController::on_activate(const rclcpp_lifecycle::State&) {
   }
   executor_->reset();  // hold until a plan arrives; a restarted publisher is accepted
   next_status_ns_ = 0;
+  std::fill(timing_hist_.begin(), timing_hist_.end(), 0u);
+  timing_count_ = 0;
+  timing_max_us_ = 0.0;
   return CallbackReturn::SUCCESS;
 }
 
@@ -314,11 +320,28 @@ void GatoController::write_torque(const std::vector<double>& tau) noexcept {
     (void)command_interfaces_[size_t(plant_to_iface_[j])].set_value(tau[j]);
 }
 
+double GatoController::timing_percentile(double fraction) const noexcept {
+  if (timing_count_ == 0) return 0.0;
+  const std::uint64_t want = std::uint64_t(std::ceil(fraction * double(timing_count_)));
+  std::uint64_t acc = 0;
+  for (int b = 0; b < kTimingBins; ++b) {
+    acc += timing_hist_[size_t(b)];
+    if (acc >= want) return std::min((b + 1) * kTimingBinUs, timing_max_us_);  // bin's upper edge
+  }
+  return timing_max_us_;
+}
+
 controller_interface::return_type GatoController::update(const rclcpp::Time& time, const rclcpp::Duration&) {
+  const auto t_start = std::chrono::steady_clock::now();
   read_state();
   const std::int64_t now = time.nanoseconds();
   const gato::ExecMode mode = executor_->update(now, q_.data(), v_.data(), tau_.data());
   write_torque(tau_);
+  // The time of the control part of update() (interfaces + executor), for ~/status.
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t_start).count();
+  ++timing_hist_[size_t(std::min(int(us / kTimingBinUs), kTimingBins - 1))];
+  ++timing_count_;
+  timing_max_us_ = std::max(timing_max_us_, us);
   if (rt_status_ && now >= next_status_ns_) {
     next_status_ns_ = now + status_period_ns_;
     const auto& c = executor_->counters();
@@ -338,6 +361,9 @@ controller_interface::return_type GatoController::update(const rclcpp::Time& tim
     s.plans_dropped_invalid = c.dropped_invalid + plans_rejected_layout_.load(std::memory_order_relaxed);
     s.plans_dropped_order = c.dropped_out_of_order + c.dropped_stale_epoch;
     s.limit_cuts = c.limit_cuts;
+    s.update_p50_us = timing_percentile(0.5);
+    s.update_p99_us = timing_percentile(0.99);
+    s.update_max_us = timing_max_us_;
     (void)rt_status_->try_publish(s);
   }
   return controller_interface::return_type::OK;

@@ -65,6 +65,14 @@ class GatoController : public controller_interface::ControllerInterface {
   rclcpp::Publisher<gato_msgs::msg::ControllerStatus>::SharedPtr status_pub_;
   std::unique_ptr<realtime_tools::RealtimePublisher<gato_msgs::msg::ControllerStatus>> rt_status_;
   gato_msgs::msg::ControllerStatus status_msg_;
+  // update() durations since activation: 0.5 us bins up to 1 ms, the last bin for longer
+  // ones, the exact maximum (preallocated at configure; percentiles read at status time).
+  static constexpr int kTimingBins = 2001;
+  static constexpr double kTimingBinUs = 0.5;
+  std::vector<std::uint32_t> timing_hist_;
+  std::uint64_t timing_count_ = 0;
+  double timing_max_us_ = 0.0;
+  double timing_percentile(double fraction) const noexcept;
   std::int64_t next_status_ns_ = 0, status_period_ns_ = 50000000;
 };
 
