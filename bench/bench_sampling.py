@@ -89,65 +89,60 @@ def _ctrl(model, S, H, seed=0):
 
 
 def throughput(S, threads):
-    """{name: (median, min, max) steps/s} at S samples of H steps."""
+    """{name: (median, min, max)} steps/s at S samples of H steps, measured in REPEATS interleaved
+    rounds (each round times every method once, so load changes hit them alike), plus the per-round
+    ratio planner / raw and the share of the planner's wall time spent inside mujoco.rollout."""
     spec, model = _scene()
     H = int(round(HORIZON_S / TIMESTEP))
     d = _start(model)
     x0, warm = _x0(model, d), np.array(d.qacc_warmstart)
     ctrl = _ctrl(model, S, H)
-    out = {}
-    # Python loop over mj_step (one thread: Python cannot step in parallel)
-    ts = []
-    for _ in range(max(1, REPEATS // 2)):
-        dd = mujoco.MjData(model)
-        t = time.perf_counter()
-        for s in range(S):
-            mujoco.mj_setState(model, dd, x0, mujoco.mjtState.mjSTATE_FULLPHYSICS)
-            dd.qacc_warmstart[:] = warm
-            for k in range(H):
-                dd.ctrl[:] = ctrl[s, k]
-                mujoco.mj_step(model, dd)
-        ts.append(S * H / (time.perf_counter() - t))
-    out["Python loop over mj_step (1 thread)"] = _stats(ts)
     pool = mj_rollout.Rollout(nthread=threads)
     datas = [mujoco.MjData(model) for _ in range(threads)]
-    # one mujoco.rollout call per sample
-    ts = []
-    for _ in range(REPEATS):
-        t = time.perf_counter()
-        for s in range(S):
-            pool.rollout(model, datas, x0[None], ctrl[s:s + 1], initial_warmstart=warm[None])
-        ts.append(S * H / (time.perf_counter() - t))
-    out["mujoco.rollout, one call per sample"] = _stats(ts)
-    # one batched call (the raw throughput)
     state = np.empty((S, H, x0.size))
     sens = np.empty((S, H, model.nsensordata))
-    ts = []
-    for _ in range(REPEATS):
-        t = time.perf_counter()
-        pool.rollout([model] * S, datas, np.tile(x0, (S, 1)), ctrl, initial_warmstart=np.tile(warm, (S, 1)),
-                     state=state, sensordata=sens)
-        ts.append(S * H / (time.perf_counter() - t))
-    out["mujoco.rollout, one batched call (raw)"] = _stats(ts)
-    pool.close()
-    # the planner: fine stage, one iteration per plan; steps it simulated / its wall time
     cfg = SimMPCConfig(num_samples=S, horizon_steps=H, node_steps=H // 5, ctrl_steps=H // 25, max_iterations=1,
                        stages=[SimMPCStage(1)], ctrl_std=0.05)
     ee = scenes.ee_sensor(PLANT)
-    cfg = cfg.add(SensorTask(np.tile([0.6, 0.1, 0.3, 0.6, 0.1, 0.19], (H + 1, 1)), {ee: 100.0, "box_pos": [10.0, 10.0, 0.0]}))
+    cfg = cfg.add(SensorTask(np.tile([0.6, 0.1, 0.3, 0.6, 0.1, 0.19], (H + 1, 1)),
+                             {ee: 100.0, "box_pos": [10.0, 10.0, 0.0]}))
     mpc = SimMPC(cfg, MjSim(spec, 1, nthread=threads), np.tile(scenes_q_ready(), (H + 1, 1)))
     dp = _start(mpc.model)
     mpc.plan(dp, 0)  # warm the buffers
-    ts, inside = [], []
-    for _ in range(REPEATS):
+    names = ["Python loop over mj_step (1 thread)", "mujoco.rollout, one call per sample",
+             "mujoco.rollout, one batched call (raw)", "SimMPC.plan (draws + validation, costs, update)"]
+    res = {n: [] for n in names}
+    ratio, inside = [], []
+    dd = mujoco.MjData(model)
+    for r in range(REPEATS):
+        if r < 2:  # the slowest; two rounds are enough
+            t = time.perf_counter()
+            for s in range(S):
+                mujoco.mj_setState(model, dd, x0, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+                dd.qacc_warmstart[:] = warm
+                for k in range(H):
+                    dd.ctrl[:] = ctrl[s, k]
+                    mujoco.mj_step(model, dd)
+            res[names[0]].append(S * H / (time.perf_counter() - t))
+        t = time.perf_counter()
+        for s in range(S):
+            pool.rollout(model, datas, x0[None], ctrl[s:s + 1], initial_warmstart=warm[None])
+        res[names[1]].append(S * H / (time.perf_counter() - t))
+        t = time.perf_counter()
+        pool.rollout([model] * S, datas, np.tile(x0, (S, 1)), ctrl, initial_warmstart=np.tile(warm, (S, 1)),
+                     state=state, sensordata=sens)
+        res[names[2]].append(S * H / (time.perf_counter() - t))
         s0 = mpc.engine.steps
         t = time.perf_counter()
         _, infos = mpc.plan(dp, 0)
-        ts.append((mpc.engine.steps - s0) / (time.perf_counter() - t))
+        res[names[3]].append((mpc.engine.steps - s0) / (time.perf_counter() - t))
+        ratio.append(res[names[3]][-1] / res[names[2]][-1])
         inside.append(infos[0]["rollout_s"] / infos[0]["wall_s"])
-    out["SimMPC.plan (draws + validation, costs, update)"] = _stats(ts)
-    out["share of SimMPC.plan wall time inside mujoco.rollout"] = _stats(inside)
+    pool.close()
     mpc.close()
+    out = {n: _stats(v) for n, v in res.items()}
+    out["ratio SimMPC.plan / raw, per round"] = _stats(ratio)
+    out["share of SimMPC.plan wall time inside mujoco.rollout"] = _stats(inside)
     return out
 
 
@@ -305,6 +300,7 @@ def closed(n_f8, n_pp, n_box):
         print(lines[-1], flush=True)
     lines.append(f"| pick-and-place success (< 20 mm at every goal) | {len(pps)} scenarios | {ok['sampling']}/{len(pps)} "
                  f"| {ok['bsqp']}/{len(pps)} |")
+    print(lines[-1], flush=True)
     lines += ["", "| box push | start (x, y) [m] | goal (x, y) [m] | sampling: final box err [mm] | "
               "open-loop scripted path [mm] |", "|---|---|---|---|---|"]
     succ = base = 0
@@ -317,6 +313,7 @@ def closed(n_f8, n_pp, n_box):
                      f"{sc['goal'][1]:.3f}) | {1e3 * e:.1f} | {1e3 * e0:.1f} |")
         print(lines[-1], flush=True)
     lines.append(f"| success (< 30 mm) | {len(scs)} boxes | | {succ}/{len(scs)} | {base}/{len(scs)} |")
+    print(lines[-1], flush=True)
     return lines
 
 
@@ -338,7 +335,7 @@ def main(argv=None):
             res = throughput(S, ARGS.threads)
             raw = res["mujoco.rollout, one batched call (raw)"][0]
             for name, (med, lo, hi) in res.items():
-                if name.startswith("share"):
+                if name.startswith(("share", "ratio")):
                     print(f"| {S} | {name} | {med:.3f} | {lo:.3f} | {hi:.3f} |", flush=True)
                     continue
                 print(f"| {S} | {name} | {med:,.0f} ({med / raw:.2f}x raw) | {lo:,.0f} | {hi:,.0f} |", flush=True)

@@ -325,15 +325,19 @@ class SimMPC:
         for i, stage in enumerate(schedule):
             segs = self._segments(stage)
             is_fine = segs == fine_segs
-            plan_cost = self._evaluate(self.nodes[:, None], x0r, warm, t0, fine_segs)[:, 0]
-            better = plan_cost < best_cost
-            best_cost[better], best_nodes[better] = plan_cost[better], self.nodes[better]
             eps = self.rng.standard_normal((B, n_draw) + self.nodes.shape[1:])
             d = np.maximum(c.min_std, c.noise_decay ** i * std) * free
             if i == 0 and c.wide_ratio > 0:
                 eps[:, :int(math.ceil(c.wide_ratio * n_draw - 1e-9))] *= c.wide_scale
             cands = self.nodes[:, None] + eps * d[:, None]
-            costs = self._evaluate(cands, x0r, warm, t0, segs)
+            if is_fine:  # the plan and the draws in one rollout call (a rollout does not depend on its batch)
+                both = self._evaluate(np.concatenate([self.nodes[:, None], cands], axis=1), x0r, warm, t0, segs)
+                plan_cost, costs = both[:, 0], both[:, 1:]
+            else:
+                plan_cost = self._evaluate(self.nodes[:, None], x0r, warm, t0, fine_segs)[:, 0]
+                costs = self._evaluate(cands, x0r, warm, t0, segs)
+            better = plan_cost < best_cost
+            best_cost[better], best_nodes[better] = plan_cost[better], self.nodes[better]
             for b in range(B):
                 if stopped[b]:
                     continue
