@@ -5,8 +5,6 @@
 // heap calls, and prints "key=value" lines. The hook replaces malloc & co. in
 // this executable (glibc lets the main program interpose them) and forwards to
 // glibc's own implementation; a control allocation proves it counts.
-#include <malloc.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,48 +15,7 @@
 #include "gato/plan_executor.hpp"
 #include "gato/solver.hpp"  // the solver target links too (the plugin's embedded mode uses it)
 
-extern "C" {
-void* __libc_malloc(size_t);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void* __libc_memalign(size_t, size_t);
-void __libc_free(void*);
-}
-
-static bool g_counting = false;
-static long g_allocs = 0, g_frees = 0;
-
-extern "C" {
-void* malloc(size_t n) {
-  if (g_counting) ++g_allocs;
-  return __libc_malloc(n);
-}
-void* calloc(size_t a, size_t b) {
-  if (g_counting) ++g_allocs;
-  return __libc_calloc(a, b);
-}
-void* realloc(void* p, size_t n) {
-  if (g_counting) ++g_allocs;
-  return __libc_realloc(p, n);
-}
-void* memalign(size_t al, size_t n) {
-  if (g_counting) ++g_allocs;
-  return __libc_memalign(al, n);
-}
-void* aligned_alloc(size_t al, size_t n) {
-  if (g_counting) ++g_allocs;
-  return __libc_memalign(al, n);
-}
-int posix_memalign(void** out, size_t al, size_t n) {
-  if (g_counting) ++g_allocs;
-  *out = __libc_memalign(al, n);
-  return *out ? 0 : 12;
-}
-void free(void* p) {
-  if (g_counting && p) ++g_frees;
-  __libc_free(p);
-}
-}
+#include "../malloc_hook.hpp"  // g_counting, g_allocs, g_frees
 
 int main(int argc, char** argv) {
   if (argc < 3) {

@@ -4,8 +4,6 @@
 // control (dynamically consistent and Moore-Penrose projectors), every 97th step stopped
 // by a NaN measured wrench, while a malloc hook counts heap calls. Prints "key=value"
 // lines; a control allocation proves the hook counts.
-#include <malloc.h>
-
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -14,48 +12,7 @@
 
 #include "gato/osc.hpp"
 
-extern "C" {
-void* __libc_malloc(size_t);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void* __libc_memalign(size_t, size_t);
-void __libc_free(void*);
-}
-
-static bool g_counting = false;
-static long g_allocs = 0, g_frees = 0;
-
-extern "C" {
-void* malloc(size_t n) {
-  if (g_counting) ++g_allocs;
-  return __libc_malloc(n);
-}
-void* calloc(size_t a, size_t b) {
-  if (g_counting) ++g_allocs;
-  return __libc_calloc(a, b);
-}
-void* realloc(void* p, size_t n) {
-  if (g_counting) ++g_allocs;
-  return __libc_realloc(p, n);
-}
-void* memalign(size_t al, size_t n) {
-  if (g_counting) ++g_allocs;
-  return __libc_memalign(al, n);
-}
-void* aligned_alloc(size_t al, size_t n) {
-  if (g_counting) ++g_allocs;
-  return __libc_memalign(al, n);
-}
-int posix_memalign(void** out, size_t al, size_t n) {
-  if (g_counting) ++g_allocs;
-  *out = __libc_memalign(al, n);
-  return *out ? 0 : 12;
-}
-void free(void* p) {
-  if (g_counting && p) ++g_frees;
-  __libc_free(p);
-}
-}
+#include "../malloc_hook.hpp"  // g_counting, g_allocs, g_frees
 
 namespace {
 
