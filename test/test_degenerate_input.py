@@ -49,10 +49,10 @@ ZERO_WEIGHT_CASES = {
 
 @pytest.mark.parametrize("case", list(ZERO_WEIGHT_CASES))
 def test_zero_weights_follow_the_documented_regularization(case):
-    """The C++ core and the NumPy reference of docs/solver_method.md ("Zero weights": the trust
-    region also covers a velocity / control block whose weight is zero) take the same four SQP
-    iterations, and every one is accepted (before the rule every step was rejected: a plan that
-    never left the hold, silently)."""
+    """The C++ core and the NumPy reference of docs/solver_method.md ("Zero weights": a step-only
+    weight on a velocity block (rho) or a control (1e-8) whose cost weight is zero) take the same
+    four SQP iterations, and every one is accepted (before the rule every step was rejected: a
+    plan that never left the hold, silently)."""
     kw, u_vec, table = ZERO_WEIGHT_CASES[case]
     urdf = gato.robot_urdf("iiwa14")
     ee = gato.robot_info("iiwa14")["ee_frame"]
@@ -69,7 +69,7 @@ def test_zero_weights_follow_the_documented_regularization(case):
     np.testing.assert_allclose(res.stats.step_size[0], [r.alpha for r in records])
     assert np.all(res.stats.step_size[0] > 0), res.stats.step_size
     np.testing.assert_allclose(res.xu[0], xu_ref, rtol=1e-7, atol=1e-7)
-    np.testing.assert_allclose(res.stats.final_merit[0], records[-1].merit_after, rtol=1e-9)
+    np.testing.assert_allclose(res.stats.final_merit[0], records[-1].merit_after, rtol=1e-7)
 
 
 def test_nonzero_weights_are_untouched_by_the_rule():
@@ -109,6 +109,31 @@ def test_zero_torque_weight_converges_to_the_plan_of_a_vanishing_weight():
     assert np.linalg.norm(p0 - goal) < 0.05 * hold_dist
     np.testing.assert_allclose(p0, p9, atol=1e-4)
     assert m0 <= m9 + 1e-6 and m0 == pytest.approx(m9, abs=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_zero_torque_weight_in_a_real_time_loop_tracks_like_a_vanishing_weight(dtype):
+    """One SQP iteration per tick (MPCController), the plant stepped by the solver's own
+    dynamics: u_cost = 0 reaches the goal as u_cost = 1e-6 does (a step damped by rho on the
+    torques could not even reach gravity compensation: the arm fell away, 1 m off)."""
+    from gato.controller import MPCController
+
+    urdf = gato.robot_urdf("iiwa14")
+    plant = gato.BSQP(urdf, 1, 16, 0.02)
+    final = {}
+    for u_cost in (0.0, 1e-6):
+        s = gato.BSQP(urdf, 1, 16, 0.02, dtype=dtype, u_cost=u_cost)
+        c = MPCController(s, limits="off")
+        x = np.r_[Q0, np.zeros(7)]
+        goal = s.ee_pos(Q0) + np.array([0.1, 0.05, -0.05])
+        ref = np.tile(np.r_[goal, 0, 0, 0], 16)
+        for t in range(150):
+            r = c.step(x, ref, 0.01 if t else None)
+            x = plant.sim_forward(x[None], np.asarray(r.u, dtype=np.float64)[None], 0.01)[0]
+        final[u_cost] = np.linalg.norm(plant.ee_pos(x[:7]) - goal)
+    start = np.linalg.norm(plant.ee_pos(Q0) - goal)
+    assert final[1e-6] < 0.1 * start
+    assert final[0.0] < 0.1 * start and final[0.0] < 2 * final[1e-6], final
 
 
 def test_zero_weights_in_float32_take_steps():

@@ -14,7 +14,7 @@ Conventions (see the spec for the full text):
   per knot; only xyz is used.
 * Defects ``c_0 = x_0 - x_s``, ``c_{k+1} = x_{k+1} - f(x_k, u_k)``.
 * KKT system ``[[G, C^T], [C, 0]] [dz; lam] = [-g; c]`` with
-  ``G = blkdiag(Q_k + rho*Ibar_k, R_k + rho*Rbar_k)``, ``Ibar_k = diag(I_nv, 0)`` and
+  ``G = blkdiag(Q_k + rho*Ibar_k, R_k + Rbar_k)``, ``Ibar_k = diag(I_nv, 0)`` and
   ``Rbar_k = 0`` unless a velocity / control weight is zero (``_ibar``, ``_rbar``); row 0 of C is
   ``-I`` on ``x_0``, row ``k+1`` is ``[A_k, B_k, -I]`` on ``(x_k, u_k, x_{k+1})``.
 """
@@ -35,6 +35,8 @@ ALPHAS = tuple(2.0 ** -i for i in range(8))
 RHO_MIN = 1e-8
 RHO_MAX = 10.0
 RHO_RESET = 1e-3
+#: Step-only weight on a control whose cost weight is zero (float64; docs/solver_method.md, "Zero weights").
+ZERO_CONTROL_PROX = 1e-8
 
 IterRecord = namedtuple("IterRecord", ["alpha", "merit_before", "merit_after", "rho"])
 IterRecord.__doc__ = """One SQP iteration: accepted alpha (or -1 on rejection), the merit
@@ -481,9 +483,9 @@ class RefProblem:
         return Ib
 
     def _rbar(self, k):
-        """Rbar_k (nu, nu) = diag([s_kj = 0 and ctrl_lim_cost = 0]): the trust region on a control
-        whose cost weight is zero."""
-        return np.diag(((self.s_u[k] == 0) & (self.ctrl_lim_cost == 0)).astype(np.float64))
+        """Rbar_k (nu, nu) = ZERO_CONTROL_PROX diag([s_kj = 0 and ctrl_lim_cost = 0]): the
+        step-only weight on a control whose cost weight is zero (independent of rho)."""
+        return ZERO_CONTROL_PROX * np.diag(((self.s_u[k] == 0) & (self.ctrl_lim_cost == 0)).astype(np.float64))
 
     def assemble_kkt(self, blocks, rho):
         """Dense (G (n, n), C (N nx, n), g (n,), c (N nx,)), n = N nx + (N-1) nu."""
@@ -498,7 +500,7 @@ class RefProblem:
             g[xi] = blocks["q"][k]
         for k in range(N - 1):
             ui = self.u_index(k)
-            G[ui, ui] = blocks["R"][k] + rho * self._rbar(k)
+            G[ui, ui] = blocks["R"][k] + self._rbar(k)
             g[ui] = blocks["r"][k]
         C[0:nx, self.x_index(0)] = -np.eye(nx)
         for k in range(N - 1):
@@ -531,7 +533,7 @@ class RefProblem:
         """
         N, nx = self.N, self.nx
         Qi = [np.linalg.inv(blocks["Q"][k] + rho * self._ibar(k)) for k in range(N)]
-        Ri = [np.linalg.inv(blocks["R"][k] + rho * self._rbar(k)) for k in range(N - 1)]
+        Ri = [np.linalg.inv(blocks["R"][k] + self._rbar(k)) for k in range(N - 1)]
         A, B, c, q, r = blocks["A"], blocks["B"], blocks["c"], blocks["q"], blocks["r"]
         M = np.zeros((N * nx, N * nx))
         gam = np.zeros((N, nx))
@@ -564,7 +566,7 @@ class RefProblem:
                 rhs = rhs + blocks["A"][k].T @ lam[k + 1]
             dz[self.x_index(k)] = -np.linalg.solve(blocks["Q"][k] + rho * self._ibar(k), rhs)
         for k in range(N - 1):
-            dz[self.u_index(k)] = -np.linalg.solve(blocks["R"][k] + rho * self._rbar(k),
+            dz[self.u_index(k)] = -np.linalg.solve(blocks["R"][k] + self._rbar(k),
                                                    blocks["r"][k] + blocks["B"][k].T @ lam[k + 1])
         return dz, lam
 

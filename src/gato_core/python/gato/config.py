@@ -35,8 +35,8 @@ class SolverParams:
     ``qd_cost`` (joint velocity), ``u_cost`` (torque), and the log-barrier limit weights
     ``q_lim_cost`` / ``vel_lim_cost`` / ``ctrl_lim_cost`` (0 = off). Per-knot and per-joint
     refinements are runtime setters on BSQP and take precedence over these. Every weight is
-    finite and >= 0; a zero ``qd_cost`` or ``u_cost`` (with its barrier off) is regularized by
-    the trust region (docs/solver_method.md, "Zero weights").
+    finite and >= 0; a zero ``qd_cost`` or ``u_cost`` (with its barrier off) gets a step-only
+    regularization, exact at convergence (docs/solver_method.md, "Zero weights").
 
     ``exact_hessian``: second-order stage Hessians; the CPU backend has none (Gauss-Newton
     only) and rejects True with a clear error.

@@ -279,7 +279,7 @@ class BSQP(RowGroupAPI):
     def set_cost_weights_per_knot(self, knot_weights) -> None:
         """Per-knot [ee, qd, u] weights, shape (N, 3), finite and >= 0; overrides the scalar q/qd/u/N
         weights (the terminal EE weight is row N-1's ee entry). None clears the table. A zero qd or
-        u entry is regularized by the trust region (docs/solver_method.md, "Zero weights")."""
+        u entry gets a step-only regularization (docs/solver_method.md, "Zero weights")."""
         if knot_weights is None:
             self._knot_weights = None
             self._s.set_knot_weights(np.zeros(0))
@@ -309,7 +309,7 @@ class BSQP(RowGroupAPI):
     def set_u_cost_vec(self, weights=None) -> None:
         """Per-joint control weights (n_actuated,), >= 0, replacing the scalar/per-knot u weight at
         every knot; None resets to the scalar u_cost. A zero weight (torque free on that joint) is
-        regularized by the trust region (docs/solver_method.md, "Zero weights")."""
+        given a step-only regularization (docs/solver_method.md, "Zero weights")."""
         if weights is None:
             self._u_cost_vec = None
             self._s.set_u_cost_vec(np.zeros(0))
