@@ -109,8 +109,17 @@ def throughput(S, threads):
     mpc = SimMPC(cfg, MjSim(spec, 1, nthread=threads), np.tile(scenes_q_ready(), (H + 1, 1)))
     dp = _start(mpc.model)
     mpc.plan(dp, 0)  # warm the buffers
+    calls = []
+    run = mpc.engine.run
+
+    def spy(m, x, w, u):  # record the planner's rollout calls to replay them raw
+        calls.append((m, x.copy(), w.copy(), u.copy()))
+        return run(m, x, w, u)
+
+    mpc.engine.run = spy
     names = ["Python loop over mj_step (1 thread)", "mujoco.rollout, one call per sample",
-             "mujoco.rollout, one batched call (raw)", "SimMPC.plan (draws + validation, costs, update)"]
+             "mujoco.rollout, one batched call (raw; white-noise controls)", "SimMPC.plan (draws + validation, costs, update)",
+             "raw mujoco.rollout replaying the planner's own calls"]
     res = {n: [] for n in names}
     ratio, inside = [], []
     dd = mujoco.MjData(model)
@@ -133,23 +142,30 @@ def throughput(S, threads):
                      state=state, sensordata=sens)
         res[names[2]].append(S * H / (time.perf_counter() - t))
         s0 = mpc.engine.steps
+        calls.clear()
         t = time.perf_counter()
         _, infos = mpc.plan(dp, 0)
         res[names[3]].append((mpc.engine.steps - s0) / (time.perf_counter() - t))
-        ratio.append(res[names[3]][-1] / res[names[2]][-1])
         inside.append(infos[0]["rollout_s"] / infos[0]["wall_s"])
+        # the same rollouts (models, states, controls) as raw batched calls, right after
+        steps, t = 0, time.perf_counter()
+        for m, x, w, u in calls:
+            pool.rollout([m] * len(x), datas, x, u, initial_warmstart=w)
+            steps += u.shape[0] * u.shape[1]
+        res[names[4]].append(steps / (time.perf_counter() - t))
+        ratio.append(res[names[3]][-1] / res[names[4]][-1])
     pool.close()
     mpc.close()
     out = {n: _stats(v) for n, v in res.items()}
-    out["ratio SimMPC.plan / raw, per round"] = _stats(ratio)
+    out["ratio SimMPC.plan / raw replay of its calls, per round"] = _stats(ratio)
     out["share of SimMPC.plan wall time inside mujoco.rollout"] = _stats(inside)
     return out
 
 
-def plan_time(S, threads, coarse):
-    H = int(round(HORIZON_S / TIMESTEP))
-    spec, _ = _scene()
-    stage = SimMPCStage(2, [(0.25, None), (1.0, 4 * TIMESTEP)]) if coarse else SimMPCStage(2)
+def plan_time(S, threads, coarse, timestep=TIMESTEP):
+    H = int(round(HORIZON_S / timestep))
+    spec = scenes.box_push_spec(timestep=timestep)
+    stage = SimMPCStage(2, [(0.25, None), (1.0, 4 * timestep)]) if coarse else SimMPCStage(2)
     cfg = SimMPCConfig(num_samples=S, horizon_steps=H, node_steps=H // 5, ctrl_steps=H // 25, stages=[stage],
                        ctrl_std=0.05, min_improvement=0.0)
     ee = scenes.ee_sensor(PLANT)
@@ -333,19 +349,21 @@ def main(argv=None):
         print("\n| samples | method | steps/s median | min | max |\n|---|---|---|---|---|")
         for S in samples:
             res = throughput(S, ARGS.threads)
-            raw = res["mujoco.rollout, one batched call (raw)"][0]
+            raw = res["mujoco.rollout, one batched call (raw; white-noise controls)"][0]
             for name, (med, lo, hi) in res.items():
                 if name.startswith(("share", "ratio")):
                     print(f"| {S} | {name} | {med:.3f} | {lo:.3f} | {hi:.3f} |", flush=True)
                     continue
                 print(f"| {S} | {name} | {med:,.0f} ({med / raw:.2f}x raw) | {lo:,.0f} | {hi:,.0f} |", flush=True)
     if ARGS.part in ("all", "plan"):
-        print("\n| samples | stage | plan time per tick [ms] median | min | max |\n|---|---|---|---|---|")
-        for S in samples:
-            for coarse in (False, True):
-                med, lo, hi = plan_time(S, ARGS.threads, coarse)
-                st = "[(0.25, fine), (1.0, 4 dt)]" if coarse else "fine"
-                print(f"| {S} | {st} | {med:.1f} | {lo:.1f} | {hi:.1f} |", flush=True)
+        print("\n| samples | timestep [ms] | stage | plan time per tick [ms] median | min | max |\n"
+              "|---|---|---|---|---|---|")
+        for ts in (TIMESTEP, 0.005):
+            for S in samples:
+                for coarse in (False, True):
+                    med, lo, hi = plan_time(S, ARGS.threads, coarse, ts)
+                    st = "[(0.25, fine), (1.0, 4 dt)]" if coarse else "fine"
+                    print(f"| {S} | {1e3 * ts:g} | {st} | {med:.1f} | {lo:.1f} | {hi:.1f} |", flush=True)
     if ARGS.part in ("all", "closed"):
         print()
         closed(ARGS.n_fig8, ARGS.n_pickplace, ARGS.n_box)
