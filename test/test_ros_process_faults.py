@@ -22,6 +22,7 @@ sl = import_or_skip("gato_ros.sim_logic", _HINT)
 cl = import_or_skip("gato_ros.controller_logic", _HINT)
 rl = import_or_skip("gato_ros.reference_logic", _HINT)
 from gato import tasks  # noqa: E402
+from gato_ros import params  # noqa: E402
 from gato_ros.types import JointStateSample, ReferenceWindow  # noqa: E402
 
 ROBOT = "iiwa14"
@@ -31,6 +32,27 @@ S = 1_000_000_000
 
 
 # ------------------------------------------------------------------ closed loop without ROS
+def _urdf_model():
+    import gato
+    import pinocchio as pin
+
+    return pin.buildModelFromUrdf(str(gato.robot_urdf(ROBOT)))
+
+
+def _ee_positions(q_rows):
+    """(T, 3) EE positions [m] of joint positions (T, 7) in the URDF's joint order."""
+    import gato
+    import pinocchio as pin
+
+    model = _urdf_model()
+    data, fid = model.createData(), model.getFrameId(gato.robot_info(ROBOT)["ee_frame"])
+    out = []
+    for q in q_rows:
+        pin.forwardKinematics(model, data, np.asarray(q, dtype=np.float64))
+        out.append(pin.updateFramePlacement(model, data, fid).translation.copy())
+    return np.array(out)
+
+
 class Loop:
     """The lockstep bringup in one process: world, controller (reference_sync) and reference."""
 
@@ -39,7 +61,7 @@ class Loop:
         self.ref = rl.ReferenceLogic({"robot": ROBOT})
         self.ctl_cfg = {"robot": ROBOT, "reference_sync": True, **(ctl_cfg or {})}
         self.ctl = cl.ControllerLogic(self.ctl_cfg)
-        self.vel_limit = np.asarray(self.sim._model.velocityLimit)
+        self.vel_limit = _urdf_model().velocityLimit
 
     def restart_controller(self):
         self.ctl = cl.ControllerLogic(self.ctl_cfg)
@@ -348,18 +370,17 @@ def _series(bag):
             seen.add(t(x.header))
             rows.append((t(x.header), np.asarray(x.position), np.asarray(x.velocity), np.asarray(x.effort)))
     rows.sort(key=lambda r: r[0])
-    sim = sl.SimWorldLogic({"robot": ROBOT})
-    ee = []
-    for _, q, _, _ in rows:
-        sim.q = q[sim._to_urdf]
-        ee.append(sim.ee_position())
+    names = list(js[0][1].name)
+    assert names == NAMES, names                      # the URDF's joint order (the FK below uses it)
+    ee = _ee_positions([r[1] for r in rows])
     cmds = [(t(c.header), int(c.tick), c.source) for _, c in m.get("/gato_controller/command", [])]
     refs = sorted(t(r.header) for _, r in m.get("/ee_reference", []))
     return dict(t=np.array([r[0] for r in rows]), q=np.array([r[1] for r in rows]),
                 qd=np.array([r[2] for r in rows]), u=np.array([r[3] for r in rows]), ee=np.array(ee), cmds=cmds,
                 sim_status=[x for _, x in m.get("/gato_sim/status", [])],
                 ctl_status=[x for _, x in m.get("/gato_controller/status", [])], refs=refs,
-                vel_limit=np.asarray(sim._model.velocityLimit), res=res, timeout_s=sim.cfg["command_timeout_s"])
+                vel_limit=_urdf_model().velocityLimit, res=res,
+                timeout_s=params.defaults(params.SIM, ROBOT)["command_timeout_s"])
 
 
 def _instances(cmds):
