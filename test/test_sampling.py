@@ -410,3 +410,48 @@ def test_control_map_plans_twists():
     twist = mpc.plan_commands[0, 0]
     assert cc(model, rows["qpos"][-1:], rows["qvel"][-1:], twist[None], 0)[0, 0] == pytest.approx(
         twist[2] / (1 + cc.damping), rel=1e-9)
+
+
+def test_batch_instances_plan_independently():
+    """batch_size 2: commands (ctrl_steps, 2, nu); with one fine iteration, instance 0 of the batch
+    plans exactly as a single planner from the same state (its draws come first in the stream)."""
+    model = slide_model()
+    kw = dict(num_samples=16, horizon_steps=20, node_steps=10, ctrl_steps=10, max_iterations=1,
+              stages=[SimMPCStage(1)], seed=4)
+    term = SensorTask(np.full((60, 1), 0.3), {"x": 100.0})
+    single = SimMPC(SimMPCConfig(**kw).add(term), MjSim(model, 1, nthread=2), np.zeros((60, 1)))
+    batch = SimMPC(SimMPCConfig(batch_size=2, **kw).add(term), MjSim(model, 1, nthread=2), np.zeros((60, 1)))
+    d0, d1 = mujoco.MjData(model), mujoco.MjData(model)
+    d1.qpos[0] = 0.25
+    c1, _ = single.plan(d0, 0)
+    c2, infos = batch.plan([d0, d1], 0)
+    assert c2.shape == (10, 2, 1) and len(infos) == 2
+    assert np.array_equal(c2[:, 0], c1[:, 0])
+    assert infos[1]["plan_cost"] < infos[0]["plan_cost"]  # instance 1 starts near the target
+    rows, plans = batch.execute(MjSim(model, 2), 20)
+    assert len(rows) == 2 and rows[1]["qpos"].shape == (20, 1) and len(plans[1]) == 2
+    with pytest.raises(ValueError, match="data"):
+        batch.plan(d0, 0)
+
+
+@pytest.mark.parametrize("extra", [
+    dict(interpolation="cubic"), dict(interpolation="zero"), dict(planner="cem", draw_first_node=True),
+    dict(settle_steps=3, wide_ratio=0.25, noise_decay=0.8, init_iterations=3),
+    dict(std_range=(0.5, 1.5), std_gamma=1.0),
+    dict(interpolation=basis_at("linear", np.arange(20), 10, 3)),
+])
+def test_knobs_plan_finite_commands(extra):
+    """Every knob runs through plan (and the next, shifted plan) to finite, bounded commands."""
+    model = slide_model()
+    cfg = SimMPCConfig(num_samples=12, horizon_steps=20, node_steps=10, ctrl_steps=10, max_iterations=2,
+                       ctrl_range=[[-0.5, 0.5]], **extra).add(SensorTask(np.full((60, 1), 0.3), {"x": 100.0}))
+    mpc = SimMPC(cfg, MjSim(model, 1, nthread=1), np.zeros((60, 1)))
+    d = mujoco.MjData(model)
+    for t0 in (0, 10):
+        cmd, infos = mpc.plan(d, t0)
+        assert np.all(np.isfinite(cmd)) and np.all(np.abs(cmd) <= 0.5)
+        assert np.isfinite(infos[0]["plan_cost"]) and infos[0]["iterations"] >= 1
+    if "std_range" in extra:
+        assert 0.5 <= infos[0]["std_scale"] <= 1.5
+    if "init_iterations" in extra:
+        assert infos[0]["iterations"] <= 2
