@@ -31,6 +31,10 @@ __all__ = ["BagContents", "read_bag"]
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# A zstd frame: how rosbag2's --compression-format zstd stores a message (--compression-mode
+# message) or a whole storage file (file mode, ``*.mcap.zstd`` / ``*.db3.zstd``). CDR data
+# starts with its encapsulation header (0x00 ...), so the magic cannot be a plain message.
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _LOST = b"<gato:lost-data>"  # 16 bytes: padding of a cut sqlite3 file, see _read_sqlite
 
 # MCAP opcodes (https://mcap.dev/spec); every other valid opcode is skipped.
@@ -150,13 +154,16 @@ def _layout(p: Path):
     if p.is_file():
         with p.open("rb") as fh:
             head = fh.read(16)
-        if p.suffix == ".mcap" or head.startswith(MCAP_MAGIC):
+        inner = p.name.removesuffix(".zstd") if head.startswith(ZSTD_MAGIC) else p.name
+        if inner.endswith(".mcap") or head.startswith(MCAP_MAGIC):
             return "mcap", [p], False
-        if p.suffix == ".db3" or head.startswith(SQLITE_MAGIC):
+        if inner.endswith(".db3") or head.startswith(SQLITE_MAGIC):
             return "sqlite3", [p], False
         raise not_a_bag
     meta = p / "metadata.yaml"
-    mcaps, db3s = sorted(p.glob("*.mcap")), sorted(p.glob("*.db3"))
+    # *.zstd: files rosbag2 compressed whole (--compression-mode file)
+    mcaps = sorted([*p.glob("*.mcap"), *p.glob("*.mcap.zstd")])
+    db3s = sorted([*p.glob("*.db3"), *p.glob("*.db3.zstd")])
     listed: list[Path] = []
     storage = ""
     if meta.is_file():
@@ -171,7 +178,7 @@ def _layout(p: Path):
     elif not mcaps and not db3s:
         raise not_a_bag
     if not storage:
-        storage = "mcap" if mcaps or any(f.suffix == ".mcap" for f in listed) else "sqlite3"
+        storage = "mcap" if mcaps or any(".mcap" in f.suffixes for f in listed) else "sqlite3"
     own = mcaps if storage == "mcap" else db3s
     # Files metadata.yaml lists first (their order is the recording order), then any it does not
     # know: a split file being written when the recorder died is not listed yet.
@@ -272,11 +279,79 @@ def _scan_files(files: list, rd: _Reading, prog: _Progress):
         if not f.exists():
             rd.problems.append(f"{f.name}: listed in metadata.yaml but missing")
             rd.damaged = True
+        elif _head_n(f, 4) == ZSTD_MAGIC:
+            _scan_zstd_file(f, rd, sub)
         elif f.suffix == ".db3" or _head_n(f, 16).startswith(SQLITE_MAGIC):
             _read_sqlite(f, rd, sub)
         else:
             _scan_mcap(f, rd, sub)
         done += size
+
+
+def _scan_zstd_file(f: Path, rd: _Reading, sub):
+    """A storage file rosbag2 compressed whole (``--compression-mode file``): decompressed into a
+    temporary file, as far as it decompresses (a cut file gives its intact start), then read
+    like an uncompressed one."""
+    import tempfile
+
+    inner = f.name.removesuffix(".zstd")
+    with tempfile.TemporaryDirectory(prefix="gato_bagio_") as tmp:
+        out = Path(tmp) / inner
+        err = _unzstd_file(f, out)
+        if err:
+            rd.problems.append(f"{f.name}: the zstd stream ends early or is broken ({err}): "
+                               f"reading the {out.stat().st_size} bytes it gave")
+            rd.damaged = True
+        if out.stat().st_size == 0:
+            rd.problems.append(f"{f.name}: nothing decompresses: skipped")
+            rd.damaged = True
+            return
+        if inner.endswith(".db3") or _head_n(out, 16).startswith(SQLITE_MAGIC):
+            _read_sqlite(out, rd, sub)
+        else:
+            _scan_mcap(out, rd, sub)
+
+
+def _zstd_module():
+    """The zstd module of this Python (3.14's compression.zstd or backports.zstd), or None."""
+    try:
+        from compression import zstd  # Python >= 3.14
+    except ImportError:
+        try:
+            from backports import zstd
+        except ImportError:
+            return None
+    return zstd
+
+
+def _unzstd_file(src: Path, dst: Path) -> str:
+    """Decompress every zstd frame of ``src`` into ``dst`` (streaming); returns "" or what went
+    wrong (a cut or corrupt stream: ``dst`` holds what came out before it)."""
+    zstd = _zstd_module()
+    with src.open("rb") as fi, dst.open("wb") as fo:
+        if zstd is None:
+            import zstandard  # noqa: PLC0415 - optional, only without backports.zstd
+            try:
+                zstandard.ZstdDecompressor().copy_stream(fi, fo, read_size=1 << 20)
+            except zstandard.ZstdError as e:
+                return _short(e, 80)
+            return ""
+        d, fed = zstd.ZstdDecompressor(), False   # fed: bytes went into d's (unfinished) frame
+        while True:
+            block = fi.read(1 << 20)
+            if not block:
+                return "" if d.eof or not fed else "the stream is cut"
+            while block:
+                try:
+                    fo.write(d.decompress(block))
+                except zstd.ZstdError as e:
+                    return _short(e, 80)
+                fed = True
+                if d.eof:       # one frame done; the next one (if any) needs a new decompressor
+                    block = d.unused_data
+                    d, fed = zstd.ZstdDecompressor(), False
+                else:
+                    block = b""
 
 
 class _Records:
@@ -728,6 +803,8 @@ def _decode(rd: _Reading, res: BagContents, prog: _Progress):
         if topic in skip:
             continue
         try:
+            if data[:4] == ZSTD_MAGIC:  # --compression-mode message, read without rosbags
+                data = _decompress(data, "zstd", 0, False)
             msg = _deserialize(store, data, msgtype)
         except Exception as err:  # noqa: BLE001 - corrupt CDR raises several kinds
             failed[topic] += 1
