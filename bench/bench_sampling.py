@@ -118,7 +118,8 @@ def throughput(S, threads):
 
     mpc.engine.run = spy
     names = ["Python loop over mj_step (1 thread)", "mujoco.rollout, one call per sample",
-             "mujoco.rollout, one batched call (raw; white-noise controls)", "SimMPC.plan (draws + validation, costs, update)",
+             "mujoco.rollout, one batched call (raw; white-noise controls)",
+             "SimMPC.plan (draws + validation, costs, update)",
              "raw mujoco.rollout replaying the planner's own calls"]
     res = {n: [] for n in names}
     ratio, inside = [], []
@@ -169,7 +170,8 @@ def plan_time(S, threads, coarse, timestep=TIMESTEP):
     cfg = SimMPCConfig(num_samples=S, horizon_steps=H, node_steps=H // 5, ctrl_steps=H // 25, stages=[stage],
                        ctrl_std=0.05, min_improvement=0.0)
     ee = scenes.ee_sensor(PLANT)
-    cfg = cfg.add(SensorTask(np.tile([0.6, 0.1, 0.3, 0.6, 0.1, 0.19], (H + 1, 1)), {ee: 100.0, "box_pos": [10.0, 10.0, 0.0]}))
+    cfg = cfg.add(SensorTask(np.tile([0.6, 0.1, 0.3, 0.6, 0.1, 0.19], (H + 1, 1)),
+                             {ee: 100.0, "box_pos": [10.0, 10.0, 0.0]}))
     mpc = SimMPC(cfg, MjSim(spec, 1, nthread=threads), np.tile(scenes_q_ready(), (H + 1, 1)))
     d = _start(mpc.model)
     mpc.plan(d, 0)
@@ -314,8 +316,8 @@ def closed(n_f8, n_pp, n_box):
         ok["bsqp"] += b < 0.02
         lines.append(f"| pick-and-place worst end-of-goal EE err [mm] | {sc['id']} | {1e3 * a:.1f} | {1e3 * b:.1f} |")
         print(lines[-1], flush=True)
-    lines.append(f"| pick-and-place success (< 20 mm at every goal) | {len(pps)} scenarios | {ok['sampling']}/{len(pps)} "
-                 f"| {ok['bsqp']}/{len(pps)} |")
+    lines.append(f"| pick-and-place success (< 20 mm at every goal) | {len(pps)} scenarios | "
+                 f"{ok['sampling']}/{len(pps)} | {ok['bsqp']}/{len(pps)} |")
     print(lines[-1], flush=True)
     lines += ["", "| box push | start (x, y) [m] | goal (x, y) [m] | sampling: final box err [mm] | "
               "open-loop scripted path [mm] |", "|---|---|---|---|---|"]

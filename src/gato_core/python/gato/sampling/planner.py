@@ -15,7 +15,8 @@ measured state; :meth:`SamplingPlanner._torque_plan`). Per tick:
 
 ``StepResult.plan``: the first ``ctrl_steps`` scene steps as a state-torque Plan (knots one scene
 timestep apart). Fields of the interface that do not apply: no batch of problems or hypotheses
-(best_id 0), no budget (the iterations are fixed), no warm-up solve. ``PlannerStats.iterations`` is the sampling iterations run;
+(best_id 0), no budget (the iterations are fixed), no warm-up solve. ``PlannerStats.iterations``
+is the sampling iterations run;
 ``extra`` holds plan_cost, best_cost, executed, rollout_steps and rollout_s.
 """
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .config import SimMPCConfig, SimMPCStage
-from .terms import ControlTask, GraspTask, SensorTask, SENSOR_PREFIX
+from .terms import SENSOR_PREFIX, ControlTask, SensorTask
 
 __all__ = ["robot_spec", "mjcf_spec", "box_push_spec", "ee_body", "ee_sensor", "add_frame_sensors",
            "fig8_task", "pickplace_task", "box_push_task", "box_push_scenarios", "IIWA14_GAINS", "BOX"]

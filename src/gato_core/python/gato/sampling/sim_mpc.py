@@ -298,8 +298,9 @@ class SimMPC:
             iterations (run), plan_cost (the executed plan's cost at the fine step), best_cost (the
             cheapest candidate scored at the fine step), executed ("plan" | "best_draw"),
             temperature (last iteration's), std_scale, stages, rollout_steps (simulated this plan),
-            wall_s (the plan's wall time), rollout_s (of it, inside mujoco.rollout), and per_iteration: [{iteration, dt, plan_cost, best_cost, mean_cost,
-            temperature, std}] (costs of that iteration's candidates; plan_cost at the fine step).
+            wall_s (the plan's wall time), rollout_s (of it, inside mujoco.rollout), and per_iteration:
+            [{iteration, dt, plan_cost, best_cost, mean_cost, temperature, std}] (costs of that
+            iteration's candidates; plan_cost at the fine step).
         """
         if isinstance(t0, bool) or not isinstance(t0, (int, np.integer)) or t0 < 0:
             raise ValueError(f"t0: expected an integer sim step >= 0, got {t0!r}")
@@ -376,7 +377,8 @@ class SimMPC:
                 self.nodes[b] = best_nodes[b]
                 executed, final[b] = "best_draw", best_cost[b]
             if c.std_range is not None:
-                ratio = math.sqrt(np.mean(std[b][self._free] ** 2) / max(np.mean(self._sigma[self._free] ** 2), 1e-300))
+                ratio = math.sqrt(np.mean(std[b][self._free] ** 2)
+                                  / max(np.mean(self._sigma[self._free] ** 2), 1e-300))
                 self._scale[b] = float(np.clip(ratio, *c.std_range))
             infos.append(dict(t0=t0, iterations=int(iters_run[b]), plan_cost=float(final[b]),
                               best_cost=float(best_cost[b]), executed=executed,
