@@ -57,10 +57,10 @@ def test_fig8_tracking_beats_the_feedforward_path():
 
 
 def test_box_push_reaches_the_goal():
-    """A seeded push (box_push_scenarios(10, seed=0)[1]): the box ends within 3 cm of its goal, and
-    closer than with the scripted IK path played open loop."""
+    """A seeded push (box_push_scenarios(10, seed=0)[1], 32 samples at a 10 ms step): the box ends
+    within 3 cm of its goal, and closer than with the scripted IK path played open loop."""
     sc = scenes.box_push_scenarios(10, seed=0)[1]
-    spec, cfg, qs, q0, n = scenes.box_push_task(sc, num_samples=32)
+    spec, cfg, qs, q0, n = scenes.box_push_task(sc, num_samples=32, timestep=0.01)
     rows, plans, m = _execute(cfg, qs, spec, q0, n)
     err = float(np.linalg.norm(rows["qpos"][-1, 7:9] - sc["goal"]))
     err_ol = float(np.linalg.norm(_open_loop(m, q0, qs, n)[-1][0][7:9] - sc["goal"]))
