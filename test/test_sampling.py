@@ -455,3 +455,26 @@ def test_knobs_plan_finite_commands(extra):
         assert 0.5 <= infos[0]["std_scale"] <= 1.5
     if "init_iterations" in extra:
         assert infos[0]["iterations"] <= 2
+
+
+def test_any_mjcf_file_as_a_scene(tmp_path):
+    """An MJCF file through scenes.mjcf_spec: a GraspTask adds the frame sensors it reads to the
+    planner's copy of the spec (the file's own model keeps none), and the plans pull the hand to
+    the ball."""
+    from gato.sampling import scenes
+
+    f = tmp_path / "reach.xml"
+    f.write_text('<mujoco><option timestep="0.01"/><worldbody>'
+                 '<body name="hand"><joint name="hx" type="slide" axis="1 0 0" damping="2"/>'
+                 '<geom size="0.03" mass="0.5"/></body>'
+                 '<body name="ball" pos="0.3 0 0"><geom size="0.05" contype="0" conaffinity="0"/></body>'
+                 '</worldbody><actuator><position joint="hx" kp="30" ctrlrange="-1 1"/></actuator></mujoco>')
+    spec = scenes.mjcf_spec(f)
+    cfg = SimMPCConfig(num_samples=16, horizon_steps=30, node_steps=10, ctrl_steps=10, max_iterations=2,
+                       ctrl_std=0.2).add(GraspTask("hand", "ball", np.zeros(3), 10.0, object_frame=False))
+    mpc = SimMPC(cfg, MjSim(spec, 1, nthread=2), np.zeros((1, 1)))
+    assert spec.compile().nsensor == 0 and mpc.model.nsensor == 2
+    (rows,), _ = mpc.execute(MjSim(mpc.model, 1), 100)
+    assert abs(rows["qpos"][-1, 0] - 0.3) < 0.05
+    with pytest.raises(ValueError, match="path"):
+        scenes.mjcf_spec(tmp_path / "missing.xml")

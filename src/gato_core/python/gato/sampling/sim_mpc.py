@@ -158,8 +158,9 @@ class SimMPC:
         U = self._ref_window(t0)[:, None] + np.einsum("hk,bnkc->bnhc", self.basis, nodes)
         return np.clip(U, self.lo, self.hi, out=U)
 
-    def _evaluate(self, nodes: np.ndarray, x0r: np.ndarray, warm: np.ndarray, t0: int, segs) -> np.ndarray:
-        """(B, N) replica-averaged costs of candidate nodes (B, N, K, nu) from x0r (B, R, nstate)."""
+    def _evaluate(self, nodes: np.ndarray, x0r: np.ndarray, warm: np.ndarray, t0: int, segs, ends: bool = False):
+        """(B, N) replica-averaged costs of candidate nodes (B, N, K, nu) from x0r (B, R, nstate);
+        with ``ends``, also the rollouts' final qpos (B, N, nq), replica-averaged."""
         B, N = nodes.shape[:2]
         R = x0r.shape[1]
         n = B * N * R
@@ -183,7 +184,12 @@ class SimMPC:
                     wrow[-1] = self.config.terminal_scale if term_scale is None else term_scale
                 total += term.cost(batch) @ wrow
         costs = total.reshape(B, N, R).mean(axis=2)
-        return np.where(np.isfinite(costs), costs, np.inf)
+        costs = np.where(np.isfinite(costs), costs, np.inf)
+        if ends:
+            state = segs_data[-1][1]
+            q_end = state[:, -1, lay["qpos"]:lay["qpos"] + m.nq].reshape(B, N, R, m.nq).mean(axis=2)
+            return costs, q_end
+        return costs
 
     def _plain_rollouts(self, U, x, w, segs, R):
         B, N, _, nu = U.shape
@@ -267,18 +273,27 @@ class SimMPC:
         rng = np.random.default_rng([c.seed, 1])  # its own stream: the plans' draws stay the same
         eps = rng.standard_normal((c.batch_size, c.num_samples - 1) + self.nodes.shape[1:])
         cands = self.nodes[:, None] + eps * self._sigma[None, None]
-        fine = self._evaluate(cands, x0r, warm, t0, [(0, H, 1)])
-        ok = np.isfinite(fine)
-        spread = np.array([np.ptp(f[o]) if o.any() else 0.0 for f, o in zip(fine, ok)])
+        fine, q_fine = self._evaluate(cands, x0r, warm, t0, [(0, H, 1)], ends=True)
+        ok = np.isfinite(fine) & np.all(np.isfinite(q_fine), axis=-1)
+        if not ok.any(axis=1).all():
+            self.stages = [SimMPCStage(c.max_iterations)]
+            return
+        # Spreads of the fine draws: their costs' range and their end positions' mean distance
+        # from the mean end position.
+        c_spread = np.array([np.ptp(f[o]) for f, o in zip(fine, ok)])
+        q_spread = np.array([np.mean(np.linalg.norm(q[o] - q[o].mean(0), axis=-1)) for q, o in zip(q_fine, ok)])
         picked = None
         for k in _AUTO_FACTORS:
             if c.control_map is not None or H - int(round(0.25 * H)) < k:
                 continue
             stage = SimMPCStage(c.max_iterations, [(0.25, None), (1.0, k * dt)])
-            coarse = self._evaluate(cands, x0r, warm, t0, self._segments(stage))
-            dev = np.array([np.mean(np.abs(cc[o] - f[o])) if o.any() else np.inf
-                            for cc, f, o in zip(coarse, fine, ok)])
-            if np.all(dev <= _AUTO_TOLERANCE * spread) and np.all(spread > 0):
+            coarse, q_coarse = self._evaluate(cands, x0r, warm, t0, self._segments(stage), ends=True)
+            c_dev = np.array([np.mean(np.abs(cc[o] - f[o])) for cc, f, o in zip(coarse, fine, ok)])
+            q_dev = np.array([np.mean(np.linalg.norm(qc[o] - qf[o], axis=-1))
+                              for qc, qf, o in zip(q_coarse, q_fine, ok)])
+            # The coarse draws must end where the fine ones do and cost what they cost.
+            if np.all(c_dev <= _AUTO_TOLERANCE * c_spread) and np.all(q_dev <= _AUTO_TOLERANCE * q_spread) \
+                    and np.all(c_spread > 0) and np.all(q_spread > 0):
                 picked = stage
                 break
         self.stages = [picked or SimMPCStage(c.max_iterations)]
@@ -334,9 +349,11 @@ class SimMPC:
             if is_fine:  # the plan and the draws in one rollout call (a rollout does not depend on its batch)
                 both = self._evaluate(np.concatenate([self.nodes[:, None], cands], axis=1), x0r, warm, t0, segs)
                 plan_cost, costs = both[:, 0], both[:, 1:]
-            else:
+            else:  # coarse: the plan rides along with the draws (same metric for the elites) and is
+                # scored at the fine step for the best-plan bookkeeping
                 plan_cost = self._evaluate(self.nodes[:, None], x0r, warm, t0, fine_segs)[:, 0]
-                costs = self._evaluate(cands, x0r, warm, t0, segs)
+                both = self._evaluate(np.concatenate([self.nodes[:, None], cands], axis=1), x0r, warm, t0, segs)
+                plan_coarse, costs = both[:, 0], both[:, 1:]
             better = plan_cost < best_cost
             best_cost[better], best_nodes[better] = plan_cost[better], self.nodes[better]
             for b in range(B):
@@ -350,7 +367,8 @@ class SimMPC:
                     if costs[b, j] < best_cost[b]:
                         best_cost[b], best_nodes[b] = costs[b, j], cands[b, j]
                 else:
-                    allc, allcost = cands[b], costs[b]
+                    allc = np.concatenate([self.nodes[b][None], cands[b]])
+                    allcost = np.concatenate([[plan_coarse[b]], costs[b]])
                 upd = elite_update(allc, allcost, c.elite_ratio, c.planner)
                 temperature[b] = upd["temperature"]
                 std[b] = ((1.0 - c.std_gamma) * std[b] + c.std_gamma * refit_std(allc, upd)) * self._free[:, None]
