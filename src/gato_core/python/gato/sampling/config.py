@@ -114,8 +114,8 @@ class SimMPCConfig:
       adjusted).
     - ``stages`` [None]: list of :class:`SimMPCStage`, coarse to fine. None: the first plan picks
       ``[SimMPCStage(max_iterations, [(0.25, None), (1.0, k * timestep)])]`` for the largest k of
-      4 and 2 whose first-iteration costs stay within 11 % of the fine costs' spread, else one
-      fine stage.
+      4 and 2 whose first draws cost and end alike at both steps (within 11 % of the fine draws'
+      spreads), else one fine stage.
     - ``min_improvement`` [0.005] / ``patience`` [2]: stop once the best candidate beats the plan
       by less than this fraction of the plan's cost, ``patience`` iterations in a row.
     - ``std_growth`` [4]: node noise grows linearly from ctrl_std at the first free node to this
