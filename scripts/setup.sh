@@ -139,10 +139,22 @@ if ! stamp_ok colcon "$ROS_HASH" || [[ ! -f install/setup.bash ]]; then
     set +u; source "$(cat "$ROOT/build/ros2_overlay")/setup.bash"; set -u
     COLCON_AMENT_PREFIX="$AMENT_PREFIX_PATH"
   fi
-  AMENT_PREFIX_PATH="$COLCON_AMENT_PREFIX" colcon --log-base build/colcon-log build \
-    --base-paths src --build-base build/colcon --install-base install \
-    --packages-ignore gato_core --event-handlers console_cohesion- summary- status- \
-    ${QUIET:+} > build/colcon.log 2>&1 || { tail -40 build/colcon.log; die "colcon build failed (full log: build/colcon.log)"; }
+  colcon_build() {
+    AMENT_PREFIX_PATH="$COLCON_AMENT_PREFIX" colcon --log-base build/colcon-log build \
+      --base-paths src --build-base build/colcon --install-base install \
+      --packages-ignore gato_core --event-handlers console_cohesion- summary- status- "$@" \
+      > build/colcon.log 2>&1 || { tail -40 build/colcon.log; die "colcon build failed (full log: build/colcon.log)"; }
+  }
+  colcon_build
+  # With ROS 2 (overlay or system) the ros2_control plugin must be there. gato_ros's CMake
+  # decides at configure time and is not re-configured when gato_core's package appears or
+  # changes later: configure it again once before giving up.
+  plugin_status() { cat build/colcon/gato_ros/gato_plugin_status 2>/dev/null || echo "unknown"; }
+  if [[ "$SDK_HASH" != none && "$(plugin_status)" != built ]]; then
+    say "the gato ros2_control plugin was not built ($(plugin_status)): configuring gato_ros again"
+    colcon_build --packages-select gato_ros --cmake-force-configure
+    [[ "$(plugin_status)" == built ]] || die "the gato ros2_control plugin was not built although ROS 2 is present: $(plugin_status) (full log: build/colcon.log)"
+  fi
   stamp_set colcon "$ROS_HASH"
 fi
 say "ready"

@@ -8,6 +8,7 @@ spawner. The test drives the plugin's lifecycle through the controller_manager s
 reads the commanded torques back from /joint_states. Skips only where neither the ROS 2
 overlay nor a system ROS 2 exists (conftest.require_ros2_tools).
 """
+import copy
 import math
 import os
 import signal
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.ros
 ROOT = Path(__file__).resolve().parents[1]
 ROBOT = "iiwa14"
 PLUGIN = "gato_plugin"
+EMBEDDED = "gato_embedded"
 KNOT_DT = 0.1
 N = 50
 
@@ -73,6 +75,11 @@ def graph(tmp_path_factory, ros_env):
     cfg["controller_manager"]["ros__parameters"]["update_rate"] = 500
     plugin = cfg[PLUGIN]["ros__parameters"]
     plugin.update(plan_timeout=10.0, status_rate_hz=50.0)
+    # A second instance of the plugin in embedded mode (BSQP in its own solver thread).
+    cfg["controller_manager"]["ros__parameters"][EMBEDDED] = {"type": params.PLUGIN_TYPE}
+    cfg[EMBEDDED] = {"ros__parameters": dict(copy.deepcopy(plugin), mode="embedded", plan_timeout=0.2, N=16,
+                                             solve_rate_hz=50.0, warmup_solves=3,
+                                             reference_topic="/gato_plugin_test/ee_reference")}
     (d / "controllers.yaml").write_text(yaml.safe_dump(cfg))
     (d / "plugin.launch.py").write_text(LAUNCH)
     tag = uuid.uuid4().hex
@@ -348,3 +355,61 @@ def test_deactivation_zeroes_the_commands(graph, client):
     for _, eff in samples:
         assert all(eff[n] == 0.0 for n in names)
 
+
+
+def test_embedded_mode_solves_in_the_plugin_and_follows_the_reference(graph, client):
+    """mode: embedded: BSQP runs in the plugin's solver thread from the control loop's state;
+    without a reference it holds the EE position of activation (torques near gravity: the mock
+    arm does not move), an EE reference changes the commands; StepResult and SolverStats are
+    published; deactivation zeroes the commands."""
+    from gato_msgs.msg import ControllerStatus, EEReference, SolverStats, StepResult
+
+    _, plugin, q0, _ = graph
+    names = plugin["joints"]
+    if client.state(PLUGIN) == "active":
+        client.switch(deactivate=[PLUGIN])
+    stats, steps, status = [], [], []
+    client.node.create_subscription(SolverStats, f"/{EMBEDDED}/solver_stats", stats.append, 10)
+    client.node.create_subscription(StepResult, f"/{EMBEDDED}/step_result", steps.append, 10)
+    client.node.create_subscription(ControllerStatus, f"/{EMBEDDED}/status", status.append, 10)
+    ref_pub = client.node.create_publisher(EEReference, "/gato_plugin_test/ee_reference", 10)
+    assert client.call("load_controller", name=EMBEDDED).ok
+    assert client.call("configure_controller", name=EMBEDDED).ok
+    client.switch(activate=[EMBEDDED])
+    client.wait_state(EMBEDDED, "active")
+    client.spin(3.0)
+    assert status and status[-1].state == "follow", status[-1] if status else "no status"
+    assert status[-1].plans_accepted > 10 and status[-1].solver_failures == 0
+    assert stats and steps and len(steps[-1].xu_best) == steps[-1].solve.xu_size
+    assert status[-1].plan_latency_p50_us > 0.0
+    g = _gravity([q0[n] for n in names])
+    lim = np.array([320, 320, 176, 176, 110, 40, 40], dtype=float)
+    hold = np.array([[e[n] for n in names] for _, e in client.efforts_after(client.now_ns(), names, 1.0)])
+    assert len(hold) > 10 and np.all(np.isfinite(hold)) and np.all(np.abs(hold) <= lim)
+    assert np.all(np.abs(hold.mean(axis=0) - g) < 0.1 * lim), (hold.mean(axis=0), g)
+
+    # An EE reference 10 cm above the start: the plans, hence the torques, change.
+    import gato
+    from gato._native import core
+
+    m = EEReference()
+    info = gato.robot_info(ROBOT)
+    p0 = core.Solver64(str(gato.robot_urdf(ROBOT)), info["ee_frame"], 1, 8, 0.03, {}, 1).frame_position(
+        np.array([q0[n] for n in names]), -1)
+    target = p0 + np.array([0.0, 0.0, 0.1])
+    m.n_knots, m.knot_dt = 2, 10.0
+    m.positions = [float(v) for v in np.r_[target, target]]
+    for _ in range(5):
+        m.header.stamp.sec, m.header.stamp.nanosec = divmod(client.now_ns(), 10**9)
+        ref_pub.publish(m)
+        client.spin(0.2)
+    moved = np.array([[e[n] for n in names] for _, e in client.efforts_after(client.now_ns(), names, 1.0)])
+    assert np.abs(moved.mean(axis=0) - hold.mean(axis=0)).max() > 0.5, (moved.mean(axis=0), hold.mean(axis=0))
+    assert np.all(np.isfinite(moved)) and np.all(np.abs(moved) <= lim)
+
+    client.switch(deactivate=[EMBEDDED])
+    client.wait_state(EMBEDDED, "inactive")
+    samples = client.efforts_after(client.now_ns(), names, 0.5)
+    assert samples and all(all(e[n] == 0.0 for n in names) for _, e in samples)
+    assert client.call("cleanup_controller", name=EMBEDDED).ok
+    client.wait_state(EMBEDDED, "unconfigured")

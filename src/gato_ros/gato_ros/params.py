@@ -23,6 +23,7 @@ run the same comparison). ROS-free except :func:`descriptor` (imports rclpy).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from dataclasses import dataclass
@@ -298,9 +299,20 @@ PLUGIN = (
           "<joint>/position and <joint>/velocity (and <joint>/effort when the hardware has it)", read_only=True,
           group="structure"),
     Param("mode", "string", "follow", "follow: execute gato_msgs/Plan from the gato controller node "
-          "(publish_commands=false)", choices=("follow",), read_only=True, group="structure"),
+          "(publish_commands=false); embedded: run BSQP in the plugin's own solver thread (no Python) toward "
+          "the EE reference topic", choices=("follow", "embedded"), read_only=True, group="structure"),
     Param("plan_topic", "string", "/gato_controller/plan", "follow mode: the gato_msgs/Plan topic",
           read_only=True, group="structure"),
+    Param("reference_topic", "string", "/ee_reference", "embedded mode: the gato_msgs/EEReference topic "
+          "(without one, the EE position at activation is held)", read_only=True, group="structure"),
+    Param("N", "integer", 32, "embedded mode: horizon length", "knots", range=(2, 512), read_only=True,
+          group="structure"),
+    Param("dt", "double", 0.03125, "embedded mode: knot spacing of the horizon", "s", range=(0.001, 1.0),
+          read_only=True, group="structure"),
+    Param("solve_rate_hz", "double", 100.0, "embedded mode: rate of the solver thread (each solve starts from "
+          "the newest state of the control loop)", "Hz", range=(1.0, 1000.0), read_only=True, group="structure"),
+    Param("warmup_solves", "integer", 5, "embedded mode: solves on a cold start (activation, after a failed "
+          "solve) before the first plan", "solves", range=(0, 100), read_only=True, group="structure"),
     Param("max_knots", "integer", 128, "longest plan accepted (buffers are allocated for it at configure)",
           "knots", range=(2, 4096), read_only=True, group="structure"),
     Param("status_rate_hz", "double", 20.0, "rate of ~/status (gato_msgs/ControllerStatus) from the control loop",
@@ -317,6 +329,13 @@ PLUGIN = (
           "per joint (default: 0.02 x the URDF effort limit)", "N*m*s/rad", group="safety"),
     Param("limit_margin", "double", 0.05, "within this distance of a URDF position limit, no torque beyond the "
           "gravity-holding one pushes the joint further", "rad", range=(0.0, 1.0), group="safety"),
+    # embedded mode: the solver tunables, the controller node's parameters (same names, ranges,
+    # defaults), applied between two solves; linsys without the node's "auto" policy
+    *(dataclasses.replace(p, description="embedded mode: " + p.description) for p in CONTROLLER
+      if p.name in ("q_cost", "qd_cost", "u_cost", "N_cost", "q_lim_cost", "mu", "rho", "max_sqp_iters",
+                    "max_pcg_iters", "pcg_tol")),
+    Param("linsys", "string", "bdsv", "embedded mode: Schur-system path: pcg | bdsv (exact block-tridiagonal) | "
+          "bdsv_first", choices=("pcg", "bdsv", "bdsv_first"), group="solver"),
 )
 
 _GPL_TYPES = {"double": "double", "integer": "int", "bool": "bool", "string": "string",

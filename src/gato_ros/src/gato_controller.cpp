@@ -11,6 +11,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "gato/solver.hpp"  // SolveStats of the embedded solves
 #include "pluginlib/class_list_macros.hpp"
 
 namespace gato_ros {
@@ -174,21 +175,57 @@ CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
   timing_hist_.assign(kTimingBins, 0);
   status_msg_.reason.reserve(32);  // no heap in update(): hold reasons are <= 15 characters anyway
 
-  if (params_.mode != "follow") {
-    RCLCPP_ERROR(log, "mode: '%s' is not available (follow)", params_.mode.c_str());
-    return CallbackReturn::ERROR;
+  latency_hist_.assign(kLatencyBins, 0);
+  embedded_ = params_.mode == "embedded";
+  if (embedded_) {
+    try {
+      gato::EmbeddedMpcConfig mc;
+      mc.N = int(params_.N);
+      mc.dt = params_.dt;
+      mc.settings = settings_from(params_);
+      mc.warmup_solves = int(params_.warmup_solves);
+      if (mc.N > executor_->max_knots())
+        throw std::invalid_argument("N: " + std::to_string(mc.N) + " exceeds max_knots " +
+                                    std::to_string(executor_->max_knots()));
+      mpc_ = std::make_unique<gato::EmbeddedMpc>(plant_, mc);
+      linsys_ = mc.settings.linsys;
+    } catch (const std::exception& e) {
+      RCLCPP_ERROR(log, "embedded mode: %s", e.what());
+      return CallbackReturn::ERROR;
+    }
+    state_box_.init([&](StateSample& st) { st.x.assign(2 * nv, 0.0); });
+    ref_in_.allocate(4096);
+    ref_work_.allocate(4096);
+    ref_in_valid_ = false;
+    solve_period_s_ = 1.0 / params_.solve_rate_hz;
+    ref_sub_ = get_node()->create_subscription<gato_msgs::msg::EEReference>(
+        params_.reference_topic, rclcpp::QoS(10).reliable(),
+        [this](const gato_msgs::msg::EEReference::SharedPtr msg) { on_reference(*msg); });
+    step_pub_ = get_node()->create_publisher<gato_msgs::msg::StepResult>("~/step_result", rclcpp::QoS(10));
+    stats_pub_ = get_node()->create_publisher<gato_msgs::msg::SolverStats>("~/solver_stats", rclcpp::QoS(10));
+    rt_step_ = std::make_unique<realtime_tools::RealtimePublisher<gato_msgs::msg::StepResult>>(step_pub_);
+    rt_stats_ = std::make_unique<realtime_tools::RealtimePublisher<gato_msgs::msg::SolverStats>>(stats_pub_);
+    stop_ = false;
+    solving_ = false;
+    solver_thread_ = std::thread([this] { solver_loop(); });
+  } else {
+    // Plans: reliable, keep-last 1 (only the newest matters; the executor keeps the last good one).
+    plan_sub_ = get_node()->create_subscription<gato_msgs::msg::Plan>(
+        params_.plan_topic, rclcpp::QoS(1).reliable(),
+        [this](const gato_msgs::msg::Plan::SharedPtr msg) { on_plan(*msg); });
   }
-  // Plans: reliable, keep-last 1 (only the newest matters; the executor keeps the last good one).
-  plan_sub_ = get_node()->create_subscription<gato_msgs::msg::Plan>(
-      params_.plan_topic, rclcpp::QoS(1).reliable(),
-      [this](const gato_msgs::msg::Plan::SharedPtr msg) { on_plan(*msg); });
   status_pub_ = get_node()->create_publisher<gato_msgs::msg::ControllerStatus>("~/status", rclcpp::QoS(10));
   rt_status_ = std::make_unique<realtime_tools::RealtimePublisher<gato_msgs::msg::ControllerStatus>>(status_pub_);
   status_period_ns_ = std::int64_t(1e9 / params_.status_rate_hz);
   // Tunables: checked off the real-time thread and handed to the executor between updates.
   param_timer_ = get_node()->create_wall_timer(std::chrono::milliseconds(100), [this] { apply_parameters(); });
-  RCLCPP_INFO(log, "gato plugin: %zu joints, follow mode on %s, plan_timeout %.3f s, max_knots %ld", nv,
-              params_.plan_topic.c_str(), params_.plan_timeout, long(params_.max_knots));
+  if (embedded_)
+    RCLCPP_INFO(log, "gato plugin: %zu joints, embedded mode (BSQP N=%ld, dt=%.4f s, %.0f Hz solver thread, "
+                "reference %s), plan_timeout %.3f s", nv, long(params_.N), params_.dt, params_.solve_rate_hz,
+                params_.reference_topic.c_str(), params_.plan_timeout);
+  else
+    RCLCPP_INFO(log, "gato plugin: %zu joints, follow mode on %s, plan_timeout %.3f s, max_knots %ld", nv,
+                params_.plan_topic.c_str(), params_.plan_timeout, long(params_.max_knots));
   return CallbackReturn::SUCCESS;
 }
 
@@ -197,6 +234,11 @@ void GatoController::apply_parameters() {
   const auto p = param_listener_->get_params();
   try {
     executor_->set_tunables(tunables_from(p));
+    if (embedded_) {  // the solver thread applies them before its next solve
+      std::lock_guard<std::mutex> lk(settings_mutex_);
+      pending_settings_ = settings_from(p);
+      settings_pending_ = true;
+    }
     params_ = p;
     RCLCPP_INFO(get_node()->get_logger(), "gato plugin: tunables applied (plan_timeout %.3f s, limit_margin %.3f "
                 "rad, use_plan_gains %s)", p.plan_timeout, p.limit_margin, p.use_plan_gains ? "true" : "false");
@@ -268,6 +310,138 @@ void GatoController::on_plan(const gato_msgs::msg::Plan& m) {
   executor_->submit();
 }
 
+gato::Settings GatoController::settings_from(const gato_plugin::Params& p) const {
+  gato::Settings st;
+  st.q_cost = p.q_cost;
+  st.qd_cost = p.qd_cost;
+  st.u_cost = p.u_cost;
+  st.N_cost = p.N_cost;
+  st.q_lim_cost = p.q_lim_cost;
+  st.mu = p.mu;
+  st.rho = p.rho;
+  st.max_sqp_iters = int(p.max_sqp_iters);
+  st.max_pcg_iters = int(p.max_pcg_iters);
+  st.pcg_tol = p.pcg_tol;
+  st.linsys = p.linsys == "pcg" ? gato::LinSys::kPcg
+              : p.linsys == "bdsv_first" ? gato::LinSys::kBdsvFirst : gato::LinSys::kBdsv;
+  return st;
+}
+
+void GatoController::on_reference(const gato_msgs::msg::EEReference& m) {
+  const int n = m.n_knots;
+  const bool ok = n >= 1 && m.positions.size() == size_t(3 * n) && std::isfinite(m.knot_dt) && m.knot_dt > 0.0 &&
+                  std::all_of(m.positions.begin(), m.positions.end(), [](double v) { return std::isfinite(v); });
+  if (!ok || n > ref_in_.capacity()) {
+    RCLCPP_ERROR_THROTTLE(get_node()->get_logger(), *get_node()->get_clock(), 2000,
+                          "EE reference rejected: n_knots=%d, %zu positions, knot_dt=%g (expected 1 <= n_knots <= "
+                          "%d, 3 n_knots finite positions, knot_dt > 0)", n, m.positions.size(), m.knot_dt,
+                          ref_in_.capacity());
+    return;
+  }
+  std::lock_guard<std::mutex> lk(ref_mutex_);
+  ref_in_.stamp_ns = std::int64_t(m.header.stamp.sec) * 1000000000LL + std::int64_t(m.header.stamp.nanosec);
+  ref_in_.knot_dt = m.knot_dt;
+  ref_in_.n_knots = n;
+  std::copy(m.positions.begin(), m.positions.end(), ref_in_.p.begin());
+  ref_in_valid_ = true;
+}
+
+void GatoController::solver_loop() {
+  using clock = std::chrono::steady_clock;
+  const auto period = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(solve_period_s_));
+  auto next = clock::now();
+  while (!stop_) {
+    next += period;
+    const auto now = clock::now();
+    if (next < now) next = now;  // after a long solve: no burst of catch-up solves
+    std::this_thread::sleep_until(next);
+    if (!solving_ || !state_box_.take()) continue;  // inactive, or no new state since the last solve
+    const StateSample& st = state_box_.front();
+    bool have_ref;
+    {
+      std::lock_guard<std::mutex> lk(ref_mutex_);
+      have_ref = ref_in_valid_;
+      if (have_ref) {
+        ref_work_.stamp_ns = ref_in_.stamp_ns;
+        ref_work_.knot_dt = ref_in_.knot_dt;
+        ref_work_.n_knots = ref_in_.n_knots;
+        std::copy_n(ref_in_.p.begin(), 3 * ref_in_.n_knots, ref_work_.p.begin());
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lk(settings_mutex_);
+      if (settings_pending_) {
+        mpc_->set_settings(pending_settings_);
+        linsys_ = pending_settings_.linsys;
+        settings_pending_ = false;
+      }
+    }
+    if (reset_mpc_.exchange(false)) mpc_->reset();
+    gato::ExecutorPlan& plan = executor_->plan_slot();
+    bool ok = false;
+    try {
+      ok = mpc_->step(st.stamp_ns, st.x.data(), have_ref ? &ref_work_ : nullptr, plan);
+    } catch (const std::exception& e) {
+      RCLCPP_ERROR_THROTTLE(get_node()->get_logger(), *get_node()->get_clock(), 2000, "embedded solve: %s",
+                            e.what());
+    }
+    last_solve_us_.store(mpc_->last_solve_us(), std::memory_order_relaxed);
+    if (!ok) {  // the executor keeps its last plan until it goes stale, then holds
+      ++solve_failures_;
+      continue;
+    }
+    if (mpc_->last_was_cold()) ++plan_epoch_;
+    plan.seq = ++plan_seq_;
+    plan.epoch = plan_epoch_;
+    executor_->submit();
+    publish_solve(st.stamp_ns);
+  }
+}
+
+void GatoController::publish_solve(std::int64_t stamp_ns) {
+  const auto& st = mpc_->stats();
+  const int iters = st.iters_run, nv = mpc_->nv();
+  auto& s = stats_msg_;
+  s.header.stamp.sec = std::int32_t(stamp_ns / 1000000000LL);
+  s.header.stamp.nanosec = std::uint32_t(stamp_ns % 1000000000LL);
+  s.batch_size = 1;
+  s.n_iters = iters;
+  s.n_row_groups = 0;
+  s.solve_time_us = st.solve_time_us;
+  s.sqp_iters.assign(st.sqp_iters.begin(), st.sqp_iters.begin() + 1);
+  s.kkt_converged.assign(1, st.converged[0] != 0);
+  s.final_merit.assign(st.final_merit.begin(), st.final_merit.begin() + 1);
+  s.initial_merit.assign(st.initial_merit.begin(), st.initial_merit.begin() + 1);
+  s.pcg_iters.assign(st.pcg_iters.begin(), st.pcg_iters.begin() + iters);
+  s.pcg_times_us.assign(st.linsys_time_us.begin(), st.linsys_time_us.begin() + iters);
+  s.min_merit.assign(st.min_merit.begin(), st.min_merit.begin() + iters);
+  s.step_size.assign(st.step_size.begin(), st.step_size.begin() + iters);
+  s.linsys = gato::linsys_name(linsys_);  // solver-thread copy (params_ belongs to the timer thread)
+  s.budget_hit = st.budget_hit;
+  s.has_row_stats = false;
+  if (rt_stats_) (void)rt_stats_->try_publish(s);
+  auto& r = step_msg_;
+  r.header = s.header;
+  const auto& xu = mpc_->xu();
+  r.u.assign(xu.begin() + 2 * nv, xu.begin() + 3 * nv);
+  r.best_id = 0;
+  r.xu_best = xu;
+  r.solve.xu = xu;
+  r.solve.batch_size = 1;
+  r.solve.xu_size = int(xu.size());
+  r.solve.solve_time_us = st.solve_time_us;
+  r.solve.stats = s;
+  r.solve.nx = 2 * nv;
+  r.solve.nu = nv;
+  r.solve.n_knots = mpc_->N();
+  r.solve.n_actuated = nv;
+  r.iterations = iters;
+  r.budget_hit = st.budget_hit;
+  r.wall_s = mpc_->last_solve_us() * 1e-6;
+  r.limits = "off";
+  if (rt_step_) (void)rt_step_->try_publish(r);
+}
+
 CallbackReturn GatoController::on_activate(const rclcpp_lifecycle::State&) {
   if (command_interfaces_.size() != joints_.size() || state_interfaces_.size() != 2 * joints_.size()) {
     RCLCPP_ERROR(get_node()->get_logger(), "expected %zu effort command and %zu state interfaces, got %zu and %zu",
@@ -276,6 +450,14 @@ CallbackReturn GatoController::on_activate(const rclcpp_lifecycle::State&) {
   }
   executor_->reset();  // hold until a plan arrives; a restarted publisher is accepted
   next_status_ns_ = 0;
+  std::fill(latency_hist_.begin(), latency_hist_.end(), 0u);
+  latency_count_ = 0;
+  latency_max_us_ = latency_last_us_ = 0.0;
+  seen_accepted_ = executor_->counters().plans_accepted;
+  if (embedded_) {
+    reset_mpc_ = true;  // a cold start from the first state after activation
+    solving_ = true;
+  }
   std::fill(timing_hist_.begin(), timing_hist_.end(), 0u);
   timing_count_ = 0;
   timing_max_us_ = 0.0;
@@ -285,12 +467,27 @@ CallbackReturn GatoController::on_activate(const rclcpp_lifecycle::State&) {
 CallbackReturn GatoController::on_deactivate(const rclcpp_lifecycle::State&) {
   // Leave the effort interfaces at zero: the next owner (or the hardware's own
   // safety) starts from no torque rather than from our last command.
+  solving_ = false;
   executor_->reset();
   for (auto& c : command_interfaces_) (void)c.set_value(0.0);
   return CallbackReturn::SUCCESS;
 }
 
+void GatoController::stop_solver_thread() {
+  stop_ = true;
+  if (solver_thread_.joinable()) solver_thread_.join();
+}
+
+GatoController::~GatoController() { stop_solver_thread(); }
+
 CallbackReturn GatoController::on_cleanup(const rclcpp_lifecycle::State&) {
+  stop_solver_thread();
+  mpc_.reset();
+  ref_sub_.reset();
+  rt_step_.reset();
+  rt_stats_.reset();
+  step_pub_.reset();
+  stats_pub_.reset();
   param_timer_.reset();
   plan_sub_.reset();
   rt_status_.reset();
@@ -320,23 +517,40 @@ void GatoController::write_torque(const std::vector<double>& tau) noexcept {
     (void)command_interfaces_[size_t(plant_to_iface_[j])].set_value(tau[j]);
 }
 
-double GatoController::timing_percentile(double fraction) const noexcept {
-  if (timing_count_ == 0) return 0.0;
-  const std::uint64_t want = std::uint64_t(std::ceil(fraction * double(timing_count_)));
+double GatoController::percentile(const std::vector<std::uint32_t>& hist, std::uint64_t count, double bin_us,
+                                  double max_us, double fraction) noexcept {
+  if (count == 0) return 0.0;
+  const std::uint64_t want = std::uint64_t(std::ceil(fraction * double(count)));
   std::uint64_t acc = 0;
-  for (int b = 0; b < kTimingBins; ++b) {
-    acc += timing_hist_[size_t(b)];
-    if (acc >= want) return std::min((b + 1) * kTimingBinUs, timing_max_us_);  // bin's upper edge
+  for (size_t b = 0; b < hist.size(); ++b) {
+    acc += hist[b];
+    if (acc >= want) return std::min(double(b + 1) * bin_us, max_us);  // the bin's upper edge
   }
-  return timing_max_us_;
+  return max_us;
 }
 
 controller_interface::return_type GatoController::update(const rclcpp::Time& time, const rclcpp::Duration&) {
   const auto t_start = std::chrono::steady_clock::now();
-  read_state();
+  const bool state_ok = read_state();
   const std::int64_t now = time.nanoseconds();
   const gato::ExecMode mode = executor_->update(now, q_.data(), v_.data(), tau_.data());
   write_torque(tau_);
+  if (embedded_ && state_ok) {  // the newest state for the solver thread (wait-free)
+    StateSample& st = state_box_.back();
+    st.stamp_ns = now;
+    std::copy(q_.begin(), q_.end(), st.x.begin());
+    std::copy(v_.begin(), v_.end(), st.x.begin() + long(q_.size()));
+    state_box_.publish();
+  }
+  const std::uint64_t accepted = executor_->counters().plans_accepted;
+  if (accepted != seen_accepted_) {  // a new plan runs from this update on
+    seen_accepted_ = accepted;
+    const double lat = double(now - executor_->active_plan().stamp_ns) * 1e-3;
+    latency_last_us_ = lat;
+    ++latency_hist_[size_t(std::clamp(int(lat / kLatencyBinUs), 0, kLatencyBins - 1))];
+    ++latency_count_;
+    latency_max_us_ = std::max(latency_max_us_, lat);
+  }
   // The time of the control part of update() (interfaces + executor), for ~/status.
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t_start).count();
   ++timing_hist_[size_t(std::min(int(us / kTimingBinUs), kTimingBins - 1))];
@@ -361,8 +575,14 @@ controller_interface::return_type GatoController::update(const rclcpp::Time& tim
     s.plans_dropped_invalid = c.dropped_invalid + plans_rejected_layout_.load(std::memory_order_relaxed);
     s.plans_dropped_order = c.dropped_out_of_order + c.dropped_stale_epoch;
     s.limit_cuts = c.limit_cuts;
-    s.update_p50_us = timing_percentile(0.5);
-    s.update_p99_us = timing_percentile(0.99);
+    s.update_p50_us = percentile(timing_hist_, timing_count_, kTimingBinUs, timing_max_us_, 0.5);
+    s.update_p99_us = percentile(timing_hist_, timing_count_, kTimingBinUs, timing_max_us_, 0.99);
+    s.plan_latency_p50_us = percentile(latency_hist_, latency_count_, kLatencyBinUs, latency_max_us_, 0.5);
+    s.plan_latency_p99_us = percentile(latency_hist_, latency_count_, kLatencyBinUs, latency_max_us_, 0.99);
+    s.plan_latency_max_us = latency_max_us_;
+    s.latency_us = latency_last_us_;
+    s.solve_us = last_solve_us_.load(std::memory_order_relaxed);
+    s.solver_failures = solve_failures_.load(std::memory_order_relaxed);
     s.update_max_us = timing_max_us_;
     (void)rt_status_->try_publish(s);
   }

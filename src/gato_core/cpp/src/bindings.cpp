@@ -377,6 +377,8 @@ void bind_solver(py::module_& m, const char* name) {
 namespace gato {
 void bind_executor(py::module_& m);  // bindings_executor.cpp
 void bind_osc(py::module_& m);       // bindings_osc.cpp
+/// The solver settings from a Python dict (settings_from_dict), for bindings_executor.cpp.
+Settings settings_from_py(const py::dict& d) { return settings_from_dict(d); }
 }
 
 // The same sources build two modules (CMakeLists.txt): _core for any x86-64

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "gato/embedded_mpc.hpp"
 #include "gato/plan_executor.hpp"
 
 namespace py = pybind11;
@@ -69,9 +70,75 @@ const char* mode_name(ExecMode m) {
   return "?";
 }
 
+/// EmbeddedMpc plus its plant, a plan and a reference window buffer.
+struct PyEmbedded {
+  std::shared_ptr<Plant<double>> plant;
+  std::unique_ptr<EmbeddedMpc> mpc;
+  ExecutorPlan plan;
+  EeWindow window;
+};
+
 }  // namespace
 
+Settings settings_from_py(const py::dict& d);  // bindings.cpp
+
 void bind_executor(py::module_& m) {
+  py::class_<PyEmbedded>(m, "EmbeddedMpc")
+      .def(py::init([](const std::string& urdf, const std::string& ee_frame, int N, double dt,
+                       const py::dict& settings, int warmup_solves) {
+             auto p = std::make_unique<PyEmbedded>();
+             p->plant = std::make_shared<Plant<double>>(urdf, ee_frame);
+             EmbeddedMpcConfig c;
+             c.N = N;
+             c.dt = dt;
+             c.settings = settings_from_py(settings);
+             c.warmup_solves = warmup_solves;
+             p->mpc = std::make_unique<EmbeddedMpc>(p->plant, c);
+             p->plan.allocate(p->plant->nv(), N);
+             return p;
+           }),
+           py::arg("urdf"), py::arg("ee_frame"), py::arg("N"), py::arg("dt"), py::arg("settings"),
+           py::arg("warmup_solves") = 5)
+      .def("step", [](PyEmbedded& p, std::int64_t stamp_ns, const Arr& x, const py::object& ref_positions,
+                      std::int64_t ref_stamp_ns, double ref_knot_dt) {
+        // x (2 nv); ref_positions None or (n, 3) [m] with knot j at ref_stamp_ns + j ref_knot_dt.
+        const long nv = p.plant->nv();
+        expect_shape(x, {2 * nv}, "x");
+        const EeWindow* w = nullptr;
+        if (!ref_positions.is_none()) {
+          Arr r = py::cast<Arr>(ref_positions);
+          const long n = r.ndim() == 2 ? r.shape(0) : -1;
+          if (n < 1) throw py::value_error("ref_positions: expected shape (n_knots, 3) with n_knots >= 1");
+          expect_shape(r, {n, 3}, "ref_positions");
+          if (!(ref_knot_dt > 0.0)) throw py::value_error("ref_knot_dt: must be > 0 s");
+          if (p.window.capacity() < n) p.window.allocate(int(n));
+          std::copy_n(r.data(), r.size(), p.window.p.begin());
+          p.window.n_knots = int(n);
+          p.window.stamp_ns = ref_stamp_ns;
+          p.window.knot_dt = ref_knot_dt;
+          w = &p.window;
+        }
+        return p.mpc->step(stamp_ns, x.data(), w, p.plan);
+      }, py::arg("stamp_ns"), py::arg("x"), py::arg("ref_positions") = py::none(), py::arg("ref_stamp_ns") = 0,
+         py::arg("ref_knot_dt") = 0.0,
+         "One MPC step; returns False (and starts cold next time) when the solution is not finite.")
+      .def("reset", [](PyEmbedded& p) { p.mpc->reset(); })
+      .def_property_readonly("xu", [](const PyEmbedded& p) { return vec(p.mpc->xu()); })
+      .def_property_readonly("reference", [](const PyEmbedded& p) { return vec(p.mpc->reference()); })
+      .def_property_readonly("last_was_cold", [](const PyEmbedded& p) { return p.mpc->last_was_cold(); })
+      .def_property_readonly("plan_x", [](const PyEmbedded& p) {
+        const long n = p.plan.n_knots, nx = 2 * p.plant->nv();
+        py::array_t<double> a({n, nx});
+        std::copy_n(p.plan.x.begin(), n * nx, a.mutable_data());
+        return a;
+      })
+      .def_property_readonly("plan_u", [](const PyEmbedded& p) {
+        const long n = p.plan.n_knots - 1, nu = p.plant->nv();
+        py::array_t<double> a({n, nu});
+        std::copy_n(p.plan.u.begin(), n * nu, a.mutable_data());
+        return a;
+      });
+
   using P = PyExecutor;
   py::class_<P>(m, "PlanExecutor")
       .def(py::init([](const std::string& urdf, const std::string& ee_frame, int max_knots, double plan_timeout,

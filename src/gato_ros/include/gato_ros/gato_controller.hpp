@@ -16,13 +16,20 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "controller_interface/controller_interface.hpp"
+#include "gato/embedded_mpc.hpp"
 #include "gato/plan_executor.hpp"
+#include "gato/triple_buffer.hpp"
 #include "gato_msgs/msg/controller_status.hpp"
+#include "gato_msgs/msg/ee_reference.hpp"
 #include "gato_msgs/msg/plan.hpp"
+#include "gato_msgs/msg/solver_stats.hpp"
+#include "gato_msgs/msg/step_result.hpp"
 #include "gato_ros/gato_controller_parameters.hpp"
 #include "rclcpp/rclcpp.hpp"
 #include "realtime_tools/realtime_publisher.hpp"
@@ -31,6 +38,7 @@ namespace gato_ros {
 
 class GatoController : public controller_interface::ControllerInterface {
  public:
+  ~GatoController() override;
   controller_interface::CallbackReturn on_init() override;
   controller_interface::InterfaceConfiguration command_interface_configuration() const override;
   controller_interface::InterfaceConfiguration state_interface_configuration() const override;
@@ -42,6 +50,11 @@ class GatoController : public controller_interface::ControllerInterface {
 
  private:
   void on_plan(const gato_msgs::msg::Plan& msg);    // subscription thread
+  void on_reference(const gato_msgs::msg::EEReference& msg);  // subscription thread (embedded)
+  void solver_loop();                               // embedded mode's solver thread
+  void stop_solver_thread();
+  gato::Settings settings_from(const gato_plugin::Params& p) const;
+  void publish_solve(std::int64_t stamp_ns);        // solver thread: StepResult, SolverStats
   void apply_parameters();                          // timer thread: tunables -> executor
   gato::ExecutorTunables tunables_from(const gato_plugin::Params& p) const;
   bool read_state() noexcept;                       // interfaces -> q_, v_ (plant order)
@@ -67,12 +80,50 @@ class GatoController : public controller_interface::ControllerInterface {
   gato_msgs::msg::ControllerStatus status_msg_;
   // update() durations since activation: 0.5 us bins up to 1 ms, the last bin for longer
   // ones, the exact maximum (preallocated at configure; percentiles read at status time).
+  // embedded mode: the control loop's newest state for the solver thread (stamp, x = [q; v]),
+  // the EE reference window (subscription -> solver thread, under ref_mutex_), pending settings.
+  struct StateSample {
+    std::int64_t stamp_ns = 0;
+    std::vector<double> x;
+  };
+  bool embedded_ = false;
+  std::unique_ptr<gato::EmbeddedMpc> mpc_;
+  gato::TripleBuffer<StateSample> state_box_;
+  std::thread solver_thread_;
+  std::atomic<bool> stop_{false}, solving_{false}, reset_mpc_{false};
+  std::mutex ref_mutex_, settings_mutex_;
+  gato::EeWindow ref_in_, ref_work_;
+  bool ref_in_valid_ = false, settings_pending_ = false;
+  gato::Settings pending_settings_;
+  gato::LinSys linsys_ = gato::LinSys::kBdsv;  // solver thread's copy, for SolverStats
+  std::uint64_t plan_seq_ = 0;
+  std::uint32_t plan_epoch_ = 0;
+  std::atomic<std::uint64_t> solve_failures_{0};
+  std::atomic<double> last_solve_us_{0.0};
+  double solve_period_s_ = 0.01;
+  rclcpp::Subscription<gato_msgs::msg::EEReference>::SharedPtr ref_sub_;
+  rclcpp::Publisher<gato_msgs::msg::StepResult>::SharedPtr step_pub_;
+  rclcpp::Publisher<gato_msgs::msg::SolverStats>::SharedPtr stats_pub_;
+  std::unique_ptr<realtime_tools::RealtimePublisher<gato_msgs::msg::StepResult>> rt_step_;
+  std::unique_ptr<realtime_tools::RealtimePublisher<gato_msgs::msg::SolverStats>> rt_stats_;
+  gato_msgs::msg::StepResult step_msg_;
+  gato_msgs::msg::SolverStats stats_msg_;
+  // State stamp -> first update() that executes the plan solved from it (plan latency):
+  // 10 us bins up to 100 ms, exact maximum, the last value.
+  static constexpr int kLatencyBins = 10001;
+  static constexpr double kLatencyBinUs = 10.0;
+  std::vector<std::uint32_t> latency_hist_;
+  std::uint64_t latency_count_ = 0, seen_accepted_ = 0;
+  double latency_max_us_ = 0.0, latency_last_us_ = 0.0;
+  static double percentile(const std::vector<std::uint32_t>& hist, std::uint64_t count, double bin_us,
+                           double max_us, double fraction) noexcept;
+
   static constexpr int kTimingBins = 2001;
   static constexpr double kTimingBinUs = 0.5;
   std::vector<std::uint32_t> timing_hist_;
   std::uint64_t timing_count_ = 0;
   double timing_max_us_ = 0.0;
-  double timing_percentile(double fraction) const noexcept;
+
   std::int64_t next_status_ns_ = 0, status_period_ns_ = 50000000;
 };
 

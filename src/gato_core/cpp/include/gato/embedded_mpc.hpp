@@ -1,0 +1,97 @@
+// A ROS-free MPC loop around one BSQP problem (batch 1), for the ros2_control
+// plugin's embedded mode: the plugin's solver thread calls step() with the
+// newest measured state and EE reference window and hands the plan to the
+// PlanExecutor. Warm start, time shift and reference sampling follow the Python
+// MPCController's conventions: a cold start seeds a hold (every knot the
+// measured state, zero torques) and runs warm-up solves; later steps shift the
+// previous solution by the elapsed whole knots; the reference is sampled at the
+// state's time with the solver's knot spacing (linear interpolation, clamped to
+// the window's ends; gato.references.ReferenceWindow.sample).
+//
+// Not real-time: step() runs a solve (allocation-free inside the solver) and
+// is meant for a non-real-time thread. Units: rad, rad/s, N*m, m, s, ns.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gato/plan_executor.hpp"
+#include "gato/plant.hpp"
+#include "gato/types.hpp"
+
+namespace gato {
+
+template <typename S>
+class BatchSolver;
+struct SolveStats;
+
+/// An EE reference window: n_knots positions (capacity, 3) [m], knot j at
+/// stamp_ns + j * knot_dt.
+struct EeWindow {
+  std::int64_t stamp_ns = 0;
+  double knot_dt = 0.0;  // [s]
+  int n_knots = 0;
+  std::vector<double> p;
+  void allocate(int capacity) { p.assign(size_t(capacity) * 3, 0.0); n_knots = 0; }
+  int capacity() const { return int(p.size() / 3); }
+};
+
+struct EmbeddedMpcConfig {
+  int N = 32;                // horizon [knots]
+  double dt = 0.03125;       // knot spacing [s]
+  Settings settings;         // solver settings (costs, iterations, integrator, linsys)
+  int warmup_solves = 5;     // solves on a cold start before the first plan
+  int threads = 1;           // solver threads (batch 1: one is enough)
+};
+
+class EmbeddedMpc {
+ public:
+  /// Builds the solver (allocates). Throws std::invalid_argument on bad sizes.
+  EmbeddedMpc(std::shared_ptr<const Plant<double>> plant, const EmbeddedMpcConfig& config);
+  ~EmbeddedMpc();
+  EmbeddedMpc(const EmbeddedMpc&) = delete;
+  EmbeddedMpc& operator=(const EmbeddedMpc&) = delete;
+
+  int N() const { return N_; }
+  double dt() const { return dt_; }
+  int nv() const { return nv_; }
+  int xu_size() const;
+
+  /// New solver settings, used from the next step on.
+  void set_settings(const Settings& s);
+  /// The next step starts cold (hold warm start, warm-up solves, hold reference
+  /// at the EE position of that state when no window is given).
+  void reset();
+
+  /// One MPC step from x (2 nv: q then v, plant order) measured at stamp_ns,
+  /// toward ref (nullptr or no knots: hold the EE position of the last cold
+  /// start's state). Writes the plan into out (n_knots = N, knot_dt = dt, the
+  /// settings' integrator, stamp_ns; seq / epoch are the caller's). Returns
+  /// false when the solution is not finite: out is untouched and the next step
+  /// starts cold.
+  bool step(std::int64_t stamp_ns, const double* x, const EeWindow* ref, ExecutorPlan& out);
+
+  bool last_was_cold() const { return last_cold_; }
+  /// The solved trajectory [x_0, u_0, ..., x_{N-1}] (xu_size()).
+  const std::vector<double>& xu() const { return xu_; }
+  /// The (6N) reference the last step solved toward.
+  const std::vector<double>& reference() const { return ref_; }
+  const SolveStats& stats() const;
+  double last_solve_us() const { return solve_us_; }
+
+ private:
+  void sample_reference(std::int64_t stamp_ns, const EeWindow* ref);
+
+  std::shared_ptr<const Plant<double>> plant_;
+  std::unique_ptr<PlantWorkspace<double>> ws_;
+  std::unique_ptr<BatchSolver<double>> solver_;
+  int N_ = 0, nv_ = 0, warmup_ = 0;
+  double dt_ = 0.0;
+  bool cold_ = true, last_cold_ = false;
+  std::int64_t last_stamp_ = 0;
+  std::vector<double> xu_, ref_, hold_ee_, x_;
+  double solve_us_ = 0.0;
+};
+
+}  // namespace gato
