@@ -12,10 +12,19 @@ moments to running nodes (exit code 0 each time).
 
 Crash times are drawn from seeded generators; no wall-clock time is asserted.
 """
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
 import numpy as np
 import pytest
 
-from conftest import import_or_skip
+from conftest import import_or_skip, kill_tagged
 
 _HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
 sl = import_or_skip("gato_ros.sim_logic", _HINT)
@@ -55,7 +64,6 @@ def _ee_positions(q_rows):
 
 class Loop:
     """The lockstep bringup in one process: world, controller (reference_sync) and reference."""
-
     def __init__(self, sim_cfg=None, ctl_cfg=None):
         self.sim = sl.SimWorldLogic({"robot": ROBOT, **(sim_cfg or {})})
         self.ref = rl.ReferenceLogic({"robot": ROBOT})
@@ -284,9 +292,6 @@ class Bringup:
     test can act on what the processes log), the pids of the processes it started."""
 
     def __init__(self, tmp_path, ros_env, name, args):
-        import threading
-        import uuid
-
         self.trs = _system()
         self.marker, self.bag = uuid.uuid4().hex, tmp_path / f"{name}_bag"
         self.report = tmp_path / f"{name}_report.json"
@@ -296,8 +301,6 @@ class Bringup:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
-        import re
-
         for line in self.proc.stdout:
             m = re.search(r"started (\S+) \(pid (\d+)\)", line)
             if m:
@@ -305,8 +308,6 @@ class Bringup:
             self.lines.append(line)
 
     def wait_for(self, text, timeout=300.0, after=0):
-        import time
-
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             for i, line in enumerate(self.lines[after:], after):
@@ -318,21 +319,11 @@ class Bringup:
         pytest.fail(f"no {text!r} in the bringup output:\n{''.join(self.lines[-60:])}")
 
     def kill(self, name):
-        import os
-        import signal
-
         os.kill(self.pids[name][-1], signal.SIGKILL)
 
     def finish(self, timeout=600.0, stop=False):
         """Wait for the bringup to end (``stop``: SIGINT to the runner first, as Ctrl-C);
         returns (the runner's report, the output)."""
-        import json
-        import os
-        import signal
-        import time
-
-        from conftest import kill_tagged
-
         if stop:
             self.proc.send_signal(signal.SIGINT)
         try:
@@ -444,6 +435,21 @@ def _check_crash_and_resume(s, held_action):
                 resume_step=steps.max(), hold_torque=u_before)
 
 
+def _kill_controller_once_running(b, delay):
+    """SIGKILL the bringup's controller ``delay`` s (wall clock) after it started running,
+    wait for the runner to respawn it and for the bringup to end. Every process's last run
+    exited 0, the controller's first one -9. Returns the bringup's output."""
+    i = b.wait_for("[gato_controller]")
+    b.wait_for("running", after=i)
+    time.sleep(delay)
+    b.kill("gato_controller")
+    b.wait_for("respawned gato_controller")
+    rep, out = b.finish()
+    assert rep["respawns"] == {"gato_controller": [-9]}, rep
+    assert all(rc == 0 for rc in rep["returncodes"].values()), rep
+    return out
+
+
 def _tracking_after(s, t0, t1):
     ref = rl.ReferenceLogic({"robot": ROBOT})
     k = (s["t"] >= t0) & (s["t"] <= t1)
@@ -456,19 +462,10 @@ def test_killed_controller_free_running_is_held_and_respawns(tmp_path, ros_env):
     """Free-running sim bringup, respawn on: SIGKILL to the controller at a seeded moment.
     The world times out within 0.5 s and holds (status + bag), the EE moves < 5 cm, no joint
     reaches its velocity limit, the restarted controller's first commands step the torque by
-    less than the hold torque, and tracking is within 3 cm 2 s after its first command."""
-    delay = np.random.default_rng(23).uniform(1.0, 2.0)
+    less than the hold torque, and 2-3 s after the world got commands again the tracking
+    error is below 3 cm on average (5 cm at most)."""
     b = Bringup(tmp_path, ros_env, "rt", ["lockstep:=false", "respawn:=true", "duration:=16"])
-    import time
-
-    i = b.wait_for("[gato_controller]")
-    b.wait_for("running", after=i)
-    time.sleep(delay)
-    b.kill("gato_controller")
-    b.wait_for("respawned gato_controller")
-    rep, out = b.finish()
-    assert rep["respawns"] == {"gato_controller": [-9]}, rep
-    assert all(rc == 0 for rc in rep["returncodes"].values()), rep
+    out = _kill_controller_once_running(b, np.random.default_rng(23).uniform(1.0, 2.0))
     assert "controller stopped answering at t=" in out and "commands resumed at t=" in out   # the sim's log
     s = _series(b.bag)
     f = _check_crash_and_resume(s, "hold")
@@ -483,19 +480,10 @@ def test_killed_controller_lockstep_waits_reports_and_respawns(tmp_path, ros_env
     """Lockstep sim bringup, respawn on: SIGKILL to the controller. The world waits (the arm
     does not move while nobody answers), reports the controller that stopped answering
     (status + bag + log), and the restarted controller picks the run up: no tick lost,
-    no torque step beyond the torque in force, tracking within 3 cm 2 s later."""
-    delay = np.random.default_rng(24).uniform(1.0, 2.0)
+    no torque step beyond the torque in force, tracking error below 3 cm on average (5 cm
+    at most) 2-3 s later."""
     b = Bringup(tmp_path, ros_env, "ls", ["respawn:=true", "duration:=10"])
-    import time
-
-    i = b.wait_for("[gato_controller]")
-    b.wait_for("running", after=i)
-    time.sleep(delay)
-    b.kill("gato_controller")
-    b.wait_for("respawned gato_controller")
-    rep, out = b.finish()
-    assert rep["respawns"] == {"gato_controller": [-9]}, rep
-    assert all(rc == 0 for rc in rep["returncodes"].values()), rep
+    out = _kill_controller_once_running(b, np.random.default_rng(24).uniform(1.0, 2.0))
     assert "the lockstep world waits for it" in out
     s = _series(b.bag)
     runs = _instances(s["cmds"])
@@ -526,8 +514,6 @@ def test_killed_reference_and_recorder(tmp_path, ros_env):
     controller does not stall the world: it follows the last window to its end, then holds
     the EE position measured then (status reasons; the EE stays within 5 cm of that
     point); the bag, never closed, reads up to the recorder's death."""
-    import time
-
     b = Bringup(tmp_path, ros_env, "ref", ["duration:=0"])            # until stopped
     i = b.wait_for("[gato_controller]")
     b.wait_for("running", after=i)
@@ -560,17 +546,11 @@ def test_killed_reference_and_recorder(tmp_path, ros_env):
 @pytest.mark.slow
 @pytest.mark.ros
 def test_nodes_exit_0_on_sigint_or_sigterm_whenever_it_arrives(tmp_path, ros_env):
-    """SIGINT / SIGTERM at seeded random moments (during the imports, while the node is
-    built, while it runs and publishes: the controller answers a free-running world's joint
-    states at 100 Hz) to every gato node: exit code 0 each time, no traceback; a recorder
-    that got the signal leaves a closed bag (metadata.yaml) whenever it had opened one."""
-    import os
-    import signal
-    import subprocess
-    import time
-    import uuid
-
-    from conftest import kill_tagged
+    """SIGINT / SIGTERM at seeded random moments from the start of the node's own code (the
+    gato_ros import: during the imports, while the node is built, while it runs and
+    publishes: the controller answers a free-running world's joint states at 100 Hz) to
+    every gato node: exit code 0 each time, no traceback; a recorder that got the signal
+    leaves a closed bag (metadata.yaml) whenever it had opened one."""
 
     trs = _system()
     share = trs.share()
@@ -583,6 +563,17 @@ def test_nodes_exit_0_on_sigint_or_sigterm_whenever_it_arrives(tmp_path, ros_env
         return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
 
+    def catches_sigterm(pid):
+        """True once the process handles SIGTERM itself (/proc SigCgt): the gato_ros package
+        is being imported. Before that the interpreter itself starts (site packages), which
+        no code of the project can guard."""
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                cgt = next(ln for ln in f if ln.startswith("SigCgt:"))
+        except (OSError, StopIteration):
+            return False
+        return bool(int(cgt.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+
     rng = np.random.default_rng(2314)
     world = start("sim_node", "-r", "__node:=gato_sim", "-p", "lockstep:=false", "-p", "duration_s:=0.0")
     results = []
@@ -592,12 +583,15 @@ def test_nodes_exit_0_on_sigint_or_sigterm_whenever_it_arrives(tmp_path, ros_env
                            "-p", "lockstep:=false"))] * 2 + [("recorder_node", ())] * 3
         for i, (exe, extra) in enumerate(plan):
             sig = signal.SIGINT if i % 3 else signal.SIGTERM
-            delay = float(rng.uniform(0.0, 5.0))
+            delay = float(rng.uniform(0.0, 5.0)) if i % 4 else float(rng.uniform(0.0, 0.3))   # 1 in 4: imports
             args = list(extra)
             bag = tmp_path / f"bag{i}"
             if exe == "recorder_node":
                 args = ["-p", f"bag_path:={bag}"]
             p = start(exe, *args)
+            end = time.monotonic() + 60
+            while not catches_sigterm(p.pid) and p.poll() is None and time.monotonic() < end:
+                time.sleep(0.002)
             time.sleep(delay)
             p.send_signal(sig)
             try:
