@@ -238,8 +238,10 @@ def _check_controllers_and_interfaces():
                                and s.get("effort_controller") == "active" else None)(controller_states()),
                       TOPIC_TIMEOUT_S)
     assert states, f"controllers not active: {controller_states()}"
-    out = ros2("control", "list_hardware_interfaces")
-    assert out.returncode == 0, out.stderr
+    # a CLI verb may start before discovery has seen the controller manager: retried
+    out = wait_for(lambda: (lambda o: o if o.returncode == 0 and "command interfaces" in o.stdout else None)(
+        ros2("control", "list_hardware_interfaces")), CLI_TIMEOUT_S)
+    assert out, ros2("control", "list_hardware_interfaces")
     text = out.stdout
     cmd_part, _, state_part = text.partition("state interfaces")
     for j in JOINTS:
