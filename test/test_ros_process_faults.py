@@ -374,47 +374,43 @@ def _series(bag):
                 timeout_s=params.defaults(params.SIM, ROBOT)["command_timeout_s"])
 
 
-def _instances(cmds):
-    """Split the stamped commands at each restart of the controller (its tick counter
-    starts again at 1): [(first stamp, last stamp), ...] per controller run."""
-    runs, prev = [], None
-    for stamp, tick, _ in cmds:
-        if prev is None or tick < prev:
-            runs.append([stamp, stamp])
-        runs[-1][1] = max(runs[-1][1], stamp)
-        prev = tick
-    return runs
-
-
 def _stamp(m):
     return m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
 
 
-def _world_resume(s, t_timeout, t_first_recorded):
-    """When the world got commands again after the timeout at ``t_timeout``: its "commands
-    resumed" status (the recorder may miss a restarted controller's first commands while
-    it discovers the new publisher), else the first recorded command of the new run."""
-    back = [_stamp(x) for x in s["sim_status"] if x.state == "running" and _stamp(x) >= t_timeout - 1e-9]
-    return min([t_first_recorded] + back[:1])
+def _crash_outage(s):
+    """The world's view of the crash (from /gato_sim/status, which the live world publishes
+    on every event): the longest outage of the command input, as (its timeout status, the
+    simulated time commands came back). A loaded machine may show short outages too; the
+    recorder may lose a killed controller's last commands and miss a restarted one's first
+    (while it discovers the new publisher), so the recorded commands cannot tell."""
+    outages = {}
+    for x in s["sim_status"]:
+        if x.state == "timeout":
+            outages.setdefault(x.command_timeouts, [x, None])
+        elif x.state == "running" and outages:
+            last = outages[max(outages)]
+            if last[1] is None:
+                last[1] = _stamp(x)
+    assert outages, "no timeout in /gato_sim/status"
+    ev, back = max(outages.values(), key=lambda o: (o[1] if o[1] is not None else np.inf) - o[0].last_timeout_sim_s)
+    assert back is not None, ("commands never came back", ev)
+    return ev, back
 
 
 def _check_crash_and_resume(s, held_action):
     """The acceptance figures of a controller killed and respawned, from the bag. Returns
     them (for the failure messages and the report)."""
-    runs = _instances(s["cmds"])
-    assert len(runs) == 2, runs
-    t_crash, t_resume = runs[0][1], runs[1][0]
-    # the timeout the crash caused: the last one before the restart (a loaded machine may
-    # show short ones before); the recorder may lose the dead controller's last commands,
-    # so the crash is no earlier than the world's last applied command (timeout - age)
-    ts = [x for x in s["sim_status"] if x.state == "timeout" and t_crash - 1e-9 <= x.last_timeout_sim_s < t_resume]
-    assert ts, "no timeout after the crash in /gato_sim/status"
-    ev = ts[-1]
-    t_crash = max(t_crash, ev.last_timeout_sim_s - s["timeout_s"] - 0.01)
-    t_resume = _world_resume(s, ev.last_timeout_sim_s, t_resume)
+    ev, t_resume = _crash_outage(s)
     assert "controller stopped answering at t=" in ev.reason and ev.action == held_action, ev
+    assert t_resume - ev.last_timeout_sim_s > 0.5, (ev, t_resume)        # a restart, not a late tick
+    before = [c for c in s["cmds"] if c[0] < ev.last_timeout_sim_s]
+    assert before and any(c[0] >= t_resume for c in s["cmds"]), "no commands recorded before / after"
+    # the crash: the dead controller's last recorded command, or the last command the world
+    # applied (its timeout less command_timeout_s and a period) if the recorder lost it
+    t_crash = max(before[-1][0], ev.last_timeout_sim_s - s["timeout_s"] - 0.01)
     t, ee, qd, u = s["t"], s["ee"], s["qd"], s["u"]
-    assert ev.last_timeout_sim_s - t_crash <= 0.5 + 1e-9, (ev.last_timeout_sim_s, t_crash)
+    assert ev.last_timeout_sim_s - before[-1][0] <= 0.5 + 1e-9, (ev.last_timeout_sim_s, before[-1][0])
     k0 = int(np.searchsorted(t, t_crash))
     k1 = int(np.searchsorted(t, t_resume))
     assert k1 - k0 >= 10, (t_crash, t_resume)
@@ -486,18 +482,14 @@ def test_killed_controller_lockstep_waits_reports_and_respawns(tmp_path, ros_env
     out = _kill_controller_once_running(b, np.random.default_rng(24).uniform(1.0, 2.0))
     assert "the lockstep world waits for it" in out
     s = _series(b.bag)
-    runs = _instances(s["cmds"])
-    assert len(runs) == 2, runs
     assert np.max(np.diff(s["t"])) < 0.0101 and s["t"][-1] >= 9.99 - 1e-9   # every tick, none skipped
-    # the world waited at a tick, said so, and went on from that tick when the restarted
-    # controller answered it (the world's view: the recorder may lose the dead controller's
-    # last commands and miss the new one's first while it discovers the new publisher)
-    ts = [x for x in s["sim_status"] if x.state == "timeout" and x.last_timeout_sim_s <= runs[1][0] + 1e-9]
-    assert ts and ts[-1].action == "wait", ts[-1:]
-    t_wait = ts[-1].last_timeout_sim_s
-    assert f"at t={t_wait:.3f} s" in ts[-1].reason and t_wait >= runs[0][1] - 1e-9, (ts[-1], runs)
-    t_resume = _world_resume(s, t_wait, runs[1][0])
+    # the world waited at a tick, said so, and went on from that very tick when the restarted
+    # controller answered it
+    ev, t_resume = _crash_outage(s)
+    t_wait = ev.last_timeout_sim_s
+    assert ev.action == "wait" and f"at t={t_wait:.3f} s" in ev.reason, ev
     assert t_resume == pytest.approx(t_wait), (t_resume, t_wait)
+    assert [c for c in s["cmds"] if c[0] < t_wait] and [c for c in s["cmds"] if c[0] >= t_wait + 3.0]
     assert np.all(np.abs(s["qd"]) < s["vel_limit"])
     t, u = s["t"], s["u"]
     k1 = int(np.searchsorted(t, t_resume))
