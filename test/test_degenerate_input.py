@@ -41,6 +41,7 @@ ZERO_WEIGHT_CASES = {
     "qd_cost=0": (dict(qd_cost=0.0), None, None),
     "qd_cost=0, adapt_rho off": (dict(qd_cost=0.0, adapt_rho=False), None, None),
     "u_cost=qd_cost=0": (dict(u_cost=0.0, qd_cost=0.0), None, None),
+    "u_cost=1e-9, below the floor": (dict(u_cost=1e-9), None, None),
     "u_cost_vec with a zero": ({}, np.array([1e-3, 0.0, 1e-3, 1e-3, 0.0, 1e-3, 1e-3]), None),
     "table u column zero at knots 2, 5": ({}, None, _table(2, [2, 5])),
     "table qd column zero at knots 0, 4, 9": ({}, None, _table(1, [0, 4, 9])),
@@ -114,14 +115,15 @@ def test_zero_torque_weight_converges_to_the_plan_of_a_vanishing_weight():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_zero_torque_weight_in_a_real_time_loop_tracks_like_a_vanishing_weight(dtype):
     """One SQP iteration per tick (MPCController), the plant stepped by the solver's own
-    dynamics: u_cost = 0 reaches the goal as u_cost = 1e-6 does (a step damped by rho on the
-    torques could not even reach gravity compensation: the arm fell away, 1 m off)."""
+    dynamics: u_cost = 0 and 1e-9 reach the goal as u_cost = 1e-6 does (a step damped by rho
+    on the torques could not even reach gravity compensation: the arm fell away, 1 m off; in
+    float32, 1e-9 without the floor diverged)."""
     from gato.controller import MPCController
 
     urdf = gato.robot_urdf("iiwa14")
     plant = gato.BSQP(urdf, 1, 16, 0.02)
     final = {}
-    for u_cost in (0.0, 1e-6):
+    for u_cost in (0.0, 1e-9, 1e-6):
         s = gato.BSQP(urdf, 1, 16, 0.02, dtype=dtype, u_cost=u_cost)
         c = MPCController(s, limits="off")
         x = np.r_[Q0, np.zeros(7)]
@@ -133,12 +135,15 @@ def test_zero_torque_weight_in_a_real_time_loop_tracks_like_a_vanishing_weight(d
         final[u_cost] = np.linalg.norm(plant.ee_pos(x[:7]) - goal)
     start = np.linalg.norm(plant.ee_pos(Q0) - goal)
     assert final[1e-6] < 0.1 * start
-    assert final[0.0] < 0.1 * start and final[0.0] < 2 * final[1e-6], final
+    for u_cost in (0.0, 1e-9):
+        assert final[u_cost] < 0.1 * start and final[u_cost] < 2 * final[1e-6], final
 
 
-def test_zero_weights_in_float32_take_steps():
+@pytest.mark.parametrize("kw", [dict(u_cost=0.0, qd_cost=0.0), dict(u_cost=1e-9)], ids=["zero", "1e-9"])
+def test_zero_and_tiny_weights_in_float32_take_steps(kw):
+    """float32 with a torque weight of 1e-9 used to reject every step (the plan stayed the hold)."""
     urdf = gato.robot_urdf("iiwa14")
-    s = gato.BSQP(urdf, 1, 16, 0.05, max_sqp_iters=20, linsys="bdsv", dtype=np.float32, u_cost=0.0, qd_cost=0.0)
+    s = gato.BSQP(urdf, 1, 16, 0.05, max_sqp_iters=20, linsys="bdsv", dtype=np.float32, **kw)
     x0 = np.r_[Q0, np.zeros(7)]
     goal = s.ee_pos(Q0) + np.array([0.05, -0.03, 0.04])
     res = s.solve(x0, np.tile(np.r_[goal, 0, 0, 0], s.N))

@@ -35,7 +35,7 @@ ALPHAS = tuple(2.0 ** -i for i in range(8))
 RHO_MIN = 1e-8
 RHO_MAX = 10.0
 RHO_RESET = 1e-3
-#: Step-only weight on a control whose cost weight is zero (float64; docs/solver_method.md, "Zero weights").
+#: Floor of a control weight in the step (float64; docs/solver_method.md, "Zero weights").
 ZERO_CONTROL_PROX = 1e-8
 
 IterRecord = namedtuple("IterRecord", ["alpha", "merit_before", "merit_after", "rho"])
@@ -483,9 +483,11 @@ class RefProblem:
         return Ib
 
     def _rbar(self, k):
-        """Rbar_k (nu, nu) = ZERO_CONTROL_PROX diag([s_kj = 0 and ctrl_lim_cost = 0]): the
-        step-only weight on a control whose cost weight is zero (independent of rho)."""
-        return ZERO_CONTROL_PROX * np.diag(((self.s_u[k] == 0) & (self.ctrl_lim_cost == 0)).astype(np.float64))
+        """Rbar_k (nu, nu) = diag(max(ZERO_CONTROL_PROX - s_kj, 0)) when ctrl_lim_cost = 0, else 0:
+        the step-only lift of a control weight below the floor (zero included) to the floor."""
+        if self.ctrl_lim_cost != 0:
+            return np.zeros((self.nu, self.nu))
+        return np.diag(np.maximum(ZERO_CONTROL_PROX - self.s_u[k], 0.0))
 
     def assemble_kkt(self, blocks, rho):
         """Dense (G (n, n), C (N nx, n), g (n,), c (N nx,)), n = N nx + (N-1) nu."""

@@ -431,9 +431,10 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
   };
   // Zero-weight blocks (docs/solver_method.md, "Zero weights"): a velocity or control
   // diagonal whose cost weight is 0 with its barrier off would make Q_vv or R singular.
-  // The velocity block takes the trust region rho like the position block; a control a
-  // fixed tiny proximal weight (rho would damp torques by orders of magnitude: an RTI loop
-  // could not reach gravity compensation). Both only shape the step (the merit keeps the
+  // The velocity block takes the trust region rho like the position block; a control weight
+  // below a fixed tiny floor is lifted to it in the step (rho would damp torques by orders of
+  // magnitude: an RTI loop could not reach gravity compensation; below the floor float32's
+  // Schur complement loses the step). Both only shape the step (the merit keeps the
   // true cost), so a converged plan is that of the zero weight.
   const bool vel_barrier = set_.vel_lim_cost > 0, ctrl_barrier = set_.ctrl_lim_cost > 0;
   const S u_prox = S(std::is_same_v<S, float> ? kZeroControlProx32 : kZeroControlProx64);
@@ -449,7 +450,8 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
       if (!ctrl_barrier) {
         // In place: R is rebuilt by the next setup_kkt and read only through Rinv after this.
         for (int j = 0; j < nu_; ++j) {
-          if (u_weight(k, j) == S(0)) e.R[k](j, j) += u_prox;
+          const S w = u_weight(k, j);  // lifted to u_prox in the step (zero or tiny weights)
+          if (w < u_prox) e.R[k](j, j) += u_prox - w;
         }
       }
       // R is diagonal unless a row group folds a dense G'G into it.

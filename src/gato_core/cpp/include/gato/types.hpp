@@ -35,9 +35,10 @@ inline constexpr int kLineSearchSteps = 8;   // alpha = 2^-i, i = 0..7
 inline constexpr double kLimitMargin = 0.1;  // barrier box = URDF box shrunk by this
 inline constexpr double kBarrierEps = 1e-3;  // quadratic extension below this distance
 inline constexpr double kRhoMin = 1e-8, kRhoMax = 10.0, kRhoResetAfterCap = 1e-3;
-/// Step-only (proximal) weight on a control whose cost weight is zero (docs/solver_method.md,
-/// "Zero weights") [1/(N*m)^2]: small enough that the step is the zero weight's Newton step,
-/// large enough for the precision's Schur complement (float32 needs about 1e-6).
+/// Floor of a control weight in the step only (docs/solver_method.md, "Zero weights")
+/// [1/(N*m)^2]: a zero or smaller weight is lifted to it in R^-1, never in the cost. Small
+/// enough that the step is the weight's Newton step, large enough for the precision's Schur
+/// complement (float32 loses the step below about 1e-7).
 inline constexpr double kZeroControlProx64 = 1e-8, kZeroControlProx32 = 1e-6;
 
 inline const char* linsys_name(LinSys l) {
