@@ -451,9 +451,13 @@ class ControllerOperationalSpace(ControllerOperationalSpaceModelFree):
                 frames.append(tool_frames[i])
             else:
                 raise ValueError(f"robots: {r!r} is neither a registered robot nor a URDF file")
-        for path in urdfs:  # DOF counts for the argument checks; the C++ model re-reads them
-            import pinocchio as pin
-            dofs.append(int(pin.buildModelFromUrdf(path).nv))
+        import pinocchio as pin
+
+        nv_of = {}  # DOF counts for the argument checks (one parse per URDF); the C++ model re-reads them
+        for path in urdfs:
+            if path not in nv_of:
+                nv_of[path] = int(pin.buildModelFromUrdf(path).nv)
+            dofs.append(nv_of[path])
         self.robots = list(map(str, robots))
         self.tool_frames = frames
         self._setup(dofs, args, urdfs=urdfs, tool_frames=frames)
