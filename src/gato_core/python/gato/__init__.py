@@ -14,6 +14,7 @@ from . import fingerprint, tasks, worlds  # dynamics fingerprint, task generator
 from . import planner, references, simloop  # planner interface + registry, EE references, the one simulation loop
 from . import sampling  # sampling MPC over MuJoCo rollouts (numpy-only imports; MuJoCo loaded on use)
 from . import osc  # batched operational-space controller (C++ core; pinocchio models built on use)
+from . import estimators, hypotheses  # wrench samplers / identifier and the hypothesis batches (pinocchio on use)
 from .mpc_gato import MPC_GATO  # closed-loop simulation driver (numpy-only imports; worlds built on use)
 
 __version__ = "0.1.0"
@@ -21,4 +22,5 @@ __version__ = "0.1.0"
 __all__ = ["BSQP", "SolverParams", "SolveResult", "SolverStats", "available", "module_name",
            "robot_info", "robot_urdf", "register_robot",
            "MPCController", "StepResult", "MPCPolicy", "TrajectoryReference", "GoalReference",
-           "fingerprint", "tasks", "worlds", "MPC_GATO", "planner", "references", "simloop", "sampling", "osc"]
+           "fingerprint", "tasks", "worlds", "MPC_GATO", "planner", "references", "simloop", "sampling", "osc",
+           "estimators", "hypotheses"]
