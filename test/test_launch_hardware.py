@@ -279,10 +279,13 @@ def test_hardware_launch_mock_node_mode(hw_mock):
         listed = {ln.strip() for ln in out.stdout.splitlines()}
         assert {"q_cost", "N", "limits", "joint_names", "use_sim_time"} <= listed, out.stdout
 
-        out = ros2_param("describe", "/gato_controller", "q_cost")
+        # the schema's descriptors: range and description; read-only flag on structural ones
+        out = ros2_param("describe", "/gato_controller", "q_cost", "N")
         assert out.returncode == 0, out.stderr
-        assert "Type: double" in out.stdout and "Min value: 0.0" in out.stdout, out.stdout
-        assert "Read only: False" in out.stdout or "read_only" not in out.stdout.lower(), out.stdout
+        q_cost, _, n = out.stdout.partition("Parameter name: N")
+        assert "Type: double" in q_cost and "Min value: 0.0" in q_cost and "Max value: 10000.0" in q_cost, out.stdout
+        assert "end-effector position weight" in q_cost and "Read only" not in q_cost, out.stdout
+        assert "Type: integer" in n and "Read only: true" in n and "Max value: 512" in n, out.stdout
 
         out = ros2_param("get", "/gato_controller", "q_cost")
         assert out.returncode == 0 and "2.0" in out.stdout, (out.stdout, out.stderr)
