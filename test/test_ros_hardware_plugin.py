@@ -18,20 +18,23 @@ ROBOT = "iiwa14"
 PLUGIN = "gato_plugin"
 
 
-def test_hardware_launch_with_the_plugin(ros_env, tmp_path):
-    """`ros2 launch gato_bringup hardware.launch.xml robot:=iiwa14 controller:=plugin` with the mock
-    hardware: joint_state_broadcaster and the gato plugin come up active, the controller node's
-    plans reach the plugin (it follows them), and SIGINT ends everything (no orphans)."""
+@pytest.mark.parametrize("mode", ["follow", "embedded"])
+def test_hardware_launch_with_the_plugin(ros_env, tmp_path, mode):
+    """`ros2 launch gato_bringup hardware.launch.xml robot:=iiwa14 controller:=plugin mode:=<mode>`
+    with the mock hardware: joint_state_broadcaster and the gato plugin come up active; follow: the
+    controller node's plans reach the plugin; embedded: no controller node, the plugin's own solver
+    feeds it; either way it follows plans. SIGINT ends everything (no orphans)."""
+    plugin = PLUGIN if mode == "follow" else PLUGIN + "_embedded"
     require_ros2_tools("xacro")
     tag = uuid.uuid4().hex
     env = dict(ros_env, GATO_PLUGIN_TEST_TAG=tag, PYTHONUNBUFFERED="1", ROS_LOG_DIR=str(tmp_path / "log"))
     log_path = tmp_path / "launch.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(["ros2", "launch", "gato_bringup", "hardware.launch.xml", f"robot:={ROBOT}",
-                             "controller:=plugin"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                             "controller:=plugin", f"mode:={mode}"], env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
-        listing, want = "", {"joint_state_broadcaster", PLUGIN}
+        listing, want = "", {"joint_state_broadcaster", plugin}
         end = time.monotonic() + 120
         while time.monotonic() < end:
             r = subprocess.run(["ros2", "control", "list_controllers"], env=env, capture_output=True, text=True,
@@ -49,7 +52,7 @@ def test_hardware_launch_with_the_plugin(ros_env, tmp_path):
             "import rclpy, time\n"
             "from gato_msgs.msg import ControllerStatus\n"
             "rclpy.init(); n = rclpy.create_node('gato_plugin_probe'); got = []\n"
-            f"n.create_subscription(ControllerStatus, '/{PLUGIN}/status', got.append, 10)\n"
+            f"n.create_subscription(ControllerStatus, '/{plugin}/status', got.append, 10)\n"
             "end = time.time() + 60\n"
             "while time.time() < end and not any(m.state == 'follow' and m.plans_accepted > 0 for m in got):\n"
             "    rclpy.spin_once(n, timeout_sec=0.1)\n"
@@ -58,6 +61,8 @@ def test_hardware_launch_with_the_plugin(ros_env, tmp_path):
             env)
         out, _ = probe.communicate(timeout=90)
         assert "STATUS follow" in out, out + log_path.read_text()[-3000:]
+        nodes = subprocess.run(["ros2", "node", "list"], env=env, capture_output=True, text=True, timeout=60).stdout
+        assert ("/gato_controller" in nodes.split()) == (mode == "follow"), nodes
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)

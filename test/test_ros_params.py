@@ -49,6 +49,8 @@ def test_plugin_parameter_definition_and_controllers_files_follow_the_schema():
         assert set(block) == {p.name for p in params.PLUGIN}, robot
         n = len(block["joints"])
         assert all(len(block[k]) == n and min(block[k]) > 0 for k in ("kp", "kd", "hold_damping")), robot
+        embedded = cfg[params.PLUGIN_NAME + "_embedded"]["ros__parameters"]
+        assert embedded == dict(block, mode="embedded"), robot
 
 
 def test_every_parameter_is_in_each_robot_file_with_its_type():

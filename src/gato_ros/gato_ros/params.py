@@ -505,7 +505,8 @@ def controllers_yaml(robot: str, controller_name: str = "effort_controller", upd
     the robot's joints, which the gato controller node commands on /<controller_name>/commands,
     and the gato ros2_control plugin (``PLUGIN_NAME``, the alternative to that forward
     controller: both claim the effort interfaces, so one of them is active) with its
-    parameters for ``robot`` (the PLUGIN schema)."""
+    parameters for ``robot`` (the PLUGIN schema), in follow mode and, as
+    ``<PLUGIN_NAME>_embedded``, in embedded mode."""
     joints = _yaml_value(_joint_names(robot))
     plugin = "".join(f"    # {p.description}{f' [{p.unit}]' if p.unit else ''}\n"
                      f"    {p.name}: {_yaml_value(p.default_for(robot))}\n" for p in PLUGIN)
@@ -518,10 +519,14 @@ def controllers_yaml(robot: str, controller_name: str = "effort_controller", upd
             "    joint_state_broadcaster:\n      type: joint_state_broadcaster/JointStateBroadcaster\n"
             f"    {controller_name}:\n      type: effort_controllers/JointGroupEffortController\n"
             f"    {PLUGIN_NAME}:\n      type: {PLUGIN_TYPE}\n"
+            f"    {PLUGIN_NAME}_embedded:\n      type: {PLUGIN_TYPE}\n"
             "joint_state_broadcaster:\n  ros__parameters:\n"
             f"    update_rate: {state_rate}  # Hz: every /joint_states message starts a gato MPC tick\n"
             f"{controller_name}:\n  ros__parameters:\n    joints: {joints}\n"
-            f"{PLUGIN_NAME}:\n  ros__parameters:\n{plugin}")
+            f"{PLUGIN_NAME}:\n  ros__parameters:\n{plugin}"
+            f"# The same plugin in embedded mode (hardware.launch.xml controller:=plugin mode:=embedded).\n"
+            f"{PLUGIN_NAME}_embedded:\n  ros__parameters:\n"
+            + plugin.replace('    mode: "follow"\n', '    mode: "embedded"\n'))
 
 
 def ros2_control_xacro(robot: str) -> str:
