@@ -302,6 +302,15 @@ def test_hardware_launch_mock_node_mode(hw_mock):
         out = ros2_param("get", "/gato_controller", "N")
         assert "32" in out.stdout, out.stdout
 
+        # the MuJoCo start-up node refuses to reset a simulation under active controllers
+        from ament_index_python.packages import get_package_prefix
+
+        startup = os.path.join(get_package_prefix("gato_ros"), "lib", "gato_ros", "mujoco_startup")
+        out = subprocess.run([startup, "--ros-args", "-p", "controllers:=[joint_state_broadcaster, effort_controller]",
+                              "-p", "timeout_s:=60.0", "-r", "__node:=gato_test_startup"],
+                             env=_cli_env(), capture_output=True, text=True, timeout=120)
+        assert out.returncode == 1 and "already active" in out.stderr, (out.returncode, out.stderr)
+
         # the loop keeps running after the change
         before = p.n["/effort_controller/commands"]
         assert p.spin_until(lambda: p.n["/effort_controller/commands"] >= before + 20, TOPIC_TIMEOUT_S), p.n

@@ -1,0 +1,83 @@
+"""gato_ros mujoco_startup (the start-up sequence of hardware.launch.xml mujoco:=true) on its own:
+its refusals and its exits. The sequence itself (pause, reset to the keyframe, resume, activate
+both controllers) runs in test/test_launch_hardware.py against mujoco_ros2_control, and its
+refusal of controllers that are already active against the mock-hardware bringup there.
+
+- a bad parameter: exit 1, one line naming the parameter;
+- nothing to talk to within timeout_s: exit 1, naming the step it waited in;
+- SIGINT / SIGTERM while it waits: exit 0.
+"""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import import_or_skip, require_ros2_tools
+
+import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
+import_or_skip("controller_manager_msgs.srv", "needs the ROS 2 overlay (scripts/setup.sh)")
+import_or_skip("mujoco_ros2_control_msgs.srv", "needs the ROS 2 overlay (scripts/setup.sh)")
+
+pytestmark = pytest.mark.ros
+
+
+def _cmd(*params):
+    """The installed executable itself (what launch starts), not `ros2 run`, whose wrapper process
+    would receive the signals."""
+    require_ros2_tools()
+    from ament_index_python.packages import get_package_prefix
+
+    exe = os.path.join(get_package_prefix("gato_ros"), "lib", "gato_ros", "mujoco_startup")
+    assert os.access(exe, os.X_OK), f"{exe} is not installed (scripts/setup.sh)"
+    args = []
+    for p in params:
+        args += ["-p", p]
+    return [exe, "--ros-args", *args]
+
+
+def test_bad_parameters_are_named(ros_env):
+    out = subprocess.run(_cmd("controllers:=['']"), env=ros_env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "parameter controllers" in out.stderr, (out.returncode, out.stderr)
+    out = subprocess.run(_cmd("controllers:=[a]", "timeout_s:=-1.0"), env=ros_env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 1 and "parameter timeout_s" in out.stderr, (out.returncode, out.stderr)
+    out = subprocess.run(_cmd("controllers:=[a]", "mujoco_node:=relative"), env=ros_env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 1 and "parameter mujoco_node" in out.stderr, (out.returncode, out.stderr)
+
+
+def test_timeout_names_the_step(ros_env):
+    # a controller manager name nobody has in this private graph
+    out = subprocess.run(_cmd("controllers:=[joint_state_broadcaster]", "timeout_s:=2.0",
+                              "controller_manager:=/gato_test_no_such_cm"),
+                         env=ros_env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, (out.returncode, out.stderr)
+    assert "start-up failed at step 'wait_controllers'" in out.stderr and "timeout_s=2.0" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_while_waiting_exits_0(ros_env, sig):
+    proc = subprocess.Popen(_cmd("controllers:=[joint_state_broadcaster]", "controller_manager:=/gato_test_no_such_cm"),
+                            env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        # wait until it runs its sequence (the log line), then signal it
+        deadline = time.monotonic() + 90
+        seen = []
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "waiting for" in line:
+                break
+        assert any("waiting for" in ln for ln in seen), "".join(seen)
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "".join(seen) + rest
