@@ -6,7 +6,8 @@ hardware.launch.xml``, gato controller as the rclpy node, iiwa14, figure-8 refer
   controllers are active, joint states and effort commands flow; ``ros2 control
   list_controllers / list_hardware_interfaces`` show the two controllers and the effort
   command interfaces claimed; ``ros2 param list / describe / get / set`` against
-  /gato_controller: a tunable (q_cost) changes live, a read-only one (N) is refused;
+  /gato_controller: a tunable (q_cost) changes live, a read-only one (N) is refused; the MuJoCo
+  start-up node refuses controllers that are already active (exit 1);
 - MuJoCo (mujoco:=true: mujoco_ros2_control's MujocoSystemInterface, its ros2_control_node,
   sim time, the start-up node): the start-up node exits 0 after resetting the simulation to
   the home keyframe and activating both controllers; /clock flows; the loop closes through
