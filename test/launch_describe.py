@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,15 @@ def _split_cmd(cmd: list, inline_files: dict | None = None) -> dict:
     return {"args": args, "node": node, "namespace": ns, "params": params, "param_files": files, "remaps": remaps}
 
 
+def _exe_path(exe: str) -> str:
+    """The program a command starts: a bare name as PATH finds it, resolved."""
+    import shutil
+
+    if os.sep not in exe:
+        exe = shutil.which(exe) or exe
+    return os.path.realpath(exe)
+
+
 # ------------------------------------------------------------------ the project's runner
 def describe_runner(path, args: dict, env=None) -> list:
     """The processes ``python -m gato_ros.launch_runner FILE name:=value ... --print`` lists."""
@@ -116,7 +126,7 @@ def describe_runner(path, args: dict, env=None) -> list:
         p = json.loads(line)
         exe = resolve_executable(p["cmd"][0])
         d = _split_cmd([exe, *p["cmd"][1:]], p.get("inline_params"))
-        d.update(name=p["name"], exe=os.path.realpath(exe), env=dict(sorted(p.get("env", {}).items())),
+        d.update(name=p["name"], exe=_exe_path(exe), env=dict(sorted(p.get("env", {}).items())),
                  on_exit=p.get("on_exit", "") or "", respawn=bool(p.get("respawn", False)),
                  respawn_delay=float(p.get("respawn_delay") or 0.0))
         out.append(d)
@@ -158,7 +168,8 @@ def describe_real(path, args: dict) -> list:
             on_exit = on_exit if isinstance(on_exit, list) else [on_exit] if on_exit is not None else []
             d = _split_cmd(list(det["cmd"]))
             extra_env = {k: v for k, v in (det["env"] or {}).items() if os.environ.get(k) != v}
-            d.update(name=d["node"] or Path(det["cmd"][0]).name, exe=os.path.realpath(det["cmd"][0]),
+            # launch names a process "<name or executable>-<count>"
+            d.update(name=d["node"] or re.sub(r"-\d+$", "", det["name"]), exe=_exe_path(det["cmd"][0]),
                      env=dict(sorted(extra_env.items())),
                      on_exit="shutdown" if any(isinstance(a, Shutdown) for a in on_exit) else "",
                      respawn=bool(getattr(entity, "_ExecuteLocal__respawn", False)),

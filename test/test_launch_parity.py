@@ -34,6 +34,8 @@ ARG_SETS = {
         {},
         {"reference": "true", "reference_mode": "goals", "record": "true", "bag": "/tmp/gato_parity_bag"},
         {"robot": "fr3", "controller_name": "my_effort_controller"},
+        {"record": "true", "recorder": "gato", "bag": "/tmp/gato_parity_bag"},
+        {"record": "true", "recorder": "ros2bag", "mujoco": "true", "bag": "/tmp/gato_parity_bag"},
     ],
 }
 

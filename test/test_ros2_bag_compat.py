@@ -144,3 +144,38 @@ def test_compressed_bags_read_without_their_metadata(bags, name, tmp_path):
         assert f.name.endswith(".zstd")
         single = read_bag(f, GRAPH)          # one compressed storage file, given directly
         assert single.counts == intact.counts, single.problems
+
+
+def test_hardware_launch_record_uses_ros2_bag_record(tmp_path, ros_env):
+    """hardware.launch.xml record:=true (recorder:=auto) where rosbag2 is installed: the
+    controller graph is recorded by `ros2 bag record` (mock hardware, the gato reference
+    node); the bag is closed cleanly on SIGINT and replays to 1e-9 N*m."""
+    require_ros2_tools()
+    from gato.bagio import read_bag
+    from gato.replay import replay_bag
+
+    marker = uuid.uuid4().hex
+    env = {**ros_env, "GATO_TEST_MARKER": marker}
+    bag = tmp_path / "hw_bag"
+    launch = subprocess.Popen(["ros2", "launch", "gato_bringup", "hardware.launch.xml", "reference:=true",
+                               "record:=true", f"bag:={bag}"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        end = time.monotonic() + 240
+        while time.monotonic() < end and not (bag / f"{bag.name}_0.mcap").exists():
+            time.sleep(0.5)
+        time.sleep(12.0)                          # start-up (controller_manager, spawners, solver) + ticks
+        rc, out = _sigint_and_wait(launch, 90)
+        time.sleep(1.0)
+        left = processes_with_env("GATO_TEST_MARKER", marker)
+    finally:
+        if launch.poll() is None:
+            os.killpg(launch.pid, signal.SIGKILL)
+        kill_tagged("GATO_TEST_MARKER", marker)
+    assert "ros2_bag_record" in out and "gato_recorder" not in out, out[-3000:]
+    assert rc == 0 and left == [], (rc, left, out[-3000:])
+    assert (bag / "metadata.yaml").is_file(), out[-3000:]     # closed cleanly by ros2 bag record
+    b = read_bag(bag, GRAPH)
+    assert b.complete and b.counts.get("/gato_controller/solve_input", 0) >= 20, (b.counts, b.problems)
+    s = replay_bag(bag, tmp_path / "replay", tol=1e-9, worst=0, log=None)
+    assert s["compared"] >= 20 and s["matched"] and s["max_du"] <= 1e-9, s
