@@ -128,6 +128,9 @@ def run_once(a, extra_args) -> dict:
         if rec["on"]:
             rec["status"].append(m)
 
+    def on_plugin_status(m):   # the gato ros2_control plugin (controller:=plugin): its own counters
+        rec["plugin_status"] = m
+
     def on_cmd(m):   # stamped copy of the command: the joint state it answers
         if rec["on"]:
             rec["cmd_by_effort"][tuple(m.effort)] = ns(m.header)
@@ -141,6 +144,8 @@ def run_once(a, extra_args) -> dict:
     node.create_subscription(EEReference, "/ee_reference", on_ref, qos)
     node.create_subscription(ControllerStatus, "/gato_controller/status", on_status, qos)
     node.create_subscription(EffortCommand, "/gato_controller/command", on_cmd, qos)
+    for name in ("gato_plugin", "gato_plugin_embedded"):
+        node.create_subscription(ControllerStatus, f"/{name}/status", on_plugin_status, qos)
     node.create_subscription(Float64MultiArray, "/effort_controller/commands", on_arr, qos)
     ex = SingleThreadedExecutor()
     ex.add_node(node)
@@ -215,6 +220,12 @@ def run_once(a, extra_args) -> dict:
         "joint_state_rate_hz": (len(js) - 1) / sim_s if sim_s > 0 else 0.0,
         "load": [round(load_before[0], 2), round(load_after[0], 2)],
         "final_state": (st[-1].state, st[-1].reason) if st else ("", ""),
+        # the plugin's update(): state read -> command written in the same control cycle (cumulative
+        # since activation), and plan age when used (follow: node solve + DDS; embedded: solver thread)
+        "plugin": ({k: getattr(rec["plugin_status"], k) for k in (
+            "ticks", "holds", "clamped", "plans_accepted", "update_p50_us", "update_p99_us", "update_max_us",
+            "plan_latency_p50_us", "plan_latency_p99_us", "solve_us", "state", "reason")}
+            if "plugin_status" in rec else {}),
     }
 
 
@@ -229,6 +240,12 @@ def fmt(r) -> str:
                     ("state published -> command array received", wire)):
         if d.get("n"):
             out.append(f"  {name}: p50 {d['p50']:.2f} ms, p99 {d['p99']:.2f} ms, max {d['max']:.2f} ms (n {d['n']})")
+    if r.get("plugin"):
+        pl = r["plugin"]
+        out.append(f"  plugin update() (state read -> command written): p50 {pl['update_p50_us']:.1f} us, p99 "
+                   f"{pl['update_p99_us']:.1f} us, max {pl['update_max_us']:.1f} us; plan age p50 "
+                   f"{pl['plan_latency_p50_us'] / 1e3:.2f} ms, p99 {pl['plan_latency_p99_us'] / 1e3:.2f} ms; "
+                   f"holds {pl['holds']}, plans accepted {pl['plans_accepted']}, state {pl['state']} {pl['reason']}")
     if app.get("n"):
         out.append(f"  applied (effort state = command), simulated time after its joint state: p50 {app['p50']:.0f} ms, "
                    f"p99 {app['p99']:.0f} ms; by the next broadcast in {100 * r['applied_by_next_state']:.1f} %")
@@ -250,7 +267,7 @@ def main(argv=None) -> int:
 
     variants = [("node", [])] * a.runs
     for m in filter(None, a.plugin_modes.split(",")):
-        variants.append((f"plugin {m}", ["controller:=plugin", f"controller_mode:={m}"]))
+        variants.append((f"plugin {m}", ["controller:=plugin", f"mode:={m}"]))
     results = []
     for label, extra in variants:
         r = run_once(a, extra)
@@ -284,6 +301,16 @@ def main(argv=None) -> int:
                          + (f"{pub['p50']:.2f} / {pub['p99']:.2f} ms" if pub.get("n") else "-") + " | "
                          + (f"{wire['p50']:.2f} / {wire['p99']:.2f} ms" if wire.get("n") else "-") + " | "
                          + f"{100 * r['applied_by_next_state']:.1f} % |\n")
+        plug = [r for r in results if r.get("plugin")]
+        if plug:
+            lines.append("\n| mode | plugin update() p50 / p99 / max (state read -> command written) "
+                         "| plan age at use p50 / p99 | holds / updates | plans accepted |\n|---|---|---|---|---|\n")
+            for r in plug:
+                pl = r["plugin"]
+                lines.append(f"| {r['mode']} | {pl['update_p50_us']:.1f} / {pl['update_p99_us']:.1f} / "
+                             f"{pl['update_max_us']:.1f} us | {pl['plan_latency_p50_us'] / 1e3:.2f} / "
+                             f"{pl['plan_latency_p99_us'] / 1e3:.2f} ms | {pl['holds']} / {pl['ticks']} | "
+                             f"{pl['plans_accepted']} |\n")
         lines.append("\nState published -> command array published: the joint_state_broadcaster's publication of a "
                      "joint state to the controller node's publication of the command computed from it (DDS source "
                      "timestamps, system clock); the forward controller writes the latest array to the hardware in "

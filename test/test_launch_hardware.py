@@ -15,7 +15,11 @@ hardware.launch.xml``, gato controller as the rclpy node, iiwa14, figure-8 refer
   bound measured from /joint_states and /ee_reference, in simulated time, no wall-clock
   assertion; docs/benchmarks.md has the measured figure).
 
-Both: SIGINT (launch_pytest's shutdown, as Ctrl-C on ``ros2 launch``) ends every process with
+- MuJoCo with the gato ros2_control plugin (controller:=plugin, mode:=follow | embedded): the
+  start-up node activates the broadcaster and the plugin together; the plugin claims the effort
+  interfaces and the loop closes within the same bound (embedded: no controller node).
+
+All: SIGINT (launch_pytest's shutdown, as Ctrl-C on ``ros2 launch``) ends every process with
 exit code 0 and no process started by the launch is left behind (each carries a marker in its
 environment).
 """
@@ -234,9 +238,12 @@ def tracking_errors(js_msgs, ref_msgs, robot=ROBOT) -> np.ndarray:
     return np.asarray(errs)
 
 
-def _check_controllers_and_interfaces():
+def _check_controllers_and_interfaces(effort="effort_controller"):
+    """joint_state_broadcaster and ``effort`` (the controller claiming the effort interfaces: the
+    forward controller, or the gato plugin) active; every joint's effort command interface claimed,
+    its position / velocity / effort state interfaces present."""
     states = wait_for(lambda: (lambda s: s if s.get("joint_state_broadcaster") == "active"
-                               and s.get("effort_controller") == "active" else None)(controller_states()),
+                               and s.get(effort) == "active" else None)(controller_states()),
                       TOPIC_TIMEOUT_S)
     assert states, f"controllers not active: {controller_states()}"
     # a CLI verb may start before discovery has seen the controller manager: retried
@@ -246,7 +253,7 @@ def _check_controllers_and_interfaces():
     text = out.stdout
     cmd_part, _, state_part = text.partition("state interfaces")
     for j in JOINTS:
-        # the effort forward controller claims every joint's effort command interface
+        # the effort controller claims every joint's effort command interface
         assert any(f"{j}/effort" in ln and "[claimed]" in ln for ln in cmd_part.splitlines()), text
         for kind in ("position", "velocity", "effort"):
             assert f"{j}/{kind}" in state_part, text
@@ -325,20 +332,19 @@ def test_hardware_launch_mock_node_mode(hw_mock):
                       "spawner_effort_controller", "gato_controller", "gato_reference"})
 
 
-@pytest.mark.launch(fixture=hw_mujoco)
-def test_hardware_launch_mujoco_closes_the_loop(hw_mujoco):
-    """MuJoCo through ros2_control: start-up sequence, /clock, controllers, closed-loop tracking,
-    clean SIGINT."""
-    _, g = hw_mujoco
+def _mujoco_closed_loop(g: Graph, effort="effort_controller"):
+    """The MuJoCo bringup's checks while it runs: start-up node exit 0, topics (commands on the
+    forward controller's topic in node mode), controllers and interfaces, tracking bound."""
     p = Probe()
     try:
         started = p.spin_until(lambda: "gato_mujoco_startup" in g.exits, TOPIC_TIMEOUT_S)
         assert started, f"the start-up node did not finish: started {sorted(g.started)}, exited {g.exits}"
         assert g.exits["gato_mujoco_startup"] == 0, g.exits
-        flowing = p.spin_until(lambda: p.n["/joint_states"] >= 50 and p.n["/effort_controller/commands"] >= 50
+        need_cmds = 50 if effort == "effort_controller" else 0
+        flowing = p.spin_until(lambda: p.n["/joint_states"] >= 50 and p.n["/effort_controller/commands"] >= need_cmds
                                and p.n["/clock"] >= 100 and p.n["/ee_reference"] >= 20, TOPIC_TIMEOUT_S)
         assert flowing, f"messages seen: {p.n}; processes started {sorted(g.started)}, exited {g.exits}"
-        _check_controllers_and_interfaces()
+        _check_controllers_and_interfaces(effort)
 
         # Closed loop: 4 s of simulated time (400 joint states at 100 Hz) after the settle above.
         p.record = True
@@ -355,8 +361,64 @@ def test_hardware_launch_mujoco_closes_the_loop(hw_mujoco):
     finally:
         p.close()
         _stop_daemon()
-    yield
+
+
+def _mujoco_clean(g: Graph, expected):
     cm = [n for n in g.started if n.startswith("ros2_control_node") or n == "controller_manager"]
     assert cm, f"no controller manager process among {sorted(g.started)}"
     _assert_clean(g, {"robot_state_publisher", "spawner_joint_state_broadcaster", "spawner_effort_controller",
-                      "gato_mujoco_startup", "gato_controller", "gato_reference"})
+                      "gato_mujoco_startup", "gato_reference"} | set(expected))
+
+
+@pytest.mark.launch(fixture=hw_mujoco)
+def test_hardware_launch_mujoco_closes_the_loop(hw_mujoco):
+    """MuJoCo through ros2_control, node mode: start-up sequence, /clock, controllers, closed-loop
+    tracking, clean SIGINT."""
+    _, g = hw_mujoco
+    _mujoco_closed_loop(g)
+    yield
+    _mujoco_clean(g, {"gato_controller"})
+
+
+@launch_pytest.fixture
+def hw_mujoco_plugin_follow(monkeypatch, ros_env):
+    return _launch(monkeypatch, ros_env, {"robot": ROBOT, "reference": "true", "mujoco": "true",
+                                          "controller": "plugin", "mode": "follow"})
+
+
+@launch_pytest.fixture
+def hw_mujoco_plugin_embedded(monkeypatch, ros_env):
+    return _launch(monkeypatch, ros_env, {"robot": ROBOT, "reference": "true", "mujoco": "true",
+                                          "controller": "plugin", "mode": "embedded"})
+
+
+def _require_plugin():
+    from ament_index_python.packages import get_package_prefix
+
+    lib = Path(get_package_prefix("gato_ros")) / "lib" / "libgato_controller.so"
+    if not lib.is_file():
+        pytest.fail(f"the gato ros2_control plugin is not built ({lib}); scripts/setup.sh builds it where the "
+                    "ROS 2 overlay exists")
+
+
+@pytest.mark.launch(fixture=hw_mujoco_plugin_follow)
+def test_hardware_launch_mujoco_plugin_follow(hw_mujoco_plugin_follow):
+    """MuJoCo, controller:=plugin mode:=follow: the plugin (started inactive, activated by the start-up
+    node with the broadcaster) executes the controller node's plans in the 1 kHz loop."""
+    _, g = hw_mujoco_plugin_follow
+    _require_plugin()
+    _mujoco_closed_loop(g, "gato_plugin")
+    yield
+    _mujoco_clean(g, {"gato_controller"})
+
+
+@pytest.mark.launch(fixture=hw_mujoco_plugin_embedded)
+def test_hardware_launch_mujoco_plugin_embedded(hw_mujoco_plugin_embedded):
+    """MuJoCo, controller:=plugin mode:=embedded: the plugin solves in its own thread (no controller
+    node) and closes the loop."""
+    _, g = hw_mujoco_plugin_embedded
+    _require_plugin()
+    _mujoco_closed_loop(g, "gato_plugin_embedded")
+    yield
+    _mujoco_clean(g, set())
+    assert "gato_controller" not in g.started, sorted(g.started)
