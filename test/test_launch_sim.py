@@ -10,86 +10,35 @@ start with ``ros2 launch gato_bringup sim.launch.yaml``.
 Both: no process started by the launch is left behind (each carries a marker in its
 environment). Runs are a few simulated seconds; no wall-clock time is asserted.
 """
-import os
 import time
-import uuid
-from pathlib import Path
 
 import pytest
 
-from conftest import import_or_skip, kill_tagged, processes_with_env, require_ros2_tools
+from conftest import import_or_skip
 
 _HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
 launch_pytest = import_or_skip("launch_pytest", "needs the ROS 2 overlay (scripts/setup.sh; source "
                                "scripts/activate.sh)")
 rclpy = import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
 import_or_skip("gato_msgs.msg", _HINT)
-
-from launch import LaunchDescription  # noqa: E402
-from launch.actions import IncludeLaunchDescription, RegisterEventHandler  # noqa: E402
-from launch.event_handlers import OnProcessExit, OnProcessStart  # noqa: E402
-from launch.launch_description_sources import AnyLaunchDescriptionSource  # noqa: E402
-from launch_pytest.actions import ReadyToTest  # noqa: E402
+from launch_graph import assert_clean, bringup_file, marked_launch  # noqa: E402
 
 pytestmark = pytest.mark.ros
-MARKER_KEY = "GATO_TEST_MARKER"
 EXPECTED = {"gato_controller", "gato_reference", "gato_sim"}
 TOPIC_TIMEOUT_S = 180.0    # process start-up (pinocchio, MuJoCo imports) and discovery on 2 shared cores
 RUN_TIMEOUT_S = 300.0
 
 
-def sim_launch_file() -> Path:
-    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-
-    try:
-        return Path(get_package_share_directory("gato_bringup")) / "launch" / "sim.launch.yaml"
-    except PackageNotFoundError:
-        pytest.skip(f"gato_bringup is not installed ({_HINT})")
-
-
-class Graph:
-    """What the launch reports: processes started / exited (by node name) and their codes."""
-
-    def __init__(self, marker):
-        self.marker = marker
-        self.started: dict = {}
-        self.exits: dict = {}
-
-    @staticmethod
-    def _name(action):
-        name = getattr(action, "node_name", None)
-        return name.rsplit("/", 1)[-1] if name and "<node_name_unspecified>" not in name else action.name
-
-    def description(self, args: dict) -> LaunchDescription:
-        return LaunchDescription([
-            RegisterEventHandler(OnProcessStart(on_start=lambda ev, ctx: self.started.__setitem__(
-                self._name(ev.action), ev.pid))),
-            RegisterEventHandler(OnProcessExit(on_exit=lambda ev, ctx: self.exits.__setitem__(
-                self._name(ev.action), ev.returncode))),
-            IncludeLaunchDescription(AnyLaunchDescriptionSource(str(sim_launch_file())),
-                                     launch_arguments=list(args.items())),
-            ReadyToTest(),
-        ])
-
-
-def _launch(monkeypatch, ros_env, args):
-    """A launch of sim.launch.yaml whose processes carry a fresh marker (through os.environ,
-    which launch hands to every process it starts; ros_env: the session's private domain)."""
-    require_ros2_tools()
-    marker = uuid.uuid4().hex
-    monkeypatch.setenv(MARKER_KEY, marker)
-    g = Graph(marker)
-    return g.description(args), g
-
-
 @launch_pytest.fixture
 def sim_lockstep(monkeypatch, ros_env):
-    return _launch(monkeypatch, ros_env, {"lockstep": "true", "duration": "3.0", "world": "mujoco"})
+    return marked_launch(monkeypatch, bringup_file("sim.launch.yaml"),
+                         {"lockstep": "true", "duration": "3.0", "world": "mujoco"})
 
 
 @launch_pytest.fixture
 def sim_free_running(monkeypatch, ros_env):
-    return _launch(monkeypatch, ros_env, {"lockstep": "false", "duration": "0", "world": "mujoco"})
+    return marked_launch(monkeypatch, bringup_file("sim.launch.yaml"),
+                         {"lockstep": "false", "duration": "0", "world": "mujoco"})
 
 
 class Counter:
@@ -123,18 +72,6 @@ class Counter:
         rclpy.shutdown(context=self.ctx)
 
 
-def _assert_clean(g: Graph):
-    assert EXPECTED <= set(g.started), f"processes started: {sorted(g.started)}"
-    assert set(g.exits) == set(g.started), f"started {sorted(g.started)}, exited {g.exits}"
-    assert all(rc == 0 for rc in g.exits.values()), f"exit codes: {g.exits}"
-    deadline = time.monotonic() + 10.0
-    while processes_with_env(MARKER_KEY, g.marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = processes_with_env(MARKER_KEY, g.marker)
-    kill_tagged(MARKER_KEY, g.marker)
-    assert left == [], f"processes left behind by the launch: {left}"
-
-
 @pytest.mark.launch(fixture=sim_lockstep)
 def test_sim_launch_lockstep_runs_its_duration_and_exits_cleanly(sim_lockstep):
     _, g = sim_lockstep
@@ -154,7 +91,7 @@ def test_sim_launch_lockstep_runs_its_duration_and_exits_cleanly(sim_lockstep):
     finally:
         c.close()
     yield
-    _assert_clean(g)
+    assert_clean(g, EXPECTED)
 
 
 @pytest.mark.launch(fixture=sim_free_running)
@@ -169,4 +106,4 @@ def test_sim_launch_free_running_flows_and_stops_on_sigint(sim_free_running):
     finally:
         c.close()
     yield   # launch_pytest shuts the launch down here: SIGINT to every process
-    _assert_clean(g)
+    assert_clean(g, EXPECTED)

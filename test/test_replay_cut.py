@@ -24,6 +24,7 @@ import pytest
 import gato
 from gato import controller_setup as setup
 from conftest import import_or_skip, kill_tagged, processes_with_env, require_ros2_tools
+from launch_graph import sigint_and_wait
 
 ROBOT = "iiwa14"
 Q0 = np.array([0.0, 0.6, 0.0, -1.3, 0.0, 1.2, 0.0])
@@ -209,17 +210,6 @@ def _wait_for_ticks(n, timeout):
         rclpy.shutdown(context=ctx)
 
 
-def _sigint_and_wait(proc, timeout):
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-    return proc.returncode, out
-
-
 @pytest.mark.slow
 @pytest.mark.ros
 def test_ros2_bag_record_a_cut_of_a_free_running_bringup_replays_exactly(tmp_path, ros_env):
@@ -240,15 +230,15 @@ def test_ros2_bag_record_a_cut_of_a_free_running_bringup_replays_exactly(tmp_pat
     rec = None
     try:
         if not _wait_for_ticks(10, 180.0):
-            _, out = _sigint_and_wait(launch, 60)
+            _, out = sigint_and_wait(launch, 60)
             pytest.fail(f"the bringup never solved a tick: {out[-3000:]}")
         time.sleep(5.0)                                   # the cut: ~5 s into the run
         rec = subprocess.Popen(["ros2", "bag", "record", "-a", "-o", str(bag)], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
         time.sleep(8.0)                                   # discovery (~1-2 s) + a few seconds of ticks
-        rc_rec, out_rec = _sigint_and_wait(rec, 30)
+        rc_rec, out_rec = sigint_and_wait(rec, 30)
         assert rc_rec == 0, out_rec[-3000:]
-        rc_launch, out_launch = _sigint_and_wait(launch, 60)
+        rc_launch, out_launch = sigint_and_wait(launch, 60)
         time.sleep(1.0)
         left = processes_with_env("GATO_TEST_MARKER", marker)
     finally:

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from conftest import import_or_skip, kill_tagged, processes_with_env, require_ros2_tools
+from launch_graph import sigint_and_wait
 
 import_or_skip("rosbags", "pip install rosbags (scripts/setup.sh)")
 import_or_skip("gato_msgs.msg", "build the workspace (scripts/setup.sh; source scripts/activate.sh)")
@@ -35,17 +36,6 @@ RECORDINGS = {
     "sqlite3_zstd_message": ["-s", "sqlite3", "--compression-mode", "message", "--compression-format", "zstd", *_ZQ,
                              "--topics", *GRAPH],
 }
-
-
-def _sigint_and_wait(proc, timeout):
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-    return proc.returncode, out
 
 
 def _subscribers(env, topic) -> int:
@@ -91,7 +81,7 @@ def bags(tmp_path_factory, ros_env):
         assert launch.returncode == 0, out_launch[-3000:]
         time.sleep(1.0)                          # the last messages reach the recorders
         for name, p in recs.items():
-            rc, outs[name] = _sigint_and_wait(p, 60)
+            rc, outs[name] = sigint_and_wait(p, 60)
             assert rc == 0, f"ros2 bag record ({name}) exited {rc}: {outs[name][-2000:]}"
         left = processes_with_env("GATO_TEST_MARKER", marker)
         assert left == [], f"processes left behind: {left}"
@@ -165,7 +155,7 @@ def test_hardware_launch_record_uses_ros2_bag_record(tmp_path, ros_env):
         while time.monotonic() < end and not (bag / f"{bag.name}_0.mcap").exists():
             time.sleep(0.5)
         time.sleep(12.0)                          # start-up (controller_manager, spawners, solver) + ticks
-        rc, out = _sigint_and_wait(launch, 90)
+        rc, out = sigint_and_wait(launch, 90)
         time.sleep(1.0)
         left = processes_with_env("GATO_TEST_MARKER", marker)
     finally:
