@@ -300,7 +300,8 @@ def main(argv=None) -> int:
                          + (f"{inn['p50']:.2f} / {inn['p99']:.2f} ms" if inn.get("n") else "-") + " | "
                          + (f"{pub['p50']:.2f} / {pub['p99']:.2f} ms" if pub.get("n") else "-") + " | "
                          + (f"{wire['p50']:.2f} / {wire['p99']:.2f} ms" if wire.get("n") else "-") + " | "
-                         + f"{100 * r['applied_by_next_state']:.1f} % |\n")
+                         + (f"{100 * r['applied_by_next_state']:.1f} % |\n" if r["applied_after_ms_sim"].get("n")
+                            else "- |\n"))
         plug = [r for r in results if r.get("plugin")]
         if plug:
             lines.append("\n| mode | plugin update() p50 / p99 / max (state read -> command written) "
