@@ -64,12 +64,12 @@ def test_unavailable_machinery_raises_a_clear_error():
     m = MODELS["iiwa14"]
     cases = [
         (dict(fc_config={"cost": 1.0}), "fc_config.*not available in this build"),
-        (dict(wrench_id={}), "wrench_id.*not available in this build"),
+        (dict(wrench_id={}, batch_size=4), "wrench_id.*B = 1"),
+        (dict(wrench_id="torque"), "wrench_id"),
+        (dict(wrench_id={"mode": "mass"}), "mode"),
+        (dict(fe_seed=-1), "fe_seed"),
         (dict(variant="fc"), "variant.*not available in this build"),
         (dict(variant="eh"), "variant.*not available in this build"),
-        (dict(estimator="wid"), "estimator.*not available in this build"),
-        (dict(estimator="cem"), "estimator.*not available in this build"),
-        (dict(batch_size=4), "estimator.*'fe'.*batch_size=4.*not available in this build"),
         (dict(estimator="kalman"), "estimator"),
         (dict(world="bullet"), "world"),
         (dict(world=object()), "world"),

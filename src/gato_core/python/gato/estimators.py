@@ -149,7 +149,8 @@ class ForceEstimator:
         estimate <- estimate + alpha * (w_b - estimate) + 0.5 * (1 - alpha) * momentum
         smoothed <- (1 - smoothing_factor) * smoothed + smoothing_factor * estimate
         radius   <- radius * RADIUS_GROW   if a sphere row won (the truth may lie further out)
-                    radius * RADIUS_SHRINK if a core row won (the estimate explains the motion)
+                    radius * RADIUS_SHRINK if row 0 or 1 won (the estimate explains the motion)
+                    radius                 if the momentum seed won (still travelling)
 
     clipped to [min_radius, max_radius]; the estimate is clamped to ``max_wrench``.
 
@@ -226,12 +227,13 @@ class ForceEstimator:
         self.n_clamped += int(c)
         self.smoothed_estimate = ((1.0 - self.smoothing_factor) * self.smoothed_estimate
                                   + self.smoothing_factor * self.estimate)
-        if best < self.n_core:
+        if best < min(self.n_core, 2):
             self.core_wins += 1
             self.radius *= self.RADIUS_SHRINK
-        else:
+        elif best >= self.n_core:
             self.sphere_wins += 1
             self.radius *= self.RADIUS_GROW
+        # (a winning momentum seed, row 2, means the estimate is travelling: radius kept)
         self.radius = float(np.clip(self.radius, self.min_radius, self.max_radius))
         self._rotation = random_rotation(self._rng)
         self.n_updates += 1

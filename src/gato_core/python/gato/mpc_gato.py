@@ -16,10 +16,13 @@ period that is not a whole number of substeps carries its remainder (gato.simloo
 Applied torques are clamped to the URDF effort limits unless ``clamp_torques=False``.
 Units: rad, rad/s, N*m, metres (world frame), seconds; ``*_times`` stats in ms.
 
-Not in this build (each raises ValueError naming the option): the force-hypothesis
-estimators (``estimator="fe"`` with ``batch_size > 1``, ``"wid"``, ``"cem"``), the B = 1
-wrench identifier (``wrench_id``), the contact-force variant (``fc_config``,
-``variant="fc"``) and the exact-Hessian variant (``variant="eh"``).
+Wrench hypotheses (gato.hypotheses over gato.estimators): ``estimator="fe"`` (B > 1:
+Fibonacci-sphere sampler), ``"cem"`` (B > 1: cross-entropy sampler), ``"wid"`` (B >= 1:
+identified-weight sampler) and the B = 1 identifier ``wrench_id``. The identifiers are fed at
+sensor rate, once per simulation substep (:meth:`MPC_GATO._observe_substep`).
+
+Not in this build (each raises ValueError naming the option): the contact-force variant
+(``fc_config``, ``variant="fc"``) and the exact-Hessian variant (``variant="eh"``).
 """
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ import numpy as np
 from . import simloop
 from .bsqp_planner import BSQPPlanner, solver_params
 from .controller import MPCController
+from .estimators import CEMForceEstimator, ForceEstimator, IdentifiedWrenchSampler, OneStepWrenchIdentifier
+from .hypotheses import ForceHypothesisBatch, IdentifiedWrenchBatch
 from .interface import BSQP
 from .planner import Plan
 from .references import SampledTrajectory, _positive
@@ -48,8 +53,8 @@ class MPC_GATO:
             simulated plant is built by the world from ``model_path``.
         model_path: robot URDF (fixed base).
         N: horizon [knots]; dt: knot spacing [s], also the fixed control period.
-        batch_size: solver batch B. B > 1 means force hypotheses under the
-            default ``estimator="fe"`` (not available in this build: ValueError);
+        batch_size: solver batch B. B > 1 means B wrench hypotheses under ``estimator``
+            (each entry solves under its own guess, the one-step rollout picks the winner);
             ``estimator=None`` with B > 1 runs B identical entries with
             best-of-batch selection (lowest final merit).
         constant_f_ext: None or (6,) ground-truth wrench [force N; torque N*m],
@@ -66,15 +71,22 @@ class MPC_GATO:
             :class:`gato.SolverParams`, or a dict of SolverParams field overrides.
         linsys, bdsv_threshold, reseed_threshold, admm_linsys, admm_threshold,
         limits, limits_kw: passed to :class:`gato.MPCController` (see there).
-        fe_seed: seed of the force-hypothesis sampler (kept for the protocol stamp;
-            unused while no sampler is available).
-        fc_config, wrench_id: not available in this build (ValueError unless None).
+        fe_seed: seed of the wrench-hypothesis sampler (runs with the same seed are identical).
+        fc_config: not available in this build (ValueError unless None).
+        wrench_id: None, or the B = 1 identified-wrench hypothesis
+            (:class:`gato.hypotheses.IdentifiedWrenchBatch` over a
+            :class:`gato.estimators.OneStepWrenchIdentifier` fed every substep): True / "wrench"
+            (mode "wrench"), "weight" (mode "weight"), or a dict of OneStepWrenchIdentifier
+            keyword arguments. Needs batch_size == 1 and takes the place of ``estimator``.
         world: None or "pinocchio" (a :class:`gato.worlds.PinocchioWorld` on
             model_path, with the pendulum / constant wrench), "mujoco" (a
             :class:`gato.worlds.MuJoCoWorld` on model_path, timestep = the run's
             sim_dt), or any object with ``step(q, dq, u, sim_dt) -> (q, dq)``.
-        estimator: "fe" (default; needs nothing at B = 1), "wid" / "cem" (not
-            available), or None (no hypothesis batch).
+        estimator: "fe" (default): :class:`gato.estimators.ForceEstimator` at B > 1 (no
+            hypotheses at B = 1); "cem": :class:`gato.estimators.CEMForceEstimator` at B > 1;
+            "wid": :class:`gato.estimators.IdentifiedWrenchSampler` at any B (its identifier fed
+            every substep); None: no hypothesis batch. All seeded with ``fe_seed`` and
+            wrapped in a :class:`gato.hypotheses.ForceHypothesisBatch`.
         verbose: progress lines on stdout (one per ~1 s of simulated time plus a
             summary): True, False, or None (default) = on for runs whose planned
             sim time exceeds 2 s (run_mpc_fig8: sim_time; run_mpc_goals:
@@ -104,21 +116,25 @@ class MPC_GATO:
         if fc_config is not None:
             raise ValueError("fc_config: contact-force decision variables need the 'fc' solver variant, "
                              "which is not available in this build; pass fc_config=None")
-        if wrench_id is not None:
-            raise ValueError("wrench_id: the B = 1 wrench identifier (OneStepWrenchIdentifier) is not "
-                             "available in this build; pass wrench_id=None")
         if estimator is not None and estimator not in _ESTIMATORS:
             raise ValueError(f"estimator: expected one of {_ESTIMATORS} or None, got {estimator!r}")
-        if estimator in ("wid", "cem"):
-            raise ValueError(f"estimator: {estimator!r} (the {'identified-wrench' if estimator == 'wid' else 'CEM'}"
-                             " hypothesis sampler) is not available in this build; use batch_size=1 with "
-                             "estimator='fe' (no estimator) or estimator=None")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
-        if estimator == "fe" and batch_size > 1:
-            raise ValueError(f"estimator: 'fe' with batch_size={batch_size} needs the ForceEstimator "
-                             "hypothesis sampler, which is not available in this build; use batch_size=1, or "
-                             "estimator=None for best-of-batch over identical entries")
+        if wrench_id is not None and wrench_id is not False:
+            if batch_size != 1:
+                raise ValueError(f"wrench_id: the identified-wrench hypothesis is one wrench (B = 1), got "
+                                 f"batch_size={batch_size}; use estimator='wid' for a batch around it")
+            if wrench_id is True or wrench_id == "wrench":
+                wrench_id = {"mode": "wrench"}
+            elif wrench_id == "weight":
+                wrench_id = {"mode": "weight"}
+            elif not isinstance(wrench_id, dict):
+                raise ValueError(f"wrench_id: expected None, True, 'wrench', 'weight' or a dict of "
+                                 f"OneStepWrenchIdentifier keywords, got {wrench_id!r}")
+        else:
+            wrench_id = None
+        if not isinstance(fe_seed, (int, np.integer)) or isinstance(fe_seed, bool) or fe_seed < 0:
+            raise ValueError(f"fe_seed: expected a non-negative integer, got {fe_seed!r}")
         if isinstance(world, str) and world == "mujoco" and constant_f_ext is not None \
                 and np.any(np.asarray(constant_f_ext, dtype=np.float64) != 0):
             raise ValueError("constant_f_ext: the MuJoCo world has no constant-wrench support (a PinocchioWorld "
@@ -130,7 +146,8 @@ class MPC_GATO:
             raise ValueError(f"verbose: expected None, True or False, got {verbose!r}")
 
         self.solver = s = BSQP(model_path, int(batch_size), N, dt, solver_params(params), plant_type=plant_type)
-        self.controller = MPCController(s, hypotheses=None, warm_start="shift", reset_rho_each_step=True,
+        hyp = self._hypotheses(s, estimator, wrench_id, int(fe_seed))
+        self.controller = MPCController(s, hypotheses=hyp, warm_start="shift", reset_rho_each_step=True,
                                         linsys=linsys, bdsv_threshold=bdsv_threshold,
                                         reseed_threshold=reseed_threshold, admm_linsys=admm_linsys,
                                         admm_threshold=admm_threshold, limits=limits, limits_kw=limits_kw)
@@ -147,7 +164,7 @@ class MPC_GATO:
                              f"got nq={getattr(model, 'nq', None)}, nv={getattr(model, 'nv', None)}")
         self.model = model
         self.track_full_stats = bool(track_full_stats)
-        self.fe_seed, self.estimator, self.fc_config, self.wrench_id = fe_seed, estimator, None, None
+        self.fe_seed, self.estimator, self.fc_config, self.wrench_id = int(fe_seed), estimator, None, wrench_id
         self.verbose = verbose
         self.clamp_torques = bool(clamp_torques)
         self.u_limit = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)[:self.nu_act]
@@ -173,20 +190,52 @@ class MPC_GATO:
             self.world = world
         self.setup_external_forces(constant_f_ext)
 
+    @staticmethod
+    def _hypotheses(s, estimator, wrench_id, seed):
+        """The hypothesis batch of the options (None: plain / best-of-batch MPC)."""
+        B, model = int(s.batch_size), s.model
+        if wrench_id is not None:
+            return IdentifiedWrenchBatch(OneStepWrenchIdentifier(model, s.ee_frame, **wrench_id), model,
+                                         s.ee_frame, n_actuated=int(s.n_actuated))
+        if estimator == "wid":
+            est = IdentifiedWrenchSampler(B, model, s.ee_frame, seed=seed)
+        elif estimator == "fe" and B > 1:
+            est = ForceEstimator(B, seed=seed)
+        elif estimator == "cem" and B > 1:
+            est = CEMForceEstimator(B, seed=seed)
+        else:
+            return None
+        return ForceHypothesisBatch(est, model, s.ee_frame)
+
     # ------------------------------------------------------------------ properties
     @property
     def force_estimator(self):
-        """The hypothesis estimator: None (batch_size == 1, or estimator=None; the
-        force-hypothesis samplers are not available in this build)."""
+        """The hypothesis estimator behind the ForceHypothesisBatch ('fe' / 'cem' / 'wid'
+        sampler); None at batch_size == 1 without 'wid', with estimator=None or wrench_id."""
         h = self.controller.hypotheses
         return getattr(h, "estimator", None) if h is not None else None
 
     @property
     def wrench_identifier(self):
-        """The sensor-rate wrench observer fed each substep: None (``wrench_id`` and the
-        'wid' sampler are not available in this build)."""
+        """The sensor-rate wrench observer fed each substep: the wrench_id
+        OneStepWrenchIdentifier, or the 'wid' sampler (which identifies too); None otherwise."""
         h = self.controller.hypotheses
-        return getattr(h, "identifier", None) if h is not None else None
+        if h is None:
+            return None
+        if getattr(h, "identifier", None) is not None:
+            return h.identifier
+        est = getattr(h, "estimator", None)
+        return est if callable(getattr(est, "identify", None)) else None
+
+    def _observe_substep(self, q, dq, u, q_next, dq_next, sim_dt) -> None:
+        """Feed one simulation substep to the wrench identifier (a gato.simloop.Simulation
+        observer): robot-only states, the commanded (clamped) actuated torque."""
+        self.wrench_identifier.identify(q[:self.nq], dq[:self.nv], dq_next[:self.nv],
+                                        np.asarray(u, dtype=np.float64)[:self.nv], sim_dt,
+                                        q_next=q_next[:self.nq])
+
+    def _observers(self):
+        return [self._observe_substep] if self.wrench_identifier is not None else []
 
     @property
     def world_params(self) -> dict:
@@ -217,7 +266,8 @@ class MPC_GATO:
         if self._world_kind == "mujoco" and abs(self.world.timestep - sim_dt) > 1e-12 * sim_dt:
             self.world = simloop.make_world("mujoco", self.model_path, timestep=sim_dt)
         return simloop.Simulation(self.world, x[:self.nq], x[self.nq:], sim_dt=sim_dt, ee_pos=self.solver.ee_pos,
-                                  effort_limit=self.u_limit if self.clamp_torques else None)
+                                  effort_limit=self.u_limit if self.clamp_torques else None,
+                                  observers=self._observers())
 
     def _check_start(self, x_start, sim_dt):
         x = np.array(x_start, dtype=np.float64).reshape(-1) if x_start is not None else None
@@ -240,7 +290,8 @@ class MPC_GATO:
         (task clock [s], carried remainder [s], substeps, periods, their sum, fixed pacing),
         updated. Returns (q, dq, substeps taken this period)."""
         sim = simloop.Simulation(self.world, q, dq, sim_dt=sim_dt, ee_pos=self.solver.ee_pos,
-                                 effort_limit=self.u_limit if self.clamp_torques else None)
+                                 effort_limit=self.u_limit if self.clamp_torques else None,
+                                 observers=self._observers())
         sim.t, sim.owed, sim.substeps, sim.periods, sim.period_sum = (clock["t"], clock["owed"], clock["n"],
                                                                       clock["periods"], clock["sum"])
         plan = Plan(np.asarray(xu, dtype=np.float64), self.nx, self.nu, self.nu_act, self.N, self.dt)
@@ -279,6 +330,9 @@ class MPC_GATO:
         st["config"] = dict(task=name, plant=self.plant_type, N=self.N, dt=self.dt, batch_size=self.batch_size,
                             sim_dt=sim_dt, pace_by_solve_time=bool(pace), clamp_torques=self.clamp_torques,
                             linsys=self.controller.linsys, params=self.solver.params.asdict(),
+                            estimator=self.estimator if self.wrench_id is None else None,
+                            wrench_id=None if self.wrench_id is None else dict(self.wrench_id),
+                            fe_seed=self.fe_seed,
                             constant_f_ext=self.constant_f_ext_world.tolist(),
                             pendulum=None if self.pendulum_config is None else dict(self.pendulum_config),
                             world=self.world_params)

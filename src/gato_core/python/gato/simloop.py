@@ -301,12 +301,20 @@ class Simulation:
         observations (default ``kinematics.ee_pos``). disturbances: run-time Disturbances
         (their build-time parts go to :func:`make_world`). effort_limit: None or (nu,) N*m:
         commands are clamped to +-effort_limit (actuator saturation). carry_remainder: see
-        the module docstring.
+        the module docstring. observers: callables ``f(q, dq, u, q_next, dq_next, sim_dt)``
+        called after every substep with the state before and after it and the commanded
+        (clamped) torque u, disturbance torques excluded: a sensor-rate feed, e.g. for
+        :meth:`gato.estimators.OneStepWrenchIdentifier.identify`.
     """
 
     def __init__(self, world, q0, dq0=None, *, sim_dt, kinematics=None, ee_pos=None, disturbances=(),
-                 effort_limit=None, carry_remainder=True):
+                 effort_limit=None, carry_remainder=True, observers=()):
         self.world = world
+        self.observers = list(observers)
+        for ob in self.observers:
+            if not callable(ob):
+                raise ValueError(f"observers: expected callables f(q, dq, u, q_next, dq_next, sim_dt), "
+                                 f"got {type(ob).__name__}")
         if isinstance(sim_dt, bool) or not isinstance(sim_dt, (int, float, np.floating)) \
                 or not math.isfinite(sim_dt) or sim_dt <= 0:
             raise ValueError(f"sim_dt: expected a finite substep > 0 s, got {sim_dt!r}")
@@ -366,11 +374,12 @@ class Simulation:
             n = max(int(math.floor(period / self.sim_dt + EPS)), 1)
         q, dq = self.q, self.dq
         for i in range(n):
-            u = self.applied(command, i)
+            u = u_cmd = self.applied(command, i)
             for d in self.disturbances:
                 tau = d.torque(self.substeps * self.sim_dt, q, dq, self.kin)
                 if tau is not None:
                     u = u + tau
+            q_prev, dq_prev = q, dq
             try:
                 q, dq = self.world.step(q, dq, u, self.sim_dt)
             except RuntimeError:
@@ -379,6 +388,8 @@ class Simulation:
                 self.diverged = True
                 q, dq = np.full_like(self.q, np.nan), np.full_like(self.dq, np.nan)
                 break
+            for ob in self.observers:
+                ob(q_prev, dq_prev, u_cmd, q, dq, self.sim_dt)
             self.substeps += 1
         self.q, self.dq = q, dq
         self.t = self.periods * period if fixed else self.period_sum
