@@ -72,6 +72,41 @@ def _replay(args: argparse.Namespace) -> int:
     return 1 if s.get("compared") and not s.get("matched") else 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .eval import load_spec, run_eval
+
+    spec = load_spec(args.spec)
+    out = Path(args.out or Path("eval_out") / spec.name)
+    log = None if args.quiet else (lambda s: print(f"gato eval: {s}", file=sys.stderr))
+    r = run_eval(spec, out, ray=args.ray, workers=args.workers, retries=args.retries, progress=not args.quiet,
+                 log=log)
+    n_err = sum(row["status"] != "ok" for row in r["rows"])
+    print(f"gato eval {spec.name}: {len(r['rows'])} episodes in {out} ({r['ran']} ran now, {r['skipped']} done "
+          f"before, {n_err} errors){'; INTERRUPTED: rerun to finish' if r['interrupted'] else ''}")
+    for s in r["summary"]:
+        print(f"  {s['robot']:>8} {s['label']:>14} {s['disturbance_case']:>12} {s['metric']:>20}: "
+              f"{s['mean']:.4g} [{s['ci95_lo']:.4g}, {s['ci95_hi']:.4g}] (n={s['n']})")
+    print(f"  report: {r['report']}")
+    return 130 if r["interrupted"] else (1 if n_err else 0)
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .eval import load_spec
+    from .eval.tune import run_tune
+
+    spec = load_spec(args.spec)
+    out = Path(args.out or Path("eval_out") / f"{spec.name}_tune")
+    r = run_tune(spec, out, ray=args.ray, log=None if args.quiet else (lambda s: print(f"gato tune: {s}",
+                                                                                         file=sys.stderr)))
+    print(r["table"])
+    print(f"  parameter file: {r['yaml']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gato", description="gato: batched SQP MPC tools")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -101,6 +136,32 @@ def main(argv: list[str] | None = None) -> int:
                    "commands, or auto (efforts when every joint state has them; default)")
     p.add_argument("--quiet", action="store_true", help="print only the verdict and the report path")
     p.set_defaults(func=_replay)
+    p = sub.add_parser("eval", help="run a scenario sweep (an experiment spec YAML) through the closed-loop "
+                       "driver, locally or on Ray; tables, summary with 95 %% CIs, plots, HTML report",
+                       description="Run every episode of SPEC (docs/eval.md) through gato.simloop, in a local "
+                       "process pool or on a Ray cluster (--ray). Resumable: a rerun skips the episodes already "
+                       "in OUT/episodes. Exit status: 0 all episodes ok, 1 some episodes failed (their tracebacks "
+                       "are in the report), 2 bad spec, 130 interrupted (partial result written).")
+    p.add_argument("spec", help="experiment spec (YAML)")
+    p.add_argument("--out", default=None, help="output folder (default eval_out/<spec name>)")
+    p.add_argument("--ray", default=None, metavar="auto|ADDRESS|local",
+                   help="run on Ray: 'auto' (the cluster `ray start` made), ADDRESS (ray://host:10001 or "
+                   "host:6379), 'local' (a private local instance); default: the local process pool")
+    p.add_argument("--workers", type=int, default=None, help="local pool size (default: the CPU count)")
+    p.add_argument("--retries", type=int, default=2, help="re-runs of an episode whose worker died (default 2)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_eval)
+    p = sub.add_parser("tune", help="Ray Tune search (ASHA) over cost weights / solver settings of a spec's "
+                       "tune block; writes the best as a controller parameter YAML",
+                       description="Search the spec's tune.search space on its scenario set with ASHA early "
+                       "stopping, then compare the best configuration with the base one on held-out seeds "
+                       "(docs/eval.md). Writes OUT/best_params.yaml (gato_controller parameter file).")
+    p.add_argument("spec", help="experiment spec (YAML) with a tune block")
+    p.add_argument("--out", default=None, help="output folder (default eval_out/<spec name>_tune)")
+    p.add_argument("--ray", default=None, metavar="auto|ADDRESS",
+                   help="Ray cluster to tune on (default: a private local instance)")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=_tune)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
