@@ -308,7 +308,7 @@ def test_bad_input_raises_naming_the_argument():
 # ------------------------------------------------------------------ limits
 def test_limits_off_installs_nothing_and_none_installs_the_admm_default():
     assert MPCController.LIMIT_DEFAULTS == {
-        "admm": {"eps_rel": 0.01, "iters": 10, "rho": 0.01, "rho_q": 0.1, "rho_qd": 0.03, "rho_u": 1e-05},
+        "admm": {"eps_rel": 0.01, "iters": 30, "rho": 0.01, "rho_q": 0.1, "rho_qd": 0.1, "rho_u": 1e-05},
         "al": {}, "barrier": {}, "telemetry": {}}
     s = solver()
     c = MPCController(s, limits="off")

@@ -127,8 +127,8 @@ class MPCController:
         limits: the URDF joint limits (position, velocity, torque boxes) as constraint
             rows on the solver (docs/constraints.md). None (default): a fixed-base arm
             whose solver has no row groups yet gets the ADMM mechanism with the
-            measured defaults (``LIMIT_DEFAULTS["admm"]``: per-box rho 0.1 / 0.03 / 1e-5
-            for the position / velocity / torque rows, at most 10 inner iterations,
+            measured defaults (``LIMIT_DEFAULTS["admm"]``: per-box rho 0.1 / 0.1 / 1e-5
+            for the position / velocity / torque rows, at most 30 inner iterations,
             residual exit at eps_rel 1e-2); a solver the caller already configured (any
             row group installed), a floating-base solver and a solver without the
             row-group layer are left as they are. "off": install nothing (the
@@ -147,7 +147,7 @@ class MPCController:
     #: Measured defaults of the limit mechanisms (docs/constraints.md), keyword
     #: arguments of ``solver.enable_limit_<mech>``.
     LIMIT_DEFAULTS = {
-        "admm": {"eps_rel": 0.01, "iters": 10, "rho": 0.01, "rho_q": 0.1, "rho_qd": 0.03, "rho_u": 1e-05},
+        "admm": {"eps_rel": 0.01, "iters": 30, "rho": 0.01, "rho_q": 0.1, "rho_qd": 0.1, "rho_u": 1e-05},
         "al": {},
         "barrier": {},
         "telemetry": {},

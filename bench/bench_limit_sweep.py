@@ -1,0 +1,125 @@
+"""Joint limits on seeded step scenarios: the distribution of the peak velocity ratio per joint.
+
+Seeded step pick-and-place scenarios (gato.limit_scenarios.step_scenarios: iiwa14, the
+ready pose, two step goals at joint offsets drawn up to 1.2 rad, default SolverParams
+weights, N = 32, dt = 0.01 s) run in closed loop through gato.simloop on MuJoCoWorld
+(1 ms steps, zero-order-hold torque clamped to the URDF effort). For each limits mechanism
+and solver integrator: per joint the median / p90 / max over scenarios of the simulated peak
+|qd_j| / URDF limit_j (sampled after every 1 ms world step), the worst position and torque
+box excess (fraction of the range), and the task time against the unconstrained controller.
+
+    source scripts/activate.sh
+    nice python bench/bench_limit_sweep.py --n 30 --seed 2201 \\
+        --configs admm:euler,off:euler,admm:semi_implicit,admm:rk4 \\
+        [--json out.json] [--hist docs/limits_sweep_hist.png] [--out docs/benchmarks.md]
+
+A config is MECH:INTEGRATOR, MECH one of default|admm|al|barrier|off (default = the
+controller's None), INTEGRATOR one of euler|semi_implicit|rk4. No wall-clock figures: every
+number is a simulated-physics outcome and deterministic.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from gato.limit_scenarios import run_step_scenario, step_scenarios
+
+PLANT = "iiwa14"
+JOINTS = 7
+
+
+def run_config(scs, mech, integ):
+    rows = []
+    for sc in scs:
+        r = run_step_scenario(sc, limits=None if mech in ("default", "admm") else mech, integrator=integ)
+        rows.append(dict(id=sc["id"], step=sc["step"], qd_ratio=r["qd_ratio"].tolist(),
+                         q_excess=float(r["q_excess"].max()), u_excess=float(r["u_excess"].max()),
+                         task_time=r["task_time"], mean_err=r["mean_err"], reached=r["reached"],
+                         limits=r["limits"]))
+        print(f"{mech}:{integ} {sc['id']} step {sc['step']:.2f} peak {max(rows[-1]['qd_ratio']):.3f} "
+              f"q {rows[-1]['q_excess']:.4f} u {rows[-1]['u_excess']:.4f} tt {r['task_time']:.2f}", flush=True)
+    return rows
+
+
+def table(results):
+    lines = ["| limits:integrator | scenarios | peak qd / limit per joint j1..j7: median / p90 / max | "
+             "worst over joints: max | scenarios > 1.02 | max q excess | max u excess | task time median [s] |",
+             "|---|---|---|---|---|---|---|---|"]
+    for key, rows in results.items():
+        R = np.array([r["qd_ratio"] for r in rows])
+        per = " · ".join(f"{np.median(R[:, j]):.2f}/{np.percentile(R[:, j], 90):.2f}/{R[:, j].max():.3f}"
+                         for j in range(R.shape[1]))
+        over = int(np.sum(R.max(axis=1) > 1.02))
+        lines.append(f"| {key} | {len(rows)} | {per} | {R.max():.3f} | {over} | "
+                     f"{max(r['q_excess'] for r in rows):.4f} | {max(r['u_excess'] for r in rows):.4f} | "
+                     f"{np.median([r['task_time'] for r in rows]):.2f} |")
+    return lines
+
+
+def histogram(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    bins = np.linspace(0.85, 1.35, 51)
+    for key, rows in results.items():
+        if key.startswith("off"):
+            continue
+        R = np.array([r["qd_ratio"] for r in rows]).max(axis=1)
+        ax.hist(np.clip(R, bins[0], bins[-1]), bins=bins, histtype="step", linewidth=1.6,
+                label=f"{key} (n={len(R)}, max {R.max():.3f})")
+    ax.axvline(1.0, color="k", linewidth=0.8)
+    ax.axvline(1.02, color="r", linestyle="--", linewidth=0.8, label="acceptance 1.02")
+    ax.set_xlabel("simulated peak |qd| / URDF limit (worst joint per scenario; clipped to the axis)")
+    ax.set_ylabel("scenarios")
+    ax.set_title("iiwa14 step scenarios, MuJoCoWorld, default weights, N=32, dt=0.01")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=30)
+    p.add_argument("--seed", type=int, default=2201)
+    p.add_argument("--configs", default="admm:euler,off:euler")
+    p.add_argument("--json", default=None, help="write the per-scenario results here")
+    p.add_argument("--hist", default=None, help="write the histogram PNG here")
+    p.add_argument("--out", default=None, help="append a markdown section to this file")
+    args = p.parse_args(argv)
+    scs = step_scenarios(PLANT, args.n, seed=args.seed)
+    results = {}
+    for cfg in args.configs.split(","):
+        mech, _, integ = cfg.partition(":")
+        if mech not in ("default", "admm", "al", "barrier", "off") or integ not in ("euler", "semi_implicit", "rk4"):
+            raise ValueError(f"--configs: expected MECH:INTEGRATOR entries, got {cfg!r}")
+        results[cfg] = run_config(scs, mech, integ)
+    lines = table(results)
+    print("\n".join(lines))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.hist:
+        histogram(results, args.hist)
+    if args.out:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent).stdout.strip()
+        head = (f"\n### Step-scenario sweep ({datetime.date.today().isoformat()}, {sha}, {platform.machine()})\n\n"
+                f"`python bench/bench_limit_sweep.py --n {args.n} --seed {args.seed} --configs {args.configs}`: "
+                "iiwa14, `step_scenarios` (two step goals, joint offsets up to 1.2 rad), default weights, "
+                "N = 32, dt = 0.01 s, MuJoCoWorld 1 ms, torque clamped to the URDF effort; peaks sampled "
+                "after every world step. Simulated figures, deterministic; no timings.\n\n")
+        with open(args.out, "a") as fh:
+            fh.write(head + "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
