@@ -36,10 +36,12 @@ Safety rules (each tested in test/test_ros_controller_logic.py):
   window it received to its end (its last knot held: the window is clamped), and from
   the first tick past the window's end holds the EE position measured then (status
   reason "EE reference stale: ..."). With ``reference_sync`` (lockstep) a tick waits for
-  its window; when the world re-sends the tick's joint state (no command for
-  ``lockstep_resend_s``) while a window was received before, the reference counts as
-  lost: that tick and the following ones solve with the stale-reference rule at once,
-  until a window arrives again (then the blend above applies).
+  its window; when the world has re-sent the tick's joint state ``REFERENCE_LOST_RESENDS``
+  times (no command for that many ``lockstep_resend_s``: a reference node stalled by
+  machine load answers well before; waiting keeps such runs reproducible) while a window
+  was received before, the reference counts as lost: that tick and the following ones
+  solve with the stale-reference rule at once, until a window arrives again (then the
+  blend above applies).
 - **Non-finite solver output**: MPCController's own fallback (gravity compensation at
   the measured state, ``source="fallback"``, counted in ``fallbacks``); a solver
   exception holds.
@@ -67,7 +69,9 @@ from . import params as schema
 from .reference_logic import min_jerk
 from .types import JointStateSample, Plan, ReferenceWindow, SolveInput, ns_to_sec, sec_to_ns
 
-__all__ = ["ControllerLogic", "TickOutput", "Status", "COST_KEYS", "SOLVER_KEYS"]
+__all__ = ["ControllerLogic", "TickOutput", "Status", "COST_KEYS", "SOLVER_KEYS", "REFERENCE_LOST_RESENDS"]
+#: reference_sync: re-sends of a tick's joint state without its window after which the reference is lost
+REFERENCE_LOST_RESENDS = 3
 _SCHEMA = schema.by_name(schema.CONTROLLER)
 
 
@@ -158,6 +162,7 @@ class ControllerLogic:
         self._ref_latest: ReferenceWindow | None = None
         self._hold_ref: ReferenceWindow | None = None
         self._ref_lost = False         # reference_sync: the reference stopped arriving (solve without it)
+        self._pending_resends = 0      # reference_sync: re-sends of the state waiting for its window
         self._stale_ref = None         # (window stamp_ns, EE position (3,)) held past the window's end
         self._ramp = None              # (t0_ns, EE position (3,) at t0, duration s): resume blend
         self._ramp_pending = False     # start a resume blend at the next tick
@@ -250,7 +255,10 @@ class ControllerLogic:
                 return dup
             if self._pending_tick_stamp == js.stamp_ns and self._ref_latest is not None and self._good is not None \
                     and self._good[0] == js.stamp_ns:
-                # reference_sync: the world re-sent the state, the tick's window never came: reference lost
+                # reference_sync: the world re-sent the state, the tick's window has not come
+                self._pending_resends += 1
+                if self._pending_resends < REFERENCE_LOST_RESENDS:
+                    return None
                 self._ref_lost = True
                 self._log("warn", f"EE reference for t={ns_to_sec(js.stamp_ns):.3f} s did not arrive (the joint "
                           "state was re-sent): solving without waiting for references until one arrives")
@@ -290,6 +298,7 @@ class ControllerLogic:
         if self.cfg["trigger"] != "state":
             return None
         if self.cfg["reference_sync"] and js.stamp_ns not in self._refs and not self._ref_lost:
+            self._pending_resends = 0
             self._pending_tick_stamp = js.stamp_ns
             if self._ref_latest is None:
                 self._set_state("waiting", "no EE reference received yet (reference_sync waits for the window "
