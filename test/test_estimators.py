@@ -12,7 +12,8 @@ import pytest
 
 import gato
 from gato import tasks
-from gato.estimators import CEMForceEstimator, ForceEstimator, IdentifiedWrenchSampler, OneStepWrenchIdentifier
+from gato.estimators import (CEMForceEstimator, ForceEstimator, IdentifiedWrenchSampler, OneStepWrenchIdentifier,
+                             trilaterate)
 from gato.worlds import PinocchioWorld
 
 IIWA = gato.robot_urdf("iiwa14")
@@ -189,7 +190,7 @@ def test_force_estimator_converges_on_a_constant_force():
         assert np.min(score(b, truth)) / 60.0 <= 0.05
         st = est.get_stats()
         assert st["n_updates"] == 40 and est.min_radius <= st["radius"] <= est.max_radius
-        assert st["sphere_wins"] > 0 and st["core_wins"] > 0 and st["n_clamped"] == 0
+        assert st["sphere_wins"] > 0 and st["tri_wins"] > 0 and st["n_clamped"] == 0
 
 
 def test_force_estimator_radius_rules_and_small_batches():
@@ -319,3 +320,40 @@ def test_identified_sampler_bad_input(model):
     s = IdentifiedWrenchSampler(4, model)
     with pytest.raises(ValueError, match="dq"):
         s.identify(Q_READY, np.zeros(3), np.zeros(7), np.zeros(7), 1e-3)
+
+
+def test_trilaterate_recovers_the_force_of_isotropic_errors():
+    """e_b = sqrt(c) ||f* - f_b||: the 4-unknown linear solve returns f* exactly; too few rows,
+    rows in a plane, or contradicting errors give None."""
+    rng = np.random.default_rng(0)
+    f_true = np.array([12.0, -40.0, 25.0])
+    rows = rng.normal(0, 20, (8, 3))
+    e = 3.0 * np.linalg.norm(rows - f_true, axis=1)
+    assert np.allclose(trilaterate(rows, e), f_true, atol=1e-8)
+    e_inf = e.copy()
+    e_inf[[1, 4]] = np.inf  # diverged rollouts are left out
+    assert np.allclose(trilaterate(rows, e_inf), f_true, atol=1e-8)
+    assert trilaterate(rows[:4], e[:4]) is None
+    flat = rows.copy()
+    flat[:, 2] = 0.0
+    assert trilaterate(flat, 3.0 * np.linalg.norm(flat - f_true, axis=1)) is None
+    assert trilaterate(rows, np.full(8, 5.0)) is None  # equal errors: c = 0, no information
+
+
+def test_force_estimator_trilateration_row():
+    """From B = 8 the last row carries the trilaterated force after the first feedback; on an
+    isotropic scorer it lands on the truth and wins."""
+    truth = np.r_[50.0, -30.0, 20.0, 0, 0, 0]
+    est = ForceEstimator(8, seed=0)
+    b0 = est.generate_batch()
+    e0 = score(b0, truth)
+    est.update(int(np.argmin(e0)), e0, b0)
+    b1 = est.generate_batch()
+    assert np.allclose(b1[-1, :3], truth[:3], atol=1e-6)
+    e1 = score(b1, truth)
+    est.update(int(np.argmin(e1)), e1, b1)
+    assert est.get_stats()["tri_wins"] == 1
+    small = ForceEstimator(6, seed=0)
+    b = small.generate_batch()
+    small.update(0, score(b, truth), b)
+    assert np.allclose(np.linalg.norm(small.generate_batch()[3:, :3] - small.estimate[:3], axis=1), small.radius)

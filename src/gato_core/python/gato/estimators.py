@@ -32,7 +32,8 @@ import math
 
 import numpy as np
 
-__all__ = ["ForceEstimator", "CEMForceEstimator", "OneStepWrenchIdentifier", "IdentifiedWrenchSampler"]
+__all__ = ["ForceEstimator", "CEMForceEstimator", "OneStepWrenchIdentifier", "IdentifiedWrenchSampler",
+           "fibonacci_sphere", "random_rotation", "trilaterate"]
 
 #: Rows of the deterministic "core" seeds at the head of a sampled batch (estimate, zero,
 #: momentum seed) when the batch is wide enough (B >= 4) to explore as well.
@@ -120,6 +121,39 @@ def fibonacci_sphere(n: int) -> np.ndarray:
     return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
 
 
+def trilaterate(forces, errors):
+    """The force (3,) that best explains scored rows under an isotropic error model, or None.
+
+    Model: each row's error is e_b = sqrt(c) ||f* - f_b|| (the generalized-momentum residual
+    of gato.hypotheses.ForceHypothesisBatch is ||J^T (w* - w_b)||, isotropic up to J's
+    conditioning). Differences against the best row cancel the quadratic term::
+
+        e_b^2 - e_0^2 = -2 (f_b - f_0) . (c f*) + c (|f_b|^2 - |f_0|^2)
+
+    linear in the 4 unknowns (c, c f*): least squares over the finite rows. None when fewer than
+    5 finite rows, the rows do not span 3-D, or c <= 0 (the data contradict the model).
+    """
+    f = np.asarray(forces, dtype=np.float64)
+    e = np.asarray(errors, dtype=np.float64)
+    ok = np.isfinite(e)
+    f, e = f[ok], e[ok]
+    if len(e) < 5:
+        return None
+    i0 = int(np.argmin(e))
+    df = f - f[i0]
+    keep = np.arange(len(e)) != i0
+    A = np.column_stack([-2.0 * df[keep], np.sum(f[keep] ** 2, axis=1) - np.sum(f[i0] ** 2)])
+    y = e[keep] ** 2 - e[i0] ** 2
+    if np.linalg.matrix_rank(A[:, :3], tol=1e-9 * max(1.0, float(np.abs(A[:, :3]).max()))) < 3:
+        return None
+    sol, *_ = np.linalg.lstsq(A, y, rcond=None)
+    c = sol[3]
+    if not np.isfinite(c) or c <= 0:
+        return None
+    out = sol[:3] / c
+    return out if np.all(np.isfinite(out)) else None
+
+
 def random_rotation(rng) -> np.ndarray:
     """(3, 3) rotation drawn uniformly (Haar) from ``rng``: QR of a Gaussian matrix, signs fixed."""
     Q, R = np.linalg.qr(rng.standard_normal((3, 3)))
@@ -139,7 +173,11 @@ class ForceEstimator:
     Batch rows (B >= 4): ``[0]`` the smoothed estimate, ``[1]`` zero (the nominal model), ``[2]``
     the momentum seed (estimate + 0.5 momentum), ``[3:]`` the estimate's force plus ``radius``
     times B - 3 Fibonacci-sphere directions, rotated by a fresh seeded random rotation after
-    every update (so successive batches probe different directions). B = 1: the smoothed
+    every update (so successive batches probe different directions). From B = 8 the last row is
+    instead the TRILATERATION seed once the first feedback arrived: the force that best explains
+    the last batch's errors under an isotropic error model (:func:`trilaterate`), a model-based
+    jump the sphere would need many ticks to walk (it only moves the estimate when it wins the
+    rollout like any row; the radius is kept then). B = 1: the smoothed
     estimate alone (no exploration: the estimate never moves); B = 2, 3: the smoothed estimate
     and B - 1 sphere rows. Torques stay at the estimate's torque (this sampler searches force).
 
@@ -167,6 +205,8 @@ class ForceEstimator:
 
     RADIUS_GROW = 1.25
     RADIUS_SHRINK = 0.8
+    #: Smallest batch that carries the trilateration row.
+    TRI_MIN_BATCH = 8
 
     def __init__(self, batch_size, initial_radius=10.0, min_radius=1.0, max_radius=100.0, smoothing_factor=0.3,
                  seed=0, alpha=0.5, beta=0.8, *, max_wrench=2000.0):
@@ -194,9 +234,15 @@ class ForceEstimator:
         self._rotation = np.eye(3)
         self._last_batch = None
         self.n_updates = self.skipped_updates = self.n_clamped = 0
-        self.core_wins = self.sphere_wins = 0
+        self.core_wins = self.sphere_wins = self.tri_wins = 0
         self.last_best = 0
         self.last_error = float("inf")
+        self._tri = None
+
+    @property
+    def _tri_row(self):
+        """Index of the trilateration row (the last one) when it is in use, else None."""
+        return self.batch_size - 1 if (self._tri is not None and self.batch_size >= self.TRI_MIN_BATCH) else None
 
     def generate_batch(self) -> np.ndarray:
         """(B, 6) world-axes wrenches [force N; torque N*m] at the EE frame origin (rows above)."""
@@ -207,6 +253,9 @@ class ForceEstimator:
             batch[2] = self.estimate + 0.5 * self.momentum
         batch[self.n_core:, :3] = self.estimate[:3] + self.radius * (self._dirs @ self._rotation.T)
         batch[self.n_core:, 3:] = self.estimate[3:]
+        t = self._tri_row
+        if t is not None:
+            batch[t, :3] = self._tri
         self._last_batch = batch
         return batch.copy()
 
@@ -230,22 +279,27 @@ class ForceEstimator:
         if best < min(self.n_core, 2):
             self.core_wins += 1
             self.radius *= self.RADIUS_SHRINK
+        elif best == self._tri_row:
+            self.tri_wins += 1
         elif best >= self.n_core:
             self.sphere_wins += 1
             self.radius *= self.RADIUS_GROW
         # (a winning momentum seed, row 2, means the estimate is travelling: radius kept)
         self.radius = float(np.clip(self.radius, self.min_radius, self.max_radius))
         self._rotation = random_rotation(self._rng)
+        tri = trilaterate(batch[:, :3], err) if B >= self.TRI_MIN_BATCH else None
+        self._tri = None if tri is None else _clamp_halves(np.r_[tri, 0.0, 0.0, 0.0], self.max_wrench)[0][:3]
         self.n_updates += 1
         self.last_best, self.last_error = best, float(err[best])
 
     def get_stats(self) -> dict:
         """{estimate, smoothed_estimate, momentum (6,); radius N; n_updates, skipped_updates,
-        n_clamped, core_wins, sphere_wins; last_best; last_error}."""
+        n_clamped, core_wins, sphere_wins, tri_wins; last_best; last_error}."""
         return dict(estimate=self.estimate.copy(), smoothed_estimate=self.smoothed_estimate.copy(),
                     momentum=self.momentum.copy(), radius=float(self.radius), n_updates=self.n_updates,
                     skipped_updates=self.skipped_updates, n_clamped=self.n_clamped, core_wins=self.core_wins,
-                    sphere_wins=self.sphere_wins, last_best=self.last_best, last_error=self.last_error)
+                    sphere_wins=self.sphere_wins, tri_wins=self.tri_wins, last_best=self.last_best,
+                    last_error=self.last_error)
 
 
 # ----------------------------------------------------------------- cross-entropy sampler
