@@ -202,8 +202,8 @@ def run_tune(spec, out, *, ray=None, log=None) -> dict:
     tuner = tune.Tuner(trainable, param_space=_space(t["search"]),
                        tune_config=tune.TuneConfig(metric="objective", mode="min", scheduler=sched,
                                                    num_samples=t["num_samples"],
-                                                   max_concurrent_trials=t["max_concurrent"],
-                                                   search_alg=BasicVariantGenerator(random_state=t["seed"])),
+                                                   search_alg=BasicVariantGenerator(
+                                                       max_concurrent=t["max_concurrent"], random_state=t["seed"])),
                        run_config=tune.RunConfig(name="tune", storage_path=str(out), verbose=0))
     grid = tuner.fit()
     trials = []
