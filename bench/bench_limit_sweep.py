@@ -13,8 +13,9 @@ box excess (fraction of the range), and the task time against the unconstrained 
         --configs admm:euler,off:euler,admm:semi_implicit,admm:rk4 \\
         [--json out.json] [--hist docs/limits_sweep_hist.png] [--out docs/benchmarks.md]
 
-A config is MECH:INTEGRATOR, MECH one of default|admm|al|barrier|off (default = the
-controller's None), INTEGRATOR one of euler|semi_implicit|rk4. No wall-clock figures: every
+A config is MECH:INTEGRATOR, MECH one of default|admm|admm_v0|al|barrier|off (default and
+admm = the controller's None, i.e. LIMIT_DEFAULTS["admm"]; admm_v0 = the ADMM defaults before
+issue 22, ``ADMM_V0``), INTEGRATOR one of euler|semi_implicit|rk4. No wall-clock figures: every
 number is a simulated-physics outcome and deterministic.
 """
 from __future__ import annotations
@@ -32,13 +33,17 @@ import numpy as np
 from gato.limit_scenarios import run_step_scenario, step_scenarios
 
 PLANT = "iiwa14"
-JOINTS = 7
+#: The controller's ADMM limit defaults before issue 22 (10 inner iterations, velocity-row rho 0.03).
+ADMM_V0 = {"iters": 10, "rho_qd": 0.03}
 
 
 def run_config(scs, mech, integ):
     rows = []
     for sc in scs:
-        r = run_step_scenario(sc, limits=None if mech in ("default", "admm") else mech, integrator=integ)
+        if mech == "admm_v0":
+            r = run_step_scenario(sc, limits=None, limits_kw=ADMM_V0, integrator=integ)
+        else:
+            r = run_step_scenario(sc, limits=None if mech in ("default", "admm") else mech, integrator=integ)
         rows.append(dict(id=sc["id"], step=sc["step"], qd_ratio=r["qd_ratio"].tolist(),
                          q_excess=float(r["q_excess"].max()), u_excess=float(r["u_excess"].max()),
                          task_time=r["task_time"], mean_err=r["mean_err"], reached=r["reached"],
@@ -100,7 +105,7 @@ def main(argv=None):
     results = {}
     for cfg in args.configs.split(","):
         mech, _, integ = cfg.partition(":")
-        if mech not in ("default", "admm", "al", "barrier", "off") or integ not in ("euler", "semi_implicit", "rk4"):
+        if mech not in ("default", "admm", "admm_v0", "al", "barrier", "off") or integ not in ("euler", "semi_implicit", "rk4"):
             raise ValueError(f"--configs: expected MECH:INTEGRATOR entries, got {cfg!r}")
         results[cfg] = run_config(scs, mech, integ)
     lines = table(results)

@@ -318,8 +318,8 @@ def test_limits_off_installs_nothing_and_none_installs_the_admm_default():
     s = solver()
     c = MPCController(s)                                   # None: the ADMM default of a fixed-base arm
     g = s.get_row_groups()
-    assert [x["rho"] for x in g] == [0.1, 0.03, 1e-5] and [x["mech_name"] for x in g] == ["admm"] * 3
-    assert (s.admm_iters, s.admm_eps_abs, s.admm_eps_rel) == (10, 0.0, 0.01)
+    assert [x["rho"] for x in g] == [0.1, 0.1, 1e-5] and [x["mech_name"] for x in g] == ["admm"] * 3
+    assert (s.admm_iters, s.admm_eps_abs, s.admm_eps_rel) == (30, 0.0, 0.01)
     r = c.step(X0, ref_for(s))
     assert c.limits == "admm" and r.limits == "admm" and r.admm_linsys == "bdsv_factor"
     np.testing.assert_array_equal(r.row_viol, r.solve.stats.row_max_violation[0])
@@ -332,7 +332,7 @@ def test_limits_off_installs_nothing_and_none_installs_the_admm_default():
         MPCController(s, limits_kw={"rho": 1.0})
     s = solver()
     MPCController(s, limits_kw={"iters": 4})               # overrides reach the default install
-    assert s.admm_iters == 4 and s.get_row_groups()[1]["rho"] == 0.03
+    assert s.admm_iters == 4 and s.get_row_groups()[1]["rho"] == 0.1
     for mech in ("admm", "barrier", "al", "telemetry"):
         s = solver()
         s.enable_limit_al()
