@@ -379,6 +379,11 @@ void bind_executor(py::module_& m);  // bindings_executor.cpp
 void bind_osc(py::module_& m);       // bindings_osc.cpp
 /// The solver settings from a Python dict (settings_from_dict), for bindings_executor.cpp.
 Settings settings_from_py(const py::dict& d) { return settings_from_dict(d); }
+/// check_shape for float64 arrays, for bindings_executor.cpp.
+void check_shape_f64(const py::array_t<double, py::array::c_style | py::array::forcecast>& a,
+                     std::initializer_list<long> shape, const char* name) {
+  check_shape<double>(a, shape, name);
+}
 }
 
 // The same sources build two modules (CMakeLists.txt): _core for any x86-64

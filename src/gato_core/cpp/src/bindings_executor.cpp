@@ -5,7 +5,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <sstream>
 #include <string>
 
 #include "gato/embedded_mpc.hpp"
@@ -14,24 +13,15 @@
 namespace py = pybind11;
 
 namespace gato {
+// bindings.cpp: its shape check (ValueError "name: expected shape (...), got (...)").
+void check_shape_f64(const py::array_t<double, py::array::c_style | py::array::forcecast>& a,
+                     std::initializer_list<long> shape, const char* name);
+
 namespace {
 
 using Arr = py::array_t<double, py::array::c_style | py::array::forcecast>;
 
-void expect_shape(const Arr& a, std::initializer_list<long> shape, const char* name) {
-  bool ok = a.ndim() == long(shape.size());
-  int i = 0;
-  for (long s : shape) ok = ok && a.shape(i++) == s;
-  if (ok) return;
-  std::ostringstream os;
-  os << name << ": expected shape (";
-  i = 0;
-  for (long s : shape) os << (i++ ? ", " : "") << s;
-  os << "), got (";
-  for (long d = 0; d < a.ndim(); ++d) os << (d ? ", " : "") << a.shape(d);
-  os << ")";
-  throw py::value_error(os.str());
-}
+void expect_shape(const Arr& a, std::initializer_list<long> shape, const char* name) { check_shape_f64(a, shape, name); }
 
 std::vector<double> gains(const py::object& o, const char* name) {
   if (o.is_none()) return {};

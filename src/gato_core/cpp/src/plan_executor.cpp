@@ -74,6 +74,24 @@ int sample_plan(const ExecutorPlan& p, double s, double* q, double* v, double* u
 }
 
 namespace {
+/// Copies the header and the valid rows of `from` into `to` (same nv, enough capacity):
+/// no allocation.
+void copy_valid(const ExecutorPlan& from, ExecutorPlan& to) {
+  const size_t nv = size_t(from.nv()), nx = 2 * nv, n = size_t(std::max(from.n_knots, 0));
+  to.seq = from.seq;
+  to.epoch = from.epoch;
+  to.stamp_ns = from.stamp_ns;
+  to.knot_dt = from.knot_dt;
+  to.integrator = from.integrator;
+  to.n_knots = from.n_knots;
+  to.has_gains = from.has_gains;
+  std::copy_n(from.x.begin(), n * nx, to.x.begin());
+  if (n > 1) {
+    std::copy_n(from.u.begin(), (n - 1) * nv, to.u.begin());
+    if (from.has_gains) std::copy_n(from.K.begin(), (n - 1) * nv * nx, to.K.begin());
+  }
+}
+
 bool all_finite(const double* a, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(a[i])) return false;
@@ -150,21 +168,7 @@ void PlanExecutor::submit(const ExecutorPlan& p) {
   if (p.n_knots > max_knots_ || p.n_knots > p.capacity())
     throw std::invalid_argument("plan: n_knots " + std::to_string(p.n_knots) + " exceeds max_knots " +
                                 std::to_string(max_knots_));
-  ExecutorPlan& s = plan_slot();
-  const int n = std::max(p.n_knots, 0);
-  s.seq = p.seq;
-  s.epoch = p.epoch;
-  s.stamp_ns = p.stamp_ns;
-  s.knot_dt = p.knot_dt;
-  s.integrator = p.integrator;
-  s.n_knots = p.n_knots;
-  s.has_gains = p.has_gains;
-  const size_t nx = size_t(2 * nv_);
-  std::copy_n(p.x.begin(), size_t(n) * nx, s.x.begin());
-  if (n > 1) {
-    std::copy_n(p.u.begin(), size_t(n - 1) * nv_, s.u.begin());
-    if (p.has_gains) std::copy_n(p.K.begin(), size_t(n - 1) * nv_ * nx, s.K.begin());
-  }
+  copy_valid(p, plan_slot());
   submit();
 }
 
@@ -194,16 +198,7 @@ void PlanExecutor::accept_incoming() noexcept {
   seen_plan_ = true;
   last_epoch_ = p.epoch;
   last_seq_ = p.seq;
-  active_.seq = p.seq;
-  active_.epoch = p.epoch;
-  active_.stamp_ns = p.stamp_ns;
-  active_.knot_dt = p.knot_dt;
-  active_.integrator = p.integrator;
-  active_.n_knots = n;
-  active_.has_gains = p.has_gains;
-  std::copy_n(p.x.begin(), size_t(n) * nx, active_.x.begin());
-  std::copy_n(p.u.begin(), size_t(n - 1) * nv_, active_.u.begin());
-  if (p.has_gains) std::copy_n(p.K.begin(), size_t(n - 1) * nv_ * nx, active_.K.begin());
+  copy_valid(p, active_);
   has_plan_ = true;
   stale_ = false;
   ++counters_.plans_accepted;
