@@ -66,7 +66,9 @@ def ns(header) -> int:
     return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
 
 
-def tracking_errors(js, refs, robot) -> np.ndarray:
+def tracking_errors(js, refs, robot, shift_ns=0, vectors=False) -> np.ndarray:
+    """EE error [m] at each joint state's stamp t against the reference at t - shift_ns: norms (n,),
+    or the vectors EE - reference (n, 3) with ``vectors``."""
     import pinocchio as pin
 
     import gato
@@ -80,7 +82,7 @@ def tracking_errors(js, refs, robot) -> np.ndarray:
     stamps = np.array([s for s, _ in windows], dtype=np.int64)
     errs = []
     for m in js:
-        s = ns(m.header)
+        s = ns(m.header) - shift_ns
         i = int(np.searchsorted(stamps, s, side="right")) - 1
         if i < 0:
             continue
@@ -89,7 +91,8 @@ def tracking_errors(js, refs, robot) -> np.ndarray:
         ee = pin.updateFramePlacement(model, data, fid).translation
         wm = windows[i][1]
         w = ReferenceWindow(windows[i][0], float(wm.knot_dt), np.asarray(wm.positions, dtype=np.float64).reshape(-1, 3))
-        errs.append(float(np.linalg.norm(ee - w.sample(s, 1, w.knot_dt)[0])))
+        d = ee - w.sample(s, 1, w.knot_dt)[0]
+        errs.append(d.copy() if vectors else float(np.linalg.norm(d)))
     return np.asarray(errs)
 
 
@@ -187,6 +190,11 @@ def run_once(a, extra_args) -> dict:
             pub.append((t_src - rec["js_src"][s]) / 1e6)
             wire.append((t_recv - rec["js_src"][s]) / 1e6)
     err = tracking_errors(js, refs, a.robot)
+    # the time lag that best explains the error: EE at t against the reference at t - lag
+    lags = np.arange(0, 401, 20)
+    lag_err = [float(tracking_errors(js, refs, a.robot, int(l * 1e6)).mean()) for l in lags]
+    best = int(np.argmin(lag_err))
+    vec = tracking_errors(js, refs, a.robot, vectors=True)
     # applied, in sim time: which command do the effort states of each joint state show?
     cmds = sorted(((s, np.array(e)) for e, s in rec["cmd_by_effort"].items()), key=lambda c: c[0])
     cmd_stamps = np.array([s for s, _ in cmds], dtype=np.int64)
@@ -215,6 +223,8 @@ def run_once(a, extra_args) -> dict:
         "pub_latency_ms": pct(pub),
         "wire_latency_ms": pct(wire),
         "real_time_factor": sim_s / t_wall if t_wall > 0 else 0.0,
+        "mean_offset_mm": (vec.mean(axis=0) * 1e3).round(1).tolist() if len(vec) else [],
+        "best_lag_ms": int(lags[best]), "error_at_best_lag_mm": lag_err[best] * 1e3,
         "applied_after_ms_sim": pct(applied),
         "applied_by_next_state": float(np.mean(np.asarray(lag) == 1)) if lag else 0.0,
         "joint_state_rate_hz": (len(js) - 1) / sim_s if sim_s > 0 else 0.0,
@@ -235,6 +245,8 @@ def fmt(r) -> str:
            f"max {te.get('max', float('nan')):.1f} mm over {te.get('n', 0)} joint states "
            f"({r['sim_seconds']:.1f} s simulated at {r['real_time_factor']:.2f}x real time, "
            f"{r['joint_state_rate_hz']:.1f} joint states per simulated s)",
+           f"  the reference lagged by {r['best_lag_ms']} ms explains it best: mean {r['error_at_best_lag_mm']:.1f} mm; "
+           f"mean EE - reference {r['mean_offset_mm']} mm",
            f"  deadline misses {r['deadline_misses']} of {r['ticks']} ticks, holds {r['holds']}; launch exit {r['launch_rc']}"]
     for name, d in (("in-node state -> command", inn), ("state published -> command array published", r["pub_latency_ms"]),
                     ("state published -> command array received", wire)):
