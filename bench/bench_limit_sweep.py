@@ -77,7 +77,7 @@ def histogram(results, path):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     bins = np.linspace(0.85, 1.35, 51)
     for key, rows in results.items():
-        if key.startswith("off"):
+        if not key.startswith("admm"):   # the ADMM variants; off / al / barrier are in the table
             continue
         R = np.array([r["qd_ratio"] for r in rows]).max(axis=1)
         ax.hist(np.clip(R, bins[0], bins[-1]), bins=bins, histtype="step", linewidth=1.6,
@@ -100,10 +100,16 @@ def main(argv=None):
     p.add_argument("--json", default=None, help="write the per-scenario results here")
     p.add_argument("--hist", default=None, help="write the histogram PNG here")
     p.add_argument("--out", default=None, help="append a markdown section to this file")
+    p.add_argument("--load", default=None,
+                   help="comma-separated --json files of earlier runs: table / histogram from them, nothing is run")
     args = p.parse_args(argv)
-    scs = step_scenarios(PLANT, args.n, seed=args.seed)
     results = {}
-    for cfg in args.configs.split(","):
+    if args.load:
+        for f in args.load.split(","):
+            results.update(json.loads(Path(f).read_text()))
+        args.configs = ",".join(results)
+    scs = [] if args.load else step_scenarios(PLANT, args.n, seed=args.seed)
+    for cfg in ([] if args.load else args.configs.split(",")):
         mech, _, integ = cfg.partition(":")
         if mech not in ("default", "admm", "admm_v0", "al", "barrier", "off") or integ not in ("euler", "semi_implicit", "rk4"):
             raise ValueError(f"--configs: expected MECH:INTEGRATOR entries, got {cfg!r}")
