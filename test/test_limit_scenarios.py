@@ -1,6 +1,7 @@
 """Joint limits on seeded step scenarios (issue 22): the default controller keeps every joint's
 simulated velocity within 2 % of the URDF limit, and the position / torque boxes within 2 % of
-their range, on step pick-and-place scenarios with the DEFAULT weights in MuJoCoWorld.
+their range, on step pick-and-place scenarios with the DEFAULT weights in MuJoCoWorld
+(the limits installed from ``MPCController.LIMIT_DEFAULTS["admm"]``).
 
 The scenarios come from gato.limit_scenarios.step_scenarios (seeded); seed 2203 was not used to
 tune the limit defaults (tuning: seeds 7, 8, 100; the full 30-scenario sweep, seed 2201, is in
