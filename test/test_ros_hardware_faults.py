@@ -42,7 +42,11 @@ launch_pytest = import_or_skip("launch_pytest", "needs the ROS 2 overlay (script
 rclpy = import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
 import_or_skip("gato_msgs.msg", _HINT)
 from launch_graph import MARKER_KEY, assert_clean, bringup_file, marked_launch  # noqa: E402
-from test_launch_hardware import MEAN_ERROR_BOUND_M, _require_plugin, tracking_errors  # noqa: E402
+from test_launch_hardware import _require_plugin, tracking_errors  # noqa: E402
+
+# Tracking 2-3 s after a respawn: 15-19 mm measured; looser than the steady-state bound of
+# test_launch_hardware because the hold before it can leave the arm far off (see the xfail).
+MEAN_ERROR_BOUND_M = 0.06
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 ROBOT = "iiwa14"

@@ -81,6 +81,10 @@ def _joint_names(robot: str) -> list:
     return list(_registry(robot)["joints"])
 
 
+def _ee_frame(robot: str) -> str:
+    return str(_registry(robot)["ee_frame"])
+
+
 def _q_ready(robot: str) -> list:
     from gato import tasks
 
@@ -305,6 +309,9 @@ PLUGIN = (
           read_only=True, group="structure"),
     Param("reference_topic", "string", "/ee_reference", "embedded mode: the gato_msgs/EEReference topic "
           "(without one, the EE position at activation is held)", read_only=True, group="structure"),
+    Param("ee_frame", "string", _ee_frame, "embedded mode: the URDF frame whose origin tracks the EE reference "
+          "(the robot's registered EE frame; empty: the child link of the last joint)", read_only=True,
+          group="structure"),
     Param("N", "integer", 32, "embedded mode: horizon length", "knots", range=(2, 512), read_only=True,
           group="structure"),
     Param("dt", "double", 0.03125, "embedded mode: knot spacing of the horizon", "s", range=(0.001, 1.0),

@@ -118,10 +118,12 @@ CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
                       "(dynamics for the hold torque, effort and position limits)");
     return CallbackReturn::ERROR;
   }
-  // The plant loads a URDF file; the EE frame (unused by the executor) is the
-  // child link of the last commanded joint. (Scanned here, not with urdfdom: the
-  // plant's pinocchio brings its own urdfdom, and two in one process would clash.)
-  const std::string ee_link = child_link_of(description, joints_.back());
+  // The plant loads a URDF file. Its EE frame is what the embedded MPC tracks the
+  // reference with (the executor does not use it): `ee_frame`, else the child link of
+  // the last commanded joint. (Scanned here, not with urdfdom: the plant's pinocchio
+  // brings its own urdfdom, and two in one process would clash.)
+  const std::string ee_link = params_.ee_frame.empty() ? child_link_of(description, joints_.back())
+                                                       : params_.ee_frame;
   if (ee_link.empty()) {
     RCLCPP_ERROR(log, "joints: '%s' is not a joint of the robot_description", joints_.back().c_str());
     return CallbackReturn::ERROR;
