@@ -289,3 +289,24 @@ def test_tune_writes_a_parameter_file_the_controller_accepts(tmp_path, ray_local
     assert {x["label"] for x in r["holdout_rows"]} == {"default", "tuned"}
     assert "| tuned | mean_tracking_error |" in r["table"]
     assert (tmp_path / "trials.csv").read_text().count("\n") == 4
+
+
+def test_local_workers_run_one_numeric_thread_each(tmp_path, faulty_path):
+    # The planner reports its worker's environment through an injected fault message.
+    (faulty_path / "env_planner.py").write_text(textwrap.dedent('''
+        import os
+        from gato.bsqp_planner import BSQPPlanner
+
+
+        class EnvReport(BSQPPlanner):
+            def step(self, *a, **k):
+                raise RuntimeError("env " + ",".join(os.environ.get(n, "-") for n in
+                                   ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")))
+    '''))
+    before = {n: os.environ.get(n) for n in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    spec = _spec(planners=[dict(label="e", planner="env_planner:EnvReport")], disturbances={"none": []},
+                 task=dict(kind="fig8", seeds=[0], n=1))
+    (row,) = geval.run_eval(spec, tmp_path, workers=1, progress=False)["rows"]
+    expect = ",".join(v or "1" for v in before.values())
+    assert f"env {expect}" in row["error"]
+    assert {n: os.environ.get(n) for n in before} == before  # the driver's environment is restored

@@ -95,10 +95,29 @@ def _worker_init():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+#: Thread pools of the numeric libraries in each worker: one episode is one CPU (as Ray's
+#: workers, which get OMP_NUM_THREADS=1). Idle OpenBLAS / OpenMP threads spin, and two
+#: workers with two threads each oversubscribe a 2-core machine. A value the user set wins.
+WORKER_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+class _WorkerEnv:
+    """Context: os.environ with :data:`WORKER_THREAD_ENV` (unset names only) while the pool
+    spawns its workers (spawned children copy the environment at start)."""
+
+    def __enter__(self):
+        self.added = [k for k in WORKER_THREAD_ENV if k not in os.environ]
+        os.environ.update({k: WORKER_THREAD_ENV[k] for k in self.added})
+
+    def __exit__(self, *exc):
+        for k in self.added:
+            os.environ.pop(k, None)
+
+
 class LocalExecutor:
     """A process pool of ``workers`` processes (default: the CPU count), spawn start method
-    (no forked solver state). ``retries``: how often an episode whose worker died is
-    resubmitted."""
+    (no forked solver state), one numeric-library thread per worker (:data:`WORKER_THREAD_ENV`).
+    ``retries``: how often an episode whose worker died is resubmitted."""
 
     name = "local"
 
@@ -122,7 +141,8 @@ class LocalExecutor:
                                        initializer=_worker_init)
             broken = False
             try:
-                futs = {pool.submit(run_episode, ep): k for k, ep in pending.items()}
+                with _WorkerEnv():  # workers spawn on submit
+                    futs = {pool.submit(run_episode, ep): k for k, ep in pending.items()}
                 while futs:
                     finished, _ = wait(futs, return_when=FIRST_COMPLETED)
                     for f in finished:
