@@ -310,3 +310,22 @@ def test_local_workers_run_one_numeric_thread_each(tmp_path, faulty_path):
     expect = ",".join(v or "1" for v in before.values())
     assert f"env {expect}" in row["error"]
     assert {n: os.environ.get(n) for n in before} == before  # the driver's environment is restored
+
+
+@pytest.mark.parametrize("patch", [
+    dict(task=dict(kind="pickplace", seeds=[3], n=1, options=dict(n_goals=2, timeout=0.3, threshold=0.05)),
+         episode=dict(duration=0.6)),
+    dict(world=dict(kind="mujoco", sim_dt=0.001)),
+])
+def test_pickplace_task_and_mujoco_world_episodes_run(patch):
+    from gato.eval.episode import run_episode
+
+    spec = _spec(planners=[dict(label="default", planner="bsqp")], disturbances={"none": []},
+                 **{"task": dict(kind="fig8", seeds=[0], n=1), **patch})
+    (ep,) = spec.episodes()
+    row = run_episode(ep)
+    assert row["status"] == "ok", row["error"]
+    assert row["n_ticks"] > 5 and 0 < row["mean_tracking_error"] < 0.2 and row["diverged"] == 0
+    if spec.task["kind"] == "pickplace":
+        assert row["stop_reason"] in ("goals_done", "time_limit") and 0 <= row["goals_reached"] <= 2
+        assert row["final_goal_distance"] > 0
