@@ -106,7 +106,7 @@ def run_once(a, extra_args) -> dict:
     marker = uuid.uuid4().hex
     env = dict(os.environ, GATO_BENCH_MARKER=marker)
     cmd = ["ros2", "launch", "gato_bringup", "hardware.launch.xml", f"robot:={a.robot}", "mujoco:=true",
-           "reference:=true", *extra_args]
+           "reference:=true", *(extra_args or ["controller:=node"])]
     log = open(a.log, "w") if a.log else subprocess.DEVNULL
     launch = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     rclpy.init()

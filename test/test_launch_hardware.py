@@ -106,12 +106,13 @@ def _launch(monkeypatch, ros_env, args):
 
 @launch_pytest.fixture
 def hw_mock(monkeypatch, ros_env):
-    return _launch(monkeypatch, ros_env, {"robot": ROBOT, "reference": "true"})
+    return _launch(monkeypatch, ros_env, {"robot": ROBOT, "reference": "true", "controller": "node"})
 
 
 @launch_pytest.fixture
 def hw_mujoco(monkeypatch, ros_env):
-    return _launch(monkeypatch, ros_env, {"robot": ROBOT, "reference": "true", "mujoco": "true"})
+    return _launch(monkeypatch, ros_env, {"robot": ROBOT, "reference": "true", "mujoco": "true",
+                                          "controller": "node"})
 
 
 def _cli_env():

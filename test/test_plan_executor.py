@@ -141,9 +141,18 @@ def test_feedback_toward_the_planned_state_and_plan_gains():
     np.testing.assert_allclose(tau2, u[3] + kp * dx[:nv] + kd * dx[nv:], rtol=1e-12, atol=1e-9)
 
 
+def hold_torque(model, q, v, q_hold, f_hz, damping):
+    """The documented hold law: g(q) + M(q) (w^2 (q_hold - q) - 2 w v) - damping v, w = 2 pi f."""
+    pin, m, d = model
+    w = 2 * np.pi * f_hz
+    M = pin.crba(m, d, np.asarray(q, float))
+    M = np.triu(M) + np.triu(M, 1).T
+    return gravity(model, q) + M @ (w * w * (q_hold - q) - 2 * w * v) - damping * v
+
+
 def test_no_plan_holds_gravity_plus_damping(model):
     damping = np.full(7, 3.0)
-    ex = make_executor(hold_damping=damping)
+    ex = make_executor(hold_damping=damping, hold_frequency_hz=0.0)   # the position hold off
     q, _ = mid(ex)
     v = np.linspace(-0.2, 0.2, 7)
     tau, mode = ex.update(T0, q, v)
@@ -151,6 +160,61 @@ def test_no_plan_holds_gravity_plus_damping(model):
     np.testing.assert_allclose(tau, gravity(model, q) - damping * v, atol=1e-9)
     np.testing.assert_allclose(ex.gravity(q), gravity(model, q), atol=1e-9)
     assert ex.counters["holds"] == 1 and ex.counters["follow"] == 0
+
+
+def test_hold_keeps_the_position_where_it_began_through_the_mass_matrix(model):
+    damping = np.full(7, 0.5)
+    ex = make_executor(hold_damping=damping, hold_frequency_hz=3.0)
+    assert ex.tunables["hold_frequency_hz"] == 3.0
+    q0, _ = mid(ex)
+    v0 = np.linspace(-0.2, 0.2, 7)
+    tau, mode = ex.update(T0, q0, v0)       # the hold begins here: anchored at q0
+    assert mode == "hold"
+    np.testing.assert_allclose(tau, hold_torque(model, q0, v0, q0, 3.0, damping), rtol=1e-10, atol=1e-9)
+    q1, v1 = q0 + np.linspace(0.05, -0.05, 7), -0.5 * v0   # drifted: pulled back toward q0, not held at q1
+    tau, _ = ex.update(T0 + 10**6, q1, v1)
+    np.testing.assert_allclose(tau, hold_torque(model, q1, v1, q0, 3.0, damping), rtol=1e-10, atol=1e-9)
+    # a plan, then a new hold: a new anchor
+    x, u, _ = rollout("euler", 7, np.random.default_rng(3))
+    ex.submit(seq=1, epoch=1, stamp_ns=T0 + 2 * 10**6, knot_dt=H, integrator=0, x=x, u=u)
+    assert ex.update(T0 + 2 * 10**6, q1, v1)[1] == "follow"
+    ex.reset()
+    tau, _ = ex.update(T0 + 3 * 10**6, q1, v1)
+    np.testing.assert_allclose(tau, hold_torque(model, q1, v1, q1, 3.0, damping), rtol=1e-10, atol=1e-9)
+    with pytest.raises(ValueError, match="hold_frequency_hz"):
+        ex.set_tunables(hold_frequency_hz=-1.0)
+
+
+@pytest.mark.parametrize("lag_ms", [1, 8])
+def test_hold_keeps_a_moving_arm_still_under_a_control_lag(model, lag_ms):
+    """A dead planner mid-motion: the executor holds a simulated iiwa14 (pinocchio, 1 ms
+    steps) whose torque is refreshed only every lag_ms. The hold brings it to rest near
+    where the hold began; the old law (gravity minus joint damping, hold_frequency_hz=0,
+    the former default damping 0.02 x effort limit) lets it coast away or go unstable."""
+    pin, m, d = model
+
+    def run(f_hz, damping):
+        ex = make_executor(hold_damping=damping, hold_frequency_hz=f_hz)
+        q = np.array(gato.tasks.Q_READY[ROBOT], float)
+        v = np.array([0.6, -0.4, 0.8, 0.5, -1.2, 1.0, 2.0])    # rad/s when the plans stop
+        q_start, peak_v, tau = q.copy(), 0.0, np.zeros(7)
+        for i in range(2000):                                   # 2 s
+            if i % lag_ms == 0:
+                tau, mode = ex.update(T0 + i * 10**6, q, v)
+                assert mode == "hold"
+            a = pin.aba(m, d, q, v, tau)
+            v = v + 1e-3 * a
+            q = q + 1e-3 * v
+            peak_v = max(peak_v, float(np.max(np.abs(v))))
+            if not np.all(np.isfinite(q)) or peak_v > 1e3:
+                return np.inf, np.inf, peak_v
+        return float(np.max(np.abs(q - q_start))), float(np.max(np.abs(v))), peak_v
+
+    drift, v_end, peak = run(4.0, np.zeros(7))
+    assert drift < 0.15 and v_end < 1e-2 and peak <= 2.0 + 1e-9, (drift, v_end, peak)
+    old_damping = 0.02 * np.asarray(m.effortLimit)
+    old_drift, _, _ = run(0.0, old_damping)
+    assert old_drift > 2 * drift, (old_drift, drift)
 
 
 def test_stale_plan_holds_and_a_fresh_one_resumes(model):

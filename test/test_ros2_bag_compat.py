@@ -148,7 +148,7 @@ def test_hardware_launch_record_uses_ros2_bag_record(tmp_path, ros_env):
     env = {**ros_env, "GATO_TEST_MARKER": marker}
     bag = tmp_path / "hw_bag"
     launch = subprocess.Popen(["ros2", "launch", "gato_bringup", "hardware.launch.xml", "reference:=true",
-                               "record:=true", f"bag:={bag}"], env=env, stdout=subprocess.PIPE,
+                               "controller:=node", "record:=true", f"bag:={bag}"], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         end = time.monotonic() + 240

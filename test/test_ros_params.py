@@ -48,7 +48,10 @@ def test_plugin_parameter_definition_and_controllers_files_follow_the_schema():
         block = cfg[params.PLUGIN_NAME]["ros__parameters"]
         assert set(block) == {p.name for p in params.PLUGIN}, robot
         n = len(block["joints"])
-        assert all(len(block[k]) == n and min(block[k]) > 0 for k in ("kp", "kd", "hold_damping")), robot
+        assert all(len(block[k]) == n and min(block[k]) > 0 for k in ("kp", "kd")), robot
+        # the hold's damping is inertia-scaled (hold_frequency_hz): no joint-local extra by default
+        assert len(block["hold_damping"]) == n and max(block["hold_damping"]) == 0.0, robot
+        assert block["hold_frequency_hz"] > 0, robot
         embedded = cfg[params.PLUGIN_NAME + "_embedded"]["ros__parameters"]
         assert embedded == dict(block, mode="embedded"), robot
 

@@ -332,8 +332,13 @@ PLUGIN = (
           "(default: 0.01 x the URDF effort limit)", "N*m*s/rad", group="feedback"),
     Param("use_plan_gains", "bool", True, "add the plan's local feedback gains when it carries them",
           group="feedback"),
-    Param("hold_damping", "double_array", _effort_scaled(0.02), "hold torque = gravity(q) - hold_damping * v, "
-          "per joint (default: 0.02 x the URDF effort limit)", "N*m*s/rad", group="safety"),
+    Param("hold_frequency_hz", "double", 4.0, "a hold (no / stale plan, NaN) keeps the position where it began: "
+          "tau = gravity(q) + M(q) (w^2 (q_hold - q) - 2 w v) - hold_damping * v, w = 2 pi hold_frequency_hz "
+          "(critically damped through the mass matrix: every joint settles alike; 0 = gravity + hold_damping "
+          "only, the arm coasts)", "Hz", range=(0.0, 50.0), group="safety"),
+    Param("hold_damping", "double_array", lambda robot: [0.0] * len(_joint_names(robot)), "extra joint damping "
+          "in the hold torque and toward a position limit, per joint (joint-local: keep it small against the "
+          "wrist's inertia, a control lag makes a large one unstable)", "N*m*s/rad", group="safety"),
     Param("limit_margin", "double", 0.05, "within this distance of a URDF position limit, no torque beyond the "
           "gravity-holding one pushes the joint further", "rad", range=(0.0, 1.0), group="safety"),
     # embedded mode: the solver tunables, the controller node's parameters (same names, ranges,

@@ -101,6 +101,7 @@ gato::ExecutorTunables GatoController::tunables_from(const gato_plugin::Params& 
   t.kp = reorder(p.kp, "kp");
   t.kd = reorder(p.kd, "kd");
   t.hold_damping = reorder(p.hold_damping, "hold_damping");
+  t.hold_frequency_hz = p.hold_frequency_hz;
   return t;
 }
 

@@ -31,8 +31,10 @@ std::vector<double> gains(const py::object& o, const char* name) {
 }
 
 ExecutorTunables tunables_from(double plan_timeout, const py::object& kp, const py::object& kd,
-                               const py::object& hold_damping, double limit_margin, bool use_plan_gains) {
+                               const py::object& hold_damping, double limit_margin, bool use_plan_gains,
+                               double hold_frequency_hz) {
   ExecutorTunables t;
+  t.hold_frequency_hz = hold_frequency_hz;
   t.plan_timeout_s = plan_timeout;
   t.kp = gains(kp, "kp");
   t.kd = gains(kd, "kd");
@@ -133,19 +135,20 @@ void bind_executor(py::module_& m) {
   py::class_<P>(m, "PlanExecutor")
       .def(py::init([](const std::string& urdf, const std::string& ee_frame, int max_knots, double plan_timeout,
                        const py::object& kp, const py::object& kd, const py::object& hold_damping,
-                       double limit_margin, bool use_plan_gains) {
+                       double limit_margin, bool use_plan_gains, double hold_frequency_hz) {
              auto p = std::make_unique<P>();
              p->plant = std::make_shared<Plant<double>>(urdf, ee_frame);
              ExecutorConfig c;
              c.max_knots = max_knots;
-             c.tunables = tunables_from(plan_timeout, kp, kd, hold_damping, limit_margin, use_plan_gains);
+             c.tunables = tunables_from(plan_timeout, kp, kd, hold_damping, limit_margin, use_plan_gains,
+                                        hold_frequency_hz);
              p->ex = std::make_unique<PlanExecutor>(p->plant, c);
              p->scratch.allocate(p->plant->nv(), max_knots);
              return p;
            }),
            py::arg("urdf"), py::arg("ee_frame"), py::arg("max_knots") = 128, py::arg("plan_timeout") = 0.1,
            py::arg("kp") = py::none(), py::arg("kd") = py::none(), py::arg("hold_damping") = py::none(),
-           py::arg("limit_margin") = 0.05, py::arg("use_plan_gains") = true)
+           py::arg("limit_margin") = 0.05, py::arg("use_plan_gains") = true, py::arg("hold_frequency_hz") = 4.0)
       .def_property_readonly("nv", [](const P& p) { return p.ex->nv(); })
       .def_property_readonly("max_knots", [](const P& p) { return p.ex->max_knots(); })
       .def_property_readonly("joint_names", [](const P& p) { return p.plant->joint_names(); })
@@ -201,10 +204,13 @@ void bind_executor(py::module_& m) {
         return tau;
       }, py::arg("n"), py::arg("t0_ns"), py::arg("period_ns"), py::arg("q"), py::arg("v"))
       .def("set_tunables", [](P& p, double plan_timeout, const py::object& kp, const py::object& kd,
-                              const py::object& hold_damping, double limit_margin, bool use_plan_gains) {
-        p.ex->set_tunables(tunables_from(plan_timeout, kp, kd, hold_damping, limit_margin, use_plan_gains));
+                              const py::object& hold_damping, double limit_margin, bool use_plan_gains,
+                              double hold_frequency_hz) {
+        p.ex->set_tunables(tunables_from(plan_timeout, kp, kd, hold_damping, limit_margin, use_plan_gains,
+                                         hold_frequency_hz));
       }, py::arg("plan_timeout") = 0.1, py::arg("kp") = py::none(), py::arg("kd") = py::none(),
          py::arg("hold_damping") = py::none(), py::arg("limit_margin") = 0.05, py::arg("use_plan_gains") = true,
+         py::arg("hold_frequency_hz") = 4.0,
          "Replace the tunables (applied at the next update()); None gains mean 0.")
       .def("reset", [](P& p) { p.ex->reset(); })
       .def_property_readonly("mode", [](const P& p) { return mode_name(p.ex->mode()); })
@@ -224,6 +230,7 @@ void bind_executor(py::module_& m) {
         d["hold_damping"] = vec(t.hold_damping);
         d["limit_margin"] = t.limit_margin;
         d["use_plan_gains"] = t.use_plan_gains;
+        d["hold_frequency_hz"] = t.hold_frequency_hz;
         return d;
       })
       .def_property_readonly("counters", [](const P& p) {

@@ -125,7 +125,8 @@ PlanExecutor::PlanExecutor(std::shared_ptr<const Plant<double>> plant, const Exe
   alloc_plan(active_);
   tun_inbox_.init([&](ExecutorTunables& s) { s = t; });
   tun_ = t;
-  for (auto* vec : {&q_ref_, &v_ref_, &u_ff_, &q_good_, &zeros_, &g_}) vec->assign(size_t(nv_), 0.0);
+  for (auto* vec : {&q_ref_, &v_ref_, &u_ff_, &q_good_, &zeros_, &g_, &q_hold_, &a_hold_})
+    vec->assign(size_t(nv_), 0.0);
   dx_.assign(size_t(2 * nv_), 0.0);
   // One gravity evaluation now: pinocchio's first call may touch lazily built state.
   gravity(zeros_.data());
@@ -137,6 +138,8 @@ void PlanExecutor::validate(const ExecutorTunables& t) const {
   if (!(std::isfinite(t.plan_timeout_s) && t.plan_timeout_s > 0.0))
     throw std::invalid_argument("plan_timeout: must be a positive number of seconds, got " +
                                 std::to_string(t.plan_timeout_s));
+  if (!(std::isfinite(t.hold_frequency_hz) && t.hold_frequency_hz >= 0.0))
+    throw std::invalid_argument("hold_frequency_hz: must be >= 0 Hz, got " + std::to_string(t.hold_frequency_hz));
   if (!(std::isfinite(t.limit_margin) && t.limit_margin >= 0.0))
     throw std::invalid_argument("limit_margin: must be >= 0 rad, got " + std::to_string(t.limit_margin));
   const std::pair<const char*, const std::vector<double>*> vecs[] = {
@@ -208,9 +211,19 @@ void PlanExecutor::gravity(const double* q) noexcept {
   plant_->inverse_dynamics(*ws_, q, zeros_.data(), zeros_.data(), nullptr, g_.data());
 }
 
-void PlanExecutor::hold(const double* v, double* tau) noexcept {
-  gravity(q_good_.data());
-  for (int j = 0; j < nv_; ++j) tau[j] = g_[j] - (v ? tun_.hold_damping[j] * v[j] : 0.0);
+void PlanExecutor::hold(const double* q, const double* v, double* tau) noexcept {
+  if (!q || !v || tun_.hold_frequency_hz <= 0.0) {
+    // No trustworthy state (or the position hold is off): gravity at the last good
+    // position, damping only on a velocity we can trust.
+    gravity(q_good_.data());
+    for (int j = 0; j < nv_; ++j) tau[j] = g_[j] - (v ? tun_.hold_damping[j] * v[j] : 0.0);
+    return;
+  }
+  // g(q) + M(q) a in one inverse-dynamics call (v = 0: no Coriolis term, a hold is slow).
+  const double w = 6.283185307179586 * tun_.hold_frequency_hz;  // 2 pi f [rad/s]
+  for (int j = 0; j < nv_; ++j) a_hold_[j] = w * w * (q_hold_[j] - q[j]) - 2.0 * w * v[j];
+  plant_->inverse_dynamics(*ws_, q, zeros_.data(), a_hold_.data(), nullptr, tau);
+  for (int j = 0; j < nv_; ++j) tau[j] -= tun_.hold_damping[j] * v[j];
 }
 
 void PlanExecutor::reset() noexcept {
@@ -226,6 +239,7 @@ ExecMode PlanExecutor::update(std::int64_t now_ns, const double* q, const double
     tun_.plan_timeout_s = t.plan_timeout_s;
     tun_.limit_margin = t.limit_margin;
     tun_.use_plan_gains = t.use_plan_gains;
+    tun_.hold_frequency_hz = t.hold_frequency_hz;
     std::copy(t.kp.begin(), t.kp.end(), tun_.kp.begin());
     std::copy(t.kd.begin(), t.kd.end(), tun_.kd.begin());
     std::copy(t.hold_damping.begin(), t.hold_damping.end(), tun_.hold_damping.begin());
@@ -288,7 +302,10 @@ ExecMode PlanExecutor::update(std::int64_t now_ns, const double* q, const double
 
   const double* v_use = state_ok ? v : nullptr;  // no damping on a velocity we cannot trust
   if (why != HoldReason::kNone) {
-    hold(v_use, tau);
+    // A hold keeps the last good position at the moment it began (not wherever the arm
+    // drifts to): a new anchor on every entry into hold.
+    if (mode_ != ExecMode::kHold) std::copy(q_good_.begin(), q_good_.end(), q_hold_.begin());
+    hold(state_ok ? q : nullptr, v_use, tau);
     mode_ = ExecMode::kHold;
     ++counters_.holds;
   } else {

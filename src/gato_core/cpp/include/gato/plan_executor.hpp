@@ -53,7 +53,12 @@ struct ExecutorTunables {
   double plan_timeout_s = 0.1;  // a plan older than this (now - stamp) is not executed [s]
   std::vector<double> kp;       // joint stiffness toward the planned position [N*m/rad]
   std::vector<double> kd;       // joint damping toward the planned velocity [N*m*s/rad]
-  std::vector<double> hold_damping;  // hold torque = g(q) - hold_damping * v [N*m*s/rad]
+  std::vector<double> hold_damping;  // extra joint damping in the hold torque [N*m*s/rad]
+  // The hold keeps the position where it began: tau = g(q) + M(q) (w^2 (q_hold - q) - 2 w v)
+  // - hold_damping * v with w = 2 pi hold_frequency_hz (critically damped, scaled by the
+  // mass matrix so that every joint, wrist or shoulder, settles alike and stays stable
+  // for control lags up to 1 / w). 0: gravity compensation and hold_damping only. [Hz]
+  double hold_frequency_hz = 4.0;
   double limit_margin = 0.05;   // the limit cut acts this far inside a URDF position limit [rad]
   bool use_plan_gains = true;   // add the plan's local feedback K when it carries one
 };
@@ -167,7 +172,8 @@ class PlanExecutor {
   void validate(const ExecutorTunables& t) const;
   void accept_incoming() noexcept;
   void gravity(const double* q) noexcept;  // into g_
-  void hold(const double* v_or_null, double* tau) noexcept;
+  // q, v: the measured state, or nullptr when it is not finite (then g(q_good) only).
+  void hold(const double* q_or_null, const double* v_or_null, double* tau) noexcept;
 
   std::shared_ptr<const Plant<double>> plant_;
   std::unique_ptr<PlantWorkspace<double>> ws_;
@@ -183,6 +189,7 @@ class PlanExecutor {
   HoldReason reason_ = HoldReason::kNoPlan;
   ExecutorCounters counters_;
   std::vector<double> q_ref_, v_ref_, u_ff_, q_good_, zeros_, g_, dx_;
+  std::vector<double> q_hold_, a_hold_;  // where the current hold began; its acceleration
   std::vector<double> q_lo_, q_hi_, u_max_;
 };
 
