@@ -404,6 +404,24 @@ def _require_plugin():
                     "ROS 2 overlay exists")
 
 
+def _plugin_params(node, tunable, value, new_value):
+    """``ros2 param`` against the running plugin (the controller's own node): the schema's
+    parameters are listed and described, a tunable changes live, a structural one is refused."""
+    out = ros2_param("list", node)
+    assert out.returncode == 0, out.stderr
+    listed = {ln.strip() for ln in out.stdout.splitlines()}
+    assert {"joints", "mode", "plan_timeout", "kp", "hold_frequency_hz", "q_cost"} <= listed, out.stdout
+    out = ros2_param("describe", node, "mode")
+    assert out.returncode == 0 and "Read only: true" in out.stdout, (out.stdout, out.stderr)
+    out = ros2_param("get", node, tunable)
+    assert out.returncode == 0 and value in out.stdout, (out.stdout, out.stderr)
+    out = ros2_param("set", node, tunable, new_value)
+    assert out.returncode == 0 and "successful" in out.stdout.lower(), (out.stdout, out.stderr)
+    assert new_value in ros2_param("get", node, tunable).stdout
+    out = ros2_param("set", node, "mode", "embedded" if "embedded" not in node else "follow")
+    assert "successful" not in out.stdout.lower(), out.stdout
+
+
 @pytest.mark.launch(fixture=hw_mujoco_plugin_follow)
 def test_hardware_launch_mujoco_plugin_follow(hw_mujoco_plugin_follow):
     """MuJoCo, controller:=plugin mode:=follow: the plugin (started inactive, activated by the start-up
@@ -411,6 +429,7 @@ def test_hardware_launch_mujoco_plugin_follow(hw_mujoco_plugin_follow):
     _, g = hw_mujoco_plugin_follow
     _require_plugin()
     _mujoco_closed_loop(g, "gato_plugin")
+    _plugin_params("/gato_plugin", "hold_frequency_hz", "4.0", "3.0")
     yield
     _mujoco_clean(g, {"gato_controller"})
 
@@ -422,6 +441,7 @@ def test_hardware_launch_mujoco_plugin_embedded(hw_mujoco_plugin_embedded):
     _, g = hw_mujoco_plugin_embedded
     _require_plugin()
     _mujoco_closed_loop(g, "gato_plugin_embedded")
+    _plugin_params("/gato_plugin_embedded", "q_cost", "2.0", "2.5")
     yield
     _mujoco_clean(g, set())
     assert "gato_controller" not in g.started, sorted(g.started)
