@@ -55,11 +55,16 @@ EE_MOVE_BOUND_M = 0.05
 RESUMED_WITHIN_S = 2.0
 
 
+BAG_DIR = {}   # the fixture's bag folder, for the test's check after the shutdown
+
+
 @launch_pytest.fixture
-def hw_plugin_respawn(monkeypatch, ros_env):
+def hw_plugin_respawn(monkeypatch, ros_env, tmp_path_factory):
+    bag = tmp_path_factory.mktemp("hw_fault") / "bag"
+    BAG_DIR["path"] = bag
     return marked_launch(monkeypatch, bringup_file("hardware.launch.xml"),
                          {"robot": ROBOT, "mujoco": "true", "controller": "plugin", "mode": "follow",
-                          "reference": "true", "respawn": "true"})
+                          "reference": "true", "respawn": "true", "record": "true", "bag": str(bag)})
 
 
 def _t(header) -> float:
@@ -219,3 +224,13 @@ def test_killed_controller_node_is_held_by_the_plugin_and_respawns(hw_plugin_res
     yield   # launch_pytest shuts the launch down here: SIGINT to every process
     assert_clean(g, {"robot_state_publisher", "spawner_joint_state_broadcaster", "spawner_effort_controller",
                      "gato_mujoco_startup", "gato_reference", "gato_controller"})
+
+    # The event is in the bag (record:=true: ros2 bag record of the controller graph, the
+    # plugin's status included): the hold after the crash, with its reason.
+    from gato.bagio import read_bag
+
+    b = read_bag(BAG_DIR["path"], ["/gato_plugin/status"])
+    held = [m for _, m in b.messages.get("/gato_plugin/status", [])
+            if m.state == "hold" and m.reason in ("plan_stale", "plan_exhausted")
+            and _t(m.header) >= t_crash]
+    assert held, (b.counts, b.problems)
