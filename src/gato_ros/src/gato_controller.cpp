@@ -359,6 +359,16 @@ void GatoController::solver_loop() {
     if (next < now) next = now;  // after a long solve: no burst of catch-up solves
     std::this_thread::sleep_until(next);
     if (!solving_ || !state_box_.take()) continue;  // inactive, or no new state since the last solve
+    // Solve from a state the control loop has just published, not one up to a control period
+    // old: drop the one at hand and wait (briefly polling) for the next update()'s. That takes
+    // up to one control period off the state -> applied-command latency.
+    {
+      const auto give_up = clock::now() + std::chrono::milliseconds(5);
+      bool fresh = false;
+      while (!stop_ && solving_ && !(fresh = state_box_.take()) && clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (!fresh) continue;  // no update() ran (deactivated or stalled): try again next period
+    }
     const StateSample& st = state_box_.front();
     bool have_ref;
     {
