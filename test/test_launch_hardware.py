@@ -26,13 +26,12 @@ environment).
 import os
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import import_or_skip, kill_tagged, processes_with_env, require_ros2_tools
+from conftest import import_or_skip
 
 _HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
 launch_pytest = import_or_skip("launch_pytest", "needs the ROS 2 overlay (scripts/setup.sh; source "
@@ -40,14 +39,9 @@ launch_pytest = import_or_skip("launch_pytest", "needs the ROS 2 overlay (script
 rclpy = import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
 import_or_skip("gato_msgs.msg", _HINT)
 
-from launch import LaunchDescription  # noqa: E402
-from launch.actions import IncludeLaunchDescription, RegisterEventHandler  # noqa: E402
-from launch.event_handlers import OnProcessExit, OnProcessStart  # noqa: E402
-from launch.launch_description_sources import AnyLaunchDescriptionSource  # noqa: E402
-from launch_pytest.actions import ReadyToTest  # noqa: E402
+from launch_graph import MARKER_KEY, Graph, assert_clean, bringup_file, marked_launch  # noqa: E402
 
 pytestmark = pytest.mark.ros
-MARKER_KEY = "GATO_TEST_MARKER"
 ROBOT = "iiwa14"
 JOINTS = ["A1", "A2", "A3", "A4", "A5", "A6", "A7"]
 TOPIC_TIMEOUT_S = 180.0    # process start-up (pinocchio, MuJoCo) and discovery on 2 shared cores
@@ -60,48 +54,10 @@ CLI_TIMEOUT_S = 60.0
 MEAN_ERROR_BOUND_M = 0.03
 
 
-def hardware_launch_file() -> Path:
-    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-
-    try:
-        return Path(get_package_share_directory("gato_bringup")) / "launch" / "hardware.launch.xml"
-    except PackageNotFoundError:
-        pytest.skip(f"gato_bringup is not installed ({_HINT})")
-
-
-class Graph:
-    """What the launch reports: processes started / exited (by node name) and their codes."""
-
-    def __init__(self, marker):
-        self.marker = marker
-        self.started: dict = {}
-        self.exits: dict = {}
-
-    @staticmethod
-    def _name(action):
-        name = getattr(action, "node_name", None)
-        return name.rsplit("/", 1)[-1] if name and "<node_name_unspecified>" not in name else action.name
-
-    def description(self, args: dict) -> LaunchDescription:
-        return LaunchDescription([
-            RegisterEventHandler(OnProcessStart(on_start=lambda ev, ctx: self.started.__setitem__(
-                self._name(ev.action), ev.pid))),
-            RegisterEventHandler(OnProcessExit(on_exit=lambda ev, ctx: self.exits.__setitem__(
-                self._name(ev.action), ev.returncode))),
-            IncludeLaunchDescription(AnyLaunchDescriptionSource(str(hardware_launch_file())),
-                                     launch_arguments=list(args.items())),
-            ReadyToTest(),
-        ])
-
-
 def _launch(monkeypatch, ros_env, args):
     """A launch of hardware.launch.xml whose processes carry a fresh marker (through os.environ,
     which launch hands to every process it starts; ros_env: the session's private domain)."""
-    require_ros2_tools()
-    marker = uuid.uuid4().hex
-    monkeypatch.setenv(MARKER_KEY, marker)
-    g = Graph(marker)
-    return g.description(args), g
+    return marked_launch(monkeypatch, bringup_file("hardware.launch.xml"), args)
 
 
 @launch_pytest.fixture
@@ -262,18 +218,6 @@ def _check_controllers_and_interfaces(effort="effort_controller"):
             assert f"{j}/{kind}" in state_part, text
 
 
-def _assert_clean(g: Graph, expected):
-    assert set(expected) <= set(g.started), f"processes started: {sorted(g.started)}"
-    assert set(g.exits) == set(g.started), f"started {sorted(g.started)}, exited {g.exits}"
-    assert all(rc == 0 for rc in g.exits.values()), f"exit codes: {g.exits}"
-    deadline = time.monotonic() + 10.0
-    while processes_with_env(MARKER_KEY, g.marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = processes_with_env(MARKER_KEY, g.marker)
-    kill_tagged(MARKER_KEY, g.marker)
-    assert left == [], f"processes left behind by the launch: {left}"
-
-
 @pytest.mark.launch(fixture=hw_mock)
 def test_hardware_launch_mock_node_mode(hw_mock):
     """Mock hardware: up, flowing, ros2 control / ros2 param against the running graph, clean SIGINT."""
@@ -331,7 +275,7 @@ def test_hardware_launch_mock_node_mode(hw_mock):
         p.close()
         _stop_daemon()
     yield   # launch_pytest shuts the launch down here: SIGINT to every process
-    _assert_clean(g, {"robot_state_publisher", "controller_manager", "spawner_joint_state_broadcaster",
+    assert_clean(g, {"robot_state_publisher", "controller_manager", "spawner_joint_state_broadcaster",
                       "spawner_effort_controller", "gato_controller", "gato_reference"})
 
 
@@ -369,7 +313,7 @@ def _mujoco_closed_loop(g: Graph, effort="effort_controller"):
 def _mujoco_clean(g: Graph, expected):
     cm = [n for n in g.started if n.startswith("ros2_control_node") or n == "controller_manager"]
     assert cm, f"no controller manager process among {sorted(g.started)}"
-    _assert_clean(g, {"robot_state_publisher", "spawner_joint_state_broadcaster", "spawner_effort_controller",
+    assert_clean(g, {"robot_state_publisher", "spawner_joint_state_broadcaster", "spawner_effort_controller",
                       "gato_mujoco_startup", "gato_reference"} | set(expected))
 
 
