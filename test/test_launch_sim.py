@@ -27,16 +27,30 @@ pytestmark = pytest.mark.ros
 EXPECTED = {"gato_controller", "gato_reference", "gato_sim"}
 TOPIC_TIMEOUT_S = 180.0    # process start-up (pinocchio, MuJoCo imports) and discovery on 2 shared cores
 RUN_TIMEOUT_S = 300.0
+# Simulated seconds of the lockstep run. A 3 s run lasts about a wall-clock second, shorter than
+# Fast DDS takes to match a late endpoint when its first discovery message is lost (the resend
+# comes with the next heartbeat, seconds later): CI saw 300 joint states and 0 references, 2 of
+# 5 local runs too. 20 s (about 7 s of wall clock) leaves the match time to happen.
+LOCKSTEP_S = "20.0"
+
+
+@pytest.fixture
+def counter(ros_env):
+    """The test's subscriber, in the graph before the launch starts (it does not delay the run:
+    the world starts once the controller subscribes)."""
+    c = Counter()
+    yield c
+    c.close()
 
 
 @launch_pytest.fixture
-def sim_lockstep(monkeypatch, ros_env):
+def sim_lockstep(monkeypatch, ros_env, counter):
     return marked_launch(monkeypatch, bringup_file("sim.launch.yaml"),
-                         {"lockstep": "true", "duration": "3.0", "world": "mujoco"})
+                         {"lockstep": "true", "duration": LOCKSTEP_S, "world": "mujoco"})
 
 
 @launch_pytest.fixture
-def sim_free_running(monkeypatch, ros_env):
+def sim_free_running(monkeypatch, ros_env, counter):
     return marked_launch(monkeypatch, bringup_file("sim.launch.yaml"),
                          {"lockstep": "false", "duration": "0", "world": "mujoco"})
 
@@ -73,37 +87,31 @@ class Counter:
 
 
 @pytest.mark.launch(fixture=sim_lockstep)
-def test_sim_launch_lockstep_runs_its_duration_and_exits_cleanly(sim_lockstep):
+def test_sim_launch_lockstep_runs_its_duration_and_exits_cleanly(sim_lockstep, counter):
     _, g = sim_lockstep
-    c = Counter()
-    try:
-        # Topics flow: the lockstep loop closes (commands answer joint states) and references come.
-        flowing = c.spin_until(lambda: c.n["/joint_states"] >= 20 and c.n["/gato_controller/command"] >= 20
-                               and c.n["/ee_reference"] >= 20, TOPIC_TIMEOUT_S)
-        assert flowing, f"messages seen: {c.n}; processes started {sorted(g.started)}, exited {g.exits}"
-        # The world ends the run after 3 simulated seconds and takes the launch down with it.
-        ended = c.spin_until(lambda: "gato_sim" in g.exits and set(g.exits) >= set(g.started), RUN_TIMEOUT_S)
-        assert ended, f"the run did not end: exited {g.exits}, started {sorted(g.started)}"
-        assert g.exits["gato_sim"] == 0
-        # 3 s at 100 Hz: 300 ticks; this subscriber may miss some of a fast lockstep burst (keep-last
-        # history) on a loaded machine, so it only checks that the run went on well beyond start-up.
-        assert c.n["/gato_controller/command"] >= 100, c.n
-    finally:
-        c.close()
+    c = counter
+    # Topics flow: the lockstep loop closes (commands answer joint states) and references come.
+    flowing = c.spin_until(lambda: c.n["/joint_states"] >= 20 and c.n["/gato_controller/command"] >= 20
+                           and c.n["/ee_reference"] >= 20, TOPIC_TIMEOUT_S)
+    assert flowing, f"messages seen: {c.n}; processes started {sorted(g.started)}, exited {g.exits}"
+    # The world ends the run after its simulated duration and takes the launch down with it.
+    ended = c.spin_until(lambda: "gato_sim" in g.exits and set(g.exits) >= set(g.started), RUN_TIMEOUT_S)
+    assert ended, f"the run did not end: exited {g.exits}, started {sorted(g.started)}"
+    assert g.exits["gato_sim"] == 0
+    # 20 s at 100 Hz: 2000 ticks; this subscriber may miss some of a fast lockstep burst (keep-last
+    # history) on a loaded machine, so it only checks that the run went on well beyond start-up.
+    assert c.n["/gato_controller/command"] >= 100, c.n
     yield
     assert_clean(g, EXPECTED)
 
 
 @pytest.mark.launch(fixture=sim_free_running)
-def test_sim_launch_free_running_flows_and_stops_on_sigint(sim_free_running):
+def test_sim_launch_free_running_flows_and_stops_on_sigint(sim_free_running, counter):
     _, g = sim_free_running
-    c = Counter()
-    try:
-        flowing = c.spin_until(lambda: c.n["/joint_states"] >= 100 and c.n["/effort_controller/commands"] >= 100
-                               and c.n["/ee_reference"] >= 50, TOPIC_TIMEOUT_S)
-        assert flowing, f"messages seen: {c.n}; processes started {sorted(g.started)}, exited {g.exits}"
-        assert g.exits == {}, f"a process exited while running: {g.exits}"
-    finally:
-        c.close()
+    c = counter
+    flowing = c.spin_until(lambda: c.n["/joint_states"] >= 100 and c.n["/effort_controller/commands"] >= 100
+                           and c.n["/ee_reference"] >= 50, TOPIC_TIMEOUT_S)
+    assert flowing, f"messages seen: {c.n}; processes started {sorted(g.started)}, exited {g.exits}"
+    assert g.exits == {}, f"a process exited while running: {g.exits}"
     yield   # launch_pytest shuts the launch down here: SIGINT to every process
     assert_clean(g, EXPECTED)
