@@ -84,7 +84,7 @@ def test_external_wrench_is_jacobian_transpose_at_the_ee(model):
     sim = sl.SimWorldLogic({"robot": ROBOT, "world": "pinocchio", "external_wrench": list(w)})
     data = model.createData()
     J = pin.computeFrameJacobian(model, data, sim.q, model.getFrameId("EE"), pin.LOCAL_WORLD_ALIGNED)
-    np.testing.assert_allclose(sim._load_torque(), J.T @ w, atol=1e-12)
+    np.testing.assert_allclose(sim.load_torque(), J.T @ w, atol=1e-12)
 
 
 def test_sim_configuration_errors():

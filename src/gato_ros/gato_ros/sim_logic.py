@@ -1,5 +1,18 @@
-"""ROS-free logic of the simulation-world node: a gato world (MuJoCo or pinocchio)
-advanced one control period at a time, external loads, and the lockstep rule.
+"""ROS-free logic of the simulation-world node: an adapter from the simulation schema
+(gato_ros.params.SIM) to the core's one simulation loop (:mod:`gato.simloop`), advanced one
+control period at a time, plus the lockstep rule and the command watchdog.
+
+The world is ``Simulation(make_world(...))`` with the disturbances of the parameters
+(a world of ``world`` = mujoco | pinocchio on the robot's URDF, physics step ``physics_dt``,
+each command held over the ``substeps`` of a control period, no remainder carried):
+
+- ``payload_mass_kg`` (a point mass at the EE frame origin: its weight only) and
+  ``external_wrench`` (world axes, at the EE frame origin): one
+  :class:`gato.simloop.ConstantWrench` applied as joint torques J(q)^T w at every physics step;
+- ``pendulum_mass_kg`` / ``pendulum_length_m``: :class:`gato.simloop.PendulumPayload`
+  (pinocchio world only);
+- ``link_mass_scale`` ("L4:1.2,L6:0.9"): :class:`gato.simloop.LinkMassError`, the world's
+  model only (the controller keeps the nominal URDF, as a real robot and its URDF disagree).
 
 Lockstep: the world publishes the joint state of tick k (stamp t_k = k * period) and
 advances to t_{k+1} only when a command stamped t_k arrives (gato_msgs/EffortCommand
@@ -7,51 +20,33 @@ carries the stamp of the joint state it answers; the ros2_control Float64MultiAr
 has none). Commands for other stamps are ignored and counted. Given the same
 commands, the run is bit-for-bit reproducible regardless of machine load.
 
-Realtime: the caller advances the world on a wall-clock timer with the latest
-command held (zero-order hold) while it is fresh.
-
-Command watchdog (:class:`CommandWatchdog`): like a drive with a watchdog. No command
-for ``command_timeout_s`` is a timeout, measured in the world's own (simulated) time in
-realtime (a world stalled by machine load does not time out a live controller) and on
-the wall clock in lockstep (where simulated time stops while the world waits). Realtime: from then on (and before
-the first command) the world applies ``command_timeout_action`` instead of commands
-(:meth:`SimWorldLogic.advance_safe`), until a command arrives again:
-
-- ``hold``: PD to the joint positions at the moment of the timeout, critically damped
-  through the mass matrix, plus gravity and Coriolis compensation (inverse dynamics
-  ``rnea(q, dq, w^2 (q_hold - q) - 2 w dq)``, w = 2 pi ``hold_frequency_hz``), clamped
-  to the URDF effort limits, evaluated at every physics step (a drive's servo rate);
-- ``brake``: motor torque zero; joint brakes with a capacity of the URDF effort limit
-  apply the torque that stops every joint within one physics step (gravity included),
-  clamped to that capacity (a brake that slips when overloaded).
-
-Both use the URDF model, not the world's (a drive knows the nominal robot: with
-``link_mass_scale`` or a payload the hold settles off its target by the model error
-over the PD stiffness). Lockstep: the world waits for the command of the current tick
-as always; a timeout only reports that the controller stopped answering.
-
-Loads: ``payload_mass_kg`` (a point mass at the EE frame origin: its weight only,
-inertia neglected) and ``external_wrench`` (world axes, at the EE frame origin) are
-applied as joint torques J(q)^T w, re-evaluated at every physics step. The pinocchio
-world can also carry a pendulum payload (gato.worlds.PinocchioWorld).
-
-Model errors: ``link_mass_scale`` ("L4:1.2,L6:0.9": URDF link name : factor, comma
-separated) scales those links' mass and rotational inertia (COM unchanged) in the
-world's model only (gato.worlds ``mass_scale``); the controller keeps the nominal
-model, so the two disagree the way a real robot and its URDF do.
+Realtime: the caller advances the world on a wall-clock timer with the latest command
+held (zero-order hold) while it is fresh. Command watchdog (:class:`CommandWatchdog`):
+no command for ``command_timeout_s`` is a timeout, measured in the world's own (simulated)
+time in realtime (a world stalled by machine load does not time out a live controller)
+and on the wall clock in lockstep (where simulated time stops while the world waits).
+Realtime: from then on (and before the first command) the world applies
+``command_timeout_action`` instead of commands (:meth:`SimWorldLogic.advance_safe`),
+re-evaluated at every physics step (a drive's servo rate), until a command arrives again:
+``hold`` (:class:`gato.safety.JointHold` towards the joint positions at the timeout,
+``hold_frequency_hz``) or ``brake`` (:class:`gato.safety.JointBrake`: motor torque zero,
+brakes of the URDF effort limit's capacity). Both use the URDF model, not the world's (with
+``link_mass_scale`` or a payload the hold settles off its target by the model error). Lockstep:
+the world waits for the command of the current tick as always; a timeout only reports that
+the controller stopped answering.
 """
 from __future__ import annotations
 
 import numpy as np
 
 import gato
+from gato import simloop
+from gato.safety import JointBrake, JointHold
 
 from . import params as schema
 from .types import JointStateSample, sec_to_ns
 
 __all__ = ["SimWorldLogic", "CommandWatchdog", "parse_link_mass_scale"]
-
-GRAVITY = 9.81  # m/s^2
 
 
 def parse_link_mass_scale(text: str) -> dict:
@@ -80,7 +75,10 @@ def parse_link_mass_scale(text: str) -> dict:
 
 class SimWorldLogic:
     """Args: config: values of the simulation-world schema (gato_ros.params.SIM); missing
-    names take their defaults for ``config["robot"]``. Raises ValueError on invalid values."""
+    names take their defaults for ``config["robot"]``. Raises ValueError on invalid values.
+
+    ``sim``: the core :class:`gato.simloop.Simulation`; ``q``, ``dq`` its state (URDF order);
+    ``u`` (nv,) N*m the motor torques applied last; ``t_ns`` the stamp of the current tick."""
 
     def __init__(self, config: dict):
         robot = config.get("robot", "iiwa14")
@@ -96,54 +94,55 @@ class SimWorldLogic:
                              f"{1.0 / cfg['control_rate_hz']:g} s")
         self.substeps = int(round(n_sub))
         self.mass_scale = parse_link_mass_scale(cfg["link_mass_scale"])
-        try:
+        w = np.asarray(cfg["external_wrench"], dtype=np.float64)
+        if w.shape != (6,):
+            raise ValueError(f"external_wrench: expected 6 values [fx, fy, fz, tx, ty, tz], got {w.size}")
+        self.wrench = w + np.r_[0.0, 0.0, -simloop.GRAVITY * cfg["payload_mass_kg"], 0.0, 0.0, 0.0]
+        self._load = simloop.ConstantWrench(self.wrench, via="jacobian")
+        dist = [self._load, simloop.LinkMassError(self.mass_scale)]
+        if cfg["pendulum_mass_kg"] > 0:
             if cfg["world"] == "mujoco":
-                if cfg["pendulum_mass_kg"] > 0:
-                    raise ValueError("pendulum_mass_kg: the pendulum payload is a pinocchio-world feature; "
-                                     "use world=pinocchio or payload_mass_kg")
-                self.world = gato.worlds.MuJoCoWorld(urdf, plane=None, timestep=self.physics_dt,
-                                                     mass_scale=self.mass_scale)
-            else:
-                pend = None
-                if cfg["pendulum_mass_kg"] > 0:
-                    pend = dict(mass=cfg["pendulum_mass_kg"], length=cfg["pendulum_length_m"])
-                self.world = gato.worlds.PinocchioWorld(urdf, ee_frame=ee, pendulum=pend, timestep=self.physics_dt,
-                                                        mass_scale=self.mass_scale)
+                raise ValueError("pendulum_mass_kg: the pendulum payload is a pinocchio-world feature; "
+                                 "use world=pinocchio or payload_mass_kg")
+            dist.append(simloop.PendulumPayload(cfg["pendulum_mass_kg"], cfg["pendulum_length_m"]))
+        try:
+            self.world = simloop.make_world(cfg["world"], urdf, ee_frame=ee, timestep=self.physics_dt,
+                                            disturbances=dist)
         except ValueError as e:
             if str(e).startswith("mass_scale: "):  # the world's check (unknown link): name the parameter
                 raise ValueError("link_mass_scale: " + str(e)[len("mass_scale: "):]) from None
             raise
-        import pinocchio as pin
-
-        self._pin = pin
-        self._model = pin.buildModelFromUrdf(urdf)
-        self._data = self._model.createData()
-        self._fid = self._model.getFrameId(ee)
-        self.urdf_joints = list(self._model.names)[1:]
+        self.kin = simloop.EEKinematics(urdf, ee)
+        model = self.kin.model
+        self.urdf_joints = list(model.names)[1:]
         names = list(cfg["joint_names"])
         if sorted(names) != sorted(self.urdf_joints):
             raise ValueError(f"joint_names: {names} are not the joints of {robot}'s URDF {self.urdf_joints}")
         self.joint_names = names
         self._to_urdf = np.array([names.index(n) for n in self.urdf_joints])  # urdf order <- names order
-        nq = self._model.nq
         q0 = np.asarray(cfg["q0"], dtype=np.float64)
-        if q0.shape != (nq,):
-            raise ValueError(f"q0: expected {nq} joint positions [rad], got {q0.size}")
-        w = np.asarray(cfg["external_wrench"], dtype=np.float64)
-        if w.shape != (6,):
-            raise ValueError(f"external_wrench: expected 6 values [fx, fy, fz, tx, ty, tz], got {w.size}")
-        self.wrench = w + np.r_[0.0, 0.0, -GRAVITY * cfg["payload_mass_kg"], 0.0, 0.0, 0.0]
-        self.q, self.dq = q0.copy(), np.zeros(nq)
+        if q0.shape != (model.nq,):
+            raise ValueError(f"q0: expected {model.nq} joint positions [rad], got {q0.size}")
+        self.sim = simloop.Simulation(self.world, q0, sim_dt=self.physics_dt, kinematics=self.kin,
+                                      disturbances=dist, carry_remainder=False)
         self.t_ns = 0
-        self.u = np.zeros(nq)           # last applied torques, URDF order
+        self.u = np.zeros(model.nv)     # last applied torques, URDF order
         self.ignored_commands = 0
-        self.effort_limit = np.asarray(self._model.effortLimit, dtype=np.float64).copy()  # URDF order [N*m]
+        self.effort_limit = np.asarray(model.effortLimit, dtype=np.float64).copy()  # URDF order [N*m]
         self.timeout_action = cfg["command_timeout_action"]
-        self.hold_omega = 2.0 * np.pi * cfg["hold_frequency_hz"]
-        self.hold_q = self.q.copy()     # target of the safe hold [rad], URDF order
-        self._data_id = self._model.createData()
+        self.hold = JointHold(model, cfg["hold_frequency_hz"], self.effort_limit)
+        self.hold.target = q0.copy()
+        self.brake = JointBrake(model, self.effort_limit, self.physics_dt)
 
     # ------------------------------------------------------------------ state
+    @property
+    def q(self) -> np.ndarray:
+        return self.sim.q
+
+    @property
+    def dq(self) -> np.ndarray:
+        return self.sim.dq
+
     def joint_state(self) -> JointStateSample:
         """The current state, stamped t_k, in ``joint_names`` order (effort: the applied torques)."""
         inv = np.argsort(self._to_urdf)  # names order <- urdf order
@@ -151,9 +150,7 @@ class SimWorldLogic:
                                 self.u[inv].copy())
 
     def ee_position(self) -> np.ndarray:
-        pin = self._pin
-        pin.forwardKinematics(self._model, self._data, self.q)
-        return pin.updateFramePlacement(self._model, self._data, self._fid).translation.copy()
+        return self.sim.ee_pos()
 
     @property
     def done(self) -> bool:
@@ -185,49 +182,34 @@ class SimWorldLogic:
         return False
 
     # ------------------------------------------------------------------ physics
-    def _load_torque(self) -> np.ndarray:
-        if not np.any(self.wrench):
-            return 0.0
-        pin = self._pin
-        J = pin.computeFrameJacobian(self._model, self._data, self.q, self._fid, pin.LOCAL_WORLD_ALIGNED)
-        return J.T @ self.wrench  # [f; tau] at the EE frame origin, world axes
+    def load_torque(self) -> np.ndarray:
+        """(nv,) N*m: the payload weight + external wrench as joint torques J(q)^T w at the current q."""
+        tau = self._load.torque(self.sim.t, self.q, self.dq, self.kin)
+        return np.zeros_like(self.u) if tau is None else tau
+
+    def _advance(self, command) -> None:
+        self.sim.advance(command, self.period_ns / 1e9)
+        if self.sim.diverged:
+            raise RuntimeError(f"sim world: the {self.cfg['world']} world diverged before t={self.t_ns / 1e9:.3f} s")
+        self.t_ns += self.period_ns
 
     def advance(self, u_urdf: np.ndarray) -> None:
         """Advance one control period with torques ``u_urdf`` (URDF order) held; t_k -> t_{k+1}."""
         self.u = np.asarray(u_urdf, dtype=np.float64).copy()
-        for _ in range(self.substeps):
-            self.q, self.dq = self.world.step(self.q, self.dq, self.u + self._load_torque(), self.physics_dt)
-        self.t_ns += self.period_ns
+        self._advance(simloop.HoldTorque(self.u))
 
     # ------------------------------------------------------------------ safe behaviour (command timeout)
     def engage_safe(self) -> None:
         """Latch the hold target: the joint positions now (call when a timeout happens)."""
-        self.hold_q = self.q.copy()
-
-    def hold_torque(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
-        """(nv,) N*m, URDF order: the ``hold`` torque at state (q, dq): inverse dynamics of the
-        critically damped PD acceleration towards ``hold_q``, clamped to the effort limits."""
-        w = self.hold_omega
-        a = w * w * (self.hold_q - q) - 2.0 * w * dq
-        tau = np.asarray(self._pin.rnea(self._model, self._data_id, q, dq, a), dtype=np.float64)
-        return np.clip(tau, -self.effort_limit, self.effort_limit)
-
-    def brake_torque(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
-        """(nv,) N*m, URDF order: the joint brakes' torque at (q, dq): what stops every joint
-        within one physics step (``rnea(q, dq, -dq / physics_dt)``: gravity included),
-        clamped to the brake capacity (the effort limit)."""
-        tau = np.asarray(self._pin.rnea(self._model, self._data_id, q, dq, -dq / self.physics_dt), dtype=np.float64)
-        return np.clip(tau, -self.effort_limit, self.effort_limit)
+        self.hold.target = self.q.copy()
 
     def advance_safe(self) -> None:
         """Advance one control period under ``command_timeout_action`` (torques re-evaluated
         at every physics step); ``u`` becomes the motor torque applied last (zero for brake)."""
         brake = self.timeout_action == "brake"
-        for _ in range(self.substeps):
-            tau = self.brake_torque(self.q, self.dq) if brake else self.hold_torque(self.q, self.dq)
-            self.q, self.dq = self.world.step(self.q, self.dq, tau + self._load_torque(), self.physics_dt)
-        self.u = np.zeros_like(self.u) if brake else tau
-        self.t_ns += self.period_ns
+        law = simloop.StateFeedback(self.brake if brake else self.hold)
+        self._advance(law)
+        self.u = np.zeros_like(self.u) if brake else law.last
 
 
 class CommandWatchdog:

@@ -1,14 +1,16 @@
-"""Safety fallbacks shared by every controller front end (the MPC controller's divergence
-fallback, the ROS controller logic's HOLD): gravity compensation at a measured
-configuration, clamped to the actuator limits.
+"""Safety fallbacks shared by every front end: gravity compensation at a measured
+configuration (the MPC controller's divergence fallback, the ROS controller logic's HOLD),
+and a drive's own fallbacks when its command input times out (:class:`JointHold`,
+:class:`JointBrake`: the ROS simulation world's ``command_timeout_action``), each clamped
+to the actuator limits.
 
-Units: q rad, torques N*m.
+Units: q rad, dq rad/s, torques N*m, frequencies Hz, times s.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GravityHold"]
+__all__ = ["GravityHold", "JointHold", "JointBrake"]
 
 
 class GravityHold:
@@ -44,3 +46,42 @@ class GravityHold:
         if self.effort_limit is not None:
             tau = np.clip(tau, -self.effort_limit, self.effort_limit)
         return np.where(np.isfinite(tau), tau, 0.0)
+
+
+class JointHold:
+    """Hold the joint positions ``target`` (nq,) rad: the inverse dynamics of a PD acceleration
+    critically damped through the mass matrix, ``rnea(q, dq, w^2 (target - q) - 2 w dq)``
+    (gravity and Coriolis compensated), w = 2 pi ``frequency_hz``, clamped to +-effort_limit
+    (nv,) N*m. ``hold(q, dq)`` -> (nv,) N*m; evaluate it at the servo rate (every physics step).
+    Args: model: pinocchio Model (the nominal robot: a drive knows its URDF, not the payload)."""
+
+    def __init__(self, model, frequency_hz, effort_limit):
+        import pinocchio as pin
+
+        self._pin, self.model, self.data = pin, model, model.createData()
+        self.omega = 2.0 * np.pi * float(frequency_hz)
+        self.effort_limit = np.asarray(effort_limit, dtype=np.float64)
+        self.target = np.zeros(model.nq)
+
+    def __call__(self, q, dq) -> np.ndarray:
+        w = self.omega
+        a = w * w * (self.target - q) - 2.0 * w * dq
+        tau = np.asarray(self._pin.rnea(self.model, self.data, q, dq, a), dtype=np.float64)
+        return np.clip(tau, -self.effort_limit, self.effort_limit)
+
+
+class JointBrake:
+    """Joint brakes of capacity +-effort_limit (nv,) N*m: the torque that stops every joint within
+    one step of ``step_dt`` [s], ``rnea(q, dq, -dq / step_dt)`` (gravity included), clamped to the
+    capacity (a brake that slips when overloaded). ``brake(q, dq)`` -> (nv,) N*m."""
+
+    def __init__(self, model, effort_limit, step_dt):
+        import pinocchio as pin
+
+        self._pin, self.model, self.data = pin, model, model.createData()
+        self.effort_limit = np.asarray(effort_limit, dtype=np.float64)
+        self.step_dt = float(step_dt)
+
+    def __call__(self, q, dq) -> np.ndarray:
+        tau = np.asarray(self._pin.rnea(self.model, self.data, q, dq, -dq / self.step_dt), dtype=np.float64)
+        return np.clip(tau, -self.effort_limit, self.effort_limit)

@@ -39,7 +39,7 @@ import numpy as np
 from .references import MinJerkSegment
 
 __all__ = ["World", "make_world", "EEKinematics", "Disturbance", "ConstantWrench", "PointPayload",
-           "PendulumPayload", "Impulse", "LinkMassError", "HoldTorque", "PlanPlayback", "Simulation",
+           "PendulumPayload", "Impulse", "LinkMassError", "HoldTorque", "PlanPlayback", "StateFeedback", "Simulation",
            "Task", "TaskTick", "TrackingTask", "GoalTask", "RunRecord", "run_closed_loop"]
 
 EPS = 1e-9  # absorbs float error in accumulated times and substep counts
@@ -247,13 +247,15 @@ class LinkMassError(Disturbance):
 
 
 # ----------------------------------------------------------------- commands
+# A command answers torque(i, sim_dt, q, dq): the (nu,) N*m it plays at substep i of a period,
+# from the state (q, dq) at the start of that substep.
 class HoldTorque:
     """A torque (nu,) N*m held over the whole period."""
 
     def __init__(self, u):
         self.u = np.asarray(u, dtype=np.float64)
 
-    def torque(self, i: int, sim_dt: float) -> np.ndarray:
+    def torque(self, i: int, sim_dt: float, q=None, dq=None) -> np.ndarray:
         return self.u
 
 
@@ -264,8 +266,21 @@ class PlanPlayback:
     def __init__(self, plan):
         self.plan = plan
 
-    def torque(self, i: int, sim_dt: float) -> np.ndarray:
+    def torque(self, i: int, sim_dt: float, q=None, dq=None) -> np.ndarray:
         return self.plan.control(int(math.floor(i / (self.plan.dt / sim_dt) + EPS)))
+
+
+class StateFeedback:
+    """A torque law re-evaluated at every substep from the state, ``law(q, dq) -> (nu,)`` N*m (a
+    drive's servo-rate fallback: gato.safety.JointHold / JointBrake). ``last``: the torque of
+    the latest substep (None before one)."""
+
+    def __init__(self, law):
+        self.law, self.last = law, None
+
+    def torque(self, i: int, sim_dt: float, q=None, dq=None) -> np.ndarray:
+        self.last = np.asarray(self.law(q, dq), dtype=np.float64)
+        return self.last
 
 
 def command_of(result):
@@ -354,9 +369,10 @@ class Simulation:
     def clamp(self, u) -> np.ndarray:
         return u if self.effort_limit is None else np.clip(u, -self.effort_limit, self.effort_limit)
 
-    def applied(self, command, i: int = 0) -> np.ndarray:
-        """The (clamped) torque ``command`` plays at substep i of a period."""
-        return self.clamp(command.torque(i, self.sim_dt))
+    def applied(self, command, i: int = 0, q=None, dq=None) -> np.ndarray:
+        """The (clamped) torque ``command`` plays at substep i of a period from (q, dq)
+        (default: the current state)."""
+        return self.clamp(command.torque(i, self.sim_dt, self.q if q is None else q, self.dq if dq is None else dq))
 
     def advance(self, command, period: float, fixed=True) -> int:
         """Play ``command`` for ``period`` [s]; returns the substeps taken. ``fixed``: periods
@@ -374,7 +390,7 @@ class Simulation:
             n = max(int(math.floor(period / self.sim_dt + EPS)), 1)
         q, dq = self.q, self.dq
         for i in range(n):
-            u = u_cmd = self.applied(command, i)
+            u = u_cmd = self.applied(command, i, q, dq)
             for d in self.disturbances:
                 tau = d.torque(self.substeps * self.sim_dt, q, dq, self.kin)
                 if tau is not None:
