@@ -136,28 +136,12 @@ def summary_json(s: dict) -> str:
 
 
 def plot_tracking(s: dict, path) -> Path:
-    """A PNG of the run: EE vs reference per axis, and the tracking error over time."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """A PNG of the run from its summary's series: the project's one tracking plot
+    (:func:`gato.plotting.plot_tracking`: EE path vs reference in three projections, tracking
+    error over simulated time). Raises ValueError when the run has no tick to plot."""
+    from gato.plotting import plot_tracking as plot
 
     ser = s["series"]
-    t, ee, ref, err = ser["t"], ser["ee"], ser["ref"], ser["err"]
-    fig, axes = plt.subplots(4, 1, figsize=(8, 9), sharex=True)
-    for i, axis in enumerate("xyz"):
-        axes[i].plot(t, ref[:, i], "k--", lw=1, label="reference")
-        axes[i].plot(t, ee[:, i], lw=1.2, label="end effector")
-        axes[i].set_ylabel(f"{axis} [m]")
-    axes[0].legend(loc="upper right", fontsize=8)
-    axes[3].plot(t, err * 1e3, color="tab:red", lw=1)
-    axes[3].set_ylabel("error [mm]")
-    axes[3].set_xlabel("simulated time [s]")
-    te = s["tracking_error_m"]
-    fig.suptitle(f"gato {s['robot']}: EE tracking (mean {te.get('mean', 0) * 1e3:.1f} mm, "
-                 f"max {te.get('max', 0) * 1e3:.1f} mm)")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    stats = {"timestamps": ser["t"], "ee_actual": ser["ee"], "references": ser["ref"],
+             "goal_distances_knot0": ser["err"]}
+    return Path(plot(stats, path, title=f"gato simulation bringup: {s['robot']}"))

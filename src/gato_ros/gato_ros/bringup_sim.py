@@ -42,24 +42,15 @@ from pathlib import Path
 __all__ = ["main"]
 
 
-def _plot(summary: dict, path: Path) -> Path:
-    """gato.plotting.plot_tracking when the library has it, else the bringup's own plot."""
-    try:
-        from gato.plotting import plot_tracking
-    except ImportError:
-        plot_tracking = None
-    if plot_tracking is not None:
-        ser = summary["series"]
-        stats = {"timestamps": ser["t"], "ee_actual": ser["ee"], "references": ser["ref"],
-                 "goal_distances_knot0": ser["err"]}
-        try:
-            return Path(plot_tracking(stats, path, title=f"gato simulation bringup: {summary['robot']}"))
-        except (TypeError, ValueError) as e:  # an API this bringup does not know: use its own plot
-            print(f"[bringup_sim] gato.plotting.plot_tracking failed ({e}); using the bringup's plot",
-                  file=sys.stderr)
-    from .analysis import plot_tracking as own
+def _plot(summary: dict, path: Path):
+    """The tracking plot (gato_ros.analysis.plot_tracking), or None when the run has no tick."""
+    from .analysis import plot_tracking
 
-    return own(summary, path)
+    try:
+        return plot_tracking(summary, path)
+    except ValueError as e:
+        print(f"[bringup_sim] no tracking plot: {e}", file=sys.stderr)
+        return None
 
 
 def _watchdog_summary(bag: Path) -> str:
