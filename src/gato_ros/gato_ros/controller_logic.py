@@ -171,6 +171,7 @@ class ControllerLogic:
         self._prev_tick_stamp = None
         self._plan_seq = 0             # plans emitted (gato_msgs/Plan seq)
         self._plan_epoch = 0           # cold starts (gato_msgs/Plan reset_epoch)
+        self._feed = None              # hypotheses=estimator: the latest wrench estimate (wrench_hypotheses)
         self.status.params_json = self.params_json()
         self._config_json = setup.config_json(self.cfg, self.controller, self.urdf)
         self.gravity_hold(np.zeros(self.nq))  # builds the pinocchio model now, not in the first hold
@@ -401,6 +402,7 @@ class ControllerLogic:
 
     def _tick(self, now_ns: int, events: list) -> TickOutput | None:
         self._apply_pending()
+        self._sync_hypotheses(now_ns)
         self._pending_tick_stamp = None
         if self._good is None:
             return None
@@ -498,6 +500,42 @@ class ControllerLogic:
 
     def status_dict(self) -> dict:
         return asdict(self.status)
+
+    # ------------------------------------------------------------------ external-wrench hypotheses
+    def on_wrench_estimate(self, wrench, now_ns: int) -> None:
+        """The estimator node's latest wrench (6,) [force N; torque N*m], world axes at the EE
+        frame origin, received at node time ``now_ns``; used by the next ticks while
+        ``hypotheses`` is ``estimator`` (gato_ros.wrench_hypotheses). ValueError when not 6
+        finite values (the node ignores such a message)."""
+        self._estimate_feed().set(wrench, now_ns)
+
+    def _estimate_feed(self):
+        if self._feed is None:
+            from .wrench_hypotheses import EstimateFeed
+
+            self._feed = EstimateFeed(self.solver, gato.robot_info(self.cfg["robot"])["ee_frame"],
+                                      spread=self.cfg["hypothesis_spread_n"],
+                                      timeout_s=self.cfg["estimate_timeout_s"])
+        return self._feed
+
+    def _sync_hypotheses(self, now_ns: int) -> None:
+        """Between ticks: install / remove the estimator's hypothesis batch per ``hypotheses``;
+        an expired estimate falls back to zero wrench; switching off zeroes the solver's f_ext."""
+        want = self.cfg.get("hypotheses", "none") == "estimator"
+        feed = self._feed
+        if want:
+            feed = self._estimate_feed()      # zero wrench until the first estimate arrives
+            feed.timeout_s = self.cfg["estimate_timeout_s"]
+            feed.sampler.spread = self.cfg["hypothesis_spread_n"]
+            feed.refresh(now_ns)
+            if self.controller.hypotheses is not feed.batch:
+                self.controller.hypotheses = feed.batch
+                self._log("info", "hypotheses: the estimator's wrench estimate")
+        elif feed is not None and self.controller.hypotheses is feed.batch:
+            self.controller.hypotheses = None
+            nb = int(self.solver.n_bodies()) if callable(getattr(self.solver, "n_bodies", None)) else 1
+            self.solver.set_f_ext_B(np.zeros((int(self.solver.batch_size), 6 * nb)))
+            self._log("info", "hypotheses: none (robot-only model)")
 
     # ------------------------------------------------------------------ helpers for callers
     @property

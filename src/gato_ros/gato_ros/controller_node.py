@@ -60,6 +60,10 @@ class ControllerNode(Node):
         # (queueing would add every late tick's delay to the next). Lockstep has one in flight.
         self.create_subscription(JointState, "joint_states", self._on_joint_state, qos(1))
         self.create_subscription(EEReference, "ee_reference", self._on_reference, qos())
+        from geometry_msgs.msg import WrenchStamped
+
+        # hypotheses=estimator: the estimator node's wrench (depth 1: only the newest matters)
+        self.create_subscription(WrenchStamped, values["wrench_topic"], self._on_wrench, qos(1))
         self.timer = self.create_timer(1.0 / values["control_rate_hz"], self._on_timer)
         self.add_on_set_parameters_callback(self._on_set)
         self.add_post_set_parameters_callback(self._post_set)
@@ -111,6 +115,13 @@ class ControllerNode(Node):
             return
         out = self.logic.on_reference(w, self._now_ns())
         self._publish(out, self._t_recv)
+
+    def _on_wrench(self, msg):
+        f, t = msg.wrench.force, msg.wrench.torque
+        try:
+            self.logic.on_wrench_estimate([f.x, f.y, f.z, t.x, t.y, t.z], self._now_ns())
+        except ValueError as e:
+            self.get_logger().error(f"wrench estimate rejected: {e}", throttle_duration_sec=1.0)
 
     def _on_timer(self):
         out = self.logic.on_timer(self._now_ns())

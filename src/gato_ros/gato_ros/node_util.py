@@ -8,7 +8,8 @@ import sys
 __all__ = ["declare_schema", "run", "qos", "NODE_EXECUTABLES", "exit_on_startup_signal"]
 
 #: The node executables (console scripts) of gato_ros.
-NODE_EXECUTABLES = ("controller_node", "sim_node", "reference_node", "recorder_node", "mujoco_startup")
+NODE_EXECUTABLES = ("controller_node", "sim_node", "reference_node", "recorder_node", "mujoco_startup",
+                    "estimator_node")
 
 
 def _startup_exit(signum, _frame):

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Param", "CONTROLLER", "SIM", "REFERENCE", "SCHEMAS", "NODE_NAMES", "ROBOTS", "by_name", "defaults",
+__all__ = ["Param", "CONTROLLER", "SIM", "REFERENCE", "ESTIMATOR", "SCHEMAS", "NODE_NAMES", "ROBOTS", "by_name",
+           "defaults",
            "validate", "coerce", "descriptor", "robot_yaml", "controllers_yaml", "ros2_control_xacro", "markdown",
            "main"]
 
@@ -188,6 +189,22 @@ CONTROLLER = (
     Param("publish_commands", "bool", True,
           "publish the torques (/<controller_name>/commands, ~/command); false: plans only (~/plan), which the "
           "gato ros2_control plugin executes in follow mode", read_only=True, group="output"),
+    # external-wrench hypotheses from the estimator node (tunable: switched between ticks)
+    Param("hypotheses", "string", "none",
+          "external-wrench hypotheses of the solve: none (the robot-only model) | estimator (the latest "
+          "geometry_msgs/WrenchStamped on wrench_topic, world axes at the EE frame origin, is programmed into "
+          "every batch entry's dynamics; with batch_size > 1 the entries also try zero and wrenches "
+          "hypothesis_spread_n around it and the one-step rollout picks the winner); switched between ticks",
+          choices=("none", "estimator"), group="hypotheses"),
+    Param("wrench_topic", "string", "/gato_estimator/wrench",
+          "hypotheses=estimator: the wrench estimate topic (geometry_msgs/WrenchStamped, the estimator node's)",
+          read_only=True, group="hypotheses"),
+    Param("estimate_timeout_s", "double", 0.5,
+          "hypotheses=estimator: an estimate older than this (receipt time, node clock) is dropped and the "
+          "solve uses zero wrench until a fresh one arrives", "s", range=(0.001, 60.0), group="hypotheses"),
+    Param("hypothesis_spread_n", "double", 5.0,
+          "hypotheses=estimator, batch_size > 1: radius of the wrench hypotheses around the estimate", "N",
+          range=(0.0, 1000.0), group="hypotheses"),
 )
 
 # ---------------------------------------------------------------- the simulation-world node
@@ -275,8 +292,41 @@ REFERENCE = (
           range=(0.0, 1000.0), read_only=True),
 )
 
+# ---------------------------------------------------------------- the estimator node
+ESTIMATOR = (
+    Param("robot", "string", lambda r: r, "registered robot (URDF and EE frame of the identification model)",
+          read_only=True),
+    Param("joint_names", "string_array", _joint_names, "joints of the model; /joint_states and the effort "
+          "commands are mapped by name (any order, extra joints ignored)", read_only=True),
+    Param("effort_source", "string", "command",
+          "where the applied torque of an interval comes from: command (gato_msgs/EffortCommand on "
+          "effort_topic, stamped with the joint state it answers: applied from that state to the next; exact "
+          "in lockstep) | joint_states (the effort field of /joint_states: the torque applied since the "
+          "previous state, as the simulation world and effort state interfaces report it)",
+          choices=("command", "joint_states"), read_only=True),
+    Param("effort_topic", "string", "/gato_controller/command",
+          "effort_source=command: the stamped effort command topic", read_only=True),
+    Param("mode", "string", "wrench", "wrench: the full 6-D EE wrench (EMA alpha); weight: the payload weight "
+          "only (gravity-aligned force, low-passed over weight_tau_s, floored at 0)", choices=("wrench", "weight"),
+          read_only=True),
+    Param("alpha", "double", 0.5, "EMA weight of a new fit (1 = raw per-interval fits)", range=(0.001, 1.0),
+          read_only=True),
+    Param("damping", "double", 0.001, "Tikhonov damping of the least-squares fit J^T w = tau_residual "
+          "(added to J J^T)", "m^2", range=(0.0, 10.0), read_only=True),
+    Param("weight_tau_s", "double", 0.1, "mode=weight: time constant of the weight filter", "s",
+          range=(0.001, 100.0), read_only=True),
+    Param("max_wrench", "double", 500.0, "divergence guard: the force and torque halves of every fit are "
+          "clamped to this norm, counted and reported (~/stats, log); the estimate is never NaN", "N, N*m",
+          range=(0.001, 1e5), read_only=True),
+    Param("max_interval_s", "double", 0.1, "a gap between consecutive joint states longer than this (lost "
+          "messages, a pause) is not fitted (the finite difference would be meaningless)", "s",
+          range=(1e-4, 10.0), read_only=True),
+    Param("frame_id", "string", "world", "header.frame_id of the published wrench (the world frame; the point "
+          "of application is the EE frame origin)", read_only=True),
+)
+
 #: Node name -> schema. The node names are the keys of the per-robot YAML files.
-SCHEMAS = {"gato_controller": CONTROLLER, "gato_sim": SIM, "gato_reference": REFERENCE}
+SCHEMAS = {"gato_controller": CONTROLLER, "gato_sim": SIM, "gato_reference": REFERENCE, "gato_estimator": ESTIMATOR}
 NODE_NAMES = tuple(SCHEMAS)
 
 
@@ -492,7 +542,7 @@ def _yaml_value(v) -> str:
 
 def robot_yaml(robot: str) -> str:
     """The per-robot parameter file (gato_bringup/config/<robot>.yaml): every parameter of the
-    three nodes with its default for ``robot``, one comment line each (description, unit,
+    nodes with its default for ``robot``, one comment line each (description, unit,
     range / choices, read-only)."""
     lines = [_HEADER, f"# Parameters of the gato nodes for {robot}.\n"]
     for node, schema in SCHEMAS.items():

@@ -1,0 +1,100 @@
+"""The gato estimator node: a thin rclpy shell over :class:`gato_ros.estimator_logic.EstimatorLogic`.
+
+Subscribes:
+    joint_states (sensor_msgs/JointState): mapped by name, any order.
+    ``effort_topic`` (gato_msgs/EffortCommand, default /gato_controller/command) when
+        ``effort_source`` is ``command``: the applied torque, stamped with the state it answers.
+Publishes:
+    ~/wrench (geometry_msgs/WrenchStamped): the external wrench estimate [N, N*m], world axes
+        (header.frame_id = ``frame_id``), acting at the EE frame origin, stamped with the joint
+        state that closed the fitted interval; one per fitted interval.
+    ~/stats (std_msgs/String): the estimator's statistics as JSON (n_updates, n_clamped,
+        clamped, ignored_stamps, skipped_gaps, rejected, force_norm, raw, ...), with every estimate.
+Parameters: the estimator schema of :mod:`gato_ros.params` (docs/parameters.md), read-only.
+
+Bad input (a missing joint, wrong array lengths, NaN) is ignored, counted (``rejected`` in
+~/stats) and logged at most once per second. A fit that hits ``max_wrench`` is clamped and
+logged (throttled); the estimate is never NaN.
+
+Run: ``ros2 run gato_ros estimator_node --ros-args --params-file <robot>.yaml``.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from rclpy.node import Node
+
+from . import conversions as cv
+from . import params as schema
+from .estimator_logic import EstimatorLogic
+from .node_util import declare_schema, qos, run
+
+__all__ = ["EstimatorNode", "main"]
+
+
+class EstimatorNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("gato_estimator", **kwargs)
+        from gato_msgs.msg import EffortCommand
+        from geometry_msgs.msg import WrenchStamped
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import String
+
+        self._WrenchStamped, self._String = WrenchStamped, String
+        values = declare_schema(self, schema.ESTIMATOR)
+        self.logic = EstimatorLogic(values)
+        self.frame_id = values["frame_id"]
+        self.rejected = 0
+        self.pub_wrench = self.create_publisher(WrenchStamped, "~/wrench", qos())
+        self.pub_stats = self.create_publisher(String, "~/stats", qos())
+        self.create_subscription(JointState, "joint_states", self._on_joint_state, qos(100))
+        if values["effort_source"] == "command":
+            self.create_subscription(EffortCommand, values["effort_topic"], self._on_effort, qos(100))
+        src = values["effort_topic"] if values["effort_source"] == "command" else "/joint_states effort"
+        self.get_logger().info(f"gato estimator for {values['robot']}: mode={values['mode']}, applied torque from "
+                               f"{src}, max_wrench={values['max_wrench']:g}")
+
+    def _on_joint_state(self, msg):
+        try:
+            out = self.logic.on_joint_state(cv.joint_state_from_msg(msg))
+        except ValueError as e:
+            self._reject(f"joint state ignored: {e}")
+            return
+        self._publish(out)
+
+    def _on_effort(self, msg):
+        try:
+            out = self.logic.on_effort(cv.time_to_ns(msg.header.stamp), list(msg.joint_names), list(msg.effort))
+        except ValueError as e:
+            self._reject(f"effort command ignored: {e}")
+            return
+        self._publish(out)
+
+    def _reject(self, text: str) -> None:
+        self.rejected += 1
+        self.get_logger().warning(text, throttle_duration_sec=1.0)
+
+    def _publish(self, out) -> None:
+        if out is None:
+            return
+        m = self._WrenchStamped()
+        m.header.stamp = cv.ns_to_time(max(out.stamp_ns, 0))
+        m.header.frame_id = self.frame_id
+        w = [float(v) for v in out.wrench]
+        m.wrench.force.x, m.wrench.force.y, m.wrench.force.z = w[:3]
+        m.wrench.torque.x, m.wrench.torque.y, m.wrench.torque.z = w[3:]
+        self.pub_wrench.publish(m)
+        if out.clamped:
+            self.get_logger().warning(f"wrench fit clamped to max_wrench = {self.logic.cfg['max_wrench']:g} "
+                                      f"({out.stats['n_clamped']} clamps so far)", throttle_duration_sec=1.0)
+        st = dict(out.stats, rejected=self.rejected, stamp_ns=int(out.stamp_ns))
+        self.pub_stats.publish(self._String(data=json.dumps(st, sort_keys=True)))
+
+
+def main(argv=None) -> int:
+    return run(EstimatorNode, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
