@@ -34,18 +34,18 @@ def _ticks(robot: str, n: int, capture: bool):
     ctrl = logic.controller
     if not capture:
         ctrl.carried_state = lambda: None     # what the controller did before the state was carried
+    from gato.references import Figure8
     from gato.tasks import Q_READY
 
     q0 = np.asarray(Q_READY[robot], dtype=np.float64)
     ee0 = ctrl.solver.ee_pos(q0)
+    fig8 = Figure8(ee0, 0.1, 0.1, theta=np.pi / 2, period=4.0)   # in the y-z plane through the ready pose
     N, dt = int(ctrl.solver.N), float(ctrl.solver.dt)
     x = np.r_[q0, np.zeros(logic.nv)]
     times, inputs = [], []
     for i in range(n):
         t_ns = (i + 1) * 10_000_000
-        k = i * 0.01 + np.arange(N) * dt
-        pts = np.c_[np.full(N, ee0[0]), ee0[1] + 0.1 * np.sin(2 * np.pi * k / 4), ee0[2] + 0.1 * np.sin(4 * np.pi * k / 4)]
-        logic.on_reference(ReferenceWindow(t_ns, dt, pts), t_ns)
+        logic.on_reference(ReferenceWindow(t_ns, dt, fig8.positions(i * 0.01 + np.arange(N) * dt)), t_ns)
         js = JointStateSample(t_ns, list(logic.joint_names), x[:logic.nq].copy(), x[logic.nq:].copy())
         t0 = time.perf_counter()
         out = logic.on_joint_state(js, t_ns)

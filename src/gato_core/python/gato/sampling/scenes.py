@@ -24,6 +24,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..references import min_jerk
 from .config import SimMPCConfig, SimMPCStage
 from .terms import SENSOR_PREFIX, ControlTask, SensorTask
 
@@ -153,6 +154,14 @@ def box_push_spec(*, timestep: float = 0.005, table_z: float = 0.15, box_xy=(0.6
 
 
 # ---------------------------------------------------------------------------- tasks
+def _config(H: int, num_samples: int, iterations: int, ctrl_std: float, timestep: float, seed: int):
+    """The scenes' SimMPCConfig: H-step horizon, nodes every H // 5 steps, a coarse-then-fine stage."""
+    return SimMPCConfig(num_samples=num_samples, horizon_steps=H, node_steps=max(1, H // 5),
+                        ctrl_steps=max(1, H // 25), max_iterations=iterations, ctrl_std=ctrl_std,
+                        stages=[SimMPCStage(iterations, [(0.25, None), (1.0, 4 * timestep)])],
+                        terminal_scale=10.0, seed=seed)
+
+
 def _ref_padded(rows: np.ndarray, length: int) -> np.ndarray:
     return rows if len(rows) >= length else np.vstack([rows, np.repeat(rows[-1:], length - len(rows), 0)])
 
@@ -179,10 +188,7 @@ def fig8_task(scenario: dict, *, timestep: float = 0.005, periods: float = 1.0, 
     H = int(round(horizon_s / timestep))
     xyz = tasks.fig8_path({**p, "cycles": periods + (H + 1) * timestep / period + 1e-9}, timestep)
     qs, _ = tasks.ik_track(model, scenario["ee_frame"], scenario["q0"], xyz)
-    config = SimMPCConfig(num_samples=num_samples, horizon_steps=H, node_steps=max(1, H // 5),
-                          ctrl_steps=max(1, H // 25), max_iterations=iterations, ctrl_std=ctrl_std,
-                          stages=[SimMPCStage(iterations, [(0.25, None), (1.0, 4 * timestep)])],
-                          terminal_scale=10.0, seed=seed)
+    config = _config(H, num_samples, iterations, ctrl_std, timestep, seed)
     config = config.add(SensorTask(xyz, {ee_sensor(): ee_weight}, name="ee"))
     config = config.add(ControlTask(ctrl_weight, qs, name="ctrl"))
     return config, qs, xyz, num_steps
@@ -201,10 +207,7 @@ def pickplace_task(scenario: dict, *, timestep: float = 0.005, goal_s: float = 2
     goals, q_goals = np.asarray(scenario["goals"]), np.asarray(scenario["q_goals"])
     ee_ref = _ref_padded(np.repeat(goals, steps_goal, axis=0), len(goals) * steps_goal + H + 1)
     qs = _ref_padded(np.repeat(q_goals, steps_goal, axis=0), len(goals) * steps_goal + H + 1)
-    config = SimMPCConfig(num_samples=num_samples, horizon_steps=H, node_steps=max(1, H // 5),
-                          ctrl_steps=max(1, H // 25), max_iterations=iterations, ctrl_std=ctrl_std,
-                          stages=[SimMPCStage(iterations, [(0.25, None), (1.0, 4 * timestep)])],
-                          terminal_scale=10.0, seed=seed)
+    config = _config(H, num_samples, iterations, ctrl_std, timestep, seed)
     config = config.add(SensorTask(ee_ref, {ee_sensor(): ee_weight}, name="ee"))
     config = config.add(ControlTask(ctrl_weight, qs, name="ctrl"))
     return config, qs, ee_ref, len(goals) * steps_goal
@@ -226,8 +229,8 @@ def box_push_scenarios(n: int, *, seed: int) -> list:
 
 
 def _min_jerk(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
-    s = np.linspace(0.0, 1.0, max(n, 2))[1:]
-    s = 10 * s ** 3 - 15 * s ** 4 + 6 * s ** 5
+    """(max(n, 2) - 1, 3) points of a minimum-jerk move from a (excluded) to b (gato.references)."""
+    s = min_jerk(np.linspace(0.0, 1.0, max(n, 2))[1:])
     return a + s[:, None] * (b - a)
 
 
@@ -278,10 +281,7 @@ def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0
     box_ref = np.tile([*goal, zc], (len(path), 1))
     box_w = np.zeros(len(path))
     box_w[push_from:] = 1.0
-    config = SimMPCConfig(num_samples=num_samples, horizon_steps=H, node_steps=max(1, H // 5),
-                          ctrl_steps=max(1, H // 25), max_iterations=iterations, ctrl_std=ctrl_std,
-                          stages=[SimMPCStage(iterations, [(0.25, None), (1.0, 4 * timestep)])],
-                          terminal_scale=10.0, seed=seed)
+    config = _config(H, num_samples, iterations, ctrl_std, timestep, seed)
     config = config.add(_GatedSensorTask(box_ref, {"box_pos": [box_weight, box_weight, 0.0]}, box_w, name="box"))
     config = config.add(SensorTask(path, {ee_sensor(): ee_weight}, name="ee"))
     config = config.add(ControlTask(1.0, qs, name="ctrl"))
