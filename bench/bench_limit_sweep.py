@@ -10,8 +10,14 @@ box excess (fraction of the range), and the task time against the unconstrained 
 
     source scripts/activate.sh
     nice python bench/bench_limit_sweep.py --n 30 --seed 2201 \\
-        --configs admm:euler,off:euler,admm:semi_implicit,admm:rk4 \\
+        --configs admm:euler,off:euler,admm:semi_implicit,admm:rk4 [--workers 1] [--ray auto] \\
         [--json out.json] [--hist docs/limits_sweep_hist.png] [--out docs/benchmarks.md]
+    gato eval bench/specs/limits_step_sweep_iiwa14.yaml     # the same episodes, gato eval's tables
+
+The sweep is the gato eval spec bench/specs/limits_step_sweep_iiwa14.yaml (task kind ``step``
+of gato.eval.studies) run by gato eval's runner (local process pool, or Ray with --ray); this
+script overrides its size, seed and configurations and builds the table / histogram / JSON
+from the result rows. The episode store (``--eval-out``) makes a rerun resume.
 
 A config is MECH:INTEGRATOR, MECH one of default|admm|admm_v0|al|barrier|off (default and
 admm = the controller's None, i.e. LIMIT_DEFAULTS["admm"]; admm_v0 = the ADMM defaults before
@@ -29,28 +35,61 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
-from gato.limit_scenarios import run_step_scenario, step_scenarios
+import yaml
 
 PLANT = "iiwa14"
+SPEC = Path(__file__).resolve().parent / "specs" / "limits_step_sweep_iiwa14.yaml"
 #: The controller's ADMM limit defaults before issue 22 (10 inner iterations, velocity-row rho 0.03).
 ADMM_V0 = {"iters": 10, "rho_qd": 0.03}
+MECHS = ("default", "admm", "admm_v0", "al", "barrier", "off")
+INTEGRATORS = ("euler", "semi_implicit", "rk4")
 
 
-def run_config(scs, mech, integ):
-    rows = []
-    for sc in scs:
-        if mech == "admm_v0":
-            r = run_step_scenario(sc, limits=None, limits_kw=ADMM_V0, integrator=integ)
-        else:
-            r = run_step_scenario(sc, limits=None if mech in ("default", "admm") else mech, integrator=integ)
-        rows.append(dict(id=sc["id"], step=sc["step"], qd_ratio=r["qd_ratio"].tolist(),
-                         q_excess=float(r["q_excess"].max()), u_excess=float(r["u_excess"].max()),
-                         task_time=r["task_time"], mean_err=r["mean_err"], reached=r["reached"],
-                         limits=r["limits"]))
-        print(f"{mech}:{integ} {sc['id']} step {sc['step']:.2f} peak {max(rows[-1]['qd_ratio']):.3f} "
-              f"q {rows[-1]['q_excess']:.4f} u {rows[-1]['u_excess']:.4f} tt {r['task_time']:.2f}", flush=True)
-    return rows
+def config_entry(cfg: str) -> dict:
+    """The gato eval planner entry of a MECH:INTEGRATOR config (label = cfg)."""
+    mech, _, integ = cfg.partition(":")
+    if mech not in MECHS or integ not in INTEGRATORS:
+        raise ValueError(f"--configs: expected MECH:INTEGRATOR entries, got {cfg!r}")
+    c = dict(limits="default" if mech in ("default", "admm", "admm_v0") else mech, integrator=integ)
+    if mech == "admm_v0":
+        c["limits_kw"] = dict(ADMM_V0)
+    return dict(label=cfg, planner="bsqp", config=c)
+
+
+def sweep_spec(n, seed, configs=None):
+    """bench/specs/limits_step_sweep_iiwa14.yaml with n scenarios of ``seed`` and, when given,
+    the ``configs`` (MECH:INTEGRATOR strings) as its configurations."""
+    from gato.eval import parse_spec
+
+    raw = yaml.safe_load(SPEC.read_text())
+    raw["task"] = dict(raw["task"], n=int(n), seeds=[int(seed)])
+    if configs is not None:
+        raw["planners"] = [config_entry(c) for c in configs]
+    return parse_spec(raw)
+
+
+def run_sweep(spec, out, workers=1, ray=None) -> dict:
+    """Run (or resume) the sweep with gato eval's runner; {config label: per-scenario result
+    dicts (id, step, qd_ratio (per joint), q_excess, u_excess, task_time, mean_err, reached)}
+    in scenario order, the --json format. RuntimeError naming the episodes that failed."""
+    from gato.eval import run_eval
+
+    r = run_eval(spec, out, workers=workers, ray=ray, log=lambda m: print(m, file=sys.stderr, flush=True))
+    if r["interrupted"]:
+        raise KeyboardInterrupt
+    bad = [x for x in r["rows"] if x["status"] != "ok"]
+    if bad:
+        raise RuntimeError(f"{len(bad)} episodes failed (report: {r['report']}):\n{bad[0]['error']}")
+    steps = {sc["id"]: sc["step"] for sc in spec.scenarios(PLANT)}
+    results = {}
+    for x in r["rows"]:
+        results.setdefault(x["label"], []).append(dict(
+            id=x["scenario_id"], step=steps[x["scenario_id"]], qd_ratio=x["qd_ratio"], q_excess=x["q_excess"],
+            u_excess=x["u_excess"], task_time=x["task_time"], mean_err=x["mean_goal_error"],
+            reached=x["goals_reached"]))
+        print(f"{x['label']} {x['scenario_id']} step {steps[x['scenario_id']]:.2f} peak {x['peak_qd_ratio']:.3f} "
+              f"q {x['q_excess']:.4f} u {x['u_excess']:.4f} tt {x['task_time']:.2f}", flush=True)
+    return results
 
 
 def table(results):
@@ -97,6 +136,9 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=30)
     p.add_argument("--seed", type=int, default=2201)
     p.add_argument("--configs", default="admm:euler,off:euler")
+    p.add_argument("--workers", type=int, default=1, help="gato eval local pool size (default 1)")
+    p.add_argument("--ray", default=None, help="run on Ray: auto | ADDRESS | local")
+    p.add_argument("--eval-out", default="eval_out", help="gato eval output root (<root>/<spec name>_n<N>_s<seed>)")
     p.add_argument("--json", default=None, help="write the per-scenario results here")
     p.add_argument("--hist", default=None, help="write the histogram PNG here")
     p.add_argument("--out", default=None, help="append a markdown section to this file")
@@ -108,12 +150,9 @@ def main(argv=None):
         for f in args.load.split(","):
             results.update(json.loads(Path(f).read_text()))
         args.configs = ",".join(results)
-    scs = [] if args.load else step_scenarios(PLANT, args.n, seed=args.seed)
-    for cfg in ([] if args.load else args.configs.split(",")):
-        mech, _, integ = cfg.partition(":")
-        if mech not in ("default", "admm", "admm_v0", "al", "barrier", "off") or integ not in ("euler", "semi_implicit", "rk4"):
-            raise ValueError(f"--configs: expected MECH:INTEGRATOR entries, got {cfg!r}")
-        results[cfg] = run_config(scs, mech, integ)
+    if not args.load:
+        spec = sweep_spec(args.n, args.seed, args.configs.split(","))
+        results = run_sweep(spec, Path(args.eval_out) / f"{spec.name}_n{args.n}_s{args.seed}", args.workers, args.ray)
     lines = table(results)
     print("\n".join(lines))
     if args.json:
@@ -127,7 +166,8 @@ def main(argv=None):
                 f"`python bench/bench_limit_sweep.py --n {args.n} --seed {args.seed} --configs {args.configs}`: "
                 "iiwa14, `step_scenarios` (two step goals, joint offsets up to 1.2 rad), default weights, "
                 "N = 32, dt = 0.01 s, MuJoCoWorld 1 ms, torque clamped to the URDF effort; peaks sampled "
-                "after every world step. Simulated figures, deterministic; no timings.\n\n")
+                "after every world step; run by gato eval (bench/specs/limits_step_sweep_iiwa14.yaml). "
+                "Simulated figures, deterministic; no timings.\n\n")
         with open(args.out, "a") as fh:
             fh.write(head + "\n".join(lines) + "\n")
 

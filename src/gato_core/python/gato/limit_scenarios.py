@@ -17,6 +17,13 @@ the peaks the limit layer promises to hold, per joint, sampled after EVERY world
 - ``u_excess`` (nu,): max over ticks of the controller's (unclamped) command outside the
   URDF effort box, as a fraction of the range 2 effort_j (0 inside).
 
+The closed-loop joint-limit study of bench/bench_limits.py lives here too, so that
+``gato eval`` workers can run it (gato.eval.studies): :func:`run_limits_pickplace` (a
+step-reference pick-and-place on the pickplace_scenarios, each goal held ``goal_s``) and
+:func:`run_limits_fig8` (a slow figure-8), both with an aggressive EE tracker
+(:data:`LIMITS_SOLVER`) on gato.worlds.PinocchioWorld stepped ``substeps`` RK4 steps per
+control period, the torque clamped to the URDF effort; peaks sampled after every substep.
+
 Units: rad, rad/s, N·m, s, m.
 """
 from __future__ import annotations
@@ -25,7 +32,9 @@ import math
 
 import numpy as np
 
-__all__ = ["STEP_RANGE", "step_scenarios", "run_step_scenario"]
+__all__ = ["STEP_RANGE", "step_scenarios", "run_step_scenario", "LIMITS_N", "LIMITS_DT", "LIMITS_SUBSTEPS",
+           "LIMITS_SOLVER", "GOAL_S", "REACH_TOL", "limits_pickplace_set", "limits_fig8_set", "run_limits_pickplace",
+           "run_limits_fig8", "path_lag", "settle_time"]
 
 #: (min, max) per-joint step size [rad] that the scenarios draw from (the issue-22 user: up to 1.2 rad).
 STEP_RANGE = (0.3, 1.2)
@@ -163,3 +172,169 @@ def run_step_scenario(scenario, *, limits=None, limits_kw=None, integrator=None,
                 task_time=float(sum(d if d is not None else goal_s for d in dur)),
                 reached=int(res["goals_reached"]), mean_err=float(np.nanmean(dist)),
                 limits=planner.controller.limits or "off")
+
+
+# ----------------------------------------------------------------- bench_limits' closed-loop study
+LIMITS_N, LIMITS_DT = 32, 0.03125   # knots, knot spacing = control period [s]
+LIMITS_SUBSTEPS = 4                 # RK4 substeps per control period (velocity sampled after each)
+GOAL_S = 2.0                        # s per pick-and-place goal
+REACH_TOL = 0.02                    # m: a goal is reached when the EE stays within this
+LAG_GRID = np.arange(-0.1, 0.5, 0.001)  # s: candidate lags of the EE behind the figure-8 reference
+#: The solver of both workloads: an aggressive EE tracker (SolverParams' q_cost 2 / N_cost 50 never
+#: reaches the velocity limit on a 1 s horizon; at 150 / 750 a step reference asks for 2-3x the
+#: limit) on the RK4 integrator, the discretization of the simulated plant: with the default
+#: constant-acceleration step the plan's knot-1 velocity can sit on the bound while the plant,
+#: integrated finely, overshoots it by ~0.1 rad/s during a hard acceleration.
+LIMITS_SOLVER = dict(q_cost=150.0, N_cost=750.0, integrator="rk4")
+
+
+def _limits_setup(plant):
+    import pinocchio as pin
+
+    from .interface import robot_urdf
+
+    urdf = robot_urdf(plant)
+    return urdf, pin.buildModelFromUrdf(str(urdf))
+
+
+def _limits_controller(urdf, limits, limits_kw=None, solver_kw=None):
+    from .controller import MPCController
+    from .interface import BSQP
+
+    s = BSQP(urdf, 1, LIMITS_N, LIMITS_DT, **(LIMITS_SOLVER if solver_kw is None else solver_kw))
+    return s, MPCController(s, limits=limits, limits_kw=limits_kw)
+
+
+def settle_time(err, tol, dt):
+    """Time [s] of the first sample after which err stays below tol (len*dt when it never does)."""
+    above = np.flatnonzero(np.asarray(err) >= tol)
+    return (above[-1] + 1) * dt if above.size else 0.0
+
+
+def _substeps(substeps):
+    if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or substeps < 1:
+        raise ValueError(f"substeps: expected an integer >= 1 (world steps per control period), got {substeps!r}")
+    return int(substeps)
+
+
+def _advance(world, q, dq, u, ratio, qd_max, substeps):
+    """One control period as ``substeps`` RK4 steps, recording |qd| / limit after each."""
+    for _ in range(substeps):
+        q, dq = world.step(q, dq, u, LIMITS_DT / substeps)
+        ratio.append(np.abs(dq) / qd_max)
+    return q, dq
+
+
+def run_limits_pickplace(scenario, limits=None, limits_kw=None, goal_s=GOAL_S, solver_kw=None,
+                         substeps=LIMITS_SUBSTEPS) -> dict:
+    """One closed-loop step-reference pick-and-place run of a gato.tasks.pickplace_scenarios
+    scenario (its ``plant``, q0 (nq,) rad, goals (G, 3) m): the reference jumps to each goal and
+    stays ``goal_s`` [s]. ``limits`` / ``limits_kw``: the MPCController's; ``solver_kw``: gato.BSQP
+    keywords (default :data:`LIMITS_SOLVER`).
+
+    Returns dict(peak_qd_ratio (max over joints and substeps of |qd_j| / URDF limit_j),
+    peak_joint (0-based), qd_ratio (nv,) per joint, task_time [s] (sum over goals of the time
+    until the EE stays within :data:`REACH_TOL`), mean_err [m] (mean EE distance to the goal
+    over ticks), limits (mechanism or "off"), plan_viol (G,) max over ticks of the winning
+    plan's row violation (q / qd / u), or None without limit rows)."""
+    from .worlds import PinocchioWorld
+
+    substeps = _substeps(substeps)
+    urdf, model = _limits_setup(scenario.get("plant", "iiwa14"))
+    s, ctrl = _limits_controller(urdf, limits, limits_kw, solver_kw)
+    world = PinocchioWorld(urdf, substeps=1)
+    u_max = np.asarray(s.limits["u"])
+    qd_max = np.asarray(s.limits["qd"])
+    q, dq = np.array(scenario["q0"], dtype=np.float64), np.zeros(model.nv)
+    ctrl.reset(np.concatenate([q, dq]))
+    ticks = int(round(goal_s / LIMITS_DT))
+    qd_ratio, task_time, errs, viols = [], 0.0, [], []
+    for goal in scenario["goals"]:
+        ref = np.tile(np.concatenate([goal, np.zeros(3)]), LIMITS_N)
+        goal_err = []
+        for _ in range(ticks):
+            r = ctrl.step(np.concatenate([q, dq]), ref)
+            u = np.clip(np.asarray(r.u), -u_max, u_max)
+            q, dq = _advance(world, q, dq, u, qd_ratio, qd_max, substeps)
+            e = float(np.linalg.norm(s.ee_pos(q) - goal))
+            goal_err.append(e)
+            if r.row_viol is not None:
+                viols.append(np.asarray(r.row_viol))
+        task_time += settle_time(goal_err, REACH_TOL, LIMITS_DT)
+        errs += goal_err
+    qd_ratio = np.array(qd_ratio)
+    return dict(peak_qd_ratio=float(qd_ratio.max()), peak_joint=int(np.argmax(qd_ratio.max(axis=0))),
+                qd_ratio=qd_ratio.max(axis=0), task_time=task_time, mean_err=float(np.mean(errs)),
+                limits=ctrl.limits or "off", plan_viol=np.max(viols, axis=0) if viols else None)
+
+
+def path_lag(ee, ref_xyz, dt):
+    """Lag [s] of the EE trace ee (T, 3) (sample t at time (t+1) dt) behind the reference samples
+    ref_xyz (at times k dt): the shift in LAG_GRID minimizing the RMS distance between ee(t) and
+    the linearly interpolated reference at t - lag, over the samples after the first 10 %."""
+    t = (np.arange(len(ee)) + 1) * dt
+    keep = slice(len(ee) // 10, None)
+    tr = np.arange(len(ref_xyz)) * dt
+    best, lag = np.inf, 0.0
+    for tau in LAG_GRID:
+        p = np.stack([np.interp(t[keep] - tau, tr, ref_xyz[:, i]) for i in range(3)], axis=1)
+        e = float(np.mean(np.sum((ee[keep] - p) ** 2, axis=1)))
+        if e < best:
+            best, lag = e, round(float(tau), 6)
+    return lag
+
+
+def run_limits_fig8(scenario, limits=None, limits_kw=None, periods=1, solver_kw=None,
+                    substeps=LIMITS_SUBSTEPS) -> dict:
+    """One closed-loop figure-8 run of a gato.tasks.fig8_scenarios scenario (sampled at
+    :data:`LIMITS_DT`), ``periods`` periods long; arguments as :func:`run_limits_pickplace`.
+
+    Returns dict(rms_err [m] (EE to the reference sample of the tick's end), task_time [s]
+    (the run's duration plus the EE's lag behind the path, :func:`path_lag`), lag [s],
+    peak_qd_ratio, qd_ratio (nv,), limits, plan_viol)."""
+    from .tasks import fig8_reference
+    from .worlds import PinocchioWorld
+
+    substeps = _substeps(substeps)
+    urdf, model = _limits_setup(scenario.get("plant", "iiwa14"))
+    s, ctrl = _limits_controller(urdf, limits, limits_kw, solver_kw)
+    world = PinocchioWorld(urdf, substeps=1)
+    u_max = np.asarray(s.limits["u"])
+    qd_max = np.asarray(s.limits["qd"])
+    sc = dict(scenario, dt=LIMITS_DT)
+    ref, sim_time = fig8_reference(sc, LIMITS_N, periods=periods)
+    ref = ref.reshape(-1, 6)
+    q, dq = np.array(scenario["q0"], dtype=np.float64), np.zeros(model.nv)
+    ctrl.reset(np.concatenate([q, dq]))
+    ticks = int(round(sim_time / LIMITS_DT))
+    errs, ratio, viols, ee = [], [], [], []
+    for t in range(ticks):
+        r = ctrl.step(np.concatenate([q, dq]), ref[t:t + LIMITS_N].ravel())
+        if r.row_viol is not None:
+            viols.append(np.asarray(r.row_viol))
+        u = np.clip(np.asarray(r.u), -u_max, u_max)
+        q, dq = _advance(world, q, dq, u, ratio, qd_max, substeps)
+        ee.append(s.ee_pos(q))
+        errs.append(float(np.linalg.norm(ee[-1] - ref[t + 1, :3])))
+    errs = np.array(errs)
+    lag = path_lag(np.array(ee), ref[:, :3], LIMITS_DT)
+    return dict(rms_err=float(np.sqrt(np.mean(errs ** 2))), task_time=ticks * LIMITS_DT + lag, lag=lag,
+                peak_qd_ratio=float(np.max(ratio)), qd_ratio=np.max(ratio, axis=0), limits=ctrl.limits or "off",
+                plan_viol=np.max(viols, axis=0) if viols else None)
+
+
+def limits_pickplace_set(plant, n, seed=0) -> list:
+    """bench_limits' pick-and-place scenarios: gato.tasks.pickplace_scenarios(seed, ramps=(0,))."""
+    from .tasks import pickplace_scenarios
+
+    _, model = _limits_setup(plant)
+    return pickplace_scenarios(model, plant, n, seed=seed, ramps=(0.0,))
+
+
+def limits_fig8_set(plant, n, seed=0, ratio=0.5) -> list:
+    """bench_limits' figure-8 scenarios: gato.tasks.fig8_scenarios at :data:`LIMITS_DT`, speed
+    ``ratio`` of the velocity limit."""
+    from .tasks import fig8_scenarios
+
+    _, model = _limits_setup(plant)
+    return fig8_scenarios(model, plant, n, seed=seed, dt=LIMITS_DT, ratio_range=(ratio, ratio))

@@ -48,12 +48,15 @@ def generate_scenarios(robot: str, task: dict, seeds, n: int) -> list:
 
     from .. import tasks
     from ..interface import robot_urdf
+    from .studies import STUDIES, generate_study_scenarios
 
     model = pin.buildModelFromUrdf(str(robot_urdf(robot)))
     opts = dict(task.get("options", {}))
     out = []
     for seed in seeds:
-        if task["kind"] == "fig8":
+        if task["kind"] in STUDIES:
+            scen = generate_study_scenarios(robot, task["kind"], opts, int(seed), n)
+        elif task["kind"] == "fig8":
             kw = {k: (tuple(v) if k == "ratio_range" else v) for k, v in opts.items()}
             scen = tasks.fig8_scenarios(model, robot, n, seed=int(seed), **kw)
         else:
@@ -190,15 +193,19 @@ def run_episode(ep: dict) -> dict:
     metric columns, wall_s [s] (wall clock of the episode, not deterministic). Never raises for
     a failing episode (KeyboardInterrupt / SystemExit pass through)."""
     from ..simloop import run_closed_loop
+    from .studies import STUDIES, run_study
 
     row = identity(ep)
     t0 = time.perf_counter()
     try:
-        sim, planner, task, limits = _build(ep)
-        rec = run_closed_loop(sim, planner, task, paced=False)
-        stats = rec.stats()
-        row.update(stop_reason=rec.stop_reason, sim_time=float(rec.sim_time))
-        row.update(episode_metrics(stats, limits))
+        if ep["task_kind"] in STUDIES:  # a study runs its own closed loop and reports its own metrics
+            row.update(run_study(ep))
+        else:
+            sim, planner, task, limits = _build(ep)
+            rec = run_closed_loop(sim, planner, task, paced=False)
+            stats = rec.stats()
+            row.update(stop_reason=rec.stop_reason, sim_time=float(rec.sim_time))
+            row.update(episode_metrics(stats, limits))
     except Exception:  # a failing episode is a result, not the end of the sweep
         row.update(status="error", error=traceback.format_exc())
     row["wall_s"] = time.perf_counter() - t0

@@ -14,19 +14,19 @@ from pathlib import Path
 
 import numpy as np
 
-from .spec import METRICS
+from .spec import METRICS, VECTOR_METRICS
 
 __all__ = ["ID_COLUMNS", "table", "summarize", "write_outputs"]
 
 ID_COLUMNS = ("index", "key", "robot", "label", "planner", "disturbance_case", "scenario_id", "seed", "status",
               "stop_reason", "sim_time")
 _TAIL = ("error", "wall_s")
-_INT = ("index", "seed", "goals_reached", "limit_violation_ticks", "diverged", "n_ticks")
+_INT = ("index", "seed", "goals_reached", "limit_violation_ticks", "diverged", "n_ticks", "peak_joint")
 
 
 def table(rows):
     """A pyarrow Table of episode rows, columns ID_COLUMNS, the metrics, error, wall_s (an
-    errored episode's metrics are null)."""
+    errored episode's metrics are null; a VECTOR_METRICS column is a list of float64)."""
     import pyarrow as pa
 
     cols = {}
@@ -35,6 +35,10 @@ def table(rows):
         if c in ("key", "robot", "label", "planner", "disturbance_case", "scenario_id", "status", "stop_reason",
                  "error"):
             cols[c] = pa.array([v if v is not None else "" for v in vals], pa.string())
+        elif c in VECTOR_METRICS:
+            cols[c] = pa.array([None if v is None else [None if x is None or (isinstance(x, float) and math.isnan(x))
+                                                        else float(x) for x in v] for v in vals],
+                               pa.list_(pa.float64()))
         elif c in _INT:
             cols[c] = pa.array([None if v is None else int(v) for v in vals], pa.int64())
         else:
@@ -56,18 +60,32 @@ def _ci95(x: np.ndarray) -> tuple:
     return (m - h, m + h)
 
 
+def _scalar_metrics(rows, metrics) -> list:
+    """(name, getter) per summarised metric: a VECTOR_METRICS one expands per element
+    (``qd_ratio_j1``, ``qd_ratio_j2``, ...; as many as its longest value)."""
+    out = []
+    for m in metrics:
+        if m in VECTOR_METRICS:
+            n = max((len(r[m]) for r in rows if isinstance(r.get(m), list)), default=0)
+            out += [(f"{m}_j{j + 1}", lambda r, m=m, j=j: r[m][j] if isinstance(r.get(m), list) and j < len(r[m])
+                     else None) for j in range(n)]
+        else:
+            out.append((m, lambda r, m=m: r.get(m)))
+    return out
+
+
 def summarize(rows, metrics) -> list:
     """Summary rows: per (robot, label, disturbance_case) in first-appearance order and metric
-    in ``metrics``: n (ok episodes with a finite value), errors, mean, std, ci95_lo, ci95_hi,
-    median."""
+    in ``metrics`` (a VECTOR_METRICS one per element, :func:`_scalar_metrics`): n (ok episodes
+    with a finite value), errors, mean, std, ci95_lo, ci95_hi, median."""
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["robot"], r["label"], r["disturbance_case"]), []).append(r)
     out = []
     for (robot, label, case), rs in groups.items():
         ok = [r for r in rs if r["status"] == "ok"]
-        for m in metrics:
-            x = np.array([r[m] for r in ok if r.get(m) is not None and math.isfinite(r[m])], dtype=np.float64)
+        for m, get in _scalar_metrics(rows, metrics):
+            x = np.array([v for v in map(get, ok) if v is not None and math.isfinite(v)], dtype=np.float64)
             lo, hi = _ci95(x)
             out.append(dict(robot=robot, label=label, disturbance_case=case, metric=m, n=int(x.size),
                             errors=len(rs) - len(ok), mean=float(x.mean()) if x.size else math.nan,

@@ -22,6 +22,9 @@ Format (every key but ``planners`` and ``task`` has a default; docs/eval.md)::
     episode: {duration: 2.0}          # simulated seconds per episode (pickplace: at most timeout x goals)
     metrics: [mean_tracking_error, max_tracking_error, limit_violation, effort, solve_time_ms]
 
+Study kinds (``task.kind: step | limits_pickplace | limits_fig8``, gato.eval.studies) bring
+their own scenarios, controller construction and metrics; their planners take ``config``.
+
 Episodes are the product robots x planners x disturbance cases x scenarios. Each episode is a
 plain dict (JSON-able) holding everything a worker needs, and its ``key`` is the SHA-256 of
 that dict's canonical JSON: the hash of the spec's part that decides the episode plus the
@@ -53,10 +56,30 @@ METRICS = {
     "solve_time_p95_ms": "95th percentile of the planner solve time [ms] (wall clock: not deterministic)",
     "diverged": "1 when the world diverged, else 0",
     "n_ticks": "planner steps recorded",
+    # The study kinds' columns (gato.eval.studies; null in the generic kinds' rows).
+    "peak_qd_ratio": "max over joints and world substeps of |qd_j| / URDF velocity limit_j [1] (study kinds)",
+    "peak_joint": "the joint of peak_qd_ratio (0-based)",
+    "qd_ratio": "per joint: max over world substeps of |qd_j| / limit_j [1] (a list column; summarised per joint "
+                "as qd_ratio_j1, qd_ratio_j2, ...)",
+    "q_excess": "max over joints and time of the position's distance outside the URDF range / the range [1] (step)",
+    "u_excess": "max over joints and ticks of the unclamped command outside the effort box / 2 effort [1] (step)",
+    "task_time": "step, limits_pickplace: sum over goals of the time to reach [s]; limits_fig8: duration + path_lag",
+    "mean_goal_error": "mean over ticks of ||ee - active goal|| [m] (step, limits_pickplace)",
+    "rms_tracking_error": "RMS over ticks of ||ee - reference|| [m] (limits_fig8)",
+    "path_lag": "lag of the EE behind the figure-8 path [s] (limits_fig8)",
+    "plan_viol_q": "max over ticks of the winning plan's position-row violation (NaN without limit rows)",
+    "plan_viol_qd": "max over ticks of the winning plan's velocity-row violation (NaN without limit rows)",
+    "plan_viol_u": "max over ticks of the winning plan's torque-row violation (NaN without limit rows)",
 }
+#: List-valued metric columns (one value per joint).
+VECTOR_METRICS = ("qd_ratio",)
 #: Metrics measured by the wall clock: excluded from the determinism guarantee.
 TIMING_METRICS = ("solve_time_ms", "solve_time_p95_ms")
 DEFAULT_METRICS = ("mean_tracking_error", "max_tracking_error", "limit_violation", "effort", "solve_time_ms")
+#: The metrics the generic kinds (fig8, pickplace) report; study kinds: gato.eval.studies.
+GENERIC_METRICS = ("mean_tracking_error", "max_tracking_error", "final_goal_distance", "goals_reached",
+                   "limit_violation", "limit_violation_ticks", "effort", "solve_time_ms", "solve_time_p95_ms",
+                   "diverged", "n_ticks")
 
 #: Controller-schema parameters (gato_ros.params.CONTROLLER, docs/parameters.md) a bsqp
 #: configuration takes under ``params``: the cost weights and solver settings go to
@@ -237,9 +260,12 @@ def parse_spec(raw) -> Spec:
     labels: set = set()
     planners = [_planner(p, f"planners[{i}]", labels) for i, p in enumerate(pls)]
 
+    from .studies import STUDIES, check_study, study_metrics
+
     task = _mapping(raw["task"], "task", ("kind", "seeds", "n", "options"), required=("kind",))
-    if task["kind"] not in ("fig8", "pickplace"):
-        raise _err("task.kind", f"expected 'fig8' or 'pickplace', got {task['kind']!r}")
+    if task["kind"] not in ("fig8", "pickplace") and task["kind"] not in STUDIES:
+        raise _err("task.kind", f"expected one of {['fig8', 'pickplace'] + list(STUDIES)}, got {task['kind']!r}")
+    study = task["kind"] in STUDIES
     seeds = task.get("seeds", [0])
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         seeds = [seeds]
@@ -248,10 +274,13 @@ def parse_spec(raw) -> Spec:
     seeds = [int(_number(s, f"task.seeds[{i}]", lo=0, integer=True)) for i, s in enumerate(seeds)]
     n = _number(task.get("n", 1), "task.n", lo=1, integer=True)
     options = task.get("options", {}) or {}
-    allowed = {"fig8": ("ratio_range", "dt", "ik_err_max"),
-               "pickplace": ("n_goals", "ramps", "ik_err_max", "min_separation", "timeout", "threshold",
-                             "velocity_threshold", "settle_time", "dt")}[task["kind"]]
-    _mapping(options, "task.options", allowed)
+    if study:  # a study's options are checked with the study (check_study, below)
+        _mapping(options, "task.options", tuple(options) if isinstance(options, dict) else ())
+    else:
+        allowed = {"fig8": ("ratio_range", "dt", "ik_err_max"),
+                   "pickplace": ("n_goals", "ramps", "ik_err_max", "min_separation", "timeout", "threshold",
+                                 "velocity_threshold", "settle_time", "dt")}[task["kind"]]
+        _mapping(options, "task.options", allowed)
     task = dict(kind=task["kind"], seeds=seeds, n=n, options=_jsonable(options))
 
     dist_raw = raw.get("disturbances", {"none": []})
@@ -275,16 +304,25 @@ def parse_spec(raw) -> Spec:
             if any(d["kind"] == "pendulum" for d in lst):
                 raise _err(f"disturbances.{case}", "pendulum needs world.kind pinocchio")
 
+    if study:
+        task["options"] = _jsonable(check_study(task["kind"], task["options"], planners, world, raw))
+
     ep = _mapping(raw.get("episode", {}) or {}, "episode", ("duration",))
     episode = dict(duration=_number(ep.get("duration", 2.0), "episode.duration", lo=0.0, lo_open=True))
 
-    metrics = raw.get("metrics", list(DEFAULT_METRICS))
+    reported = study_metrics(task["kind"]) if study else GENERIC_METRICS
+    metrics = raw.get("metrics", list(reported if study else DEFAULT_METRICS))
     if not isinstance(metrics, list) or not metrics:
-        raise _err("metrics", f"expected a non-empty list of metric names from {list(METRICS)}")
+        raise _err("metrics", f"expected a non-empty list of metric names from {list(reported)}")
     for i, m in enumerate(metrics):
         if m not in METRICS:
             raise _err(f"metrics[{i}]", f"unknown metric {m!r}; expected one of {list(METRICS)}")
+        if m not in reported:
+            raise _err(f"metrics[{i}]", f"the {task['kind']} task does not report {m!r}; it reports {list(reported)}")
     tune = raw.get("tune")
+    if tune is not None and study:
+        raise _err("tune", f"gato tune searches the controller-schema params of the fig8 / pickplace kinds, "
+                           f"not the {task['kind']} study")
     if tune is not None:
         from .tune import parse_tune
 

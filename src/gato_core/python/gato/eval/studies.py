@@ -1,0 +1,233 @@
+"""Study task kinds of ``gato eval``: closed-loop studies that bring their own scenario
+generator, controller construction and metrics. An episode of a study kind calls the study's
+run function (the same code a benchmark script calls directly) instead of the generic
+build-world / planner / task path of gato.eval.episode, and its row carries the study's metric
+columns (gato.eval.spec.METRICS).
+
+Kinds (task.kind):
+
+- ``step``: gato.limit_scenarios.step_scenarios (seeded step pick-and-place, default
+  SolverParams weights) run by gato.limit_scenarios.run_step_scenario through
+  gato.simloop.run_closed_loop on the spec's world (mujoco | pinocchio at world.sim_dt).
+  Options: n_goals, step_range [rad], N, dt [s] (the solver's), goal_s [s] per goal.
+  bench/bench_limit_sweep.py, bench/specs/limits_step_sweep.yaml.
+- ``limits_pickplace`` / ``limits_fig8``: bench/bench_limits.py's workloads,
+  gato.limit_scenarios.run_limits_pickplace / run_limits_fig8 (an aggressive EE tracker on
+  PinocchioWorld RK4, ``control period / world.sim_dt`` substeps; world.sim_dt must divide
+  the 0.03125 s period). Options: goal_s (pickplace), ratio and periods (fig8).
+  bench/specs/limits_pickplace_iiwa14.yaml, limits_fig8_iiwa14.yaml.
+
+A study's planner entries are ``planner: bsqp`` with ``config`` (no ``params``):
+``limits`` (default | off | telemetry | al | barrier | admm; default = the controller's
+None, i.e. LIMIT_DEFAULTS["admm"]), ``limits_kw`` (keyword overrides of the enable call,
+e.g. {iters: 10, rho_qd: 0.03}), ``integrator`` (euler | semi_implicit | rk4; absent = the
+study's default), ``solver`` (SolverParams fields: q_cost, N_cost, ...; absent = the
+study's default). Studies take no disturbances and set their own length (no ``episode``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["STUDIES", "Study", "study_metrics", "check_study", "generate_study_scenarios", "run_study"]
+
+_LIMITS = ("default", "off", "telemetry", "al", "barrier", "admm")
+_INTEGRATORS = ("euler", "semi_implicit", "rk4")
+_CONFIG = ("limits", "limits_kw", "integrator", "solver")
+
+_STEP_METRICS = ("peak_qd_ratio", "peak_joint", "qd_ratio", "q_excess", "u_excess", "task_time", "mean_goal_error",
+                 "goals_reached")
+_PP_METRICS = ("peak_qd_ratio", "peak_joint", "qd_ratio", "task_time", "mean_goal_error", "plan_viol_q",
+               "plan_viol_qd", "plan_viol_u")
+_F8_METRICS = ("rms_tracking_error", "task_time", "path_lag", "peak_qd_ratio", "peak_joint", "qd_ratio",
+               "plan_viol_q", "plan_viol_qd", "plan_viol_u")
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study kind: ``options`` {name: default} of task.options, the ``metrics`` its rows
+    carry, ``doc`` (one line)."""
+
+    kind: str
+    doc: str
+    options: dict = field(default_factory=dict)
+    metrics: tuple = ()
+
+
+STUDIES = {
+    "step": Study("step", "gato.limit_scenarios step scenarios through gato.simloop (bench_limit_sweep)",
+                  dict(n_goals=2, step_range=[0.3, 1.2], N=32, dt=0.01, goal_s=2.0), _STEP_METRICS),
+    "limits_pickplace": Study("limits_pickplace", "bench_limits' step-reference pick-and-place",
+                              dict(goal_s=2.0), _PP_METRICS),
+    "limits_fig8": Study("limits_fig8", "bench_limits' slow figure-8", dict(ratio=0.5, periods=1), _F8_METRICS),
+}
+
+
+def study_metrics(kind: str) -> tuple:
+    """The metric columns a study kind's rows carry."""
+    return STUDIES[kind].metrics
+
+
+def _err(path, msg):
+    return ValueError(f"{path}: {msg}")
+
+
+def _num(v, path, *, lo=None, integer=False, lo_open=False):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+        raise _err(path, f"expected {'an integer' if integer else 'a number'}, got {v!r}")
+    if not math.isfinite(v):
+        raise _err(path, f"expected a finite value, got {v!r}")
+    if lo is not None and (v <= lo if lo_open else v < lo):
+        raise _err(path, f"expected {'>' if lo_open else '>='} {lo}, got {v!r}")
+    return v
+
+
+def _check_options(kind: str, options: dict) -> dict:
+    """task.options of a study, completed with its defaults; ValueError naming task.options.X."""
+    st = STUDIES[kind]
+    unknown = sorted(set(options) - set(st.options))
+    if unknown:
+        raise _err(f"task.options.{unknown[0]}", f"unknown option of the {kind} study; expected one of "
+                                                 f"{list(st.options)}")
+    o = {**st.options, **options}
+    p = "task.options"
+    if kind == "step":
+        _num(o["n_goals"], f"{p}.n_goals", lo=1, integer=True)
+        _num(o["N"], f"{p}.N", lo=2, integer=True)
+        _num(o["dt"], f"{p}.dt", lo=0.0, lo_open=True)
+        r = o["step_range"]
+        if not (isinstance(r, (list, tuple)) and len(r) == 2):
+            raise _err(f"{p}.step_range", f"expected [min, max] rad, got {r!r}")
+        lo, hi = (_num(x, f"{p}.step_range[{i}]", lo=0.0, lo_open=True) for i, x in enumerate(r))
+        if lo > hi:
+            raise _err(f"{p}.step_range", f"expected min <= max, got {r!r}")
+        o["step_range"] = [lo, hi]
+    if "goal_s" in o:
+        _num(o["goal_s"], f"{p}.goal_s", lo=0.0, lo_open=True)
+    if kind == "limits_fig8":
+        _num(o["ratio"], f"{p}.ratio", lo=0.0, lo_open=True)
+        _num(o["periods"], f"{p}.periods", lo=0.0, lo_open=True)
+    return o
+
+
+def _check_planner(kind: str, pl: dict, path: str) -> None:
+    if pl["planner"] != "bsqp":
+        raise _err(f"{path}.planner", f"the {kind} study runs the bsqp controller; got {pl['planner']!r}")
+    if pl["params"]:
+        raise _err(f"{path}.params", f"the {kind} study builds its own controller: give config "
+                                     f"{{{', '.join(_CONFIG)}}} instead of controller-schema params")
+    cfg = pl["config"]
+    unknown = sorted(set(cfg) - set(_CONFIG))
+    if unknown:
+        raise _err(f"{path}.config.{unknown[0]}", f"unknown field; expected one of {list(_CONFIG)}")
+    mech = cfg.get("limits", "default")
+    if mech not in _LIMITS:
+        raise _err(f"{path}.config.limits", f"expected one of {list(_LIMITS)}, got {mech!r}")
+    kw = cfg.get("limits_kw", {}) or {}
+    if not isinstance(kw, dict):
+        raise _err(f"{path}.config.limits_kw", f"expected a mapping of keyword overrides, got {kw!r}")
+    if kw and mech == "off":
+        raise _err(f"{path}.config.limits_kw", "given, but limits 'off' installs no mechanism to pass them to")
+    if mech in ("default", "admm"):
+        from ..controller import MPCController
+
+        known = MPCController.LIMIT_DEFAULTS["admm"]
+        bad = sorted(set(kw) - set(known))
+        if bad:
+            raise _err(f"{path}.config.limits_kw.{bad[0]}", f"not an ADMM limit setting; expected one of {list(known)}")
+    for k, v in kw.items():
+        _num(v, f"{path}.config.limits_kw.{k}", lo=0.0)
+    integ = cfg.get("integrator")
+    if integ is not None and integ not in _INTEGRATORS:
+        raise _err(f"{path}.config.integrator", f"expected one of {list(_INTEGRATORS)}, got {integ!r}")
+    solver = cfg.get("solver", {}) or {}
+    if not isinstance(solver, dict):
+        raise _err(f"{path}.config.solver", f"expected a mapping of SolverParams fields, got {solver!r}")
+    from .spec import BSQP_COST_SOLVER_KEYS
+
+    for k, v in solver.items():
+        if k not in BSQP_COST_SOLVER_KEYS:
+            raise _err(f"{path}.config.solver.{k}", f"unknown field; expected one of {list(BSQP_COST_SOLVER_KEYS)}")
+        _num(v, f"{path}.config.solver.{k}", lo=0.0, integer=k in ("max_sqp_iters", "max_pcg_iters"))
+
+
+def check_study(kind: str, task_options: dict, planners: list, world: dict, raw: dict) -> dict:
+    """Validate a spec of a study kind (its task.options, planner entries, world, and that it
+    has no disturbances or episode block); returns the completed task.options."""
+    opts = _check_options(kind, task_options)
+    for i, pl in enumerate(planners):
+        _check_planner(kind, pl, f"planners[{i}]")
+    dist = raw.get("disturbances")
+    if dist and any(v for v in dist.values()):
+        raise _err("disturbances", f"the {kind} study takes no disturbances")
+    if raw.get("episode"):
+        raise _err("episode", f"the {kind} study sets its own length ("
+                              + ("task.options.periods" if kind == "limits_fig8" else "task.options.goal_s x goals")
+                              + "); remove episode")
+    if kind in ("limits_pickplace", "limits_fig8"):
+        from ..limit_scenarios import LIMITS_DT
+
+        if world["kind"] != "pinocchio":
+            raise _err("world.kind", f"the {kind} study runs on the pinocchio world, got {world['kind']!r}")
+        k = LIMITS_DT / world["sim_dt"]
+        if abs(k - round(k)) > 1e-9 or round(k) < 1:
+            raise _err("world.sim_dt", f"the {kind} study steps the world {LIMITS_DT} s / k (k = 1, 2, ...); "
+                                       f"got {world['sim_dt']!r}")
+    return opts
+
+
+def generate_study_scenarios(robot: str, kind: str, options: dict, seed: int, n: int) -> list:
+    """The study's scenarios for one seed (gato.limit_scenarios generators)."""
+    from .. import limit_scenarios as ls
+
+    if kind == "step":
+        return ls.step_scenarios(robot, n, seed=seed, n_goals=options["n_goals"],
+                                 step_range=tuple(options["step_range"]), N=options["N"], dt=options["dt"])
+    if kind == "limits_pickplace":
+        return ls.limits_pickplace_set(robot, n, seed=seed)
+    return ls.limits_fig8_set(robot, n, seed=seed, ratio=options["ratio"])
+
+
+def _plan_viol(pv) -> dict:
+    v = [math.nan] * 3 if pv is None else [float(x) for x in np.asarray(pv).ravel()[:3]]
+    return dict(plan_viol_q=v[0], plan_viol_qd=v[1], plan_viol_u=v[2])
+
+
+def run_study(ep: dict) -> dict:
+    """Run one episode of a study kind; returns its stop_reason, sim_time [s] and metric columns."""
+    from .. import limit_scenarios as ls
+
+    kind, sc, o = ep["task_kind"], ep["scenario"], ep["task_options"]
+    cfg = ep["planner"]["config"]
+    mech = cfg.get("limits", "default")
+    limits = None if mech == "default" else mech
+    kw = cfg.get("limits_kw") or None
+    solver = cfg.get("solver") or None
+    integ = cfg.get("integrator")
+    if kind == "step":
+        r = ls.run_step_scenario(sc, limits=limits, limits_kw=kw, integrator=integ, world=ep["world"]["kind"],
+                                 goal_s=o["goal_s"], params=solver, sim_dt=ep["world"]["sim_dt"])
+        return dict(stop_reason="goals_done", sim_time=float(len(sc["goals"]) * o["goal_s"]),
+                    peak_qd_ratio=r["peak_qd_ratio"], peak_joint=r["peak_joint"], qd_ratio=r["qd_ratio"].tolist(),
+                    q_excess=float(r["q_excess"].max()), u_excess=float(r["u_excess"].max()),
+                    task_time=r["task_time"], mean_goal_error=r["mean_err"], goals_reached=r["reached"])
+    solver_kw = None
+    if solver is not None or integ is not None:
+        solver_kw = dict(solver or {})
+        if integ is not None:
+            solver_kw["integrator"] = integ
+    substeps = int(round(ls.LIMITS_DT / ep["world"]["sim_dt"]))
+    if kind == "limits_pickplace":
+        r = ls.run_limits_pickplace(sc, limits, kw, goal_s=o["goal_s"], solver_kw=solver_kw, substeps=substeps)
+        ticks = int(round(o["goal_s"] / ls.LIMITS_DT))
+        return dict(stop_reason="goals_done", sim_time=len(sc["goals"]) * ticks * ls.LIMITS_DT,
+                    peak_qd_ratio=r["peak_qd_ratio"], peak_joint=r["peak_joint"], qd_ratio=r["qd_ratio"].tolist(),
+                    task_time=float(r["task_time"]), mean_goal_error=r["mean_err"], **_plan_viol(r["plan_viol"]))
+    r = ls.run_limits_fig8(sc, limits, kw, periods=o["periods"], solver_kw=solver_kw, substeps=substeps)
+    qd = r["qd_ratio"]
+    return dict(stop_reason="reference_end", sim_time=float(r["task_time"] - r["lag"]),
+                rms_tracking_error=r["rms_err"], task_time=float(r["task_time"]), path_lag=float(r["lag"]),
+                peak_qd_ratio=r["peak_qd_ratio"], peak_joint=int(np.argmax(qd)), qd_ratio=qd.tolist(),
+                **_plan_viol(r["plan_viol"]))
