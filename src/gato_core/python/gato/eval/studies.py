@@ -47,22 +47,22 @@ _F8_METRICS = ("rms_tracking_error", "task_time", "path_lag", "peak_qd_ratio", "
 
 @dataclass(frozen=True)
 class Study:
-    """A study kind: ``options`` {name: default} of task.options, the ``metrics`` its rows
-    carry, ``doc`` (one line)."""
+    """A study kind. ``options``: {name: default} of task.options; ``metrics``: the metric
+    columns its rows carry (names of gato.eval.spec.METRICS); ``scenarios(robot, options,
+    seed, n)`` -> list of scenario dicts (each with an ``id``); ``run(ep)`` -> dict of
+    stop_reason, sim_time [s] and the metric columns of one episode (gato.eval.spec episode
+    dict; its planner entry's ``config`` holds the controller settings of the module
+    docstring); ``check(kind, options, world)`` (optional) raises ValueError naming the
+    field. The functions must live in an importable module: workers look the study up by
+    its kind in :data:`STUDIES`."""
 
     kind: str
     doc: str
     options: dict = field(default_factory=dict)
     metrics: tuple = ()
-
-
-STUDIES = {
-    "step": Study("step", "gato.limit_scenarios step scenarios through gato.simloop (bench_limit_sweep)",
-                  dict(n_goals=2, step_range=[0.3, 1.2], N=32, dt=0.01, goal_s=2.0), _STEP_METRICS),
-    "limits_pickplace": Study("limits_pickplace", "bench_limits' step-reference pick-and-place",
-                              dict(goal_s=2.0), _PP_METRICS),
-    "limits_fig8": Study("limits_fig8", "bench_limits' slow figure-8", dict(ratio=0.5, periods=1), _F8_METRICS),
-}
+    scenarios: object = None
+    run: object = None
+    check: object = None
 
 
 def study_metrics(kind: str) -> tuple:
@@ -166,28 +166,44 @@ def check_study(kind: str, task_options: dict, planners: list, world: dict, raw:
         raise _err("episode", f"the {kind} study sets its own length ("
                               + ("task.options.periods" if kind == "limits_fig8" else "task.options.goal_s x goals")
                               + "); remove episode")
-    if kind in ("limits_pickplace", "limits_fig8"):
-        from ..limit_scenarios import LIMITS_DT
-
-        if world["kind"] != "pinocchio":
-            raise _err("world.kind", f"the {kind} study runs on the pinocchio world, got {world['kind']!r}")
-        k = LIMITS_DT / world["sim_dt"]
-        if abs(k - round(k)) > 1e-9 or round(k) < 1:
-            raise _err("world.sim_dt", f"the {kind} study steps the world {LIMITS_DT} s / k (k = 1, 2, ...); "
-                                       f"got {world['sim_dt']!r}")
+    if STUDIES[kind].check is not None:
+        STUDIES[kind].check(kind, opts, world)
     return opts
 
 
-def generate_study_scenarios(robot: str, kind: str, options: dict, seed: int, n: int) -> list:
-    """The study's scenarios for one seed (gato.limit_scenarios generators)."""
-    from .. import limit_scenarios as ls
+def _check_limits_world(kind, options, world):
+    from ..limit_scenarios import LIMITS_DT
 
-    if kind == "step":
-        return ls.step_scenarios(robot, n, seed=seed, n_goals=options["n_goals"],
-                                 step_range=tuple(options["step_range"]), N=options["N"], dt=options["dt"])
-    if kind == "limits_pickplace":
-        return ls.limits_pickplace_set(robot, n, seed=seed)
-    return ls.limits_fig8_set(robot, n, seed=seed, ratio=options["ratio"])
+    if world["kind"] != "pinocchio":
+        raise _err("world.kind", f"the {kind} study runs on the pinocchio world, got {world['kind']!r}")
+    k = LIMITS_DT / world["sim_dt"]
+    if abs(k - round(k)) > 1e-9 or round(k) < 1:
+        raise _err("world.sim_dt", f"the {kind} study steps the world {LIMITS_DT} s / k (k = 1, 2, ...); "
+                                   f"got {world['sim_dt']!r}")
+
+
+def generate_study_scenarios(robot: str, kind: str, options: dict, seed: int, n: int) -> list:
+    """The study's scenarios for one seed."""
+    return STUDIES[kind].scenarios(robot, options, seed, n)
+
+
+def _step_scenarios(robot, o, seed, n):
+    from ..limit_scenarios import step_scenarios
+
+    return step_scenarios(robot, n, seed=seed, n_goals=o["n_goals"], step_range=tuple(o["step_range"]), N=o["N"],
+                          dt=o["dt"])
+
+
+def _pp_scenarios(robot, o, seed, n):
+    from ..limit_scenarios import limits_pickplace_set
+
+    return limits_pickplace_set(robot, n, seed=seed)
+
+
+def _f8_scenarios(robot, o, seed, n):
+    from ..limit_scenarios import limits_fig8_set
+
+    return limits_fig8_set(robot, n, seed=seed, ratio=o["ratio"])
 
 
 def _plan_viol(pv) -> dict:
@@ -197,37 +213,74 @@ def _plan_viol(pv) -> dict:
 
 def run_study(ep: dict) -> dict:
     """Run one episode of a study kind; returns its stop_reason, sim_time [s] and metric columns."""
-    from .. import limit_scenarios as ls
+    return STUDIES[ep["task_kind"]].run(ep)
 
-    kind, sc, o = ep["task_kind"], ep["scenario"], ep["task_options"]
+
+def _controller_args(ep):
+    """(limits, limits_kw, solver, integrator) of a study episode's planner config."""
     cfg = ep["planner"]["config"]
     mech = cfg.get("limits", "default")
-    limits = None if mech == "default" else mech
-    kw = cfg.get("limits_kw") or None
-    solver = cfg.get("solver") or None
-    integ = cfg.get("integrator")
-    if kind == "step":
-        r = ls.run_step_scenario(sc, limits=limits, limits_kw=kw, integrator=integ, world=ep["world"]["kind"],
-                                 goal_s=o["goal_s"], params=solver, sim_dt=ep["world"]["sim_dt"])
-        return dict(stop_reason="goals_done", sim_time=float(len(sc["goals"]) * o["goal_s"]),
-                    peak_qd_ratio=r["peak_qd_ratio"], peak_joint=r["peak_joint"], qd_ratio=r["qd_ratio"].tolist(),
-                    q_excess=float(r["q_excess"].max()), u_excess=float(r["u_excess"].max()),
-                    task_time=r["task_time"], mean_goal_error=r["mean_err"], goals_reached=r["reached"])
+    return None if mech == "default" else mech, cfg.get("limits_kw") or None, cfg.get("solver") or None, \
+        cfg.get("integrator")
+
+
+def _run_step(ep):
+    from .. import limit_scenarios as ls
+
+    sc, o = ep["scenario"], ep["task_options"]
+    limits, kw, solver, integ = _controller_args(ep)
+    r = ls.run_step_scenario(sc, limits=limits, limits_kw=kw, integrator=integ, world=ep["world"]["kind"],
+                             goal_s=o["goal_s"], params=solver, sim_dt=ep["world"]["sim_dt"])
+    return dict(stop_reason="goals_done", sim_time=float(len(sc["goals"]) * o["goal_s"]),
+                peak_qd_ratio=r["peak_qd_ratio"], peak_joint=r["peak_joint"], qd_ratio=r["qd_ratio"].tolist(),
+                q_excess=float(r["q_excess"].max()), u_excess=float(r["u_excess"].max()),
+                task_time=r["task_time"], mean_goal_error=r["mean_err"], goals_reached=r["reached"])
+
+
+def _limits_args(ep):
+    """(limits, limits_kw, solver_kw (gato.BSQP keywords or None: LIMITS_SOLVER), substeps)."""
+    from ..limit_scenarios import LIMITS_DT
+
+    limits, kw, solver, integ = _controller_args(ep)
     solver_kw = None
     if solver is not None or integ is not None:
         solver_kw = dict(solver or {})
         if integ is not None:
             solver_kw["integrator"] = integ
-    substeps = int(round(ls.LIMITS_DT / ep["world"]["sim_dt"]))
-    if kind == "limits_pickplace":
-        r = ls.run_limits_pickplace(sc, limits, kw, goal_s=o["goal_s"], solver_kw=solver_kw, substeps=substeps)
-        ticks = int(round(o["goal_s"] / ls.LIMITS_DT))
-        return dict(stop_reason="goals_done", sim_time=len(sc["goals"]) * ticks * ls.LIMITS_DT,
-                    peak_qd_ratio=r["peak_qd_ratio"], peak_joint=r["peak_joint"], qd_ratio=r["qd_ratio"].tolist(),
-                    task_time=float(r["task_time"]), mean_goal_error=r["mean_err"], **_plan_viol(r["plan_viol"]))
+    return limits, kw, solver_kw, int(round(LIMITS_DT / ep["world"]["sim_dt"]))
+
+
+def _run_pp(ep):
+    from .. import limit_scenarios as ls
+
+    sc, o = ep["scenario"], ep["task_options"]
+    limits, kw, solver_kw, substeps = _limits_args(ep)
+    r = ls.run_limits_pickplace(sc, limits, kw, goal_s=o["goal_s"], solver_kw=solver_kw, substeps=substeps)
+    ticks = int(round(o["goal_s"] / ls.LIMITS_DT))
+    return dict(stop_reason="goals_done", sim_time=len(sc["goals"]) * ticks * ls.LIMITS_DT,
+                peak_qd_ratio=r["peak_qd_ratio"], peak_joint=r["peak_joint"], qd_ratio=r["qd_ratio"].tolist(),
+                task_time=float(r["task_time"]), mean_goal_error=r["mean_err"], **_plan_viol(r["plan_viol"]))
+
+
+def _run_f8(ep):
+    from .. import limit_scenarios as ls
+
+    sc, o = ep["scenario"], ep["task_options"]
+    limits, kw, solver_kw, substeps = _limits_args(ep)
     r = ls.run_limits_fig8(sc, limits, kw, periods=o["periods"], solver_kw=solver_kw, substeps=substeps)
     qd = r["qd_ratio"]
     return dict(stop_reason="reference_end", sim_time=float(r["task_time"] - r["lag"]),
                 rms_tracking_error=r["rms_err"], task_time=float(r["task_time"]), path_lag=float(r["lag"]),
                 peak_qd_ratio=r["peak_qd_ratio"], peak_joint=int(np.argmax(qd)), qd_ratio=qd.tolist(),
                 **_plan_viol(r["plan_viol"]))
+
+
+STUDIES = {
+    "step": Study("step", "gato.limit_scenarios step scenarios through gato.simloop (bench_limit_sweep)",
+                  dict(n_goals=2, step_range=[0.3, 1.2], N=32, dt=0.01, goal_s=2.0), _STEP_METRICS,
+                  _step_scenarios, _run_step),
+    "limits_pickplace": Study("limits_pickplace", "bench_limits' step-reference pick-and-place",
+                              dict(goal_s=2.0), _PP_METRICS, _pp_scenarios, _run_pp, _check_limits_world),
+    "limits_fig8": Study("limits_fig8", "bench_limits' slow figure-8", dict(ratio=0.5, periods=1), _F8_METRICS,
+                         _f8_scenarios, _run_f8, _check_limits_world),
+}
