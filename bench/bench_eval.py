@@ -6,19 +6,25 @@ local pool's start-up (spawned workers importing gato) is in it, ray.init is not
 cluster Ray is already running; its time is printed beside), so short sweeps understate
 the local pool's steady rate.
 
-    python bench/bench_eval.py --episodes 6 --duration 10.0 --repeats 3
+    python bench/bench_eval.py --episodes 6 --duration 10.0 --repeats 3 [--out docs/benchmarks.md]
 
-Prints a markdown table (and --json PATH writes the numbers) with the machine's load
-average before and after: on a shared machine the rate depends on what else runs.
+Prints a markdown table (--out appends it as a section of docs/benchmarks.md, --json PATH
+writes the numbers) with the machine's 1-minute load average beside every figure (the
+median of the load read after each run of that configuration) and before / after the whole
+benchmark: on a shared machine the rate depends on what else runs.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import platform
 import statistics
+import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 
 def _spec(n, duration):
@@ -59,11 +65,13 @@ def main():
     ap.add_argument("--duration", type=float, default=12.0, help="simulated seconds per episode")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--out", default=None, help="append the table as a markdown section to this file "
+                                                "(docs/benchmarks.md)")
     args = ap.parse_args()
     spec = _spec(args.episodes, args.duration)
     spec.episodes()  # scenario generation once, outside the timings' first run
     load0 = os.getloadavg()
-    res = {f"{k}-{w}": dict(per_min=[], wall_s=[], episode_wall_median_s=[], init_s=[])
+    res = {f"{k}-{w}": dict(per_min=[], wall_s=[], episode_wall_median_s=[], init_s=[], load=[])
            for k in ("local", "ray") for w in (1, 2)}
     # Interleaved (one run of each configuration per round): a load change on the shared machine
     # then hits every configuration alike instead of the ones that happened to run during it.
@@ -71,29 +79,45 @@ def main():
         for k in res:
             kind, w = k.split("-")
             r = _one(spec, int(w), kind)
+            r["load"] = os.getloadavg()[0]
             for f in res[k]:
                 res[k][f].append(r[f])
             print(f"round {rep + 1}: {kind} {w} workers: {r['per_min']:.1f} episodes/min "
-                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+                  f"(load {r['load']:.1f})", flush=True)
     load1 = os.getloadavg()
-    print(f"\n{args.episodes} episodes of {args.duration} s (iiwa14 figure-8, bsqp node defaults), "
-          f"{args.repeats} repeat(s); load average before {load0[0]:.1f}, after {load1[0]:.1f} "
-          f"({os.cpu_count()} CPUs)\n")
-    print("| executor | workers | episodes/min (median) | spread | run wall [s] | episode wall median [s] "
-          "| ray.init [s] (not in the rate) |")
-    print("|---|---|---|---|---|---|---|")
+    lines = [f"{args.episodes} episodes of {args.duration} s (iiwa14 figure-8, bsqp node defaults), "
+             f"{args.repeats} repeat(s); load average (1 min) before {load0[0]:.1f}, after {load1[0]:.1f} "
+             f"({os.cpu_count()} CPUs)", "",
+             "| executor | workers | episodes/min (median) | spread | load (1 min) beside it, median (range) "
+             "| run wall [s] | episode wall median [s] | ray.init [s] (not in the rate) |",
+             "|---|---|---|---|---|---|---|---|"]
     for k, v in res.items():
         kind, w = k.split("-")
-        pm = v["per_min"]
-        print(f"| {kind} | {w} | {statistics.median(pm):.1f} | {min(pm):.1f}-{max(pm):.1f} | "
-              f"{statistics.median(v['wall_s']):.1f} | {statistics.median(v['episode_wall_median_s']):.2f} | "
-              f"{statistics.median(v['init_s']):.1f} |")
+        pm, ld = v["per_min"], v["load"]
+        lines.append(f"| {kind} | {w} | {statistics.median(pm):.1f} | {min(pm):.1f}-{max(pm):.1f} | "
+                     f"{statistics.median(ld):.1f} ({min(ld):.1f}-{max(ld):.1f}) | "
+                     f"{statistics.median(v['wall_s']):.1f} | {statistics.median(v['episode_wall_median_s']):.2f} | "
+                     f"{statistics.median(v['init_s']):.1f} |")
+    lines.append("")
     for kind in ("local", "ray"):
         s = statistics.median(res[f"{kind}-2"]["per_min"]) / statistics.median(res[f"{kind}-1"]["per_min"])
-        print(f"{kind}: 2 workers / 1 worker = {s:.2f}x")
+        lines.append(f"- {kind}: 2 workers / 1 worker = {s:.2f}x (target >= 1.8x)")
     for w in (1, 2):
         o = statistics.median(res[f"local-{w}"]["per_min"]) / statistics.median(res[f"ray-{w}"]["per_min"]) - 1
-        print(f"{w} workers: Ray overhead over the local pool {100 * o:+.0f} %")
+        lines.append(f"- {w} workers: Ray overhead over the local pool {100 * o:+.0f} % (target <= 10 % for "
+                     "episodes of >= 2 s)")
+    print("\n" + "\n".join(lines))
+    if args.out:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent).stdout.strip()
+        head = (f"\n## gato eval throughput: local process pool vs Ray, 1 and 2 workers "
+                f"({datetime.date.today().isoformat()}, {sha}, {platform.machine()})\n\n"
+                f"`python bench/bench_eval.py --episodes {args.episodes} --duration {args.duration} "
+                f"--repeats {args.repeats}` (the 4 configurations interleaved in each round; rate = episodes / "
+                "wall time of the run_eval call, local worker start-up inside, ray.init outside). On a loaded "
+                "machine the load column says how far the figures are from an idle machine's.\n\n")
+        with open(args.out, "a") as fh:
+            fh.write(head + "\n".join(lines) + "\n")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(args=vars(args), load_before=load0, load_after=load1, results=res), f, indent=1)
