@@ -26,24 +26,10 @@ import numpy as np
 from gymnasium import spaces
 
 from . import simloop
-from .references import Reference, _positive
+from .references import Reference, _positive, _vector
 from .robots import all_robots, resolve_robot
 
 __all__ = ["ArmTrackEnv"]
-
-
-def _vec(v, name: str, n: int, what: str) -> np.ndarray:
-    try:
-        a = np.array(v, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a numeric array of shape ({n},) {what}, got {type(v).__name__}") from None
-    if a.shape != (n,):
-        raise ValueError(f"{name}: expected shape ({n},) {what}, got {a.shape}")
-    if not np.all(np.isfinite(a)):
-        bad = int(np.argwhere(~np.isfinite(a))[0][0])
-        raise ValueError(f"{name}: contains NaN or Inf (first at index {bad}); expected finite values of shape "
-                         f"({n},) {what}")
-    return a
 
 
 class ArmTrackEnv(gym.Env):
@@ -125,10 +111,9 @@ class ArmTrackEnv(gym.Env):
         self.nonfinite_penalty = _positive(nonfinite_penalty, "nonfinite_penalty", "", zero_ok=True)
         if q0 is None:
             q0 = all_robots().get(self.plant or "", {}).get("q_ready", np.zeros(self.nq))
-        self.q0 = _vec(q0, "q0", self.nq, "[rad]")
-        self.dq0 = np.zeros(self.nv) if dq0 is None else _vec(dq0, "dq0", self.nv, "[rad/s]")
-        self.f_ext_world = None if f_ext_world is None else _vec(f_ext_world, "f_ext_world", 6,
-                                                                 "[force N; torque N*m]")
+        self.q0 = _vector(q0, "q0", self.nq, "[rad]")
+        self.dq0 = np.zeros(self.nv) if dq0 is None else _vector(dq0, "dq0", self.nv, "[rad/s]")
+        self.f_ext_world = None if f_ext_world is None else simloop._wrench(f_ext_world, "f_ext_world")
         wrench = [] if self.f_ext_world is None else [simloop.ConstantWrench(self.f_ext_world)]
         self.world = simloop.make_world("pinocchio", self.urdf_path, ee_frame=self.ee_frame, timestep=self.sim_dt,
                                         disturbances=wrench)
@@ -151,7 +136,7 @@ class ArmTrackEnv(gym.Env):
 
     def ee_pos(self, q) -> np.ndarray:
         """World position [m] (3,) of the ``ee_frame`` origin at configuration q (nq,) rad."""
-        return self.kin.ee_pos(_vec(q, "q", self.nq, "[rad]"))
+        return self.kin.ee_pos(_vector(q, "q", self.nq, "[rad]"))
 
     def _ref0(self):
         r = self.reference
@@ -175,8 +160,8 @@ class ArmTrackEnv(gym.Env):
         unknown = set(options) - {"q0", "dq0"}
         if unknown:
             raise ValueError(f"options: unknown keys {sorted(unknown)}; expected 'q0' and/or 'dq0'")
-        q = _vec(options["q0"], "options['q0']", self.nq, "[rad]") if "q0" in options else self.q0.copy()
-        dq = _vec(options["dq0"], "options['dq0']", self.nv, "[rad/s]") if "dq0" in options else self.dq0.copy()
+        q = _vector(options["q0"], "options['q0']", self.nq, "[rad]") if "q0" in options else self.q0.copy()
+        dq = _vector(options["dq0"], "options['dq0']", self.nv, "[rad/s]") if "dq0" in options else self.dq0.copy()
         if self.q0_jitter > 0:
             q = q + self.np_random.uniform(-self.q0_jitter, self.q0_jitter, self.nq)
         self.sim = simloop.Simulation(self.world, q, dq, sim_dt=self.sim_dt, kinematics=self.kin,
@@ -190,7 +175,7 @@ class ArmTrackEnv(gym.Env):
             raise RuntimeError("ArmTrackEnv.step: call reset() first")
         if self._terminated:
             raise RuntimeError("ArmTrackEnv.step: the episode terminated (non-finite state); call reset()")
-        u = _vec(action, "action", self.nv, "(joint torques N*m)")
+        u = _vector(action, "action", self.nv, "(joint torques N*m)")
         self.sim.advance(simloop.HoldTorque(u), self.ctrl_dt)
         info = self._info()
         if self.sim.diverged:

@@ -37,7 +37,7 @@ from .estimators import CEMForceEstimator, ForceEstimator, IdentifiedWrenchSampl
 from .hypotheses import ForceHypothesisBatch, IdentifiedWrenchBatch
 from .interface import BSQP
 from .planner import Plan
-from .references import SampledTrajectory, _positive
+from .references import SampledTrajectory, _points, _positive, _vector
 
 __all__ = ["MPC_GATO"]
 
@@ -270,12 +270,7 @@ class MPC_GATO:
                                   observers=self._observers())
 
     def _check_start(self, x_start, sim_dt):
-        x = np.array(x_start, dtype=np.float64).reshape(-1) if x_start is not None else None
-        if x is None or x.shape != (self.nx,):
-            raise ValueError(f"x_start: expected shape ({self.nx},) = [q; dq] (robot only), "
-                             f"got {None if x is None else np.shape(x_start)}")
-        if not np.all(np.isfinite(x)):
-            raise ValueError("x_start: contains NaN or Inf")
+        x = _vector(x_start, "x_start", self.nx, "= [q; dq] (robot only)")
         sim_dt = _positive(sim_dt, "sim_dt", "s")
         if sim_dt > self.dt * (1 + 1e-9):
             raise ValueError(f"sim_dt: {sim_dt} s is longer than the control period dt = {self.dt} s")
@@ -369,18 +364,8 @@ class MPC_GATO:
         """
         x, sim_dt = self._check_start(x_start, sim_dt)
         sim_time = _positive(sim_time, "sim_time", "s")
-        try:
-            traj = np.array(fig8_traj, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"fig8_traj: expected a flat (6T,) array, got {type(fig8_traj).__name__}") from None
-        if traj.ndim == 2 and traj.shape[1] == 6:
-            traj = traj.reshape(-1)
-        if traj.ndim != 1 or traj.size % 6 or traj.size < 6 * (self.N + 1):
-            raise ValueError(f"fig8_traj: expected a flat (6T,) trajectory with T >= N + 1 = {self.N + 1} "
-                             f"samples, got shape {np.shape(fig8_traj)}")
-        if not np.all(np.isfinite(traj)):
-            raise ValueError("fig8_traj: contains NaN or Inf")
-        task = simloop.TrackingTask(SampledTrajectory(traj.reshape(-1, 6)[:, :3], self.dt), self.N, self.dt, sim_time)
+        ref = SampledTrajectory.from_flat(fig8_traj, self.dt, "fig8_traj", min_samples=self.N + 1)
+        task = simloop.TrackingTask(ref, self.N, self.dt, sim_time)
         if self._verbose(sim_time):
             print(f"[MPC_GATO fig8] {self.plant_type} N={self.N} dt={self.dt} B={self.batch_size} "
                   f"sim_time={sim_time:.2f}s pace={'solve' if pace_by_solve_time else 'dt'} "
@@ -430,14 +415,7 @@ class MPC_GATO:
         run_mpc_fig8 with ``stop_reason`` "goals_done" | "time_limit".
         """
         x, sim_dt = self._check_start(x_start, sim_dt)
-        try:
-            G = np.array(goals, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"goals: expected (G, 3) EE positions [m], got {type(goals).__name__}") from None
-        if G.ndim != 2 or G.shape[1] != 3 or G.shape[0] < 1:
-            raise ValueError(f"goals: expected (G, 3) EE positions [m] with G >= 1, got shape {G.shape}")
-        if not np.all(np.isfinite(G)):
-            raise ValueError("goals: contains NaN or Inf")
+        G = _points(goals, "goals", rows="G")
         try:
             np.linalg.norm(np.ones(2), ord=velocity_norm)
         except (ValueError, TypeError):

@@ -65,6 +65,22 @@ def _points(v, name: str, n: int | None = None, rows: str = "T") -> np.ndarray:
     return p
 
 
+def _vector(v, name: str, n: int | None = None, unit: str = "") -> np.ndarray:
+    """(n,) float64 copy of v, validated: a numeric vector of n finite entries (any length when n
+    is None); ValueError naming ``name``, the expected shape and ``unit``."""
+    want = f"shape ({'n' if n is None else n},)" + (f" {unit}" if unit else "")
+    try:
+        a = np.array(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a numeric vector of {want}, got {type(v).__name__}") from None
+    if a.ndim != 1 or (n is not None and a.shape != (n,)):
+        raise ValueError(f"{name}: expected {want}, got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        bad = int(np.flatnonzero(~np.isfinite(a))[0])
+        raise ValueError(f"{name}: contains NaN or Inf (first at index {bad}); expected finite values of {want}")
+    return a
+
+
 def _point(v, name: str) -> np.ndarray:
     return _points(v, name, 1)[0]
 
@@ -322,6 +338,23 @@ class SampledTrajectory(Reference):
         self.sample_velocities = None if velocities is None else _points(velocities, "velocities",
                                                                             len(self.samples))
         self.T = len(self.samples)
+
+    @classmethod
+    def from_flat(cls, flat, dt, name: str = "trajectory", min_samples: int = 1) -> "SampledTrajectory":
+        """From the reference API's flat (6T,) layout (or (T, 6)), ``[x, y, z, 0, 0, 0]`` per sample
+        (the orientation slots are unused). ValueError naming ``name`` unless it holds
+        T >= min_samples finite samples."""
+        try:
+            a = np.array(flat, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: expected a flat (6T,) array, got {type(flat).__name__}") from None
+        a = a.reshape(-1) if a.ndim == 2 and a.shape[1] == 6 else a
+        if a.ndim != 1 or a.size % 6 or a.size < 6 * max(int(min_samples), 1):
+            raise ValueError(f"{name}: expected a flat (6T,) trajectory with T >= {min_samples} samples, "
+                             f"got shape {np.shape(flat)}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{name}: contains NaN or Inf")
+        return cls(a.reshape(-1, 6)[:, :3], dt)
 
     def index(self, t) -> int:
         """Sample index floor(t / dt) of time t [s] (unclamped)."""

@@ -36,7 +36,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .references import MinJerkSegment
+from .references import MinJerkSegment, _vector
 
 __all__ = ["World", "make_world", "EEKinematics", "Disturbance", "ConstantWrench", "PointPayload",
            "PendulumPayload", "Impulse", "LinkMassError", "HoldTorque", "PlanPlayback", "StateFeedback", "Simulation",
@@ -137,15 +137,7 @@ class Disturbance(ABC):
 
 
 def _wrench(w, name="wrench") -> np.ndarray:
-    try:
-        a = np.array(w, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected (6,) [force N; torque N*m], got {type(w).__name__}") from None
-    if a.shape != (6,):
-        raise ValueError(f"{name}: expected shape (6,) [force N; torque N*m], got {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name}: contains NaN or Inf")
-    return a
+    return _vector(w, name, 6, "[force N; torque N*m]")
 
 
 class ConstantWrench(Disturbance):
@@ -294,18 +286,6 @@ def command_of(result):
 
 
 # ----------------------------------------------------------------- the simulation
-def _vector(v, name: str, n) -> np.ndarray:
-    try:
-        a = np.array(v, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a numeric vector, got {type(v).__name__}") from None
-    if a.ndim != 1 or (n is not None and a.shape != (n,)):
-        raise ValueError(f"{name}: expected shape ({n if n is not None else 'n'},), got {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name}: contains NaN or Inf")
-    return a
-
-
 class Simulation:
     """A world, the robot state and the clock.
 
