@@ -1,39 +1,28 @@
 """ROS-free logic of the simulation-world node: an adapter from the simulation schema
-(gato_ros.params.SIM) to the core's one simulation loop (:mod:`gato.simloop`), advanced one
-control period at a time, plus the lockstep rule and the command watchdog.
-
-The world is ``Simulation(make_world(...))`` with the disturbances of the parameters
-(a world of ``world`` = mujoco | pinocchio on the robot's URDF, physics step ``physics_dt``,
-each command held over the ``substeps`` of a control period, no remainder carried):
-
-- ``payload_mass_kg`` (a point mass at the EE frame origin: its weight only) and
-  ``external_wrench`` (world axes, at the EE frame origin): one
-  :class:`gato.simloop.ConstantWrench` applied as joint torques J(q)^T w at every physics step;
-- ``pendulum_mass_kg`` / ``pendulum_length_m``: :class:`gato.simloop.PendulumPayload`
-  (pinocchio world only);
-- ``link_mass_scale`` ("L4:1.2,L6:0.9"): :class:`gato.simloop.LinkMassError`, the world's
-  model only (the controller keeps the nominal URDF, as a real robot and its URDF disagree).
+(gato_ros.params.SIM) to the core's one simulation loop, ``Simulation(make_world(...))``
+(:mod:`gato.simloop`), advanced one control period at a time: each command is held over the
+period's ``physics_dt`` steps (no remainder carried). Disturbances from the parameters:
+``payload_mass_kg`` (its weight at the EE frame origin) plus ``external_wrench`` (world axes,
+EE frame origin) as one ``ConstantWrench(via="jacobian")`` (J(q)^T w at every physics step);
+``pendulum_mass_kg`` / ``pendulum_length_m`` as a ``PendulumPayload`` (pinocchio world only);
+``link_mass_scale`` ("L4:1.2,L6:0.9") as a ``LinkMassError`` in the world's model only (the
+controller keeps the nominal URDF, as a real robot and its URDF disagree).
 
 Lockstep: the world publishes the joint state of tick k (stamp t_k = k * period) and
-advances to t_{k+1} only when a command stamped t_k arrives (gato_msgs/EffortCommand
-carries the stamp of the joint state it answers; the ros2_control Float64MultiArray
-has none). Commands for other stamps are ignored and counted. Given the same
-commands, the run is bit-for-bit reproducible regardless of machine load.
+advances to t_{k+1} only when a command stamped t_k arrives (gato_msgs/EffortCommand carries
+the stamp of the joint state it answers; the ros2_control Float64MultiArray has none).
+Commands for other stamps are ignored and counted. Given the same commands, the run is
+bit-for-bit reproducible regardless of machine load.
 
-Realtime: the caller advances the world on a wall-clock timer with the latest command
-held (zero-order hold) while it is fresh. Command watchdog (:class:`CommandWatchdog`):
-no command for ``command_timeout_s`` is a timeout, measured in the world's own (simulated)
-time in realtime (a world stalled by machine load does not time out a live controller)
-and on the wall clock in lockstep (where simulated time stops while the world waits).
-Realtime: from then on (and before the first command) the world applies
-``command_timeout_action`` instead of commands (:meth:`SimWorldLogic.advance_safe`),
-re-evaluated at every physics step (a drive's servo rate), until a command arrives again:
-``hold`` (:class:`gato.safety.JointHold` towards the joint positions at the timeout,
-``hold_frequency_hz``) or ``brake`` (:class:`gato.safety.JointBrake`: motor torque zero,
-brakes of the URDF effort limit's capacity). Both use the URDF model, not the world's (with
-``link_mass_scale`` or a payload the hold settles off its target by the model error). Lockstep:
-the world waits for the command of the current tick as always; a timeout only reports that
-the controller stopped answering.
+Realtime: the caller advances the world on a wall-clock timer with the latest command held
+while it is fresh (:class:`gato_ros.watchdog.CommandWatchdog`; timeouts count the world's
+own simulated time). Before the first command and after a timeout the world applies
+``command_timeout_action`` (:meth:`SimWorldLogic.advance_safe`), re-evaluated at every
+physics step (a drive's servo rate): ``hold`` (:class:`gato.safety.JointHold` towards the
+joint positions at the timeout, ``hold_frequency_hz``) or ``brake``
+(:class:`gato.safety.JointBrake`). Both use the URDF model, not the world's: with a model
+error or a payload the hold settles off its target by that error. In lockstep a timeout only
+reports that the controller stopped answering (the world waits as always).
 """
 from __future__ import annotations
 
@@ -45,6 +34,7 @@ from gato.safety import JointBrake, JointHold
 
 from . import params as schema
 from .types import JointStateSample, sec_to_ns
+from .watchdog import CommandWatchdog  # noqa: F401  (the node and tests import it from here)
 
 __all__ = ["SimWorldLogic", "CommandWatchdog", "parse_link_mass_scale"]
 
@@ -210,64 +200,3 @@ class SimWorldLogic:
         law = simloop.StateFeedback(self.brake if brake else self.hold)
         self._advance(law)
         self.u = np.zeros_like(self.u) if brake else law.last
-
-
-class CommandWatchdog:
-    """Freshness of the command input on the caller's clock (seconds), and its events. States: ``waiting`` (no command yet), ``running``, ``timeout``. Only a running
-    input times out (start-up is not a timeout); the next command ends a timeout.
-
-    Args:
-        timeout_s: age of the last command [s] beyond which the input times out (> 0).
-        action: what the world does meanwhile, for the reports: "hold", "brake" or "wait".
-    """
-
-    def __init__(self, timeout_s: float, action: str):
-        if not timeout_s > 0:
-            raise ValueError(f"command_timeout_s: expected > 0 s, got {timeout_s!r}")
-        if action not in ("hold", "brake", "wait"):
-            raise ValueError(f"command_timeout_action: expected hold, brake or wait, got {action!r}")
-        self.timeout_s, self.action = float(timeout_s), action
-        self.state = "waiting"
-        self.reason = "no command received yet"
-        self.timeouts = 0
-        self.last_timeout_sim_ns = 0
-        self.applied = 0
-        self.rejected = 0
-        self._last_s = None
-
-    @property
-    def fresh(self) -> bool:
-        """True while commands are to be applied (state ``running``)."""
-        return self.state == "running"
-
-    def age_s(self, now_s: float) -> float:
-        """Age of the last accepted command [s], -1 before the first."""
-        return -1.0 if self._last_s is None else float(now_s) - self._last_s
-
-    def command(self, now_s: float, sim_ns: int) -> str | None:
-        """An accepted command at ``now_s``. Returns the event text when it ends a timeout
-        (or is the first command), else None."""
-        prev, since = self.state, self.age_s(now_s)
-        self._last_s = float(now_s)
-        self.applied += 1
-        if prev == "running":
-            return None
-        self.state, self.reason = "running", ""
-        if prev == "waiting":
-            return f"first command at t={sim_ns / 1e9:.3f} s"
-        return f"commands resumed at t={sim_ns / 1e9:.3f} s after {since:.3f} s without"
-
-    def check(self, now_s: float, sim_ns: int) -> str | None:
-        """Time out a running input whose last command is older than ``timeout_s``. Returns
-        the event text on the transition, else None."""
-        if self.state != "running" or self.age_s(now_s) <= self.timeout_s + 1e-9:   # 1e-9: float sums of periods
-            return None
-        self.state = "timeout"
-        self.timeouts += 1
-        self.last_timeout_sim_ns = int(sim_ns)
-        what = {"hold": "holding the joint positions (damped PD + gravity compensation)",
-                "brake": "motor torque zero, joint brakes on",
-                "wait": "the lockstep world waits for it"}[self.action]
-        self.reason = (f"controller stopped answering at t={sim_ns / 1e9:.3f} s: no command for "
-                       f"{self.age_s(now_s):.3f} s (command_timeout_s = {self.timeout_s:g}); {what}")
-        return self.reason

@@ -19,7 +19,7 @@ latest command held while it is fresh. Before the first command and after
 ``command_timeout_s`` of its own (simulated) time without one, the world applies ``command_timeout_action`` (hold:
 damped PD to the joint positions at the timeout plus gravity compensation; brake: zero
 motor torque, joint brakes), logged and reported on ~/status, until commands resume
-(:class:`gato_ros.sim_logic.CommandWatchdog`).
+(:class:`gato_ros.watchdog.CommandWatchdog`).
 
 ~/status (gato_msgs/SimStatus): the command watchdog's state, on every change and once
 per second (wall clock), stamped with simulated time.
@@ -42,7 +42,8 @@ from rclpy.node import Node
 from . import conversions as cv
 from . import params as schema
 from .node_util import declare_schema, qos, run
-from .sim_logic import CommandWatchdog, SimWorldLogic
+from .sim_logic import SimWorldLogic
+from .watchdog import CommandWatchdog
 
 __all__ = ["SimNode", "main"]
 
