@@ -180,6 +180,33 @@ def test_limits_fig8_through_the_runner_equals_direct_calls(tmp_path):
     assert row["peak_joint"] == int(np.argmax(d["qd_ratio"])) and d["limits"] == "admm"
 
 
+def test_study_episodes_give_the_same_table_on_two_local_workers_and_on_ray(tmp_path):
+    """The determinism guarantee holds for study kinds: the tiny step spec on two local
+    workers and on a local Ray instance gives the one-worker table (wall clock aside)."""
+    ray = import_or_skip("ray", "pip install -r requirements/lock.txt (scripts/setup.sh)")
+    import os
+
+    spec = _tiny(STEP, options=dict(goal_s=0.2), labels=("admm:euler", "off:euler"))
+    _run(spec, tmp_path / "w1")
+    geval.run_eval(spec, tmp_path / "w2", workers=2, progress=False)
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    started = not ray.is_initialized()  # another module's instance is used as it is
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    try:
+        geval.run_eval(spec, tmp_path / "ray", ray="local", progress=False)
+    finally:
+        if started:
+            ray.shutdown()
+
+    def table(d):
+        return [{k: v for k, v in r.items() if k != "wall_s"} for r in pq.read_table(d / "results.parquet").to_pylist()]
+
+    t1 = table(tmp_path / "w1")
+    assert len(t1) == 2 and all(r["status"] == "ok" for r in t1)
+    assert table(tmp_path / "w2") == t1 and table(tmp_path / "ray") == t1
+
+
 def test_limits_substeps_follow_the_world_step():
     """world.sim_dt = period / k runs k RK4 substeps per period (k = 4 is bench_limits')."""
     sc = ls.limits_fig8_set("iiwa14", 1, 0)[0]
