@@ -294,10 +294,14 @@ class MPC_GATO:
         clock.update(t=sim.t, owed=sim.owed, n=sim.substeps, periods=sim.periods, sum=sim.period_sum)
         return sim.q, sim.dq, n
 
-    def _run(self, task, x, sim_dt, pace, name, planned_s, progress) -> dict:
-        verbose = self._verbose(planned_s)
-        sim = self._simulation(x, sim_dt)
-        say = (lambda m: print(m, file=sys.stdout, flush=True)) if verbose else None
+    def _run(self, task, x, sim_dt, pace, name, header, progress, done) -> dict:
+        """Run ``task`` through gato.simloop.run_closed_loop. Verbose: a ``header`` line, a
+        ``progress(columns, t)`` line per PROGRESS_EVERY_S of simulated time, the goal events and
+        a ``done(stats)`` line."""
+        verbose = self._verbose(task.t_end)
+        say = (lambda m: print(m, file=sys.stdout, flush=True)) if verbose else (lambda m: None)
+        say(f"[MPC_GATO {name}] {self.plant_type} N={self.N} dt={self.dt} B={self.batch_size} {header} "
+            f"pace={'solve' if pace else 'dt'} world={self._world_kind}")
         nxt = [self.PROGRESS_EVERY_S]
 
         def on_tick(rec):
@@ -306,11 +310,12 @@ class MPC_GATO:
                 nxt[0] += self.PROGRESS_EVERY_S
                 say(progress(rec.columns, t))
 
-        rec = simloop.run_closed_loop(sim, self.planner, task, paced=pace, on_tick=on_tick if verbose else None,
-                                      on_event=(lambda t, kind, e: say(
-                                          f"  t={t:6.2f}s  goal {e['index'] + 1}/{len(task.goals)} {e['outcome']} "
-                                          f"(dist {1000 * e['dist']:.1f} mm, |dq| {e['vel']:.2f} rad/s)"))
-                                      if verbose else None)
+        def on_event(t, kind, e):
+            say(f"  t={t:6.2f}s  goal {e['index'] + 1}/{len(task.goals)} {e['outcome']} "
+                f"(dist {1000 * e['dist']:.1f} mm, |dq| {e['vel']:.2f} rad/s)")
+
+        rec = simloop.run_closed_loop(self._simulation(x, sim_dt), self.planner, task, paced=pace,
+                                      on_tick=on_tick if verbose else None, on_event=on_event if verbose else None)
         self.last_record = rec  # the run as the core records it (planner stats, events)
         if rec.stop_reason == "diverged":
             raise RuntimeError(f"MPC_GATO: the {self._world_kind} world diverged at t = {rec.sim_time:.4f} s")
@@ -331,6 +336,7 @@ class MPC_GATO:
                             constant_f_ext=self.constant_f_ext_world.tolist(),
                             pendulum=None if self.pendulum_config is None else dict(self.pendulum_config),
                             world=self.world_params)
+        say(f"[MPC_GATO {name}] done: {done(st)}")
         return st
 
     # ------------------------------------------------------------------ tasks
@@ -366,20 +372,14 @@ class MPC_GATO:
         sim_time = _positive(sim_time, "sim_time", "s")
         ref = SampledTrajectory.from_flat(fig8_traj, self.dt, "fig8_traj", min_samples=self.N + 1)
         task = simloop.TrackingTask(ref, self.N, self.dt, sim_time)
-        if self._verbose(sim_time):
-            print(f"[MPC_GATO fig8] {self.plant_type} N={self.N} dt={self.dt} B={self.batch_size} "
-                  f"sim_time={sim_time:.2f}s pace={'solve' if pace_by_solve_time else 'dt'} "
-                  f"world={self._world_kind}", flush=True)
         every = max(1, int(self.PROGRESS_EVERY_S / self.dt))
-        st = self._run(task, x, sim_dt, pace_by_solve_time, "fig8", sim_time, lambda c, t: (
+        st = self._run(task, x, sim_dt, pace_by_solve_time, "fig8", f"sim_time={sim_time:.2f}s", lambda c, t: (
             f"  t={t:6.2f}/{sim_time:.2f}s  err={1000 * np.mean(c['goal_distances_knot0'][-every:]):6.1f} mm  "
-            f"solve={c['solve_times'][-1]:.2f} ms"))
+            f"solve={c['solve_times'][-1]:.2f} ms"), lambda st: (
+            f"{st['n_ticks']} ticks, {st['sim_time']:.2f}s sim, mean err {1000 * st['mean_tracking_error']:.1f} mm "
+            f"(knot 0), {1000 * st['mean_goal_distance']:.1f} mm (knot 1), "
+            f"solve {np.mean(st['solve_times']) if st['n_ticks'] else float('nan'):.2f} ms"))
         st["completed"] = st["stop_reason"] == "sim_time"
-        if self._verbose(sim_time):
-            print(f"[MPC_GATO fig8] done: {st['n_ticks']} ticks, {st['sim_time']:.2f}s sim, "
-                  f"mean err {1000 * st['mean_tracking_error']:.1f} mm (knot 0), "
-                  f"{1000 * st['mean_goal_distance']:.1f} mm (knot 1), "
-                  f"solve {np.mean(st['solve_times']) if st['n_ticks'] else float('nan'):.2f} ms", flush=True)
         return None, st
 
     def run_mpc_goals(self, x_start, goals, sim_dt=0.001, goal_timeout=5.0, goal_threshold=0.05,
@@ -427,15 +427,12 @@ class MPC_GATO:
             velocity_threshold=_positive(velocity_threshold, "velocity_threshold", "rad/s"),
             velocity_norm=velocity_norm, settle_time=_positive(settle_time, "settle_time", "s", zero_ok=True),
             ramp=_positive(goal_ramp, "goal_ramp", "s", zero_ok=True))
-        if self._verbose(task.t_end):
-            print(f"[MPC_GATO goals] {self.plant_type} N={self.N} dt={self.dt} B={self.batch_size} "
-                  f"{len(G)} goals, timeout {task.timeout:.1f}s each, ramp {task.ramp:.2f}s, "
-                  f"settle {task.settle:.2f}s, pace={'solve' if pace_by_solve_time else 'dt'} "
-                  f"world={self._world_kind}", flush=True)
-        st = self._run(task, x, sim_dt, pace_by_solve_time, "goals", task.t_end, lambda c, t: (
-            f"  t={t:6.2f}s  goal {c['active_goal'][-1] + 1}/{len(G)}  dist={1000 * c['goal_distances'][-1]:6.1f} mm"
-            f"  |dq|={c['velocity_norms'][-1]:.2f} rad/s  solve={c['solve_times'][-1]:.2f} ms"))
-        if self._verbose(task.t_end):
-            print(f"[MPC_GATO goals] done: {st['goals_reached']}/{len(G)} reached, "
-                  f"time to all {st['time_to_all_reached']}, {st['n_ticks']} ticks", flush=True)
+        st = self._run(task, x, sim_dt, pace_by_solve_time, "goals",
+                       f"{len(G)} goals, timeout {task.timeout:.1f}s each, ramp {task.ramp:.2f}s, "
+                       f"settle {task.settle:.2f}s,", lambda c, t: (
+                           f"  t={t:6.2f}s  goal {c['active_goal'][-1] + 1}/{len(G)}  "
+                           f"dist={1000 * c['goal_distances'][-1]:6.1f} mm  |dq|={c['velocity_norms'][-1]:.2f} rad/s"
+                           f"  solve={c['solve_times'][-1]:.2f} ms"),
+                       lambda st: f"{st['goals_reached']}/{len(G)} reached, time to all {st['time_to_all_reached']}, "
+                                  f"{st['n_ticks']} ticks")
         return None, st
