@@ -91,25 +91,7 @@ def _check_options(kind: str, options: dict) -> dict:
     if unknown:
         raise _err(f"task.options.{unknown[0]}", f"unknown option of the {kind} study; expected one of "
                                                  f"{list(st.options)}")
-    o = {**st.options, **options}
-    p = "task.options"
-    if kind == "step":
-        _num(o["n_goals"], f"{p}.n_goals", lo=1, integer=True)
-        _num(o["N"], f"{p}.N", lo=2, integer=True)
-        _num(o["dt"], f"{p}.dt", lo=0.0, lo_open=True)
-        r = o["step_range"]
-        if not (isinstance(r, (list, tuple)) and len(r) == 2):
-            raise _err(f"{p}.step_range", f"expected [min, max] rad, got {r!r}")
-        lo, hi = (_num(x, f"{p}.step_range[{i}]", lo=0.0, lo_open=True) for i, x in enumerate(r))
-        if lo > hi:
-            raise _err(f"{p}.step_range", f"expected min <= max, got {r!r}")
-        o["step_range"] = [lo, hi]
-    if "goal_s" in o:
-        _num(o["goal_s"], f"{p}.goal_s", lo=0.0, lo_open=True)
-    if kind == "limits_fig8":
-        _num(o["ratio"], f"{p}.ratio", lo=0.0, lo_open=True)
-        _num(o["periods"], f"{p}.periods", lo=0.0, lo_open=True)
-    return o
+    return {**st.options, **options}
 
 
 def _check_planner(kind: str, pl: dict, path: str) -> None:
@@ -171,9 +153,28 @@ def check_study(kind: str, task_options: dict, planners: list, world: dict, raw:
     return opts
 
 
-def _check_limits_world(kind, options, world):
+_P = "task.options"
+
+
+def _check_step(kind, o, world):
+    _num(o["n_goals"], f"{_P}.n_goals", lo=1, integer=True)
+    _num(o["N"], f"{_P}.N", lo=2, integer=True)
+    _num(o["dt"], f"{_P}.dt", lo=0.0, lo_open=True)
+    _num(o["goal_s"], f"{_P}.goal_s", lo=0.0, lo_open=True)
+    r = o["step_range"]
+    if not (isinstance(r, (list, tuple)) and len(r) == 2):
+        raise _err(f"{_P}.step_range", f"expected [min, max] rad, got {r!r}")
+    lo, hi = (_num(x, f"{_P}.step_range[{i}]", lo=0.0, lo_open=True) for i, x in enumerate(r))
+    if lo > hi:
+        raise _err(f"{_P}.step_range", f"expected min <= max, got {r!r}")
+
+
+def _check_limits(kind, o, world):
     from ..limit_scenarios import LIMITS_DT
 
+    for k in ("goal_s", "ratio", "periods"):
+        if k in o:
+            _num(o[k], f"{_P}.{k}", lo=0.0, lo_open=True)
     if world["kind"] != "pinocchio":
         raise _err("world.kind", f"the {kind} study runs on the pinocchio world, got {world['kind']!r}")
     k = LIMITS_DT / world["sim_dt"]
@@ -278,9 +279,9 @@ def _run_f8(ep):
 STUDIES = {
     "step": Study("step", "gato.limit_scenarios step scenarios through gato.simloop (bench_limit_sweep)",
                   dict(n_goals=2, step_range=[0.3, 1.2], N=32, dt=0.01, goal_s=2.0), _STEP_METRICS,
-                  _step_scenarios, _run_step),
+                  _step_scenarios, _run_step, _check_step),
     "limits_pickplace": Study("limits_pickplace", "bench_limits' step-reference pick-and-place",
-                              dict(goal_s=2.0), _PP_METRICS, _pp_scenarios, _run_pp, _check_limits_world),
+                              dict(goal_s=2.0), _PP_METRICS, _pp_scenarios, _run_pp, _check_limits),
     "limits_fig8": Study("limits_fig8", "bench_limits' slow figure-8", dict(ratio=0.5, periods=1), _F8_METRICS,
-                         _f8_scenarios, _run_f8, _check_limits_world),
+                         _f8_scenarios, _run_f8, _check_limits),
 }
