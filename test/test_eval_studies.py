@@ -84,6 +84,8 @@ def test_step_spec_draws_the_scripts_scenarios():
     (STEP, dict(planners=[dict(planner="bsqp", config=dict(limits="off", limits_kw=dict(iters=3)))]),
      "planners[0].config.limits_kw"),
     (STEP, dict(planners=[dict(planner="bsqp", config=dict(integrator="rk5"))]), "planners[0].config.integrator"),
+    (STEP, dict(planners=[dict(planner="bsqp", config=dict(limits_kw=dict(iters=2.5)))]),
+     "planners[0].config.limits_kw.iters"),
     (STEP, dict(planners=[dict(planner="bsqp", config=dict(solver=dict(q_cots=1.0)))]),
      "planners[0].config.solver.q_cots"),
     (STEP, dict(planners=[dict(planner="bsqp", config=dict(colour="red"))]), "planners[0].config.colour"),

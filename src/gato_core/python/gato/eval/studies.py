@@ -10,7 +10,7 @@ Kinds (task.kind):
   SolverParams weights) run by gato.limit_scenarios.run_step_scenario through
   gato.simloop.run_closed_loop on the spec's world (mujoco | pinocchio at world.sim_dt).
   Options: n_goals, step_range [rad], N, dt [s] (the solver's), goal_s [s] per goal.
-  bench/bench_limit_sweep.py, bench/specs/limits_step_sweep.yaml.
+  bench/bench_limit_sweep.py, bench/specs/limits_step_sweep_iiwa14.yaml.
 - ``limits_pickplace`` / ``limits_fig8``: bench/bench_limits.py's workloads,
   gato.limit_scenarios.run_limits_pickplace / run_limits_fig8 (an aggressive EE tracker on
   PinocchioWorld RK4, ``control period / world.sim_dt`` substeps; world.sim_dt must divide
@@ -120,7 +120,7 @@ def _check_planner(kind: str, pl: dict, path: str) -> None:
         if bad:
             raise _err(f"{path}.config.limits_kw.{bad[0]}", f"not an ADMM limit setting; expected one of {list(known)}")
     for k, v in kw.items():
-        _num(v, f"{path}.config.limits_kw.{k}", lo=0.0)
+        _num(v, f"{path}.config.limits_kw.{k}", lo=0.0, integer=k == "iters")
     integ = cfg.get("integrator")
     if integ is not None and integ not in _INTEGRATORS:
         raise _err(f"{path}.config.integrator", f"expected one of {list(_INTEGRATORS)}, got {integ!r}")
