@@ -270,7 +270,9 @@ def test_torques_are_clamped_to_the_effort_limits_and_counted():
 
 
 def test_nonfinite_solve_uses_the_controller_fallback_and_solver_errors_hold(monkeypatch):
-    lg = make()
+    """fallback=off: the controller's own gravity fallback, a hold on solver errors (the OSC
+    fallback, the default, is tested in test_ros_controller_planners.py)."""
+    lg = make(fallback="off")
     lg.on_reference(ref_at(lg, S), S)
     lg.on_joint_state(js(S), S)
     real_step = lg.controller.step

@@ -50,6 +50,27 @@ Safety rules (each tested in test/test_ros_controller_logic.py):
 - **Deadlines**: a tick whose receipt-to-publish time exceeds 1 / control_rate_hz
   counts as a deadline miss (:meth:`ControllerLogic.record_publish`).
 
+Planners (``planner``, built through the :mod:`gato.planner` registry): ``bsqp`` (the
+MPCController: plans, SolveInput, replay), ``sampling`` (gato.sampling over MuJoCo rollouts)
+or ``osc`` (the operational-space controller). Every planner gets the same reference
+(the N / dt window above, blended and stale-handled alike; a ReferenceWindow for sampling
+and osc) and the same safety rules. Command ``source``: "mpc" (bsqp), "sampling", "osc",
+"osc_fallback", "fallback" (bsqp's gravity fallback with ``fallback=off``), "hold".
+
+**OSC fallback** (``fallback=osc``, planners bsqp and sampling): the tick's command comes
+from the OSC (gato.osc_planner, osc_* gains, started at the measured state: it holds that
+tool orientation and posture) tracking the tick's reference window when
+
+- the planner missed ``fallback_after_misses`` deadlines in a row (free-running only: with
+  reference_sync the world waits for the command, and a switch would depend on the machine),
+- the solve diverged (BSQP's divergence flag, a non-finite command, a solver exception), or
+- the planner re-seeded its warm start (BSQP's reseed_threshold).
+
+The OSC keeps control for ``fallback_recover_ticks`` ticks (hysteresis); then the planner is
+tried again with a cold start at the measured state (the resume blend above applies). Status
+``state`` "fallback", ``active_planner`` "osc", ``fallback_reason`` the trigger; every OSC
+tick counts in ``fallbacks``, every switch in ``fallback_switches``.
+
 Parameter changes are validated against the schema (:mod:`gato_ros.params`) plus a
 capability check (limit mechanisms need the solver's row-group layer) and applied at
 the start of the next tick, never inside one.
@@ -57,13 +78,16 @@ the start of the next tick, never inside one.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 import gato
 from gato import controller_setup as setup
+from gato import planner as planners
 from gato.controller_setup import COST_KEYS, SOLVER_KEYS
+from gato.safety import GravityHold
 
 from . import params as schema
 from .reference_logic import min_jerk
@@ -73,6 +97,10 @@ __all__ = ["ControllerLogic", "TickOutput", "Status", "COST_KEYS", "SOLVER_KEYS"
 #: reference_sync: re-sends of a tick's joint state without its window after which the reference is lost
 REFERENCE_LOST_RESENDS = 3
 _SCHEMA = schema.by_name(schema.CONTROLLER)
+#: OSC gains of the schema (osc_<name>) = gato.osc_planner config keys
+_OSC_GAINS = ("stiffness", "damping", "orientation_stiffness", "orientation_damping", "null_space_stiffness",
+              "null_space_damping")
+_FALLBACK_KEYS = ("fallback", "fallback_after_misses", "fallback_recover_ticks", "fault_solver_delay_s")
 
 
 @dataclass
@@ -93,6 +121,9 @@ class Status:
     latency_us: float = 0.0
     solve_us: float = 0.0
     params_json: str = ""
+    active_planner: str = ""       # planner that computed the last command ("" on hold ticks)
+    fallback_reason: str = ""      # "" | "deadline" | "diverged" | "reseeded" while the OSC fallback commands
+    fallback_switches: int = 0     # switches from the planner to the OSC fallback
 
 
 @dataclass
@@ -103,7 +134,9 @@ class TickOutput:
     (refused input before any good state). ``stamp_ns``: the stamp of the joint state it
     answers. ``step`` / ``plan`` / ``solve_input`` are set on MPC ticks only (``solve_input``:
     what the step solved from, for recording and replay). ``duplicate``: a re-send of the
-    previous output for a repeated state stamp.
+    previous output for a repeated state stamp. ``planner_step``: the
+    :class:`gato.planner.StepResult` of a planner tick (any planner, the OSC fallback
+    included); ``step`` stays the BSQP controller's own result (bsqp ticks only).
     """
 
     stamp_ns: int
@@ -115,6 +148,8 @@ class TickOutput:
     solve_input: SolveInput | None = None
     duplicate: bool = False
     events: list = field(default_factory=list)
+    planner_step: object = None
+    planner: str = ""
 
 
 class ControllerLogic:
@@ -136,9 +171,29 @@ class ControllerLogic:
         self.cfg = cfg
         self._log = log or (lambda level, text: None)
         self.urdf = gato.robot_urdf(robot)
-        self.controller = setup.build_controller(cfg, urdf=self.urdf)
-        self.solver = self.controller.solver
-        solver_joints = list(self.solver.joint_names)
+        self.period_s = 1.0 / cfg["control_rate_hz"]
+        self.planner_name = cfg["planner"]
+        if self.planner_name != "bsqp" and not cfg["publish_commands"]:
+            raise ValueError(f"publish_commands: false (plans only, for the ros2_control plugin) needs planner "
+                             f"bsqp; planner {self.planner_name!r} has no plan the plugin executes")
+        if self.planner_name == "bsqp":
+            # The controller replay rebuilds (controller_setup), behind the registry's bsqp planner.
+            self.controller = setup.build_controller(cfg, urdf=self.urdf)
+            self.planner = planners.planner_class("bsqp").from_controller(self.controller)
+            self.solver = self.controller.solver
+            model = self.solver.model
+            solver_joints = list(self.solver.joint_names)
+            self.effort_limit = np.asarray(self.solver.limits["u"], dtype=np.float64)  # solver order
+            self._ee_pos = self.solver.ee_pos
+        else:
+            import pinocchio as pin
+
+            self.controller = self.solver = None
+            self.planner = planners.make(self.planner_name, robot, self._planner_config(cfg))
+            model = pin.buildModelFromUrdf(str(self.urdf))
+            solver_joints = list(model.names)[1:]
+            self.effort_limit = np.asarray(model.effortLimit, dtype=np.float64)
+            self._ee_pos = _ee_position(model, gato.robot_info(robot)["ee_frame"])
         names = list(cfg["joint_names"])
         if sorted(names) != sorted(solver_joints):
             raise ValueError(f"joint_names: {names} are not the joints of {robot}'s URDF {solver_joints}")
@@ -146,10 +201,17 @@ class ControllerLogic:
         self._solver_joints = solver_joints
         # command order <- solver order
         self._cmd_from_solver = np.array([solver_joints.index(n) for n in names])
-        self.nq, self.nv = int(self.solver.nq), int(self.solver.nv)
-        self.effort_limit = np.asarray(self.solver.limits["u"], dtype=np.float64)  # solver order
-        self._pin_data = None
-        self.period_s = 1.0 / cfg["control_rate_hz"]
+        self.nq, self.nv = int(model.nq), int(model.nv)
+        self._gravity = GravityHold(model, self.effort_limit)
+        # the OSC: the planner itself (planner=osc) or the fallback (built now, not in the first fallback tick)
+        self._osc = self.planner if self.planner_name == "osc" else (
+            planners.make("osc", robot, self._osc_config(cfg)) if cfg["fallback"] == "osc" else None)
+        self._fb = None                # OSC fallback in control: {"reason", "ticks", "x0"}; None: the planner
+        self._miss_run = 0             # consecutive deadline misses of planner ticks
+        self._osc_x0 = None            # state the OSC last started at (reset)
+        if self.planner_name != "bsqp" and cfg.get("hypotheses", "none") != "none":
+            raise ValueError(f"hypotheses: {cfg['hypotheses']!r} needs planner bsqp (the solver's wrench "
+                             f"hypotheses); planner is {self.planner_name!r}")
         self.status = Status()
         self._pending: dict = {}
         self._name_map: dict = {}
@@ -173,8 +235,7 @@ class ControllerLogic:
         self._plan_epoch = 0           # cold starts (gato_msgs/Plan reset_epoch)
         self._feed = None              # hypotheses=estimator: the latest wrench estimate (wrench_hypotheses)
         self.status.params_json = self.params_json()
-        self._config_json = setup.config_json(self.cfg, self.controller, self.urdf)
-        self.gravity_hold(np.zeros(self.nq))  # builds the pinocchio model now, not in the first hold
+        self._config_json = self._make_config_json()
 
     # ------------------------------------------------------------------ parameters
     def validate_changes(self, changes: dict) -> str | None:
@@ -189,6 +250,10 @@ class ControllerLogic:
                 return (f"limits: {value!r} needs the solver's constraint row-group layer, which this solver "
                         f"({type(self.solver).__name__}, backend {self.cfg['backend']}) does not have "
                         f"(no enable_limit_{value}); only 'off' is available")
+            if self.controller is None and (name in setup.TUNABLE_KEYS or (name == "hypotheses"
+                                                                              and value != "none")):
+                return (f"{name}: a setting of planner bsqp; this node runs planner {self.planner_name!r} "
+                        "(planner is read-only)")
         return None
 
     def request_changes(self, changes: dict) -> None:
@@ -202,18 +267,67 @@ class ControllerLogic:
         if not self._pending:
             return
         ch, self._pending = self._pending, {}
-        setup.apply_tunables(self.controller, {k: v for k, v in ch.items() if k in setup.TUNABLE_KEYS})
+        if self.controller is not None:
+            setup.apply_tunables(self.controller, {k: v for k, v in ch.items() if k in setup.TUNABLE_KEYS})
         self.cfg.update(ch)
+        if any(k.startswith("osc_") for k in ch) and self._osc is not None:
+            self._rebuild_osc()
+        if self.cfg["fallback"] != "osc" and self._fb is not None:
+            self._leave_fallback("fallback switched off")
+        elif self.cfg["fallback"] == "osc" and self._osc is None:
+            self._osc = planners.make("osc", self.cfg["robot"], self._osc_config(self.cfg))
         self.status.params_json = self.params_json()
-        self._config_json = setup.config_json(self.cfg, self.controller, self.urdf)
+        self._config_json = self._make_config_json()
         self._log("info", "parameters applied: " + ", ".join(f"{k}={v}" for k, v in sorted(ch.items())))
 
     def params_json(self) -> str:
-        """The tunables in force, read back from the solver and controller objects (JSON)."""
-        out = setup.tunables(self.controller)
+        """The tunables in force, read back from the solver and controller objects (JSON); the
+        planner, the fallback settings and the OSC gains read back from the OSC in force."""
+        out = setup.tunables(self.controller) if self.controller is not None else {}
         out.update(budget_s=self.cfg["budget_s"], joint_state_timeout_s=self.cfg["joint_state_timeout_s"],
-                   resume_speed_mps=self.cfg["resume_speed_mps"])
+                   resume_speed_mps=self.cfg["resume_speed_mps"], planner=self.planner_name,
+                   **{k: self.cfg[k] for k in _FALLBACK_KEYS})
+        if self._osc is not None:
+            out.update({"osc_" + k: float(self._osc.config[k]) for k in _OSC_GAINS})
         return json.dumps(out, sort_keys=True)
+
+    # ------------------------------------------------------------------ planners
+    @staticmethod
+    def _osc_config(cfg: dict) -> dict:
+        """gato.osc_planner config from the node's osc_* parameters, stepped at the control rate."""
+        return {"dt": 1.0 / cfg["control_rate_hz"], **{k: cfg["osc_" + k] for k in _OSC_GAINS}}
+
+    @classmethod
+    def _planner_config(cls, cfg: dict) -> dict:
+        """The registry config of a planner other than bsqp (planner sampling / osc)."""
+        if cfg["planner"] == "osc":
+            return cls._osc_config(cfg)
+        if cfg["sampling_horizon_s"] > cfg["N"] * cfg["dt"] + 1e-12:
+            raise ValueError(f"sampling_horizon_s: {cfg['sampling_horizon_s']:g} s is longer than the reference "
+                             f"window N * dt = {cfg['N'] * cfg['dt']:g} s")
+        return {"dt": 1.0 / cfg["control_rate_hz"], "timestep": cfg["sampling_timestep"],
+                "horizon_s": cfg["sampling_horizon_s"], "num_samples": cfg["sampling_num_samples"],
+                "iterations": cfg["sampling_iterations"], "ctrl_std": cfg["sampling_ctrl_std"],
+                "ee_weight": cfg["sampling_ee_weight"], "ctrl_weight": cfg["sampling_ctrl_weight"],
+                "nthread": cfg["sampling_threads"] or None, "seed": cfg["sampling_seed"],
+                "planner": cfg["sampling_method"]}
+
+    def _rebuild_osc(self) -> None:
+        """New OSC gains: a new OSC, restarted at the state the running one started from (same
+        orientation and posture targets)."""
+        osc = planners.make("osc", self.cfg["robot"], self._osc_config(self.cfg))
+        x0 = self._fb["x0"] if self._fb is not None else self._osc_x0
+        if x0 is not None:
+            osc.reset(x0)
+        if self.planner is self._osc:
+            self.planner = osc
+        self._osc = osc
+
+    def _make_config_json(self) -> str:
+        """SolveInput.config_json: what gato replay rebuilds (bsqp); the configuration otherwise."""
+        if self.controller is not None:
+            return setup.config_json(self.cfg, self.controller, self.urdf)
+        return json.dumps(self.cfg, sort_keys=True)
 
     # ------------------------------------------------------------------ inputs
     def _set_state(self, state: str, reason: str, events: list, level: str = "warn") -> None:
@@ -295,7 +409,7 @@ class ControllerLogic:
         self._stale = False
         self._good = (js.stamp_ns, x, int(now_ns))
         if self._hold_ref is None:
-            self._hold_ref = ReferenceWindow(js.stamp_ns, self.cfg["dt"], self.solver.ee_pos(x[:self.nq])[None, :])
+            self._hold_ref = ReferenceWindow(js.stamp_ns, self.cfg["dt"], self._ee_pos(x[:self.nq])[None, :])
         if self.cfg["trigger"] != "state":
             return None
         if self.cfg["reference_sync"] and js.stamp_ns not in self._refs and not self._ref_lost:
@@ -369,7 +483,7 @@ class ControllerLogic:
                 "EE reference stale: following the last window to its end"
             return w.solver_reference(stamp_ns, N, dt), note
         if self._stale_ref is None or self._stale_ref[0] != w.stamp_ns:
-            self._stale_ref = (w.stamp_ns, np.asarray(self.solver.ee_pos(x[:self.nq]), dtype=np.float64).copy(),
+            self._stale_ref = (w.stamp_ns, np.asarray(self._ee_pos(x[:self.nq]), dtype=np.float64).copy(),
                                stamp_ns)
         hold = ReferenceWindow(stamp_ns, dt, self._stale_ref[1][None, :])
         return hold.solver_reference(stamp_ns, N, dt), (
@@ -383,7 +497,7 @@ class ControllerLogic:
         if start:
             self._ramp = None
             if v > 0:
-                p0 = np.asarray(self.solver.ee_pos(x[:self.nq]), dtype=np.float64).copy()
+                p0 = np.asarray(self._ee_pos(x[:self.nq]), dtype=np.float64).copy()
                 dist = float(np.linalg.norm(ref[:3] - p0))
                 if dist > 1e-3:
                     self._ramp = (stamp_ns, p0, max(dist / v, 0.5))
@@ -409,33 +523,54 @@ class ControllerLogic:
         if self._is_stale(now_ns, events):
             return self._hold(self._good[0], events)
         stamp, x, _ = self._good
+        self._fallback_transitions(events)
         ref, note = self._reference_for(stamp, x)
-        ref, blend_note = self._resume_blend(stamp, x, ref, self._need_reset or self._ramp_pending)
+        # A cold start of the planner blends its reference in; the OSC fallback tracks the live one
+        # (a blend restarted on every fallback tick would pin it to the measured EE position).
+        ref, blend_note = self._resume_blend(stamp, x, ref,
+                                             (self._need_reset and self._fb is None) or self._ramp_pending)
         self._ramp_pending = False
         note = "; ".join(n for n in (blend_note, note) if n)
-        budget = self.cfg["budget_s"] or None
         dt_el = None
         if self._prev_tick_stamp is not None and stamp > self._prev_tick_stamp:
             dt_el = ns_to_sec(stamp - self._prev_tick_stamp)
+        if self._fb is not None:
+            return self._osc_tick(stamp, x, ref, dt_el, note, events)
+        if self.controller is None:
+            return self._planner_tick(stamp, x, ref, dt_el, note, events)
+        budget = self.cfg["budget_s"] or None
         reset = self._need_reset
         try:
             if reset:
-                self.controller.reset(x)
-                self.controller.warmup(x, ref)
+                self.planner.reset(x)
+                self.planner.warmup(x, ref)
                 self._need_reset = False
                 dt_el = None
             warm = self.controller.xu_warm
             carried = self.controller.carried_state()  # with warm: what replay needs to continue exactly
-            res = self.controller.step(x, ref, dt_el, budget_s=budget)
+            self._fault_delay()
+            pres = self.planner.step(x, ref, dt_el, budget_s=budget)
+            res = pres.detail
         except (ValueError, RuntimeError, FloatingPointError) as e:
             self._need_reset = True
+            if self._osc is not None:
+                return self._enter_fallback("diverged", f"solver error: {e}", stamp, x, ref, dt_el, events)
             self._set_state("hold", f"solver error: {e}", events, "error")
             return self._hold(stamp, events)
         u = np.asarray(res.u, dtype=np.float64)
         if not np.all(np.isfinite(u)):
             self._need_reset = True
+            if self._osc is not None:
+                return self._enter_fallback("diverged", "solver returned a non-finite command", stamp, x, ref, dt_el,
+                                            events)
             self._set_state("hold", "solver returned a non-finite command", events, "error")
             return self._hold(stamp, events)
+        if self._osc is not None and (res.diverged or res.reseeded):
+            self._need_reset = True
+            why = f"solver diverged ({res.fallback})" if res.diverged else \
+                f"warm start re-seeded (prediction error {res.pred_err:.3g} > reseed_threshold)"
+            return self._enter_fallback("diverged" if res.diverged else "reseeded", why, stamp, x, ref, dt_el,
+                                        events)
         source = "mpc"
         if res.diverged:
             source = "fallback"
@@ -462,41 +597,152 @@ class ControllerLogic:
                                  capped_out=bool(carried and carried["capped_out"]),
                                  force_reseed=bool(carried and carried["force_reseed"]))
         return self._emit(stamp, clamped[self._cmd_from_solver], source, events, step=res, plan=plan,
-                          solve_input=solve_input)
+                          solve_input=solve_input, planner_step=pres, planner="bsqp")
+
+    # ------------------------------------------------------------------ sampling / osc planners, OSC fallback
+    def _window(self, stamp_ns: int, ref: np.ndarray) -> ReferenceWindow:
+        """The tick's (6N,) solver-layout reference as the ReferenceWindow the planners take."""
+        return window_from_flat(stamp_ns, self.cfg["dt"], ref)
+
+    def _fault_delay(self) -> None:
+        if self.cfg["fault_solver_delay_s"] > 0:     # fault injection (tests): a stalled solver
+            time.sleep(self.cfg["fault_solver_delay_s"])
+
+    def _planner_tick(self, stamp, x, ref, dt_el, note, events) -> TickOutput:
+        """A tick of planner sampling or osc (no SolveInput: gato replay re-runs bsqp ticks)."""
+        reset = self._need_reset
+        try:
+            if reset:
+                self.planner.reset(x)
+                if self.planner is self._osc:
+                    self._osc_x0 = x.copy()
+                self._need_reset = False
+                dt_el = None
+            if self.planner is not self._osc:
+                self._fault_delay()
+            res = self.planner.step(x, self._window(stamp, ref), dt_el)
+        except (ValueError, RuntimeError, FloatingPointError) as e:
+            self._need_reset = True
+            if self._osc is not None and self.planner is not self._osc:
+                return self._enter_fallback("diverged", f"planner error: {e}", stamp, x, ref, dt_el, events)
+            self._set_state("hold", f"planner error: {e}", events, "error")
+            return self._hold(stamp, events)
+        u = np.asarray(res.u, dtype=np.float64)
+        if not np.all(np.isfinite(u)):
+            self._need_reset = True
+            if self._osc is not None and self.planner is not self._osc:
+                return self._enter_fallback("diverged", "planner returned a non-finite command", stamp, x, ref,
+                                            dt_el, events)
+            self._set_state("hold", "planner returned a non-finite command", events, "error")
+            return self._hold(stamp, events)
+        self._set_state("running", note, events, "info")
+        return self._command(stamp, u, self.planner_name, events, res, self.planner_name)
+
+    def _command(self, stamp, u, source, events, res, planner) -> TickOutput:
+        """Clamp (counted), stats, emit: the tail of every non-bsqp planner tick."""
+        clamped = np.clip(u, -self.effort_limit, self.effort_limit)
+        if np.any(clamped != u):
+            self.status.clamped += 1
+        self._prev_tick_stamp = stamp
+        self.status.solve_us = float(res.stats.wall_s) * 1e6
+        return self._emit(stamp, clamped[self._cmd_from_solver], source, events, planner_step=res, planner=planner)
+
+    def _fallback_transitions(self, events: list) -> None:
+        """Between ticks: back to the planner after fallback_recover_ticks of OSC; into the OSC
+        fallback after fallback_after_misses deadline misses in a row (free-running only)."""
+        cfg = self.cfg
+        if self._fb is not None:
+            if self._fb["ticks"] >= cfg["fallback_recover_ticks"]:
+                self._leave_fallback(f"after {self._fb['ticks']} OSC ticks")
+            return
+        k = cfg["fallback_after_misses"]
+        if self._osc is not None and self.planner is not self._osc and k > 0 and not cfg["reference_sync"] \
+                and self._miss_run >= k:
+            self._fb = {"reason": "deadline", "ticks": 0, "x0": None,
+                        "why": f"{self._miss_run} deadline misses in a row (period {self.period_s * 1e3:g} ms)"}
+            self._switched()
+
+    def _switched(self) -> None:
+        self.status.fallback_switches += 1
+        self._need_reset = True            # the planner restarts cold when it takes over again
+        self._miss_run = 0
+        self._log("warn", f"OSC fallback ({self._fb['reason']}): {self._fb['why']}; the planner is tried again "
+                  f"after {self.cfg['fallback_recover_ticks']} ticks")
+
+    def _leave_fallback(self, why: str) -> None:
+        self._log("info", f"planner {self.planner_name} back from the OSC fallback ({self._fb['reason']}) {why}")
+        self._fb = None
+        self._miss_run = 0
+        self._need_reset = True
+
+    def _enter_fallback(self, reason, why, stamp, x, ref, dt_el, events) -> TickOutput:
+        """The planner failed this tick: the OSC commands it (and the next fallback_recover_ticks)."""
+        self._fb = {"reason": reason, "ticks": 0, "x0": None, "why": why}
+        self._switched()
+        return self._osc_tick(stamp, x, ref, dt_el, "", events)
+
+    def _osc_tick(self, stamp, x, ref, dt_el, note, events) -> TickOutput:
+        fb = self._fb
+        try:
+            if fb["x0"] is None:               # the OSC starts here: this orientation and posture
+                self._osc.reset(x)
+                fb["x0"] = x.copy()
+            res = self._osc.step(x, self._window(stamp, ref), dt_el)
+        except (ValueError, RuntimeError, FloatingPointError) as e:
+            self._fb = None
+            self._set_state("hold", f"OSC fallback error: {e}", events, "error")
+            return self._hold(stamp, events)
+        u = np.asarray(res.u, dtype=np.float64)
+        if not np.all(np.isfinite(u)):
+            self._fb = None
+            self._set_state("hold", "OSC fallback returned a non-finite command", events, "error")
+            return self._hold(stamp, events)
+        fb["ticks"] += 1
+        self.status.fallbacks += 1
+        self._set_state("fallback", f"OSC fallback ({fb['reason']}): {fb['why']}; planner {self.planner_name} "
+                        f"tried again after {self.cfg['fallback_recover_ticks']} OSC ticks"
+                        + (f"; {note}" if note else ""), events)
+        return self._command(stamp, u, "osc_fallback", events, res, "osc")
 
     def gravity_hold(self, q: np.ndarray) -> np.ndarray:
-        """Gravity compensation rnea(q, 0, 0) (nv,) N*m in SOLVER order, clamped to the effort limits."""
-        import pinocchio as pin
-
-        model = self.solver.model
-        if self._pin_data is None:
-            self._pin_data = model.createData()
-        z = np.zeros(model.nv)
-        tau = np.array(pin.rnea(model, self._pin_data, np.asarray(q, dtype=np.float64), z, z))
-        return np.clip(np.where(np.isfinite(tau), tau, 0.0), -self.effort_limit, self.effort_limit)
+        """Gravity compensation rnea(q, 0, 0) (nv,) N*m in SOLVER order, clamped to the effort
+        limits (:class:`gato.safety.GravityHold`)."""
+        return np.clip(self._gravity(q), -self.effort_limit, self.effort_limit)
 
     def _hold(self, stamp_ns: int, events: list) -> TickOutput | None:
         if self._good is None:
             return TickOutput(stamp_ns=stamp_ns, effort=None, source="none", tick=self.status.ticks, events=events)
         self._need_reset = True
+        self._fb = None                        # a hold ends a fallback: the planner restarts cold after it
+        self._miss_run = 0
         tau = self.gravity_hold(self._good[1][:self.nq])
         self.status.holds += 1
         self.status.solve_us = 0.0
         return self._emit(stamp_ns, tau[self._cmd_from_solver], "hold", events)
 
-    def _emit(self, stamp_ns, effort, source, events, step=None, plan=None, solve_input=None) -> TickOutput:
+    def _emit(self, stamp_ns, effort, source, events, step=None, plan=None, solve_input=None, planner_step=None,
+              planner="") -> TickOutput:
         self.status.ticks += 1
+        self.status.active_planner = planner
+        self.status.fallback_reason = self._fb["reason"] if (self._fb is not None and source == "osc_fallback") \
+            else ""
         out = TickOutput(stamp_ns=stamp_ns, effort=np.asarray(effort, dtype=np.float64), source=source,
-                         tick=self.status.ticks, step=step, plan=plan, solve_input=solve_input, events=events)
+                         tick=self.status.ticks, step=step, plan=plan, solve_input=solve_input, events=events,
+                         planner_step=planner_step, planner=planner)
         self._last_out = out
         return out
 
     def record_publish(self, latency_s: float) -> None:
         """The node published a tick's command ``latency_s`` after receiving its trigger
-        (joint state, or the timer); counts a deadline miss above 1 / control_rate_hz."""
+        (joint state, or the timer); counts a deadline miss above 1 / control_rate_hz, and
+        the planner ticks' misses in a row (the OSC fallback's trigger)."""
         self.status.latency_us = float(latency_s) * 1e6
-        if latency_s > self.period_s:
+        missed = latency_s > self.period_s
+        if missed:
             self.status.deadline_misses += 1
+        last = self._last_out
+        if last is not None and last.source not in ("osc_fallback", "hold", "none"):
+            self._miss_run = self._miss_run + 1 if missed else 0
 
     def status_dict(self) -> dict:
         return asdict(self.status)
@@ -544,6 +790,20 @@ class ControllerLogic:
 
     def last_good_stamp_ns(self):
         return None if self._good is None else self._good[0]
+
+
+def _ee_position(model, frame: str):
+    """``ee_pos(q) -> (3,)`` m: the origin of URDF frame ``frame`` (pinocchio forward kinematics),
+    the EE position the planners other than bsqp track (the registered EE frame)."""
+    import pinocchio as pin
+
+    data = model.createData()
+    fid = model.getFrameId(frame)
+
+    def ee_pos(q):
+        pin.forwardKinematics(model, data, np.asarray(q, dtype=np.float64))
+        return pin.updateFramePlacement(model, data, fid).translation.copy()
+    return ee_pos
 
 
 def window_from_flat(stamp_ns: int, knot_dt: float, flat_6n) -> ReferenceWindow:

@@ -29,7 +29,7 @@ __all__ = [
     "solve_result_from_msg", "step_result_to_msg", "step_result_from_msg", "reference_to_msg",
     "reference_from_msg", "plan_to_msg", "plan_from_msg", "plan_from_step", "joint_state_to_msg",
     "joint_state_from_msg", "effort_to_multiarray", "effort_command_to_msg", "solve_input_to_msg",
-    "solve_input_from_msg",
+    "solve_input_from_msg", "planner_step_to_msgs",
 ]
 
 
@@ -197,6 +197,49 @@ def step_result_to_msg(step, stamp_ns: int = 0):
     m.limits = str(step.limits or "")
     m.row_viol = _opt(step.row_viol)
     return m
+
+
+def planner_step_to_msgs(step, planner: str, stamp_ns: int = 0):
+    """A :class:`gato.planner.StepResult` of a planner other than bsqp (sampling, osc, the OSC
+    fallback) -> (gato_msgs/StepResult, gato_msgs/SolverStats), the messages a bsqp tick publishes.
+
+    Filled: ``u``, ``best_id`` (0), ``xu_best`` and ``solve.xu`` (the plan, one row: sampling;
+    empty for osc, which has no plan) with ``nx`` / ``nu`` / ``n_knots`` / ``n_actuated``,
+    ``iterations`` (sampling iterations; 0 for osc), ``budget_hit``, ``wall_s``, solve time
+    (``PlannerStats.solve_s``), ``hypo_stats_json`` = the planner's ``PlannerStats.extra`` (JSON;
+    sampling: plan_cost, best_cost, rollout_steps, ...). SolverStats: ``batch_size`` 1,
+    ``sqp_iters`` [iterations], ``linsys`` = the planner's name. Not applicable, left empty / 0:
+    the SQP arrays (pcg_*, merits, step sizes: n_iters 0), row-group and ADMM statistics,
+    ``pred_err``, ``reseeded``, ``fc``, ``limits``, ``admm_linsys``.
+    """
+    from gato_msgs.msg import SolveResult, SolverStats, StepResult
+
+    st = step.stats
+    solve_us = int(round(float(st.solve_s) * 1e6))
+    ss = SolverStats()
+    ss.header = _header(stamp_ns)
+    ss.batch_size, ss.n_iters, ss.solve_time_us = 1, 0, solve_us
+    ss.sqp_iters = _i32([int(st.iterations)])
+    ss.linsys = str(planner)
+    ss.budget_hit = bool(st.budget_hit)
+    p = step.plan
+    sr = SolveResult()
+    sr.solve_time_us, sr.stats = solve_us, ss
+    if p is not None:
+        sr.xu = _f64(p.xu)
+        sr.batch_size, sr.xu_size = 1, int(np.asarray(p.xu).size)
+        sr.nx, sr.nu, sr.n_knots, sr.n_actuated = int(p.nx), int(p.nu), int(p.N), int(p.nu_act)
+    m = StepResult()
+    m.header = _header(stamp_ns)
+    m.u = _f64(step.u)
+    m.best_id = int(st.best_id)
+    m.xu_best = _f64(p.xu) if p is not None else _f64([])
+    m.solve = sr
+    m.hypo_stats_json = json.dumps(st.extra, default=_json_default) if st.extra else ""
+    m.iterations = int(st.iterations)
+    m.budget_hit = bool(st.budget_hit)
+    m.wall_s = float(st.wall_s)
+    return m, ss
 
 
 def _json_default(o):

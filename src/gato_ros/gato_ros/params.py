@@ -189,6 +189,61 @@ CONTROLLER = (
     Param("publish_commands", "bool", True,
           "publish the torques (/<controller_name>/commands, ~/command); false: plans only (~/plan), which the "
           "gato ros2_control plugin executes in follow mode", read_only=True, group="output"),
+    # planner and OSC fallback (gato.planner registry; controller_logic)
+    Param("planner", "string", "bsqp",
+          "planner of the node (gato.planner registry): bsqp (batched SQP MPC, plans with knots), sampling "
+          "(sampling MPC over MuJoCo rollouts: the sampling_* parameters) or osc (operational-space controller, "
+          "the torque of the tick: the osc_* parameters); the N / dt reference window is built for every planner",
+          choices=("bsqp", "sampling", "osc"), read_only=True, group="planner"),
+    Param("fallback", "string", "osc",
+          "osc: the node switches to the OSC (tracking the last reference window, osc_* gains) when the planner "
+          "misses fallback_after_misses deadlines in a row, diverges (non-finite or diverged solve, solver error) "
+          "or re-seeds its warm start, and back to the planner (cold start at the measured state) after "
+          "fallback_recover_ticks; off: the planner's own gravity fallback and a hold on solver errors; no effect "
+          "with planner=osc", choices=("osc", "off"), group="planner"),
+    Param("fallback_after_misses", "integer", 3,
+          "consecutive deadline misses (receipt to publish > 1/control_rate_hz) that switch to the OSC fallback "
+          "(0 = deadline misses never switch); not with reference_sync (lockstep: the world waits for the "
+          "command, so a late tick costs no tracking and a switch would make the run machine-dependent)", "ticks",
+          range=(0, 1000), group="planner"),
+    Param("fallback_recover_ticks", "integer", 50,
+          "hysteresis: ticks the OSC fallback keeps control before the planner is tried again (cold start at the "
+          "measured state)", "ticks", range=(1, 100000), group="planner"),
+    Param("osc_stiffness", "double", 900.0, "OSC (planner osc and the fallback): EE position stiffness per axis, "
+          "inertia-decoupled", "1/s^2", range=(0.0, 1e5), group="osc"),
+    Param("osc_damping", "double", 60.0, "OSC: EE position damping per axis, inertia-decoupled", "1/s",
+          range=(0.0, 1e4), group="osc"),
+    Param("osc_orientation_stiffness", "double", 900.0, "OSC: stiffness holding the tool orientation the OSC "
+          "started with (the measured one when it takes over)", "1/s^2", range=(0.0, 1e5), group="osc"),
+    Param("osc_orientation_damping", "double", 60.0, "OSC: tool orientation damping", "1/s", range=(0.0, 1e4),
+          group="osc"),
+    Param("osc_null_space_stiffness", "double", 25.0, "OSC, robots with more than 6 joints: null-space stiffness "
+          "toward the posture the OSC started with", "1/s^2", range=(0.0, 1e4), group="osc"),
+    Param("osc_null_space_damping", "double", 10.0, "OSC, robots with more than 6 joints: null-space damping",
+          "1/s", range=(0.0, 1e4), group="osc"),
+    Param("sampling_num_samples", "integer", 64, "planner sampling: candidate control sequences per iteration",
+          "samples", range=(2, 4096), read_only=True, group="sampling"),
+    Param("sampling_iterations", "integer", 2, "planner sampling: sampling iterations per tick", "iterations",
+          range=(1, 100), read_only=True, group="sampling"),
+    Param("sampling_horizon_s", "double", 0.5, "planner sampling: rollout horizon", "s", range=(0.01, 10.0),
+          read_only=True, group="sampling"),
+    Param("sampling_timestep", "double", 0.005, "planner sampling: timestep of the MuJoCo planning scene",
+          "s", range=(1e-4, 0.1), read_only=True, group="sampling"),
+    Param("sampling_ctrl_std", "double", 0.01, "planner sampling: noise of the joint-target nodes", "rad",
+          range=(0.0, 10.0), read_only=True, group="sampling"),
+    Param("sampling_ee_weight", "double", 2000.0, "planner sampling: EE tracking weight per rollout step",
+          "1/m^2", range=(0.0, 1e7), read_only=True, group="sampling"),
+    Param("sampling_ctrl_weight", "double", 1.0, "planner sampling: weight of the joint targets' distance to "
+          "the IK reference", "1/rad^2", range=(0.0, 1e6), read_only=True, group="sampling"),
+    Param("sampling_threads", "integer", 0, "planner sampling: mujoco.rollout threads (0 = all CPUs)", "threads",
+          range=(0, 256), read_only=True, group="sampling"),
+    Param("sampling_seed", "integer", 0, "planner sampling: noise seed (a lockstep run is reproducible for a seed "
+          "and thread count)", range=(0, 2**31 - 1), read_only=True, group="sampling"),
+    Param("sampling_method", "string", "mppi", "planner sampling: mppi (exponentially weighted elites) or cem "
+          "(cross-entropy: equal elite weights)", choices=("mppi", "cem"), read_only=True, group="sampling"),
+    Param("fault_solver_delay_s", "double", 0.0, "fault injection for tests: every planner step sleeps this long "
+          "first (a stalled solver: deadline misses on demand; 0 = off)", "s", range=(0.0, 1.0),
+          group="testing"),
     # external-wrench hypotheses from the estimator node (tunable: switched between ticks)
     Param("hypotheses", "string", "none",
           "external-wrench hypotheses of the solve: none (the robot-only model) | estimator (the latest "
