@@ -241,3 +241,23 @@ def test_bench_limit_sweep_builds_its_table_from_the_runner(tmp_path, capsys):
     assert lines[2].startswith("| admm:euler | 1 | ") and f"{max(row['qd_ratio']):.3f}" in lines[2]
     with pytest.raises(ValueError, match="--configs"):
         bs.config_entry("admm:rk5")
+
+
+def test_bench_limits_prints_the_direct_calls_table_from_the_runner(tmp_path):
+    """bench_limits.py's table rows, built from the runner's rows, are the rows the pre-port
+    script formatted from direct calls (its format strings, here inline)."""
+    import bench_limits as bl
+
+    raw = copy.deepcopy(bl.study_spec("limits_pickplace_iiwa14", 1, 0, ["off", "default"]).raw)
+    raw["task"]["options"] = dict(goal_s=0.25)
+    spec = geval.parse_spec(raw)
+    rows, order = bl.run_spec(spec, tmp_path)
+    got = bl.pickplace_lines(rows, order, ["off", "default"])
+    want = []
+    for sc in bl.pickplace_set(1, seed=0):
+        for m in ("off", "default"):
+            r = bl.run_pickplace(sc, None if m == "default" else m, goal_s=0.25)
+            pv = "—" if r["plan_viol"] is None else " / ".join(f"{v:.3g}" for v in r["plan_viol"])
+            want.append(f"| {sc['id']} | {m} | {r['peak_qd_ratio']:.3f} (j{r['peak_joint'] + 1}) | "
+                        f"{r['task_time']:.3f} | {r['mean_err']:.4f} | {pv} |")
+    assert got == want
