@@ -63,7 +63,8 @@ def _replay(args: argparse.Namespace) -> int:
     from .replay import replay_bag
 
     s = replay_bag(path, args.out, tol=args.tol, worst=args.worst, html=args.html, robot=args.robot,
-                   urdf=args.urdf, torque_source=args.torque_source, log=None if args.quiet else print)
+                   urdf=args.urdf, torque_source=args.torque_source, log=None if args.quiet else print,
+                   start=args.start, end=args.end)
     if args.quiet:
         from .replay import verdict
 
@@ -134,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--torque-source", default="auto", choices=("auto", "effort", "command"),
                    help="torque for the model-vs-reality check: the joint states' effort field, the controller's "
                    "commands, or auto (efforts when every joint state has them; default)")
+    p.add_argument("--start", default=None, metavar="S|Nt",
+                   help="replay from here: seconds from the bag's start ('30', '30s'; negative from its end: "
+                   "'-60' = the last minute) or a controller tick ('1500t'); found through the MCAP index")
+    p.add_argument("--end", default=None, metavar="S|Nt", help="replay up to here (same forms as --start)")
     p.add_argument("--quiet", action="store_true", help="print only the verdict and the report path")
     p.set_defaults(func=_replay)
     p = sub.add_parser("eval", help="run a scenario sweep (an experiment spec YAML) through the closed-loop "

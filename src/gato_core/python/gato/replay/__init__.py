@@ -16,7 +16,9 @@ self-contained page), ``summary.json``, and ``worst_ticks.npz`` — the worst ti
 replayable cases (:mod:`gato.replay.cases`), which ``gato replay FILE.npz`` re-runs.
 
 ROS-free: bags are read with ``rosbags`` through :mod:`gato.bagio`, decoded with the
-message definitions stored in the bag.
+message definitions stored in the bag, and streamed tick by tick (:mod:`gato.replay.stream`):
+memory does not grow with the bag; ``start`` / ``end`` replay a window found through the
+MCAP index.
 """
 from __future__ import annotations
 
@@ -33,9 +35,10 @@ from .prediction import Prediction, predict_errors
 from .recording import TOPICS, Recording, Tick, load_recording
 from .report import Report, plot_prediction, plot_replay
 from .resolve import TickReplay, replay_ticks
+from .stream import StreamRun, stream_replay
 
 __all__ = ["replay_bag", "rerun_cases", "standalone_solve", "load_recording", "replay_ticks", "predict_errors",
-           "Recording", "Tick", "TickReplay", "Prediction", "TOPICS"]
+           "stream_replay", "Recording", "Tick", "TickReplay", "StreamRun", "Prediction", "TOPICS"]
 
 
 def _pct(a) -> dict:
@@ -54,11 +57,16 @@ def _fmt_pct(d: dict, scale=1.0, unit="ms") -> str:
 
 
 def replay_bag(bag_path, out_dir=None, *, tol: float = 1e-9, worst: int = 5, html: bool = False,
-               robot: str | None = None, urdf=None, torque_source: str = "auto", log=print) -> dict:
+               robot: str | None = None, urdf=None, torque_source: str = "auto", log=print,
+               start=None, end=None) -> dict:
     """Replay a bag of the controller graph and write the discrepancy report.
 
+    Bags with ``/gato_controller/solve_input`` are streamed tick by tick in bounded memory
+    (:mod:`gato.replay.stream`); bags without it are reconstructed in memory.
+
     Args:
-        bag_path: rosbag2 folder (MCAP or sqlite3), or a single .mcap file.
+        bag_path: rosbag2 folder (MCAP or sqlite3; split into several files or not), or a
+            single .mcap file.
         out_dir: output folder (default ``<bag>_replay`` beside the bag).
         tol: command tolerance [N*m]: a tick whose max |u_replay - u_recorded| exceeds it
             is a discrepancy.
@@ -69,19 +77,42 @@ def replay_bag(bag_path, out_dir=None, *, tol: float = 1e-9, worst: int = 5, htm
         torque_source: the torque the model-vs-reality part integrates: "effort" (the
             joint states' effort field), "command" or "auto" (effort when present).
         log: progress printer (``None``: silent).
+        start / end: replay only a window: seconds from the bag's start ("12.5", "12.5s";
+            negative: from its end, "-60" = the last minute) or a controller tick ("1500t"),
+            found through the MCAP index without reading what comes before.
 
     Returns the summary dict (also written as ``summary.json``). Raises
-    FileNotFoundError / ValueError only when the path is not a readable bag at all;
-    everything partial (truncated, missing topics, other message versions) is reported.
+    FileNotFoundError / ValueError only when the path is not a readable bag at all (or the
+    window is empty / needs SolveInput); everything partial (truncated, missing topics, other
+    message versions) is reported.
     """
-    from ..bagio import read_bag
+    from .stream import eta_printer, stream_replay
 
     say = log or (lambda *a, **k: None)
     bag_path = Path(bag_path)
     out = Path(out_dir) if out_dir else bag_path.parent / f"{bag_path.name.removesuffix('.mcap')}_replay"
+    say(f"[gato replay] streaming {bag_path}" + ("" if start is None and end is None else
+                                                 f" (window {start or 'start'} .. {end or 'end'})") + " ...")
+    t0 = time.perf_counter()  # after the first line: the ETA printer's clock starts with the reading
+    run = stream_replay(bag_path, robot=robot, urdf=urdf, torque_source=torque_source, tol=tol, worst=worst,
+                        start=start, end=end, progress=eta_printer(say) if log else None)
+    if not run.streamed:
+        if start is not None or end is not None:
+            raise ValueError("--start/--end: the bag has no usable /gato_controller/solve_input, and a window of a "
+                             "reconstructed run is not supported: replay it whole")
+        run = _in_memory_run(bag_path, robot, urdf, torque_source, say)
     out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    say(f"[gato replay] reading {bag_path} ...")
+    return _report_run(run, bag_path, out, t0, tol=tol, worst=worst, html=html, say=say,
+                       window=(start, end) if (start is not None or end is not None) else None)
+
+
+def _in_memory_run(bag_path, robot, urdf, torque_source, say):
+    """The replay of a bag whose tick inputs must be reconstructed (no SolveInput): read whole."""
+    from types import SimpleNamespace
+
+    from ..bagio import read_bag
+    from .stream import StreamRun
+
     last = [-1.0]
 
     def prog(f):
@@ -91,69 +122,94 @@ def replay_bag(bag_path, out_dir=None, *, tol: float = 1e-9, worst: int = 5, htm
 
     bag = read_bag(bag_path, list(TOPICS.values()), progress=prog)
     rec = load_recording(bag, robot=robot)
-    problems = list(dict.fromkeys(list(bag.problems) + list(rec.problems)))  # in order, once each
-    for p in problems:
-        say(f"[gato replay] note: {p}")
+    run = StreamRun(streamed=False, storage=bag.storage, complete=bool(bag.complete), config=rec.config,
+                    robot=rec.robot, joint_names=rec.joint_names, reconstructed=rec.reconstructed,
+                    counts={k: int(v) for k, v in rec.counts.items()}, bag_problems=list(bag.problems))
+    run.problems = list(rec.problems)
+    T = len(rec.ticks)
+    run.tick = np.array([tk.tick for tk in rec.ticks], dtype=np.int64)
+    run.stamp_ns = np.array([tk.stamp_ns for tk in rec.ticks], dtype=np.int64)
+    run.wall_rec = np.array([tk.wall_s if tk.wall_s is not None else np.nan for tk in rec.ticks])
+    run.has_recorded_u = np.array([tk.u_recorded is not None for tk in rec.ticks], dtype=bool)
+    run.n_state = sum(tk.solver_state is not None for tk in rec.ticks)
+    run.n_states = len(rec.state_t_ns)
+    run.urdf = Path(urdf) if urdf else (robot_urdf(rec.robot) if rec.robot else None)
     cfg = rec.config or {}
-    summary: dict = {"bag": str(bag_path), "storage": bag.storage, "complete": bool(bag.complete),
-                     "robot": rec.robot, "ticks": len(rec.ticks), "reconstructed": rec.reconstructed,
-                     "tolerance": tol, "counts": {k: int(v) for k, v in rec.counts.items()}}
-    urdf_path = Path(urdf) if urdf else (robot_urdf(summary["robot"]) if summary["robot"] else None)
-    if urdf_path is not None and cfg.get("urdf_sha256"):
-        local = setup.urdf_sha256(urdf_path)
-        summary["urdf_matches"] = local == cfg["urdf_sha256"]
-        if not summary["urdf_matches"]:
-            problems.append(f"the URDF differs from the recorded one (recorded sha256 {cfg['urdf_sha256'][:12]}…, "
-                            f"{urdf_path} has {local[:12]}…): replayed commands are expected to differ; pass "
-                            "--urdf with the robot's URDF")
-
-    # ---- 1. re-solve
-    rp = None
-    if rec.ticks:
-        say(f"[gato replay] re-solving {len(rec.ticks)} MPC ticks in order ...")
-        step = max(1, len(rec.ticks) // 10)
+    if run.urdf is not None and cfg.get("urdf_sha256"):
+        run.urdf_matches = setup.urdf_sha256(run.urdf) == cfg["urdf_sha256"]
+    if T:
+        say(f"[gato replay] re-solving {T} MPC ticks in order (inputs reconstructed in memory) ...")
+        step = max(1, T // 10)
 
         def rprog(i, n):
             if i % step == 0 or i == n:
                 say(f"[gato replay]   {i}/{n} ticks")
 
         try:
-            rp = replay_ticks(rec, urdf=urdf_path, progress=rprog)
+            rp = replay_ticks(rec, urdf=run.urdf, progress=rprog)
         except ValueError as e:
-            problems.append(f"re-solving failed: {e}")
-        if rp is not None:
-            problems += rp.notes
-    t_first = rec.ticks[0].stamp_ns if rec.ticks else 0
-    tick_t = np.array([(tk.stamp_ns - t_first) / 1e9 for tk in rec.ticks])
-    if rp is not None:
-        cmp = np.isfinite(rp.du)
-        over = np.flatnonzero(cmp & ~(rp.du <= tol))
-        first = int(over[0]) if over.size else None
-        summary.update(compared=int(cmp.sum()), over_tolerance=int(over.size),
-                       max_du=float(np.nanmax(rp.du)) if cmp.any() else None,
-                       max_dplan=float(np.nanmax(rp.dplan)) if np.isfinite(rp.dplan).any() else None,
-                       anchored=int(rp.anchored.sum()),
-                       state_anchored=int(rp.state_anchored.sum()),
-                       solver_state=("recorded" if all(tk.solver_state is not None for tk in rec.ticks) else
-                                     "partly recorded" if any(tk.solver_state is not None for tk in rec.ticks)
-                                     else "not recorded"),
-                       first_over=None if first is None else {
-                           "tick": rec.ticks[first].tick, "t_s": float(tick_t[first]),
-                           "stamp_ns": rec.ticks[first].stamp_ns, "du": float(rp.du[first])},
-                       matched=bool(cmp.any() and over.size == 0))
-        wall_rec = np.array([tk.wall_s if tk.wall_s is not None else np.nan for tk in rec.ticks])
-        summary["solve_time_recorded_s"] = _pct(wall_rec)
-        summary["solve_time_replay_s"] = _pct(rp.wall_s)
-
-    # ---- 2. model vs reality
-    pred = None
-    if urdf_path is not None and len(rec.state_t_ns) > 1:
+            run.resolve_error = str(e)
+        else:
+            for k in ("u", "du", "dplan", "dwarm", "dstate", "wall_s", "anchored", "state_anchored", "notes",
+                      "effort_limit"):
+                setattr(run, k, getattr(rp, k))
+            run.kept = {i: (tk, SimpleNamespace(u=rp.u[i], warm=rp.warm[i])) for i, tk in enumerate(rec.ticks)}
+    if run.urdf is not None and len(rec.state_t_ns) > 1:
         say(f"[gato replay] model vs reality over {len(rec.state_t_ns)} joint states ...")
         try:
-            pred = predict_errors(urdf_path, rec.joint_names, rec.state_t_ns, rec.states, rec.commands,
-                                  efforts=rec.efforts, torque_source=torque_source)
+            run.prediction = predict_errors(run.urdf, rec.joint_names, rec.state_t_ns, rec.states, rec.commands,
+                                            efforts=rec.efforts, torque_source=torque_source)
         except ValueError as e:
-            problems.append(f"model vs reality skipped: {e}")
+            run.prediction_error = str(e)
+    return run
+
+
+def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dict:
+    """Summary, worst-tick cases and report of a replay (streamed or in memory)."""
+    problems = list(dict.fromkeys(list(run.bag_problems) + list(run.problems)))  # in order, once each
+    for p in problems:
+        say(f"[gato replay] note: {p}")
+    cfg = run.config or {}
+    summary: dict = {"bag": str(bag_path), "storage": run.storage, "complete": bool(run.complete),
+                     "robot": run.robot, "ticks": run.T, "reconstructed": run.reconstructed,
+                     "streamed": run.streamed, "tolerance": tol, "counts": dict(run.counts)}
+    if window is not None:
+        summary["window"] = {"start": window[0], "end": window[1]}
+    if run.urdf_matches is not None:
+        summary["urdf_matches"] = run.urdf_matches
+        if not run.urdf_matches:
+            local = setup.urdf_sha256(run.urdf)
+            problems.append(f"the URDF differs from the recorded one (recorded sha256 {cfg['urdf_sha256'][:12]}…, "
+                            f"{run.urdf} has {local[:12]}…): replayed commands are expected to differ; pass "
+                            "--urdf with the robot's URDF")
+    if run.resolve_error is not None:
+        problems.append(f"re-solving failed: {run.resolve_error}")
+    replayed = run.du is not None and run.T > 0
+    if replayed:
+        problems += run.notes
+    t_first = int(run.stamp_ns[0]) if run.T else 0
+    tick_t = (run.stamp_ns - t_first) / 1e9 if run.T else np.zeros(0)
+    if replayed:
+        cmp = np.isfinite(run.du)
+        over = np.flatnonzero(cmp & ~(run.du <= tol))
+        first = int(over[0]) if over.size else None
+        summary.update(compared=int(cmp.sum()), over_tolerance=int(over.size),
+                       max_du=float(np.nanmax(run.du)) if cmp.any() else None,
+                       max_dplan=float(np.nanmax(run.dplan)) if np.isfinite(run.dplan).any() else None,
+                       anchored=int(run.anchored.sum()),
+                       state_anchored=int(run.state_anchored.sum()),
+                       solver_state=("recorded" if run.n_state == run.T else "partly recorded" if run.n_state
+                                     else "not recorded"),
+                       first_over=None if first is None else {
+                           "tick": int(run.tick[first]), "t_s": float(tick_t[first]),
+                           "stamp_ns": int(run.stamp_ns[first]), "du": float(run.du[first])},
+                       matched=bool(cmp.any() and over.size == 0))
+        summary["solve_time_recorded_s"] = _pct(run.wall_rec)
+        summary["solve_time_replay_s"] = _pct(run.wall_s)
+
+    pred = run.prediction
+    if run.prediction_error is not None:
+        problems.append(f"model vs reality skipped: {run.prediction_error}")
     if pred is not None and pred.t.size:
         summary["prediction"] = {"intervals": int(pred.t.size), "skipped": int(pred.skipped),
                                  "torque_source": pred.torque_source,
@@ -161,28 +217,32 @@ def replay_bag(bag_path, out_dir=None, *, tol: float = 1e-9, worst: int = 5, htm
                                  "rms_tau_Nm": dict(zip(pred.joint_names, map(float, pred.rms_tau))),
                                  "share": dict(zip(pred.joint_names, map(float, pred.share))),
                                  "rms_qd_err_rad_s": dict(zip(pred.joint_names, map(float, pred.rms_qd)))}
-    elif urdf_path is not None:
+    elif run.urdf is not None and run.prediction_error is None:
         problems.append("model vs reality: no consecutive joint states with a known torque between them "
                         "(no efforts in /joint_states and no commands)")
 
-    # ---- 3. worst ticks
     cases_path = None
-    if rp is not None and worst > 0:
-        idx, reasons = _worst(rec, rp, pred, tol, worst)
+    if replayed and worst > 0:
+        idx, reasons = _worst(run, pred, tol, worst)
         if idx:
+            from types import SimpleNamespace
+
             tau_at = {}
             if pred is not None and pred.t.size:
                 t_ns = np.round(pred.t * 1e9).astype(np.int64)
                 for i in idx:
-                    j = np.flatnonzero(t_ns == rec.ticks[i].stamp_ns)
+                    j = np.flatnonzero(t_ns == run.stamp_ns[i])
                     if j.size:
-                        tau_at[rec.ticks[i].stamp_ns] = pred.tau_res[j[0]]
-            cases_path = write_cases(out / "worst_ticks.npz", rec, rp, idx, reasons, tau_at, urdf=urdf_path)
+                        tau_at[int(run.stamp_ns[i])] = pred.tau_res[j[0]]
+            ticks = {i: run.kept[i][0] for i in idx}
+            rp = SimpleNamespace(u={i: run.kept[i][1].u for i in idx}, warm={i: run.kept[i][1].warm for i in idx})
+            cases_path = write_cases(out / "worst_ticks.npz", SimpleNamespace(ticks=ticks, joint_names=run.joint_names),
+                                     rp, idx, reasons, tau_at, urdf=run.urdf)
             summary["cases"] = str(cases_path)
 
     summary["problems"] = problems
     summary["wall_s"] = time.perf_counter() - t0
-    report_path = _write_report(out, bag_path, summary, rec, rp, pred, tick_t, cases_path, html)
+    report_path = _write_report(out, bag_path, summary, run, pred, tick_t, cases_path, html, window)
     summary["report"] = str(report_path)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     say(f"[gato replay] {verdict(summary)}")
@@ -192,23 +252,26 @@ def replay_bag(bag_path, out_dir=None, *, tol: float = 1e-9, worst: int = 5, htm
     return summary
 
 
-def _worst(rec, rp, pred, tol, k):
+def _worst(run, pred, tol, k):
     """Indices of the worst ticks and why: command differences first, then the model's
     residual torque at the tick."""
     picked, reasons = [], []
-    du = np.nan_to_num(rp.du, nan=-1.0)
+    du = np.nan_to_num(run.du, nan=-1.0)
     for i in np.argsort(-du, kind="stable"):
         if len(picked) == k or du[i] <= tol:
             break
         picked.append(int(i))
-        reasons.append(f"replayed command differs by {rp.du[i]:.3g} N*m")
+        reasons.append(f"replayed command differs by {run.du[i]:.3g} N*m")
     if pred is not None and pred.t.size and len(picked) < k:
         t_ns = np.round(pred.t * 1e9).astype(np.int64)
-        pos = {tk.stamp_ns: i for i, tk in enumerate(rec.ticks)}
+        order = np.argsort(run.stamp_ns, kind="stable")
         norm = np.linalg.norm(pred.tau_res, axis=1)
         for j in np.argsort(-norm, kind="stable"):
-            i = pos.get(int(t_ns[j]))
-            if i is None or i in picked:
+            p = int(np.searchsorted(run.stamp_ns[order], t_ns[j]))
+            if p >= len(order) or run.stamp_ns[order[p]] != t_ns[j]:
+                continue
+            i = int(order[p])
+            if i in picked:
                 continue
             picked.append(i)
             reasons.append(f"model residual {norm[j]:.3g} N*m (largest misprediction)")
@@ -233,12 +296,13 @@ def verdict(summary: dict) -> str:
             f"{summary['max_du']:.3g} N*m")
 
 
-def _write_report(out, bag_path, summary, rec, rp, pred, tick_t, cases_path, html):
+def _write_report(out, bag_path, summary, run, pred, tick_t, cases_path, html, window=None):
     r = Report(f"gato replay: {bag_path.name}")
-    cfg = rec.config or {}
+    cfg = run.config or {}
     r.p(f"Bag `{bag_path}` ({summary['storage']}{'' if summary['complete'] else ', INCOMPLETE: read up to the damage'}); "
         f"robot {summary.get('robot')}; {summary['ticks']} MPC ticks"
-        + (" (inputs reconstructed: no SolveInput topic)" if rec.reconstructed else "")
+        + (" (inputs reconstructed: no SolveInput topic)" if run.reconstructed else "")
+        + ("" if window is None else f" in the window {window[0] or 'start'} .. {window[1] or 'end'}")
         + f"; recorded with gato {cfg.get('gato_version', '?')}.")
     r.h(1, "Verdict")
     r.p(verdict(summary) + ".")
@@ -249,7 +313,7 @@ def _write_report(out, bag_path, summary, rec, rp, pred, tick_t, cases_path, htm
         else:
             r.p(f"Model vs reality: the model explains the measured motion to within {pred.tau_floor:g} N·m RMS "
                 "on every joint.")
-    if rp is not None:
+    if "compared" in summary:
         r.h(1, "Replayed vs recorded")
         rows = [["commands compared", summary["compared"]], ["beyond tolerance", summary["over_tolerance"]],
                 ["max |u replay − u recorded| [N·m]", f"{summary['max_du']:.3g}" if summary["max_du"] is not None
@@ -262,10 +326,10 @@ def _write_report(out, bag_path, summary, rec, rp, pred, tick_t, cases_path, htm
                 ["MPC step time recorded, median / p90 / max", _fmt_pct(summary["solve_time_recorded_s"], 1e3)],
                 ["MPC step time replay, median / p90 / max", _fmt_pct(summary["solve_time_replay_s"], 1e3)]]
         r.table(["", "value"], rows)
-        wall_rec = np.array([tk.wall_s if tk.wall_s is not None else np.nan for tk in rec.ticks]) * 1e3
+        wall_rec = run.wall_rec * 1e3
         fo = summary["first_over"]
-        png = plot_replay(out / "replay.png", tick_t, rp.du, rp.dplan, summary["tolerance"], wall_rec,
-                          rp.wall_s * 1e3, None if fo is None else fo["t_s"])
+        png = plot_replay(out / "replay.png", tick_t, run.du, run.dplan, summary["tolerance"], wall_rec,
+                          run.wall_s * 1e3, None if fo is None else fo["t_s"])
         r.img(png, "Per-tick difference between replayed and recorded commands / plans, and step times")
     if pred is not None and pred.t.size:
         r.h(1, "Model vs reality")
@@ -285,7 +349,7 @@ def _write_report(out, bag_path, summary, rec, rp, pred, tick_t, cases_path, htm
     if cases_path is not None:
         r.h(1, "Worst ticks")
         z = np.load(cases_path)
-        rows = [[int(z["tick"][k]), f"{(int(z['stamp_ns'][k]) - rec.ticks[0].stamp_ns) / 1e9:.3f}",
+        rows = [[int(z["tick"][k]), f"{(int(z['stamp_ns'][k]) - int(run.stamp_ns[0])) / 1e9:.3f}",
                  str(z["reason"][k]), f"{np.max(np.abs(z['u_standalone'][k] - z['u_recorded'][k])):.3g}"]
                 for k in range(len(z["tick"]))]
         r.table(["tick", "t [s]", "why", "standalone vs recorded max |du| [N·m]"], rows)
@@ -295,7 +359,9 @@ def _write_report(out, bag_path, summary, rec, rp, pred, tick_t, cases_path, htm
     r.h(1, "Problems with the bag")
     r.items(summary["problems"] or ["none"])
     r.h(1, "Reproduce")
-    r.code(f"gato replay {bag_path} --out {out} --tol {summary['tolerance']:g}" + (" --html" if html else ""))
+    r.code(f"gato replay {bag_path} --out {out} --tol {summary['tolerance']:g}" + (" --html" if html else "")
+           + ("" if window is None else "".join(f" --{k} {v}" for k, v in zip(("start", "end"), window)
+                                                if v is not None)))
     if html:
         path = out / "report.html"
         # The PNGs are embedded: one file to attach to an issue.

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Prediction", "predict_errors"]
+__all__ = ["Prediction", "Predictor", "predict_errors", "summarize"]
 
 
 @dataclass
@@ -90,14 +90,7 @@ def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, efforts=N
             nominal simulation bringup stays under 0.01 N*m: integrator differences).
     Intervals before the first command are skipped (counted in ``skipped``).
     """
-    import pinocchio as pin
-
-    model = pin.buildModelFromUrdf(str(urdf))
-    data = model.createData()
-    urdf_joints = list(model.names)[1:]
-    if list(joint_names) != urdf_joints:
-        raise ValueError(f"joint_names: {list(joint_names)} are not the URDF's joints in order {urdf_joints}")
-    nq, nv = model.nq, model.nv
+    pr = Predictor(urdf, joint_names, max_substep=max_substep)
     ts, eq, eqd, tau = [], [], [], []
     skipped = 0
     # Zero-order hold: over [t_k, t_k+1) the latest command stamped at or before t_k acts
@@ -119,16 +112,50 @@ def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, efforts=N
             skipped += 1
             continue
         u = efforts[k + 1] if use_eff else np.asarray(commands[int(c_t[i])][0], dtype=np.float64)
-        q, v = states[k, :nq], states[k, nq:]
-        n = max(1, int(np.ceil(dt / max_substep - 1e-9)))
+        e_q, e_qd, tau_k = pr.interval(int(state_t_ns[k]), states[k], int(state_t_ns[k + 1]), states[k + 1], u)
+        ts.append(int(state_t_ns[k]) / 1e9)
+        eq.append(e_q)
+        eqd.append(e_qd)
+        tau.append(tau_k)
+    return summarize(list(joint_names), ts, eq, eqd, tau, skipped=skipped, max_substep=max_substep,
+                     torque_source="effort" if use_eff else "command", tau_floor=tau_floor)
+
+
+class Predictor:
+    """The model's one-step prediction of single intervals (what :func:`predict_errors` does for
+    a whole run; ``gato replay`` streams the joint states through it). Raises ValueError when
+    ``joint_names`` are not the URDF's joints in order."""
+
+    def __init__(self, urdf, joint_names, *, max_substep: float = 1e-3):
+        import pinocchio as pin
+
+        self.pin = pin
+        self.model = pin.buildModelFromUrdf(str(urdf))
+        self.data = self.model.createData()
+        urdf_joints = list(self.model.names)[1:]
+        if list(joint_names) != urdf_joints:
+            raise ValueError(f"joint_names: {list(joint_names)} are not the URDF's joints in order {urdf_joints}")
+        self.nq, self.nv = self.model.nq, self.model.nv
+        self.max_substep = max_substep
+
+    def interval(self, t0_ns: int, x0, t1_ns: int, x1, u):
+        """(e_q (nv,), e_qd (nv,), tau_res (nv,) N*m) of the interval from state ``x0`` at
+        ``t0_ns`` to ``x1`` at ``t1_ns`` under torque ``u`` (nv,) N*m."""
+        pin, model, data, nq = self.pin, self.model, self.data, self.nq
+        dt = (t1_ns - t0_ns) / 1e9
+        q, v = x0[:nq], x0[nq:]
+        n = max(1, int(np.ceil(dt / self.max_substep - 1e-9)))
         qp, vp = _rk4(pin, model, data, q, v, u, dt, n)
-        e_qd = states[k + 1, nq:] - vp
+        e_qd = x1[nq:] - vp
         M = pin.crba(model, data, q)
         M = np.triu(M) + np.triu(M, 1).T          # crba fills the upper triangle
-        ts.append(int(state_t_ns[k]) / 1e9)
-        eq.append(pin.difference(model, qp, states[k + 1, :nq]))
-        eqd.append(e_qd)
-        tau.append(M @ e_qd / dt)
+        return pin.difference(model, qp, x1[:nq]), e_qd, M @ e_qd / dt
+
+
+def summarize(joint_names, ts, eq, eqd, tau, *, skipped: int, max_substep: float, torque_source: str,
+              tau_floor: float = 0.05) -> Prediction:
+    """A :class:`Prediction` from per-interval lists (starts [s], e_q, e_qd, tau_res)."""
+    nv = len(joint_names)
     K = len(ts)
     e_q = np.asarray(eq).reshape(K, nv)
     e_qd = np.asarray(eqd).reshape(K, nv)
@@ -146,5 +173,4 @@ def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, efforts=N
         acc += share[i]
     return Prediction(joint_names=list(joint_names), t=np.asarray(ts), e_q=e_q, e_qd=e_qd, tau_res=tau_res,
                       rms_tau=rms_tau, rms_qd=rms_qd, share=share, ranking=ranking, suspects=suspects,
-                      max_substep=max_substep, torque_source="effort" if use_eff else "command",
-                      tau_floor=tau_floor, skipped=skipped)
+                      max_substep=max_substep, torque_source=torque_source, tau_floor=tau_floor, skipped=skipped)

@@ -32,7 +32,7 @@ import numpy as np
 from .. import controller_setup as setup
 from ..interface import robot_urdf
 
-__all__ = ["TickReplay", "replay_ticks"]
+__all__ = ["TickReplay", "TickReplayer", "TickResult", "replay_ticks"]
 
 _READ_ONLY_REBUILD = ("robot", "N", "dt", "batch_size", "warm_start")
 
@@ -75,6 +75,143 @@ def _max_abs(a, b) -> float:
     return float(np.max(np.abs(a - b))) if a.size else 0.0
 
 
+class TickReplayer:
+    """Re-solves ticks one at a time, in order (what :func:`replay_ticks` does for a whole
+    recording; ``gato replay`` streams a bag through it).
+
+    ``step(tk)`` returns a :class:`TickResult`; ``notes`` collects what happened (rebuilds,
+    mid-run starts, solver states that did not fit); :meth:`finish` adds the totals.
+    Raises ValueError from the constructor when the first configuration cannot be built.
+    """
+
+    def __init__(self, config: dict, *, urdf=None, warm_tol: float = 1e-9):
+        self.cfg = dict(config)
+        self.urdf = urdf or robot_urdf(self.cfg["robot"])
+        self.ctrl = setup.build_controller(self.cfg, urdf=self.urdf)
+        s = self.ctrl.solver
+        self.nu, self.S = int(s.nu), int(s.xu_size)
+        self.effort_limit = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)
+        self.warm_tol = warm_tol
+        self.notes: list = []
+        self.bad_state = 0
+        self.first = True
+        self.n = self.n_state = self.n_state_anchored = self.n_anchored = 0
+
+    def step(self, tk) -> "TickResult":
+        """Re-solve tick ``tk`` (a :class:`gato.replay.Tick`) after the previous ones."""
+        ctrl, cfg, out = self.ctrl, self.cfg, self.notes
+        s = ctrl.solver
+        lim = self.effort_limit
+        r = TickResult(u=np.full(self.nu, np.nan))
+        c = tk.config
+        if c is not cfg and c != cfg:
+            rebuild = [k for k in _READ_ONLY_REBUILD if c.get(k) != cfg.get(k)]
+            if rebuild:
+                out.append(f"tick {tk.tick}: {rebuild} changed: the controller was rebuilt")
+                ctrl = self.ctrl = setup.build_controller(c, urdf=self.urdf)
+                s = ctrl.solver
+                self.first = True
+            else:
+                changes = {k: c[k] for k in setup.TUNABLE_KEYS if k in c and c.get(k) != cfg.get(k)}
+                if changes:
+                    setup.apply_tunables(ctrl, changes)
+            self.cfg = dict(c)
+        if tk.reset or self.first:
+            ctrl.reset(tk.x)
+            if tk.reset or tk.solver_state is None or tk.xu_warm is None:
+                ctrl.warmup(tk.x, tk.reference)
+            if not tk.reset:
+                out.append(f"tick {tk.tick}: the bag starts mid-run (no reset recorded): " + (
+                    "the recorded warm start and solver state are installed here (exact continuation)"
+                    if tk.solver_state is not None and tk.xu_warm is not None
+                    else "replay starts with a reset and warm-up here"))
+            self.first = False
+        if tk.solver_state is not None:
+            self.n_state += 1
+            mine = ctrl.carried_state()
+            rec_state = tk.solver_state
+            if mine is not None and rec_state.shape[0] == 1 < mine["solver"].shape[0]:
+                rec_state = np.repeat(rec_state, mine["solver"].shape[0], 0)
+            r.dstate = float("inf") if mine is None else _max_abs(mine["solver"], rec_state)
+            same = (mine is not None and np.array_equal(mine["solver"], rec_state)
+                    and mine["capped_out"] == tk.capped_out and mine["force_reseed"] == tk.force_reseed)
+            if not same:
+                try:
+                    ctrl.set_carried_state({"solver": rec_state, "capped_out": tk.capped_out,
+                                            "force_reseed": tk.force_reseed})
+                    r.state_anchored = True
+                    self.n_state_anchored += 1
+                except ValueError as e:
+                    self.bad_state += 1
+                    if self.bad_state == 1:
+                        out.append(f"tick {tk.tick}: the recorded solver state does not fit the replay's "
+                                   f"solver ({e}): not installed")
+        warm = ctrl.xu_warm
+        if tk.xu_warm is not None:
+            rec = tk.xu_warm if tk.xu_warm.shape[0] == warm.shape[0] else np.repeat(tk.xu_warm[:1], warm.shape[0], 0)
+            r.dwarm = _max_abs(warm, rec)
+            if not r.dwarm <= self.warm_tol:
+                ctrl.set_warm_start(rec)
+                r.anchored = True
+                self.n_anchored += 1
+        r.warm = np.array(ctrl.xu_warm[0], dtype=np.float64)
+        iters_override = None
+        if tk.budget_s and tk.iterations:
+            # The recorded solve stopped on the wall clock: re-run the iterations it did.
+            iters_override = int(s.params.max_sqp_iters)
+            s.set_params(s.params.replace(max_sqp_iters=int(tk.iterations)))
+        t0 = time.perf_counter()
+        res = ctrl.step(tk.x, tk.reference, tk.dt_elapsed)
+        r.wall_s = time.perf_counter() - t0
+        if iters_override is not None:
+            s.set_params(s.params.replace(max_sqp_iters=iters_override))
+        u = np.clip(np.asarray(res.u, dtype=np.float64), -lim, lim)
+        r.u[:u.size] = u
+        r.xu = np.asarray(res.xu_best, dtype=np.float64).copy()
+        r.du = _max_abs(u, tk.u_recorded)
+        r.dplan = _max_abs(r.xu, tk.xu_recorded)
+        self.n += 1
+        return r
+
+    def finish(self) -> list:
+        """The notes, with the totals (solver state, installed states and warm starts)."""
+        T, n_state = self.n, self.n_state
+        head = []
+        if n_state == 0:
+            head.append("the bag carries no solver state (SolveInput without solver_state: recorded by an older "
+                        "gato): solver duals, rho and ADMM state are the replay's own, so a bag that starts "
+                        "mid-run replays approximately")
+        elif n_state < T:
+            head.append(f"{T - n_state} of {T} ticks carry no solver state: their duals are the replay's own")
+        self.notes[:0] = head
+        if self.n_state_anchored:
+            self.notes.append(f"{self.n_state_anchored} ticks started from a solver state other than the recorded "
+                              "one; the recorded one was installed for them")
+        if self.bad_state > 1:
+            self.notes.append(f"{self.bad_state} ticks' recorded solver states did not fit the replay's solver")
+        if self.n_anchored:
+            self.notes.append(f"{self.n_anchored} ticks started from a warm start other than the recorded one "
+                              f"(beyond {self.warm_tol:g}); the recorded one was installed for them (solver duals "
+                              "kept)")
+        return self.notes
+
+
+@dataclass
+class TickResult:
+    """One re-solved tick (see :class:`TickReplay` for the fields; ``warm`` / ``xu`` (S,))."""
+
+    u: np.ndarray
+    xu: np.ndarray | None = None
+    du: float = float("nan")
+    dplan: float = float("nan")
+    dwarm: float = float("nan")
+    dstate: float = float("nan")
+    wall_s: float = 0.0
+    anchored: bool = False
+    state_anchored: bool = False
+    warm: np.ndarray | None = None
+
+
 def replay_ticks(recording, *, urdf=None, warm_tol: float = 1e-9, progress=None) -> TickReplay:
     """Re-solve every tick of ``recording`` (a :class:`gato.replay.Recording`) in order.
 
@@ -90,100 +227,18 @@ def replay_ticks(recording, *, urdf=None, warm_tol: float = 1e-9, progress=None)
     T = len(ticks)
     if T == 0:
         raise ValueError("no ticks to replay")
-    cfg = dict(ticks[0].config)
-    urdf = urdf or robot_urdf(cfg["robot"])
-    ctrl = setup.build_controller(cfg, urdf=urdf)
-    s = ctrl.solver
-    nu, S = int(s.nu), int(s.xu_size)
-    lim = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)
+    rp = TickReplayer(ticks[0].config, urdf=urdf, warm_tol=warm_tol)
+    S, nu = rp.S, rp.nu
     out = TickReplay(u=np.full((T, nu), np.nan), xu=np.full((T, S), np.nan), du=np.full(T, np.nan),
                      dplan=np.full(T, np.nan), dwarm=np.full(T, np.nan), wall_s=np.zeros(T),
-                     anchored=np.zeros(T, dtype=bool), warm=np.full((T, S), np.nan), effort_limit=lim,
+                     anchored=np.zeros(T, dtype=bool), warm=np.full((T, S), np.nan), effort_limit=rp.effort_limit,
                      dstate=np.full(T, np.nan), state_anchored=np.zeros(T, dtype=bool))
-    n_state = sum(tk.solver_state is not None for tk in ticks)
-    if n_state == 0:
-        out.notes.append("the bag carries no solver state (SolveInput without solver_state: recorded by an older "
-                         "gato): solver duals, rho and ADMM state are the replay's own, so a bag that starts "
-                         "mid-run replays approximately")
-    elif n_state < T:
-        out.notes.append(f"{T - n_state} of {T} ticks carry no solver state: their duals are the replay's own")
-    bad_state = 0
-    first = True
     for i, tk in enumerate(ticks):
-        c = tk.config
-        if c is not cfg and c != cfg:
-            rebuild = [k for k in _READ_ONLY_REBUILD if c.get(k) != cfg.get(k)]
-            if rebuild:
-                out.notes.append(f"tick {tk.tick}: {rebuild} changed: the controller was rebuilt")
-                ctrl = setup.build_controller(c, urdf=urdf)
-                s = ctrl.solver
-                first = True
-            else:
-                changes = {k: c[k] for k in setup.TUNABLE_KEYS if k in c and c.get(k) != cfg.get(k)}
-                if changes:
-                    setup.apply_tunables(ctrl, changes)
-            cfg = dict(c)
-        if tk.reset or first:
-            ctrl.reset(tk.x)
-            if tk.reset or tk.solver_state is None or tk.xu_warm is None:
-                ctrl.warmup(tk.x, tk.reference)
-            if not tk.reset:
-                out.notes.append(f"tick {tk.tick}: the bag starts mid-run (no reset recorded): " + (
-                    "the recorded warm start and solver state are installed here (exact continuation)"
-                    if tk.solver_state is not None and tk.xu_warm is not None
-                    else "replay starts with a reset and warm-up here"))
-            first = False
-        if tk.solver_state is not None:
-            mine = ctrl.carried_state()
-            rec_state = tk.solver_state
-            if mine is not None and rec_state.shape[0] == 1 < mine["solver"].shape[0]:
-                rec_state = np.repeat(rec_state, mine["solver"].shape[0], 0)
-            out.dstate[i] = float("inf") if mine is None else _max_abs(mine["solver"], rec_state)
-            same = (mine is not None and np.array_equal(mine["solver"], rec_state)
-                    and mine["capped_out"] == tk.capped_out and mine["force_reseed"] == tk.force_reseed)
-            if not same:
-                try:
-                    ctrl.set_carried_state({"solver": rec_state, "capped_out": tk.capped_out,
-                                            "force_reseed": tk.force_reseed})
-                    out.state_anchored[i] = True
-                except ValueError as e:
-                    bad_state += 1
-                    if bad_state == 1:
-                        out.notes.append(f"tick {tk.tick}: the recorded solver state does not fit the replay's "
-                                         f"solver ({e}): not installed")
-        warm = ctrl.xu_warm
-        if tk.xu_warm is not None:
-            rec = tk.xu_warm if tk.xu_warm.shape[0] == warm.shape[0] else np.repeat(tk.xu_warm[:1], warm.shape[0], 0)
-            out.dwarm[i] = _max_abs(warm, rec)
-            if not out.dwarm[i] <= warm_tol:
-                ctrl.set_warm_start(rec)
-                out.anchored[i] = True
-        out.warm[i] = ctrl.xu_warm[0]
-        iters_override = None
-        if tk.budget_s and tk.iterations:
-            # The recorded solve stopped on the wall clock: re-run the iterations it did.
-            iters_override = int(s.params.max_sqp_iters)
-            s.set_params(s.params.replace(max_sqp_iters=int(tk.iterations)))
-        t0 = time.perf_counter()
-        r = ctrl.step(tk.x, tk.reference, tk.dt_elapsed)
-        out.wall_s[i] = time.perf_counter() - t0
-        if iters_override is not None:
-            s.set_params(s.params.replace(max_sqp_iters=iters_override))
-        u = np.clip(np.asarray(r.u, dtype=np.float64), -lim, lim)
-        out.u[i, :u.size] = u
-        out.xu[i] = np.asarray(r.xu_best, dtype=np.float64)
-        out.du[i] = _max_abs(u, tk.u_recorded)
-        out.dplan[i] = _max_abs(out.xu[i], tk.xu_recorded)
+        r = rp.step(tk)
+        out.u[i], out.xu[i], out.warm[i] = r.u, r.xu, r.warm
+        out.du[i], out.dplan[i], out.dwarm[i], out.dstate[i] = r.du, r.dplan, r.dwarm, r.dstate
+        out.wall_s[i], out.anchored[i], out.state_anchored[i] = r.wall_s, r.anchored, r.state_anchored
         if progress is not None:
             progress(i + 1, T)
-    n_st = int(out.state_anchored.sum())
-    if n_st:
-        out.notes.append(f"{n_st} ticks started from a solver state other than the recorded one; the recorded "
-                         "one was installed for them")
-    if bad_state > 1:
-        out.notes.append(f"{bad_state} ticks' recorded solver states did not fit the replay's solver")
-    n_anch = int(out.anchored.sum())
-    if n_anch:
-        out.notes.append(f"{n_anch} ticks started from a warm start other than the recorded one (beyond "
-                         f"{warm_tol:g}); the recorded one was installed for them (solver duals kept)")
+    out.notes = rp.finish()
     return out

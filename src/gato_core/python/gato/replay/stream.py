@@ -1,0 +1,609 @@
+"""Streaming replay: read, re-solve and compare a bag tick by tick in bounded memory.
+
+A robot bag of hours does not fit in memory (decoded, 20,000 ticks of the iiwa14 took
+1.7 GB), so ``gato replay`` never holds the bag: :func:`gato.bagio.stream_bag` yields the
+messages in log-time order and this module
+
+- builds each tick from its ``/gato_controller/solve_input`` (exactly as
+  :func:`gato.replay.load_recording` does) and holds it until the log time has moved
+  :data:`LOOKAHEAD_S` past it, so that its recorded outputs (command, step result, plan:
+  logged just after it) are attached and ticks logged slightly out of stamp order are
+  sorted, then re-solves it (:class:`gato.replay.resolve.TickReplayer`) and keeps only
+  per-tick scalars (differences, step times) and the command (nu,);
+- holds the joint states the same way and runs the model-vs-reality interval of each
+  pair of consecutive states as soon as it is complete
+  (:class:`gato.replay.prediction.Predictor`), keeping the per-interval residuals (K, nv);
+- keeps the full data (inputs, replayed plan and warm start) only of the ticks that are
+  candidates for the worst-ticks file: the ``worst`` largest command differences and the
+  ``2 worst`` largest model residuals.
+
+Memory is then the look-ahead window plus O(ticks * (nu + 8)) numbers (about 0.1 kB per
+tick); the result equals the in-memory replay bit for bit (``test/test_replay_stream.py``).
+
+Bags without SolveInput (tick inputs reconstructed from commands, joint states and
+parameter snapshots: an older recorder or a filtered ``ros2 bag record``) are replayed in
+memory by :func:`gato.replay.replay_bag` as before: the reconstruction needs the whole run.
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .prediction import Predictor, summarize
+from .recording import REQUIRED_FIELDS, TOPICS, Tick, stamp_ns
+from .resolve import TickReplayer
+
+__all__ = ["StreamRun", "stream_replay", "LOOKAHEAD_S", "parse_bound"]
+
+#: How far [s of log time] a tick or joint state is held before it is processed: its outputs
+#: (command, step result) are logged just after it; messages logged out of stamp order within
+#: this window are sorted. Bounds the memory of the look-ahead.
+LOOKAHEAD_S = 1.0
+
+
+class _Grow:
+    """A growing (n, *shape) float64 / bool array (amortized doubling)."""
+
+    def __init__(self, shape=(), dtype=np.float64, fill=np.nan):
+        self.a = np.full((256, *shape), fill, dtype=dtype)
+        self.n = 0
+        self.fill = fill
+
+    def append(self, v):
+        if self.n == len(self.a):
+            b = np.full((2 * len(self.a), *self.a.shape[1:]), self.fill, dtype=self.a.dtype)
+            b[:self.n] = self.a
+            self.a = b
+        self.a[self.n] = v
+        self.n += 1
+
+    def get(self):
+        return self.a[:self.n].copy()
+
+
+class _TopK:
+    """The ``k`` items with the largest keys (ties: the earlier pushed wins)."""
+
+    def __init__(self, k: int):
+        self.k, self.h = k, []
+
+    def push(self, key, i: int, payload):
+        item = (key, -i, payload)
+        if self.k <= 0:
+            return
+        if len(self.h) < self.k:
+            heapq.heappush(self.h, item)
+        elif (key, -i) > self.h[0][:2]:
+            heapq.heapreplace(self.h, item)
+
+    def items(self) -> dict:
+        return {-ni: p for _, ni, p in self.h}
+
+
+@dataclass
+class StreamRun:
+    """What a streamed replay produced (T re-solved ticks, K model intervals, solver order).
+
+    Per tick: ``tick`` (T,) controller tick numbers, ``stamp_ns`` (T,), ``wall_rec`` (T,)
+    recorded step times [s] (NaN unknown), ``u`` (T, nu) replayed commands [N*m], ``du`` /
+    ``dplan`` / ``dwarm`` / ``dstate`` / ``wall_s`` (T,), ``anchored`` / ``state_anchored``
+    (T,) bool, ``has_recorded_u`` (T,) bool. ``kept``: {tick index: (Tick, TickResult)} of the
+    worst-tick candidates. ``prediction``: a :class:`gato.replay.Prediction` or None.
+    ``streamed`` False: the bag needs the in-memory reconstruction (no SolveInput).
+    """
+
+    streamed: bool = True
+    storage: str = ""
+    complete: bool = True
+    problems: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    config: dict | None = None
+    robot: str | None = None
+    joint_names: list = field(default_factory=list)
+    counts: dict = field(default_factory=dict)
+    n_state: int = 0
+    tick: np.ndarray = None
+    stamp_ns: np.ndarray = None
+    wall_rec: np.ndarray = None
+    u: np.ndarray = None
+    du: np.ndarray = None
+    dplan: np.ndarray = None
+    dwarm: np.ndarray = None
+    dstate: np.ndarray = None
+    wall_s: np.ndarray = None
+    anchored: np.ndarray = None
+    state_anchored: np.ndarray = None
+    has_recorded_u: np.ndarray = None
+    kept: dict = field(default_factory=dict)
+    prediction: object = None
+    prediction_error: str | None = None
+    n_states: int = 0
+    resolve_error: str | None = None
+    window: tuple | None = None          # (start_ns, end_ns, bag first log ns, bag last log ns)
+    urdf: object = None
+    urdf_matches: bool | None = None
+    effort_limit: np.ndarray | None = None
+    bag_problems: list = field(default_factory=list)
+    reconstructed: bool = False
+
+    @property
+    def T(self) -> int:
+        return 0 if self.tick is None else len(self.tick)
+
+
+def parse_bound(text):
+    """A ``--start`` / ``--end`` value: ``"12.5"`` / ``"12.5s"`` seconds from the bag's start
+    (negative: from its end), ``"1500t"`` the controller's tick 1500. Returns ("s", float) or
+    ("tick", int); ValueError naming the value otherwise."""
+    s = str(text).strip()
+    try:
+        if s.endswith("t"):
+            return "tick", int(s[:-1])
+        return "s", float(s.removesuffix("s"))
+    except ValueError:
+        raise ValueError(f"--start/--end: {text!r} is neither seconds ('12.5', '12.5s', '-60' from the end) nor "
+                         "a tick ('1500t')") from None
+
+
+def _first_tick_at(path, t_ns: int, span_ns: int):
+    """(tick, log_ns) of the first SolveInput logged in [t_ns, t_ns + span_ns), or None."""
+    from ..bagio import stream_bag
+
+    for _, t, m in stream_bag(path, [TOPICS["solve_input"]], start_ns=t_ns, end_ns=t_ns + span_ns):
+        return int(m.tick), t
+    return None
+
+
+def _log_time_of_tick(path, tick: int, lo: int, hi: int) -> int:
+    """The log time of the first SolveInput whose tick is >= ``tick``, by bisection on log time
+    through the index (each probe reads about one chunk)."""
+    probe = max(int(1e8), (hi - lo) // 100000)  # 0.1 s or 1/100000 of the bag per probe
+    while hi - lo > probe:
+        mid = (lo + hi) // 2
+        got = _first_tick_at(path, mid, hi - mid)
+        if got is None or got[0] >= tick:
+            hi = mid
+        else:
+            lo = got[1] + 1
+    got = _first_tick_at(path, lo, hi - lo + probe)
+    while got is not None and got[0] < tick:
+        got = _first_tick_at(path, got[1] + 1, hi - got[1] + probe)
+    return got[1] if got is not None else hi
+
+
+def resolve_window(path, start=None, end=None):
+    """(start_ns, end_ns) absolute log times of a ``--start`` / ``--end`` window (None: open)."""
+    from ..bagio import stream_bag
+
+    if start is None and end is None:
+        return None, None
+    bs = stream_bag(path, [TOPICS["solve_input"]])
+    t0, t1 = bs.t_start_ns, bs.t_end_ns
+    del bs
+    if t0 is None:
+        raise ValueError(f"--start/--end: {path} has no index with its time range (a damaged bag): replay it whole")
+    out = []
+    for b in (start, end):
+        if b is None:
+            out.append(None)
+            continue
+        kind, v = parse_bound(b) if isinstance(b, str) else b
+        if kind == "s":
+            out.append(int(t0 + v * 1e9) if v >= 0 else int(t1 + 1 + v * 1e9))
+        else:
+            out.append(_log_time_of_tick(path, int(v), t0, t1 + 1))
+    if out[0] is not None and out[1] is not None and out[0] >= out[1]:
+        raise ValueError(f"--start/--end: the window [{start}, {end}) is empty")
+    return out[0], out[1]
+
+
+class _Streamer:
+    def __init__(self, bs, *, robot, urdf, torque_source, tol, worst, progress, max_gap_s=0.5):
+        if torque_source not in ("auto", "effort", "command"):
+            raise ValueError(f"torque_source: expected 'auto', 'effort' or 'command', got {torque_source!r}")
+        self.bs, self.robot_arg, self.urdf_arg = bs, robot, urdf
+        self.torque_source, self.tol, self.worst, self.progress = torque_source, tol, worst, progress
+        self.max_gap_ns = int(max_gap_s * 1e9)
+        self.max_gap_s = max_gap_s
+        self.la = int(LOOKAHEAD_S * 1e9)
+        self.run = StreamRun(storage=bs.storage)
+        self.problems = self.run.problems
+        self.started = False
+        self.early: list = []                 # (topic, t, msg) before the first configured tick
+        self.cfg_prev = None
+        self.seen_ticks: set = set()
+        self.pending_ticks: list = []         # [(stamp, seq, log_t, Tick)] sorted by stamp
+        self.seen_states: set = set()
+        self.pending_states: list = []        # [(stamp, seq, log_t, x, effort)]
+        self.seq = 0
+        self.commands: dict = {}              # stamp -> (u, source)
+        self.cmd_t: list = []                 # sorted stamps of self.commands
+        self.steps: dict = {}
+        self.plans: dict = {}
+        self.missing_joints_once = False
+        # per-tick outputs
+        self.g = {k: _Grow() for k in ("du", "dplan", "dwarm", "dstate", "wall_s", "wall_rec")}
+        self.g_tick = _Grow(dtype=np.int64, fill=0)
+        self.g_stamp = _Grow(dtype=np.int64, fill=0)
+        self.g_bool = {k: _Grow(dtype=bool, fill=False) for k in ("anchored", "state_anchored", "has_u")}
+        self.g_u = None
+        self.top_du = _TopK(worst)
+        self.top_norm = _TopK(2 * worst)
+        self.await_norm: dict = {}            # tick stamp -> (i, Tick, TickResult) awaiting its interval
+        self.norm_at: dict = {}               # interval start stamp -> norm, awaiting its tick
+        self.last_interval_start = None
+        self.last_tick_stamp = None
+        # model vs reality
+        self.pred = None
+        self.prev_state = None
+        self.use_eff = None
+        self.p_t, self.p_eq, self.p_eqd, self.p_tau = [], [], [], []
+        self.p_skipped = 0
+        self.resolver = None
+        self.n_state = 0
+        self.t_range = (None, None)           # log-time range of the replayed part: progress fraction
+
+    # -------------------------------------------------------------- messages
+    def feed(self, topic, t, m):
+        if not self.started:
+            if topic == TOPICS["solve_input"]:
+                tk = self._tick(m, t)
+                if tk is not None:
+                    self._start(m, tk)
+                    for e in self.early:
+                        self._msg(*e)
+                    self.early = None
+                    self._queue_tick(tk, t)
+                return
+            if topic in (TOPICS["step_result"], TOPICS["plan"]):
+                self._msg(topic, t, m)
+            else:
+                self.early.append((topic, t, m))
+            return
+        self._msg(topic, t, m)
+        self._release(t - self.la)
+
+    def _msg(self, topic, t, m):
+        if topic == TOPICS["solve_input"]:
+            tk = self._tick(m, t)
+            if tk is not None:
+                self._queue_tick(tk, t)
+        elif topic == TOPICS["command"]:
+            self._command(m)
+        elif topic == TOPICS["joint_states"]:
+            self._state(m, t)
+        elif topic == TOPICS["step_result"]:
+            self.steps.setdefault(stamp_ns(m.header), m)
+        elif topic == TOPICS["plan"]:
+            self.plans.setdefault(stamp_ns(m.header), m)
+
+    def _tick(self, m, t_log):
+        """A Tick from a SolveInput (as recording._from_solve_inputs), or None (duplicate / unusable)."""
+        s = stamp_ns(m.header)
+        if s in self.seen_ticks:
+            return None
+        self.seen_ticks.add(s)
+        problems, key = self.problems, TOPICS["solve_input"]
+        try:
+            cfg = json.loads(str(m.config_json)) if str(m.config_json) else self.cfg_prev
+        except json.JSONDecodeError as e:
+            problems.append(f"{key}: tick {int(m.tick)} has an unreadable config_json ({e}); "
+                            "the previous configuration is assumed")
+            cfg = self.cfg_prev
+        if cfg is None:
+            problems.append(f"{key}: tick {int(m.tick)} carries no configuration: skipped")
+            return None
+        if self.cfg_prev is not None and cfg == self.cfg_prev:
+            cfg = self.cfg_prev     # one object per configuration: the replayer compares by identity first
+        self.cfg_prev = cfg
+        w = np.asarray(m.xu_warm, dtype=np.float64)
+        rows = int(m.warm_rows)
+        if rows < 1 or w.size % rows:
+            problems.append(f"{key}: tick {int(m.tick)}: xu_warm ({w.size} values) is not "
+                            f"{rows} whole rows: its warm start is not checked")
+            warm = None
+        else:
+            warm = w.reshape(rows, -1)
+        st = np.asarray(getattr(m, "solver_state", ()), dtype=np.float64)
+        srows = int(getattr(m, "solver_state_rows", 0))
+        state = None
+        if srows > 0 and st.size and st.size % srows == 0:
+            state = st.reshape(srows, -1)
+        elif srows or st.size:
+            problems.append(f"{key}: tick {int(m.tick)}: solver_state ({st.size} values) is "
+                            f"not {srows} whole rows: not installed")
+        return Tick(stamp_ns=s, tick=int(m.tick), x=np.asarray(m.x_measured, dtype=np.float64),
+                    reference=np.asarray(m.reference, dtype=np.float64), xu_warm=warm,
+                    dt_elapsed=float(m.dt_elapsed) or None, budget_s=float(m.budget_s) or None,
+                    reset=bool(m.reset), config=cfg, solver_state=state,
+                    capped_out=bool(getattr(m, "capped_out", False)),
+                    force_reseed=bool(getattr(m, "force_reseed", False)))
+
+    def _start(self, m, tk):
+        from .. import controller_setup as setup
+        from ..interface import robot_urdf
+
+        self.started = True
+        run = self.run
+        run.config = tk.config
+        robot = self.robot_arg
+        if robot is not None and tk.config.get("robot") != robot:
+            self.problems.append(f"--robot {robot} given, but the bag's controller ran {tk.config.get('robot')}: "
+                                 "using the bag's")
+        run.robot = tk.config.get("robot", robot)
+        run.joint_names = list(m.joint_names)
+        from pathlib import Path
+
+        self.urdf = Path(self.urdf_arg) if self.urdf_arg else (robot_urdf(run.robot) if run.robot else None)
+        run.urdf = self.urdf
+        if self.urdf is not None and tk.config.get("urdf_sha256"):
+            local = setup.urdf_sha256(self.urdf)
+            run.urdf_matches = local == tk.config["urdf_sha256"]
+        try:
+            self.resolver = TickReplayer(tk.config, urdf=self.urdf)
+            self.g_u = _Grow((self.resolver.nu,))
+        except ValueError as e:
+            run.resolve_error = str(e)
+        if self.urdf is not None:
+            try:
+                self.pred = Predictor(self.urdf, run.joint_names)
+            except ValueError as e:
+                run.prediction_error = str(e)
+        if self.torque_source == "command":
+            self.use_eff = False
+
+    def _command(self, m):
+        s = stamp_ns(m.header)
+        if s in self.commands:
+            return
+        names = list(m.joint_names)
+        eff = np.asarray(m.effort, dtype=np.float64)
+        jn = self.run.joint_names
+        if len(names) != len(eff) or not all(j in names for j in jn):
+            return
+        self.commands[s] = (eff[[names.index(j) for j in jn]], str(m.source))
+        bisect.insort(self.cmd_t, s)
+
+    def _state(self, m, t_log):
+        s = stamp_ns(m.header)
+        if s in self.seen_states:
+            return
+        jn = self.run.joint_names
+        names = list(m.name)
+        pos, vel = np.asarray(m.position, dtype=np.float64), np.asarray(m.velocity, dtype=np.float64)
+        idx = {n: i for i, n in enumerate(names)}
+        if not all(j in idx for j in jn) or len(pos) != len(names) or len(vel) != len(names):
+            if not self.missing_joints_once:
+                self.problems.append(f"{TOPICS['joint_states']}: messages without the joints {jn} (or with "
+                                     "arrays shorter than the names) skipped")
+                self.missing_joints_once = True
+            return
+        self.seen_states.add(s)
+        sel = [idx[j] for j in jn]
+        eff = np.asarray(m.effort, dtype=np.float64)
+        e = eff[sel] if len(eff) == len(names) else np.full(len(sel), np.nan)
+        self.seq += 1
+        bisect.insort(self.pending_states, (s, self.seq, t_log, np.r_[pos[sel], vel[sel]], e))
+        self.run.n_states += 1
+
+    def _queue_tick(self, tk, t_log):
+        self.seq += 1
+        bisect.insort(self.pending_ticks, (tk.stamp_ns, self.seq, t_log, tk))
+
+    # -------------------------------------------------------------- processing
+    def _release(self, upto_log):
+        """Process the held ticks and states logged before ``upto_log`` (None: all), in stamp order."""
+        while self.pending_states and (upto_log is None or self.pending_states[0][2] <= upto_log):
+            s, _, _, x, e = self.pending_states.pop(0)
+            self._interval(s, x, e)
+        while self.pending_ticks and (upto_log is None or self.pending_ticks[0][2] <= upto_log):
+            _, _, t_log, tk = self.pending_ticks.pop(0)
+            self._solve(tk, t_log)
+        self._prune()
+
+    def _interval(self, s, x, e):
+        prev, self.prev_state = self.prev_state, (s, x, e)
+        if prev is None or self.pred is None:
+            return
+        s0, x0, _ = prev
+        self.last_interval_start = s0
+        k = int(bisect.bisect_right(self.cmd_t, s0)) - 1
+        dt = (s - s0) / 1e9
+        if self.use_eff is None:        # auto: efforts while every joint state carries them
+            self.use_eff = bool(np.all(np.isfinite(e)))
+        if self.use_eff and not np.all(np.isfinite(e)):
+            if self.torque_source == "effort":
+                self.p_skipped += 1
+                self._no_norm(s0)
+                return
+            self.problems.append(f"model vs reality: the joint state at t={s / 1e9:.3f} s carries no effort: "
+                                 "the controller's commands are the torque from there on")
+            self.use_eff = False
+        if not 0 < dt <= self.max_gap_s or (not self.use_eff and (k < 0 or (s0 - self.cmd_t[k]) / 1e9
+                                                                  > self.max_gap_s)):
+            self.p_skipped += 1
+            self._no_norm(s0)
+            return
+        u = e if self.use_eff else np.asarray(self.commands[self.cmd_t[k]][0], dtype=np.float64)
+        e_q, e_qd, tau = self.pred.interval(s0, x0, s, x, u)
+        self.p_t.append(s0 / 1e9)
+        self.p_eq.append(e_q)
+        self.p_eqd.append(e_qd)
+        self.p_tau.append(tau)
+        norm = float(np.linalg.norm(tau))
+        if s0 in self.await_norm:
+            i, tk, r = self.await_norm.pop(s0)
+            self.top_norm.push(norm, i, (tk, r))
+        else:
+            self.norm_at[s0] = norm
+
+    def _no_norm(self, s0):
+        self.await_norm.pop(s0, None)
+
+    def _solve(self, tk, t_log):
+        c = self.commands.get(tk.stamp_ns)
+        if c is not None:
+            tk.u_recorded, tk.source = c[0], c[1]
+        st = self.steps.get(tk.stamp_ns)
+        if st is not None:
+            tk.xu_recorded = np.asarray(st.xu_best, dtype=np.float64)
+            tk.wall_s = float(st.wall_s)
+            tk.iterations = int(st.iterations)
+            tk.budget_hit = bool(st.budget_hit)
+        elif tk.stamp_ns in self.plans:
+            tk.xu_recorded = np.asarray(self.plans[tk.stamp_ns].xu, dtype=np.float64)
+        i = self.g_tick.n
+        self.g_tick.append(tk.tick)
+        self.g_stamp.append(tk.stamp_ns)
+        self.g["wall_rec"].append(tk.wall_s if tk.wall_s is not None else np.nan)
+        self.g_bool["has_u"].append(tk.u_recorded is not None)
+        self.last_tick_stamp = tk.stamp_ns
+        if tk.solver_state is not None:
+            self.n_state += 1
+        if self.resolver is None:
+            return
+        r = self.resolver.step(tk)
+        for k in ("du", "dplan", "dwarm", "dstate", "wall_s"):
+            self.g[k].append(getattr(r, k))
+        self.g_bool["anchored"].append(r.anchored)
+        self.g_bool["state_anchored"].append(r.state_anchored)
+        self.g_u.append(r.u)
+        if self.worst > 0:
+            du = -1.0 if np.isnan(r.du) else r.du
+            if du > self.tol:
+                self.top_du.push(du, i, (tk, r))
+            if self.pred is not None:
+                if tk.stamp_ns in self.norm_at:
+                    self.top_norm.push(self.norm_at.pop(tk.stamp_ns), i, (tk, r))
+                elif self.last_interval_start is None or tk.stamp_ns > self.last_interval_start:
+                    self.await_norm[tk.stamp_ns] = (i, tk, r)
+        if self.progress is not None:
+            lo, hi = self.t_range
+            self.progress(i + 1, (t_log - lo) / max(1, hi - lo) if lo is not None and hi is not None else 0.0)
+
+    def _prune(self):
+        """Forget what no later message can need: commands older than the held messages by more
+        than the hold gap, outputs of released ticks, residuals whose tick has passed."""
+        heads = [p[0] for p in (self.pending_states[:1] + self.pending_ticks[:1])]
+        if self.prev_state is not None:
+            heads.append(self.prev_state[0])
+        if not heads:
+            return
+        lo = min(heads)
+        cut = lo - self.max_gap_ns - self.la
+        if self.cmd_t and self.cmd_t[0] < cut:
+            n = bisect.bisect_left(self.cmd_t, cut)
+            for s in self.cmd_t[:n - 1]:   # keep the latest older one: it may still be held
+                del self.commands[s]
+            del self.cmd_t[:n - 1]
+        for d in (self.steps, self.plans):
+            for s in [s for s in d if s < cut]:
+                del d[s]
+        if self.last_tick_stamp is not None:
+            for s in [s for s in self.norm_at if s < self.last_tick_stamp - self.la]:
+                del self.norm_at[s]
+        if self.last_interval_start is not None:
+            for s in [s for s in self.await_norm if s < self.last_interval_start]:
+                del self.await_norm[s]
+
+    def finish(self):
+        if self.started:
+            self._release(None)
+        run = self.run
+        run.tick, run.stamp_ns = self.g_tick.get(), self.g_stamp.get()
+        run.wall_rec, run.has_recorded_u = self.g["wall_rec"].get(), self.g_bool["has_u"].get()
+        run.n_state = self.n_state
+        if self.resolver is not None:
+            for k in ("du", "dplan", "dwarm", "dstate", "wall_s"):
+                setattr(run, k, self.g[k].get())
+            run.anchored, run.state_anchored = self.g_bool["anchored"].get(), self.g_bool["state_anchored"].get()
+            run.u = self.g_u.get()
+            run.notes = self.resolver.finish()
+            run.effort_limit = self.resolver.effort_limit
+        kept = self.top_du.items()
+        kept.update(self.top_norm.items())
+        run.kept = kept
+        if self.pred is not None:
+            run.prediction = summarize(run.joint_names, self.p_t, self.p_eq, self.p_eqd, self.p_tau,
+                                       skipped=self.p_skipped, max_substep=self.pred.max_substep,
+                                       torque_source="effort" if self.use_eff else "command")
+        return run
+
+
+def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=1e-9, worst=5,
+                  start=None, end=None, progress=None) -> StreamRun:
+    """Replay a bag tick by tick (see the module docstring).
+
+    ``start`` / ``end``: a window (:func:`parse_bound` strings or (kind, value) tuples), found
+    through the MCAP index. ``progress(done_ticks, fraction)`` after every re-solved tick
+    (fraction: of the window's log time, 0 when the bag has no index).
+    Returns a :class:`StreamRun`; ``streamed`` False when the bag has no usable SolveInput
+    (nothing was replayed: use the in-memory reconstruction). Raises FileNotFoundError /
+    ValueError when the path is not a bag or the window is empty.
+    """
+    from ..bagio import stream_bag
+
+    start_ns, end_ns = resolve_window(bag_path, start, end)
+    bs = stream_bag(bag_path, list(TOPICS.values()), start_ns=start_ns, end_ns=end_ns)
+    key = TOPICS["solve_input"]
+    if key not in bs.msgtypes or _lacks(bs, key):
+        return StreamRun(streamed=False, storage=bs.storage)
+    problems = bs.require({t: f for t, f in REQUIRED_FIELDS.items() if t in bs.msgtypes})
+    for k in ("joint_states", "command"):
+        if TOPICS[k] not in bs.msgtypes:
+            problems.append(f"{TOPICS[k]}: not in the bag")
+    unusable = {t for t in REQUIRED_FIELDS if t in bs.msgtypes and _lacks(bs, t)}
+    for t in sorted(unusable):
+        problems.append(f"{t}: another message version (fields missing, listed above): not used")
+    st = _Streamer(bs, robot=robot, urdf=urdf, torque_source=torque_source, tol=tol, worst=worst, progress=progress)
+    st.problems.extend(problems)
+    st.run.window = (start_ns, end_ns, bs.t_start_ns, bs.t_end_ns)
+    st.t_range = (start_ns if start_ns is not None else bs.t_start_ns, end_ns if end_ns is not None else bs.t_end_ns)
+    for topic, t, m in bs:
+        if topic not in unusable:
+            st.feed(topic, t, m)
+    run = st.finish()
+    if not st.started:
+        return StreamRun(streamed=False, storage=bs.storage)
+    run.storage, run.complete = bs.storage, bool(bs.complete)
+    run.bag_problems = list(bs.problems)
+    run.counts = {k: int(bs.counts.get(v, 0)) for k, v in TOPICS.items()}
+    if run.T and not run.has_recorded_u.any():
+        run.problems.append(f"{TOPICS['command']}: no recorded command matches a tick: commands are not compared")
+    return run
+
+
+def _lacks(bs, topic) -> bool:
+    names = bs.fielddefs.get(bs.msgtypes[topic])
+    if names is None:
+        return False
+    return any(f not in names for f in REQUIRED_FIELDS[topic])
+
+
+def eta_printer(say, every_s: float = 10.0):
+    """A ``progress(done, fraction)`` that prints the ticks done, the rate and the ETA (from the
+    fraction of the log time replayed) at the first tick and then every ``every_s`` s of wall clock."""
+    t0 = time.perf_counter()
+    last = [None]
+
+    def prog(done, frac):
+        now = time.perf_counter()
+        if last[0] is not None and now - last[0] < every_s:
+            return
+        el = now - t0
+        if last[0] is None:
+            say(f"[gato replay]   first tick re-solved {el:.2f} s after the start")
+            last[0] = now
+            return
+        last[0] = now
+        frac = min(max(frac, 1e-9), 1.0)
+        eta = el * (1 - frac) / frac
+        say(f"[gato replay]   {done} ticks, {done / el:.0f} ticks/s, {frac * 100:.0f} % of the bag, "
+            f"ETA {int(eta // 60)}:{int(eta % 60):02d}")
+
+    return prog
