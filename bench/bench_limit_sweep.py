@@ -69,20 +69,16 @@ def sweep_spec(n, seed, configs=None):
 
 
 def run_sweep(spec, out, workers=1, ray=None) -> dict:
-    """Run (or resume) the sweep with gato eval's runner; {config label: per-scenario result
-    dicts (id, step, qd_ratio (per joint), q_excess, u_excess, task_time, mean_err, reached)}
-    in scenario order, the --json format. RuntimeError naming the episodes that failed."""
-    from gato.eval import run_eval
+    """Run (or resume) the sweep with gato eval's runner (bench_limits.run_spec); {config
+    label: per-scenario result dicts (id, step, qd_ratio (per joint), q_excess, u_excess,
+    task_time, mean_err, reached)} in scenario order, the --json format. RuntimeError naming
+    the episodes that failed."""
+    from bench_limits import run_spec
 
-    r = run_eval(spec, out, workers=workers, ray=ray, log=lambda m: print(m, file=sys.stderr, flush=True))
-    if r["interrupted"]:
-        raise KeyboardInterrupt
-    bad = [x for x in r["rows"] if x["status"] != "ok"]
-    if bad:
-        raise RuntimeError(f"{len(bad)} episodes failed (report: {r['report']}):\n{bad[0]['error']}")
+    rows, _ = run_spec(spec, out, workers, ray)
     steps = {sc["id"]: sc["step"] for sc in spec.scenarios(PLANT)}
     results = {}
-    for x in r["rows"]:
+    for x in rows.values():
         results.setdefault(x["label"], []).append(dict(
             id=x["scenario_id"], step=steps[x["scenario_id"]], qd_ratio=x["qd_ratio"], q_excess=x["q_excess"],
             u_excess=x["u_excess"], task_time=x["task_time"], mean_err=x["mean_goal_error"],

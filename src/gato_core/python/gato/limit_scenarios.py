@@ -205,6 +205,20 @@ def _limits_controller(urdf, limits, limits_kw=None, solver_kw=None):
     return s, MPCController(s, limits=limits, limits_kw=limits_kw)
 
 
+def _limits_loop(scenario, limits, limits_kw, solver_kw, substeps):
+    """(solver, controller, world, u_max, qd_max, q0, dq0, substeps) of one run, the
+    controller reset at (q0, 0)."""
+    from .worlds import PinocchioWorld
+
+    substeps = _substeps(substeps)
+    urdf, model = _limits_setup(scenario.get("plant", "iiwa14"))
+    s, ctrl = _limits_controller(urdf, limits, limits_kw, solver_kw)
+    world = PinocchioWorld(urdf, substeps=1)
+    q, dq = np.array(scenario["q0"], dtype=np.float64), np.zeros(model.nv)
+    ctrl.reset(np.concatenate([q, dq]))
+    return s, ctrl, world, np.asarray(s.limits["u"]), np.asarray(s.limits["qd"]), q, dq, substeps
+
+
 def settle_time(err, tol, dt):
     """Time [s] of the first sample after which err stays below tol (len*dt when it never does)."""
     above = np.flatnonzero(np.asarray(err) >= tol)
@@ -237,16 +251,7 @@ def run_limits_pickplace(scenario, limits=None, limits_kw=None, goal_s=GOAL_S, s
     until the EE stays within :data:`REACH_TOL`), mean_err [m] (mean EE distance to the goal
     over ticks), limits (mechanism or "off"), plan_viol (G,) max over ticks of the winning
     plan's row violation (q / qd / u), or None without limit rows)."""
-    from .worlds import PinocchioWorld
-
-    substeps = _substeps(substeps)
-    urdf, model = _limits_setup(scenario.get("plant", "iiwa14"))
-    s, ctrl = _limits_controller(urdf, limits, limits_kw, solver_kw)
-    world = PinocchioWorld(urdf, substeps=1)
-    u_max = np.asarray(s.limits["u"])
-    qd_max = np.asarray(s.limits["qd"])
-    q, dq = np.array(scenario["q0"], dtype=np.float64), np.zeros(model.nv)
-    ctrl.reset(np.concatenate([q, dq]))
+    s, ctrl, world, u_max, qd_max, q, dq, substeps = _limits_loop(scenario, limits, limits_kw, solver_kw, substeps)
     ticks = int(round(goal_s / LIMITS_DT))
     qd_ratio, task_time, errs, viols = [], 0.0, [], []
     for goal in scenario["goals"]:
@@ -293,19 +298,10 @@ def run_limits_fig8(scenario, limits=None, limits_kw=None, periods=1, solver_kw=
     (the run's duration plus the EE's lag behind the path, :func:`path_lag`), lag [s],
     peak_qd_ratio, qd_ratio (nv,), limits, plan_viol)."""
     from .tasks import fig8_reference
-    from .worlds import PinocchioWorld
 
-    substeps = _substeps(substeps)
-    urdf, model = _limits_setup(scenario.get("plant", "iiwa14"))
-    s, ctrl = _limits_controller(urdf, limits, limits_kw, solver_kw)
-    world = PinocchioWorld(urdf, substeps=1)
-    u_max = np.asarray(s.limits["u"])
-    qd_max = np.asarray(s.limits["qd"])
-    sc = dict(scenario, dt=LIMITS_DT)
-    ref, sim_time = fig8_reference(sc, LIMITS_N, periods=periods)
+    s, ctrl, world, u_max, qd_max, q, dq, substeps = _limits_loop(scenario, limits, limits_kw, solver_kw, substeps)
+    ref, sim_time = fig8_reference(dict(scenario, dt=LIMITS_DT), LIMITS_N, periods=periods)
     ref = ref.reshape(-1, 6)
-    q, dq = np.array(scenario["q0"], dtype=np.float64), np.zeros(model.nv)
-    ctrl.reset(np.concatenate([q, dq]))
     ticks = int(round(sim_time / LIMITS_DT))
     errs, ratio, viols, ee = [], [], [], []
     for t in range(ticks):

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .spec import BSQP_COST_SOLVER_KEYS, _number as _num
+
 __all__ = ["STUDIES", "Study", "study_metrics", "check_study", "generate_study_scenarios", "run_study"]
 
 _LIMITS = ("default", "off", "telemetry", "al", "barrier", "admm")
@@ -72,16 +74,6 @@ def study_metrics(kind: str) -> tuple:
 
 def _err(path, msg):
     return ValueError(f"{path}: {msg}")
-
-
-def _num(v, path, *, lo=None, integer=False, lo_open=False):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-        raise _err(path, f"expected {'an integer' if integer else 'a number'}, got {v!r}")
-    if not math.isfinite(v):
-        raise _err(path, f"expected a finite value, got {v!r}")
-    if lo is not None and (v <= lo if lo_open else v < lo):
-        raise _err(path, f"expected {'>' if lo_open else '>='} {lo}, got {v!r}")
-    return v
 
 
 def _check_options(kind: str, options: dict) -> dict:
@@ -127,8 +119,6 @@ def _check_planner(kind: str, pl: dict, path: str) -> None:
     solver = cfg.get("solver", {}) or {}
     if not isinstance(solver, dict):
         raise _err(f"{path}.config.solver", f"expected a mapping of SolverParams fields, got {solver!r}")
-    from .spec import BSQP_COST_SOLVER_KEYS
-
     for k, v in solver.items():
         if k not in BSQP_COST_SOLVER_KEYS:
             raise _err(f"{path}.config.solver.{k}", f"unknown field; expected one of {list(BSQP_COST_SOLVER_KEYS)}")
