@@ -96,24 +96,19 @@ def _pv(row):
     return "—" if any(x is None or math.isnan(x) for x in v) else " / ".join(f"{x:.3g}" for x in v)
 
 
+def _lines(rows, order, mechs, cells):
+    """Table rows, scenario-major (the pre-port order): | id | mechanism | cells(row) |."""
+    return [f"| {sid} | {m} | {cells(rows[(sid, m)])} |" for sid in order for m in mechs]
+
+
 def pickplace_lines(rows, order, mechs):
-    out = []
-    for sid in order:
-        for m in mechs:
-            r = rows[(sid, m)]
-            out.append(f"| {sid} | {m} | {r['peak_qd_ratio']:.3f} (j{r['peak_joint'] + 1}) | "
-                       f"{r['task_time']:.3f} | {r['mean_goal_error']:.4f} | {_pv(r)} |")
-    return out
+    return _lines(rows, order, mechs, lambda r: f"{r['peak_qd_ratio']:.3f} (j{r['peak_joint'] + 1}) | "
+                                                f"{r['task_time']:.3f} | {r['mean_goal_error']:.4f} | {_pv(r)}")
 
 
 def fig8_lines(rows, order, mechs):
-    out = []
-    for sid in order:
-        for m in mechs:
-            r = rows[(sid, m)]
-            out.append(f"| {sid} | {m} | {r['rms_tracking_error']:.5f} | {r['task_time']:.3f} "
-                       f"({1e3 * r['path_lag']:.0f}) | {r['peak_qd_ratio']:.3f} |")
-    return out
+    return _lines(rows, order, mechs, lambda r: f"{r['rms_tracking_error']:.5f} | {r['task_time']:.3f} "
+                                                f"({1e3 * r['path_lag']:.0f}) | {r['peak_qd_ratio']:.3f}")
 
 
 def main(argv=None):
