@@ -6,7 +6,8 @@ driver, gato.simloop.run_closed_loop: locally in a process pool or on a Ray clus
     res = gato.eval.run_eval(spec, "eval_out/sweep", ray="auto")      # a running Ray cluster
 
 Modules: spec (the YAML format, validation, episode keys), episode (one episode -> one row),
-studies (task kinds that bring their own closed loop and metrics: the joint-limit benches), runner (executors, the resumable episode store, progress), results (tables, summary with
+studies (task kinds that bring their own closed loop and metrics: the joint-limit benches),
+runner (executors, the resumable episode store, progress), results (tables, summary with
 confidence intervals, plots, HTML report), tune (Ray Tune + ASHA, parameter YAML). Ray is
 imported only by the Ray executor and by tune. docs/eval.md.
 """
