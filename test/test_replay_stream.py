@@ -113,3 +113,37 @@ def test_a_window_replays_the_same_ticks_as_the_full_replay(tmp_path):
         stream_replay(bag, start="soon")
     with pytest.raises(ValueError, match="empty"):
         stream_replay(bag, start="0.8", end="0.2")
+
+
+def _copy_dropping(src, dst, drop):
+    """A copy of ``src`` without the messages ``drop(topic, index on the topic)`` selects (what a
+    recorder that falls behind, or a lossy link, leaves)."""
+    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+
+    seen = {}
+    with Reader(src) as r, Writer(dst, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        conns = {c.id: w.add_connection(c.topic, c.msgtype, msgdef=c.msgdef.data, rihs01=c.digest)
+                 for c in r.connections}
+        for c, t, data in r.messages():
+            k = seen[c.topic] = seen.get(c.topic, -1) + 1
+            if not drop(c.topic, k):
+                w.write(conns[c.id], t, data)
+
+
+def test_lost_ticks_are_reported_never_a_silent_hole(tmp_path):
+    bag = record_lockstep_run(tmp_path / "bag", seconds=1.0)
+    s = replay_bag(bag, tmp_path / "ok", log=None)
+    assert s["gaps"] == [] and s["ticks_missing"] == {TOPICS["command"]: 0, TOPICS["solve_input"]: 0}
+    # the recorder lost commands 40..44 and the SolveInput of ticks 60..61 (and their outputs)
+    lossy = tmp_path / "lossy"
+    _copy_dropping(bag, lossy, lambda topic, k: (topic == TOPICS["command"] and 40 <= k <= 44)
+                   or (topic == TOPICS["solve_input"] and k in (60, 61)))
+    s = replay_bag(lossy, tmp_path / "out", log=None)
+    cmd = [g for g in s["gaps"] if g["topic"] == TOPICS["command"]]
+    si = [g for g in s["gaps"] if g["topic"] == TOPICS["solve_input"]]
+    assert [g["missing"] for g in cmd] == [5] and s["ticks_missing"][TOPICS["command"]] == 5
+    assert [g["missing"] for g in si] == [2] and si[0]["last_tick"] == si[0]["first_tick"] + 1
+    lines = [p for p in s["problems"] if "missing between" in p]
+    assert any(p.startswith(f"{TOPICS['command']}: 5 ticks missing between t=") for p in lines)
+    assert any(p.startswith(f"{TOPICS['solve_input']}: 2 ticks missing between t=") for p in lines)
+    assert s["ticks"] == 98 and "missing between" in (tmp_path / "out" / "report.md").read_text()

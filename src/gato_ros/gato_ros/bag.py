@@ -1,5 +1,7 @@
 """rosbag2 files through the pure-Python ``rosbags`` library: a typestore that knows
-the gato_msgs types (what the recorder writes with), and a reader returning decoded
+the gato_msgs types (what the recorder writes with), the recorder's writer
+(:class:`BagWriter`: zstd chunk compression, files split by size or duration like
+``ros2 bag record --max-bag-size / --max-bag-duration``), and a reader returning decoded
 messages per topic.
 
 gato_msgs definitions come from the installed ``share/gato_msgs/msg/*.msg`` (ament
@@ -10,7 +12,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["typestore", "gato_msgs_dir", "read_bag"]
+__all__ = ["typestore", "gato_msgs_dir", "read_bag", "BagWriter", "COMPRESSIONS"]
+
+#: Compression choices of :class:`BagWriter`: "zstd" (MCAP: zstd-compressed chunks, what
+#: ``ros2 bag record --storage-preset-profile zstd_fast`` writes; sqlite3: rosbag2's per-message
+#: zstd) or "none".
+COMPRESSIONS = ("zstd", "none")
 
 
 def gato_msgs_dir() -> Path:
@@ -42,3 +49,141 @@ def read_bag(path, topics=None) -> dict:
     from gato.bagio import read_bag as read
 
     return read(path, topics).messages
+
+
+def _writer_base():
+    from rosbags.rosbag2 import Writer
+
+    return Writer
+
+
+class BagWriter(_writer_base()):
+    """A rosbags ``Writer`` (rosbag2 format version 9) that compresses and splits.
+
+    Args:
+        path: the bag folder (must not exist).
+        storage: "mcap" or "sqlite3".
+        compression: "zstd" or "none" (see :data:`COMPRESSIONS`).
+        max_bag_size: start a new storage file once the current one holds this many bytes
+            (0: never; MCAP only). The check runs before each write, on the bytes flushed to the
+            file (chunks of 1 MiB), so a file ends up to one chunk above it, as with rosbag2.
+        max_bag_duration_s: start a new file once the next message is this many seconds (log
+            time) after the current file's first (0: never; MCAP only).
+
+    Storage files are named ``<bag>_<k>.mcap`` (k = 0, 1, ...), like rosbag2's; each is a
+    complete MCAP file (summary, chunk index) once the next one starts. ``metadata.yaml``,
+    written on :meth:`close`, lists every file in order with its own message count and times,
+    so ``ros2 bag info`` / ``ros2 bag play`` and :func:`gato.bagio.stream_bag` read the files
+    as one bag; a recorder killed before closing leaves finished files plus a cut last one,
+    which :mod:`gato.bagio` reads without ``metadata.yaml``. Raises ValueError naming the
+    argument for a bad storage, compression or limit.
+    """
+
+    def __init__(self, path, *, storage: str = "mcap", compression: str = "zstd", max_bag_size: int = 0,
+                 max_bag_duration_s: float = 0.0):
+        from rosbags.rosbag2 import StoragePlugin
+        from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
+
+        if storage not in ("mcap", "sqlite3"):
+            raise ValueError(f"storage: expected mcap or sqlite3, got {storage!r}")
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression: expected one of {COMPRESSIONS}, got {compression!r}")
+        if max_bag_size < 0 or max_bag_duration_s < 0:
+            raise ValueError(f"max_bag_size / max_bag_duration_s: must be >= 0, got {max_bag_size} / "
+                             f"{max_bag_duration_s}")
+        if storage != "mcap" and (max_bag_size or max_bag_duration_s):
+            raise ValueError("max_bag_size / max_bag_duration_s: splitting is supported for mcap storage only")
+        super().__init__(path, version=9, storage_plugin=StoragePlugin.MCAP if storage == "mcap"
+                         else StoragePlugin.SQLITE3)
+        if compression == "zstd":
+            # MCAP: compressed chunks (readers decompress them transparently; the rosbag2 metadata
+            # says no compression, as for rosbag2's zstd storage presets); sqlite3: per message.
+            self.set_compression(CompressionMode.STORAGE if storage == "mcap" else CompressionMode.MESSAGE,
+                                 CompressionFormat.ZSTD)
+        self.storage_name, self.compression = storage, compression
+        self.max_bag_size, self.max_bag_duration_ns = int(max_bag_size), int(max_bag_duration_s * 1e9)
+        self.files: list[dict] = []     # per storage file: path, start, end, count
+        self._qos: dict = {}            # connection id -> serialized offered QoS (to re-add per file)
+
+    def open(self) -> None:
+        super().open()
+        self._new_file()
+
+    def _new_file(self):
+        if self.storage_name == "mcap":
+            # rosbags names the file <bag>.mcap; rosbag2 numbers them: <bag>_<k>.mcap. The open
+            # handle follows the rename.
+            dst = self.path / f"{self.path.name}_{len(self.files)}.mcap"
+            self.storage.path.rename(dst)
+            self.storage.path = dst
+        self.files.append({"path": self.storage.path, "start": None, "end": None, "count": 0})
+
+    def add_connection(self, topic, msgtype, **kw):
+        conn = super().add_connection(topic, msgtype, **kw)
+        self._qos[conn.id] = self.storage.channels[-1].metadata if self.storage_name == "mcap" else None
+        return conn
+
+    def bytes_written(self) -> int:
+        """Bytes in the storage files so far (flushed chunks; MCAP), 0 for sqlite3."""
+        done = sum(f.get("size", 0) for f in self.files[:-1])
+        return done + (self.storage.bio.tell() if self.storage_name == "mcap" and self.storage else 0)
+
+    def write(self, connection, timestamp: int, data) -> None:
+        cur = self.files[-1]
+        if cur["count"] and self.storage_name == "mcap" and (
+                (self.max_bag_size and self.storage.bio.tell() >= self.max_bag_size)
+                or (self.max_bag_duration_ns and timestamp - cur["start"] >= self.max_bag_duration_ns)):
+            self._split()
+            cur = self.files[-1]
+        super().write(connection, timestamp, data)
+        cur["count"] += 1
+        cur["start"] = timestamp if cur["start"] is None else min(cur["start"], timestamp)
+        cur["end"] = timestamp if cur["end"] is None else max(cur["end"], timestamp)
+
+    def _split(self):
+        """Close the current MCAP file (summary and index written) and continue in the next."""
+        from rosbags.rosbag2.storage_mcap import McapWriter
+
+        cur = self.files[-1]
+        self.storage.close(self.version, f"gato_ros BagWriter: file {len(self.files) - 1} of a split bag")
+        cur["size"] = cur["path"].stat().st_size
+        self.storage = McapWriter(self.path, self.compression_mode)
+        self._new_file()
+        # every file carries every schema and channel: each one reads on its own
+        added = set()
+        for conn in self.connections:
+            if conn.msgtype not in added:
+                self.storage.add_msgtype(conn)
+                added.add(conn.msgtype)
+            self._add_channel(conn)
+
+    def _add_channel(self, conn):
+        from rosbags.rosbag2.storage_mcap import Channel, write_channel
+
+        st = self.storage
+        st.channels.append(Channel(conn.id, conn.msgtype, conn.topic, conn.ext.serialization_format,
+                                   self._qos[conn.id]))
+        st.channel_stats[conn.id] = 0
+        write_channel(st.chunk.bio, st.channels[-1], st.schemas)
+
+    def close(self) -> None:
+        """Close the last file and write metadata.yaml listing every file."""
+        super().close()
+        if len(self.files) == 1:
+            return      # one file: rosbags' metadata.yaml is complete
+        from ruamel.yaml import YAML
+
+        yaml = YAML(typ="safe")
+        yaml.default_flow_style = False
+        meta = yaml.load(self.metapath.read_text())
+        info = meta["rosbag2_bagfile_information"]
+        files = self.files
+        info["relative_file_paths"] = [f["path"].name for f in files]
+        info["files"] = [{"path": f["path"].name,
+                          "starting_time": {"nanoseconds_since_epoch": int(f["start"] or 0)},
+                          "duration": {"nanoseconds": int((f["end"] or 0) - (f["start"] or 0))},
+                          "message_count": int(f["count"])} for f in files]
+        tmp = self.metapath.with_suffix(".yaml.tmp")
+        with tmp.open("w") as fh:
+            yaml.dump(meta, fh)
+        tmp.replace(self.metapath)

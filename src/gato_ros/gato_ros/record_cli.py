@@ -3,6 +3,7 @@
     ros2 run gato_ros record -o BAG                       # on a full ROS 2 install
     python -m gato_ros.record_cli -o BAG                  # here (pip-only ROS)
     python -m gato_ros.record_cli -o BAG --duration 30 --storage sqlite3
+    python -m gato_ros.record_cli -o BAG --max-bag-size 1000000000 --compression none
     python -m gato_ros.record_cli -o BAG --topics /joint_states /tf:tf2_msgs/msg/TFMessage
     python -m gato_ros.record_cli -o BAG --controller /arm/gato_controller -- --ros-args -p use_sim_time:=true
 
@@ -51,6 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="output bag folder; must not exist (never overwritten)")
     ap.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap",
                     help="storage plugin (default mcap); rosbag2 format version 9 either way")
+    ap.add_argument("--compression", choices=("zstd", "none"), default="zstd",
+                    help="zstd (default): MCAP chunks compressed with zstd (sqlite3: each message), as rosbag2's "
+                         "zstd storage presets write; none: uncompressed")
+    ap.add_argument("--max-bag-size", type=int, default=0, metavar="BYTES",
+                    help="split into a new file (BAG/BAG_<k>.mcap) once the current one holds BYTES (like ros2 bag "
+                         "record --max-bag-size; 0 = never; mcap only)")
+    ap.add_argument("--max-bag-duration", type=float, default=0.0, metavar="S",
+                    help="split once a file spans S seconds (like ros2 bag record --max-bag-duration; 0 = never; "
+                         "mcap only)")
     ap.add_argument("--topics", nargs="+", default=[], metavar="T",
                     help="topics to record, 'TOPIC' (type from discovery) or 'TOPIC:pkg/msg/Type'; "
                          "replaces the default set unless --all-controller-topics is given too")
@@ -81,6 +91,8 @@ def main(argv=None) -> int:
     a = build_parser().parse_args(args)
     if a.duration < 0:
         build_parser().error("--duration must be >= 0")
+    if a.max_bag_size < 0 or a.max_bag_duration < 0:
+        build_parser().error("--max-bag-size / --max-bag-duration must be >= 0")
     from .recorder_node import controller_graph_topics
 
     topics = list(a.topics)
@@ -91,7 +103,9 @@ def main(argv=None) -> int:
             ctrl, a.controller_name)]
     overrides = [Parameter("bag_path", value=str(a.output)), Parameter("storage", value=a.storage),
                  Parameter("controller_node", value=a.controller), Parameter("controller_name", value=a.controller_name),
-                 Parameter("progress_period_s", value=float(a.progress))]
+                 Parameter("progress_period_s", value=float(a.progress)),
+                 Parameter("compression", value=a.compression), Parameter("max_bag_size", value=int(a.max_bag_size)),
+                 Parameter("max_bag_duration", value=float(a.max_bag_duration))]
     if topics:
         overrides.append(Parameter("topics", Parameter.Type.STRING_ARRAY, topics))
     rclpy.init(args=full)

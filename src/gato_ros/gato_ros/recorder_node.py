@@ -37,12 +37,23 @@ Parameters:
     bag_path (string): output folder; must not exist (the recorder never overwrites).
     topics (string[]): "topic" or "topic:pkg/msg/Type"; empty = the controller graph.
     storage (string): "mcap" (default) or "sqlite3" (rosbag2 format version 9).
+    compression (string): "zstd" (default: MCAP zstd-compressed chunks, as rosbag2's zstd storage
+        presets write; sqlite3: rosbag2's per-message zstd) or "none".
+    max_bag_size (int): split into a new storage file (<bag>_<k>.mcap) once the current one holds
+        this many bytes, like ``ros2 bag record --max-bag-size`` (0 = never; MCAP only).
+    max_bag_duration (double): split once a file spans this many seconds of log time, like
+        ``ros2 bag record --max-bag-duration`` (0 = never; MCAP only).
     controller_node (string): fully qualified name of the controller node (default
         /gato_controller): its parameters are snapshotted and its topics are in the
         default set; "" = no snapshot.
     controller_name (string): the ros2_control forward command controller
         (default effort_controller): /<controller_name>/commands is in the default set.
     progress_period_s (double): period of the one-line progress log (wall clock, 0 = off).
+
+Lost ticks are reported, never a silent hole: the recorder reads the controller's tick counter
+(``EffortCommand.tick``, one per command published) on ``<controller_node>/command`` and logs
+"N ticks missing between t1 and t2" for every jump of more than one (the progress log and the
+closing summary give the total); ``gato replay`` reports the same from the bag.
 
 Messages are stored as received (serialized CDR), stamped with the node clock at receipt
 (simulated time under use_sim_time); message definitions and type hashes come from
@@ -143,7 +154,7 @@ class RecorderNode(Node):
 
     def __init__(self, **kwargs):
         super().__init__("gato_recorder", **kwargs)
-        from rosbags.rosbag2 import StoragePlugin, Writer
+        from .bag import COMPRESSIONS, BagWriter
 
         self._closed = True   # until the writer is open: close() / destroy_node() do nothing
         path = self.declare_parameter("bag_path", "gato_bag").value
@@ -152,6 +163,13 @@ class RecorderNode(Node):
         ctrl = self.declare_parameter("controller_node", "/gato_controller").value.strip()
         cname = self.declare_parameter("controller_name", "effort_controller").value.strip()
         progress = float(self.declare_parameter("progress_period_s", 5.0).value)
+        compression = self.declare_parameter("compression", "zstd").value
+        max_size = int(self.declare_parameter("max_bag_size", 0).value)
+        max_dur = float(self.declare_parameter("max_bag_duration", 0.0).value)
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression: expected one of {', '.join(COMPRESSIONS)}, got {compression!r}")
+        if max_size < 0 or max_dur < 0:
+            raise ValueError(f"max_bag_size / max_bag_duration: must be >= 0, got {max_size} / {max_dur}")
         if storage not in ("mcap", "sqlite3"):
             raise ValueError(f"storage: expected mcap or sqlite3, got {storage!r}")
         if not path:
@@ -182,8 +200,16 @@ class RecorderNode(Node):
         self._snap_due = None          # monotonic time at which to take the next snapshot
         self._snap_inflight = None     # monotonic start of the fetch in progress
         self._ctrl_present = False
-        self._writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP if storage == "mcap"
-                              else StoragePlugin.SQLITE3)
+        if storage != "mcap" and (max_size or max_dur):
+            raise ValueError("max_bag_size / max_bag_duration: splitting is supported for mcap storage only")
+        self.compression = compression
+        # lost ticks on the controller's command topic (EffortCommand.tick)
+        self._cmd_topic = f"{self.controller_node or '/gato_controller'}/command"
+        self._last_tick = None          # (tick, receipt ns) of the latest command
+        self.gaps: list = []            # (missing, first tick, last tick, t0 ns, t1 ns)
+        self.ticks_missing = 0
+        self._writer = BagWriter(path, storage=storage, compression=compression, max_bag_size=max_size,
+                                 max_bag_duration_s=max_dur)
         self._writer.open()
         self._closed = False
         self._t_start = time.monotonic()
@@ -282,17 +308,21 @@ class RecorderNode(Node):
                              reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
         is_events = t.name == "/parameter_events" and self.controller_node
+        is_cmd = t.name == self._cmd_topic and t.type == "gato_msgs/msg/EffortCommand"
 
         def on_msg(raw, t=t):
             if self._closed:
                 return
-            self._writer.write(t.conn, self.get_clock().now().nanoseconds, raw)
+            now = self.get_clock().now().nanoseconds
+            self._writer.write(t.conn, now, raw)
             t.count += 1
             t.bytes += len(raw)
             self.count += 1
             self.bytes += len(raw)
             if is_events:
                 self._on_parameter_event(raw)
+            if is_cmd:
+                self._on_command(raw, cls, now)
 
         t.sub = self.create_subscription(cls, t.name, on_msg, profile, raw=True)
         t.qos = (reliable, latched)
@@ -424,6 +454,29 @@ class RecorderNode(Node):
         self.get_logger().info(f"parameter snapshot {self.snapshots} of {self.controller_node}: "
                                f"{len(names)} parameters")
 
+    def _on_command(self, raw, cls, now_ns) -> None:
+        """Check the controller's tick counter for lost commands (see the module docstring)."""
+        from rclpy.serialization import deserialize_message
+
+        try:
+            tick = int(deserialize_message(raw, cls).tick)
+        except Exception:  # noqa: BLE001 - a message of another version: no counter to check
+            return
+        last = self._last_tick
+        if last is not None and tick > last[0] + 1:
+            n = tick - last[0] - 1
+            self.gaps.append((n, last[0] + 1, tick - 1, last[1], now_ns))
+            self.ticks_missing += n
+            if len(self.gaps) <= 20:
+                self.get_logger().warning(self._gap_line(self.gaps[-1]))
+        if last is None or tick > last[0]:
+            self._last_tick = (tick, now_ns)
+
+    def _gap_line(self, g) -> str:
+        n, a, b, t0, t1 = g
+        return (f"{self._cmd_topic}: {n} tick{'s' if n > 1 else ''} missing between t={t0 / 1e9:.3f} s and "
+                f"t={t1 / 1e9:.3f} s (ticks {a}..{b}; receipt times): not received by the recorder")
+
     # ------------------------------------------------------------------ reporting and closing
     def counts(self) -> dict:
         """{topic: messages written} (the snapshot topic included)."""
@@ -435,13 +488,23 @@ class RecorderNode(Node):
     def _progress(self):
         if not self._closed:
             active = sum(1 for t in self.topics.values() if t.count > 0) + (1 if self.snapshots else 0)
-            self.get_logger().info(f"recording: {self.count} msgs, {active} topics, {_fmt_bytes(self.bytes)}")
+            self.get_logger().info(f"recording: {self.count} msgs, {active} topics, {_fmt_bytes(self.bytes)}"
+                                   + (f", on disk {_fmt_bytes(self._writer.bytes_written())}"
+                                      if self.storage == "mcap" else "")
+                                   + (f", {self.ticks_missing} ticks missing" if self.ticks_missing else ""))
 
     def summary(self) -> str:
         """Per-topic message counts, one line each, as printed at close."""
         wall = time.monotonic() - self._t_start
-        lines = [f"[gato_recorder] bag {self.bag_path} ({self.storage}) closed: {self.count} messages, "
-                 f"{_fmt_bytes(self.bytes)}, {wall:.1f} s"]
+        files = self._writer.files
+        lines = [f"[gato_recorder] bag {self.bag_path} ({self.storage}, compression {self.compression}) closed: "
+                 f"{self.count} messages, {_fmt_bytes(self.bytes)} of messages, {wall:.1f} s, {len(files)} file"
+                 + ("s" if len(files) != 1 else ""),
+                 f"  {self.ticks_missing} ticks missing on {self._cmd_topic} (the controller's tick counter)"
+                 + ("" if not self.gaps else f" in {len(self.gaps)} gaps:")]
+        lines += ["  " + self._gap_line(g) for g in self.gaps[:20]]
+        if len(self.gaps) > 20:
+            lines.append(f"  ... and {len(self.gaps) - 20} more gaps")
         width = max([len(t) for t in self.counts()] + [10])
         types = {t.name: t.type or "?" for t in self.topics.values()}
         types[SNAPSHOT_TOPIC] = PARAMETER_EVENT_TYPE

@@ -175,6 +175,16 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
                      "streamed": run.streamed, "tolerance": tol, "counts": dict(run.counts)}
     if window is not None:
         summary["window"] = {"start": window[0], "end": window[1]}
+    if run.streamed:
+        from .stream import gap_lines
+
+        # lost messages are named, never a silent hole (the controller's tick counter)
+        summary["ticks_missing"] = {t: sum(g["missing"] for g in run.gaps if g["topic"] == t)
+                                    for t in (TOPICS["command"], TOPICS["solve_input"])}
+        summary["gaps"] = [dict(g) for g in run.gaps]
+        for line in gap_lines(run.gaps, int(run.stamp_ns[0]) if run.T else 0):
+            say(f"[gato replay] note: {line}")
+            problems.append(line)
     if run.urdf_matches is not None:
         summary["urdf_matches"] = run.urdf_matches
         if not run.urdf_matches:

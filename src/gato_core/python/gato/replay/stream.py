@@ -38,7 +38,7 @@ from .prediction import Predictor, summarize
 from .recording import REQUIRED_FIELDS, TOPICS, Tick, stamp_ns
 from .resolve import TickReplayer
 
-__all__ = ["StreamRun", "stream_replay", "LOOKAHEAD_S", "parse_bound"]
+__all__ = ["StreamRun", "stream_replay", "LOOKAHEAD_S", "parse_bound", "TickGaps", "gap_lines"]
 
 #: How far [s of log time] a tick or joint state is held before it is processed: its outputs
 #: (command, step result) are logged just after it; messages logged out of stamp order within
@@ -130,10 +130,73 @@ class StreamRun:
     effort_limit: np.ndarray | None = None
     bag_problems: list = field(default_factory=list)
     reconstructed: bool = False
+    gaps: list = field(default_factory=list)   # TickGaps.finish(): lost ticks, per topic
 
     @property
     def T(self) -> int:
         return 0 if self.tick is None else len(self.tick)
+
+
+class TickGaps:
+    """Lost messages found by the controller's tick counter (EffortCommand.tick: one per command
+    published, hold ticks included; SolveInput.tick: the same counter, MPC ticks only).
+
+    ``see(tick, stamp_ns, source)`` per command in log order: a jump of the counter by more than
+    one is a gap on the command topic. ``solved(tick)`` per SolveInput: a command of source
+    "mpc" whose tick has no SolveInput is a tick lost on the SolveInput topic (checked for
+    the ticks between the first and the last SolveInput). :meth:`finish` returns the gaps as
+    dicts: topic, missing (count), first/last missing tick, t0_ns / t1_ns (the stamps of the
+    messages around the gap).
+    """
+
+    def __init__(self):
+        self.last = None                # (tick, stamp) of the latest command
+        self.cmd_gaps: list = []
+        self.mpc: dict = {}             # tick -> stamp of commands of source mpc
+        self.solved_ticks: set = set()
+        self.lo = self.hi = None
+
+    def see(self, tick: int, stamp: int, source: str):
+        if self.last is not None and tick > self.last[0] + 1:
+            self.cmd_gaps.append({"topic": TOPICS["command"], "missing": tick - self.last[0] - 1,
+                                  "first_tick": self.last[0] + 1, "last_tick": tick - 1,
+                                  "t0_ns": self.last[1], "t1_ns": stamp})
+        if self.last is None or tick > self.last[0]:
+            self.last = (tick, stamp)
+        if source == "mpc":
+            self.mpc[tick] = stamp
+
+    def solved(self, tick: int):
+        self.solved_ticks.add(tick)
+        self.lo = tick if self.lo is None else min(self.lo, tick)
+        self.hi = tick if self.hi is None else max(self.hi, tick)
+
+    def finish(self) -> list:
+        out = list(self.cmd_gaps)
+        if self.lo is not None:
+            lost = sorted(t for t in self.mpc if self.lo < t < self.hi and t not in self.solved_ticks)
+            run: list = []
+            for t in lost + [None]:
+                if run and (t is None or t != run[-1] + 1):
+                    out.append({"topic": TOPICS["solve_input"], "missing": len(run), "first_tick": run[0],
+                                "last_tick": run[-1], "t0_ns": self.mpc[run[0]], "t1_ns": self.mpc[run[-1]]})
+                    run = []
+                if t is not None:
+                    run.append(t)
+        return out
+
+
+def gap_lines(gaps: list, t_ref_ns: int, limit: int = 20) -> list:
+    """One problem line per gap ("N ticks missing between t1 and t2"), times [s] from ``t_ref_ns``."""
+    lines = []
+    for g in gaps[:limit]:
+        lines.append(f"{g['topic']}: {g['missing']} tick{'s' if g['missing'] > 1 else ''} missing between "
+                     f"t={(g['t0_ns'] - t_ref_ns) / 1e9:.3f} s and t={(g['t1_ns'] - t_ref_ns) / 1e9:.3f} s "
+                     f"(ticks {g['first_tick']}..{g['last_tick']}): lost by the recorder or the transport")
+    if len(gaps) > limit:
+        rest = gaps[limit:]
+        lines.append(f"... and {len(rest)} more gaps, {sum(g['missing'] for g in rest)} ticks (summary.json: gaps)")
+    return lines
 
 
 def parse_bound(text):
@@ -247,6 +310,7 @@ class _Streamer:
         self.resolver = None
         self.n_state = 0
         self.t_range = (None, None)           # log-time range of the replayed part: progress fraction
+        self.gaps = TickGaps()
 
     # -------------------------------------------------------------- messages
     def feed(self, topic, t, m):
@@ -368,6 +432,7 @@ class _Streamer:
             return
         self.commands[s] = (eff[[names.index(j) for j in jn]], str(m.source))
         bisect.insort(self.cmd_t, s)
+        self.gaps.see(int(m.tick), s, str(m.source))
 
     def _state(self, m, t_log):
         s = stamp_ns(m.header)
@@ -446,6 +511,7 @@ class _Streamer:
         self.await_norm.pop(s0, None)
 
     def _solve(self, tk, t_log):
+        self.gaps.solved(tk.tick)
         c = self.commands.get(tk.stamp_ns)
         if c is not None:
             tk.u_recorded, tk.source = c[0], c[1]
@@ -525,6 +591,7 @@ class _Streamer:
             run.u = self.g_u.get()
             run.notes = self.resolver.finish()
             run.effort_limit = self.resolver.effort_limit
+        run.gaps = self.gaps.finish()
         kept = self.top_du.items()
         kept.update(self.top_norm.items())
         run.kept = kept
