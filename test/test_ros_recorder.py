@@ -351,3 +351,55 @@ def test_ros_args_reach_the_node(tmp_path, ros_env, publisher):
     with AnyReader([bag]) as reader:
         stamps = [t for _, t, _ in reader.messages()]
     assert stamps and set(stamps) == {0}
+
+
+GAPPY_CONTROLLER = r"""
+import time
+import rclpy
+from gato_msgs.msg import EffortCommand
+
+rclpy.init()
+n = rclpy.create_node("test_ctrl")
+pub = n.create_publisher(EffortCommand, "/test_ctrl/command", 200)
+while pub.get_subscription_count() == 0:
+    rclpy.spin_once(n, timeout_sec=0.05)
+time.sleep(1.0)
+for tick in range(1, 81):
+    if 30 <= tick <= 34 or tick == 60:
+        continue          # lost between the controller and the recorder
+    m = EffortCommand()
+    m.header.stamp.sec = tick
+    m.joint_names, m.effort, m.source, m.tick = ["a"], [0.0], "mpc", tick
+    pub.publish(m)
+    time.sleep(0.005)
+print("PUBLISHED", flush=True)
+time.sleep(60)
+"""
+
+
+def test_lost_ticks_are_reported_by_the_recorder_and_the_bag_is_split(tmp_path, ros_env):
+    """A controller whose commands 30-34 and 60 never reach the recorder (tick counter jumps):
+    the recorder names both gaps, in its log and its closing summary; the bag, split by
+    duration into several zstd-compressed files, holds the 74 commands that arrived."""
+    from gato.bagio import read_bag as bagio_read
+
+    marker = uuid.uuid4().hex
+    bag = tmp_path / "gappy"
+    rec = start_recorder(["-o", str(bag), "--controller", "/test_ctrl", "--topics",
+                          "/test_ctrl/command:gato_msgs/msg/EffortCommand", "--max-bag-duration", "0.1"],
+                         ros_env, marker)
+    pub = start_python(GAPPY_CONTROLLER, {**ros_env, "GATO_TEST_MARKER": marker}, stderr=subprocess.STDOUT)
+    try:
+        Lines(pub).wait_for("PUBLISHED")
+        time.sleep(1.0)
+        assert stop(rec, signal.SIGINT) == 0
+    finally:
+        stop(pub, signal.SIGINT, 30)
+        kill_tagged("GATO_TEST_MARKER", marker)
+    text = rec.stdout.read()
+    assert "/test_ctrl/command: 5 ticks missing between" in text and "(ticks 30..34;" in text, text[-3000:]
+    assert "/test_ctrl/command: 1 tick missing between" in text and "(ticks 60..60;" in text, text[-3000:]
+    assert "6 ticks missing on /test_ctrl/command" in text, text[-3000:]
+    got = bagio_read(bag)
+    assert got.counts["/test_ctrl/command"] == 74 and got.complete, got.problems
+    assert len(list(bag.glob("gappy_*.mcap"))) >= 2

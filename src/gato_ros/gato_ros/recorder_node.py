@@ -497,8 +497,8 @@ class RecorderNode(Node):
         """Per-topic message counts, one line each, as printed at close."""
         wall = time.monotonic() - self._t_start
         files = self._writer.files
-        lines = [f"[gato_recorder] bag {self.bag_path} ({self.storage}, compression {self.compression}) closed: "
-                 f"{self.count} messages, {_fmt_bytes(self.bytes)} of messages, {wall:.1f} s, {len(files)} file"
+        lines = [f"[gato_recorder] bag {self.bag_path} ({self.storage}) closed: {self.count} messages, "
+                 f"{_fmt_bytes(self.bytes)}, {wall:.1f} s; compression {self.compression}, {len(files)} file"
                  + ("s" if len(files) != 1 else ""),
                  f"  {self.ticks_missing} ticks missing on {self._cmd_topic} (the controller's tick counter)"
                  + ("" if not self.gaps else f" in {len(self.gaps)} gaps:")]
