@@ -29,6 +29,9 @@ ARG_SETS = {
         {"record": "true", "bag": "/tmp/gato_parity_bag"},
         {"robot": "fr3", "world": "pinocchio", "link_mass_scale": "L4:1.2,L6:0.9", "payload_mass_kg": "1.5",
          "duration": "2.5"},
+        {"hypotheses": "estimator", "record": "true", "bag": "/tmp/gato_parity_bag",
+         "external_wrench": "[0.0, 10.0, 0.0, 0.0, 0.0, 0.0]"},
+        {"estimator": "true"},
     ],
     "hardware.launch.xml": [
         {},
