@@ -7,6 +7,13 @@ ros2_control_node with the generated controllers file, and a joint_state_broadca
 spawner. The test drives the plugin's lifecycle through the controller_manager services and
 reads the commanded torques back from /joint_states. Skips only where neither the ROS 2
 overlay nor a system ROS 2 exists (conftest.require_ros2_tools).
+
+The controller_manager runs with test/cpp/alloc_probe preloaded and GATO_ALLOC_PROBE=1: the
+plugin marks its update() and the probe counts the heap, blocking-lock and throw calls made
+inside it over the whole module (every test, both modes); the last test asserts there were none.
+In the test's robot description A7's effort command interface is limited to +-A7_HW_LIMIT
+(below the URDF's 40 N*m), which the controller_manager enforces: the measured effort then
+departs from what the plugin commanded, which its status reports.
 """
 import copy
 import math
@@ -32,6 +39,10 @@ PLUGIN = "gato_plugin"
 EMBEDDED = "gato_embedded"
 KNOT_DT = 0.1
 N = 50
+A7_HW_LIMIT = 30.0      # the test hardware's A7 effort command limit [N*m] (URDF: 40)
+PROBE_SRC = ROOT / "test" / "cpp" / "alloc_probe" / "alloc_probe.c"
+PROBE_FIELDS = ("updates", "allocs", "frees", "locks", "trylocks", "throws", "first_alloc_size",
+                "first_alloc_update", "fw_allocs", "fw_frees", "fw_locks", "fw_throws")
 
 
 def _params():
@@ -50,27 +61,138 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def generate_launch_description():
     desc = open(os.path.join(HERE, 'robot.urdf')).read()
+    probe = os.environ.get('GATO_PLUGIN_TEST_PROBE', '')
+    cm_env = {'LD_PRELOAD': probe, 'GATO_ALLOC_PROBE': '1',
+              'GATO_ALLOC_PROBE_OUT': os.path.join(HERE, 'alloc_probe.txt')} if probe else None
     return LaunchDescription([
         Node(package='robot_state_publisher', executable='robot_state_publisher', output='screen',
              parameters=[{'robot_description': desc}]),
         Node(package='controller_manager', executable='ros2_control_node', output='screen',
-             parameters=[os.path.join(HERE, 'controllers.yaml')]),
+             parameters=[os.path.join(HERE, 'controllers.yaml')], additional_env=cm_env),
         Node(package='controller_manager', executable='spawner', output='screen',
              arguments=['joint_state_broadcaster', '--controller-manager', '/controller_manager']),
     ])
 """
 
 
-@pytest.fixture(scope="module")
-def graph(tmp_path_factory, ros_env):
-    """The running launch; yields (env, the plugin's parameters for iiwa14, q0 by joint name)."""
+def _build_probe(d):
+    """Compile the allocation probe (a C shim) into d; check that it counts (a control
+    program allocating, locking and throwing between the markers); return its path."""
+    import shutil
+
+    cc, cxx = shutil.which("cc"), shutil.which("c++")
+    assert cc and cxx, "a C/C++ compiler is needed (scripts/setup.sh requires one)"
+    lib = d / "alloc_probe.so"
+    run = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(lib), str(PROBE_SRC), "-ldl"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    (d / "probe_control.cpp").write_text(
+        "#include <dlfcn.h>\n#include <mutex>\n#include <stdexcept>\n#include <vector>\n"
+        "int main() {\n"
+        "  auto b = (void (*)())dlsym(RTLD_DEFAULT, \"gato_alloc_probe_begin\");\n"
+        "  auto e = (void (*)())dlsym(RTLD_DEFAULT, \"gato_alloc_probe_end\");\n"
+        "  if (!b || !e) return 2;\n  std::mutex m;\n"
+        "  b(); { std::vector<double> v(8); v[1] = 1; } e();\n"
+        "  b(); { std::lock_guard<std::mutex> l(m); } e();\n"
+        "  b(); try { throw std::runtime_error(\"x\"); } catch (...) {} e();\n"
+        "  b(); if (m.try_lock()) m.unlock(); e();\n  return 0;\n}\n")
+    run = subprocess.run([cxx, "-O1", "-o", str(d / "probe_control"), str(d / "probe_control.cpp"), "-ldl"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    out = d / "probe_control.txt"
+    run = subprocess.run([str(d / "probe_control")], env=dict(os.environ, LD_PRELOAD=str(lib),
+                         GATO_ALLOC_PROBE_OUT=str(out)), capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    c = _probe_counts(out)
+    # 4 probed calls: one vector (1 malloc + 1 free), one blocking lock, one throw (its exception
+    # object allocated and freed), one try-lock.
+    assert c["updates"] == 4 and c["allocs"] >= 2 and c["frees"] >= 2 and c["locks"] == 1 \
+        and c["throws"] == 1 and c["trylocks"] >= 1 and c["first_alloc_update"] == 1, c
+    return lib
+
+
+def _probe_counts(path):
+    """The alloc probe's counters (dict of PROBE_FIELDS) from its output file, and under
+    "traces" the call stacks of the first counted calls (for failure messages)."""
+    for _ in range(50):   # the probe rewrites its file in place: retry a torn read
+        lines = Path(path).read_text().splitlines()
+        fields = lines[0].split() if lines else []
+        if len(fields) == len(PROBE_FIELDS):
+            return dict(zip(PROBE_FIELDS, map(int, fields)), traces="\n".join(lines[1:]))
+        time.sleep(0.01)
+    raise AssertionError(f"unreadable probe output {path}: {Path(path).read_text()!r}")
+
+
+def _limit_a7_command(urdf):
+    """The robot description with A7's effort command interface limited to +-A7_HW_LIMIT."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(urdf)
+    joint = next(j for rc in root.iter("ros2_control") for j in rc.iter("joint") if j.get("name") == "A7")
+    ci = next(c for c in joint.iter("command_interface") if c.get("name") == "effort")
+    for prm in ci.iter("param"):
+        if prm.get("name") in ("min", "max"):
+            prm.text = str(A7_HW_LIMIT if prm.get("name") == "max" else -A7_HW_LIMIT)
+    return ET.tostring(root, encoding="unicode")
+
+
+def _initial_positions(urdf):
+    import xml.etree.ElementTree as ET
+
+    q0 = {}
+    for j in ET.fromstring(urdf).iter("joint"):
+        for si in j.iter("state_interface"):
+            if si.get("name") == "position":
+                for p in si.iter("param"):
+                    if p.get("name") == "initial_value":
+                        q0[j.get("name")] = float(p.text)
+    return q0
+
+
+def _xacro(ros_env):
     require_ros2_tools("xacro")
-    params = _params()
-    d = tmp_path_factory.mktemp("plugin")
     xacro = subprocess.run(["xacro", str(ROOT / "src/gato_bringup/urdf" / f"{ROBOT}.urdf.xacro")], env=ros_env,
                            capture_output=True, text=True, timeout=60)
     assert xacro.returncode == 0, xacro.stderr
-    (d / "robot.urdf").write_text(xacro.stdout)
+    return xacro.stdout
+
+
+class _Launch:
+    """`ros2 launch` of LAUNCH in d (robot.urdf, controllers.yaml written by the caller),
+    tagged; stop() sends SIGINT and asserts that no process is left."""
+
+    def __init__(self, d, ros_env, probe=None):
+        (d / "plugin.launch.py").write_text(LAUNCH)
+        self.tag = uuid.uuid4().hex
+        env = dict(ros_env, GATO_PLUGIN_TEST_TAG=self.tag, PYTHONUNBUFFERED="1",
+                   GATO_PLUGIN_TEST_PROBE=str(probe or ""))
+        self.log = open(d / "launch.log", "w")
+        self.proc = subprocess.Popen(["ros2", "launch", str(d / "plugin.launch.py")], env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+        time.sleep(1.0)
+        left = processes_with_env("GATO_PLUGIN_TEST_TAG", self.tag)
+        assert not left, f"leftover processes after SIGINT: {left}"
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory, ros_env):
+    """The running launch; yields (env, the plugin's parameters for iiwa14, q0 by joint name, its
+    folder: robot.urdf, controllers.yaml, launch.log, alloc_probe.txt)."""
+    params = _params()
+    d = tmp_path_factory.mktemp("plugin")
+    urdf = _xacro(ros_env)
+    probe = _build_probe(d)
+    (d / "robot.urdf").write_text(_limit_a7_command(urdf))
     cfg = yaml.safe_load(params.controllers_yaml(ROBOT))
     cfg["controller_manager"]["ros__parameters"]["update_rate"] = 500
     plugin = cfg[PLUGIN]["ros__parameters"]
@@ -81,35 +203,11 @@ def graph(tmp_path_factory, ros_env):
                                              solve_rate_hz=50.0, warmup_solves=3,
                                              reference_topic="/gato_plugin_test/ee_reference")}
     (d / "controllers.yaml").write_text(yaml.safe_dump(cfg))
-    (d / "plugin.launch.py").write_text(LAUNCH)
-    tag = uuid.uuid4().hex
-    env = dict(ros_env, GATO_PLUGIN_TEST_TAG=tag, PYTHONUNBUFFERED="1")
-    log = open(d / "launch.log", "w")
-    proc = subprocess.Popen(["ros2", "launch", str(d / "plugin.launch.py")], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    import xml.etree.ElementTree as ET
-    root = ET.fromstring(xacro.stdout)
-    q0 = {}
-    for j in root.iter("joint"):
-        for si in j.iter("state_interface"):
-            if si.get("name") == "position":
-                for p in si.iter("param"):
-                    if p.get("name") == "initial_value":
-                        q0[j.get("name")] = float(p.text)
+    launch = _Launch(d, ros_env, probe=probe)
     try:
-        yield env, plugin, q0, d
+        yield ros_env, plugin, _initial_positions(urdf), d
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        log.close()
-        time.sleep(1.0)
-        left = processes_with_env("GATO_PLUGIN_TEST_TAG", tag)
-        assert not left, f"leftover processes after SIGINT: {left}"
+        launch.stop()
 
 
 class Client:
@@ -362,6 +460,45 @@ def test_a_plan_with_nan_is_dropped_and_counted(graph, client):
     assert any(np.allclose(got, u[kk], atol=1e-6) for kk in (k - 1, k)), (got, u[k])
 
 
+def test_measured_effort_is_read_and_a_hardware_limit_shows_as_tracking_error(graph, client):
+    """The hardware offers <joint>/effort state interfaces: the plugin reads them and reports
+    the largest |measured - previously commanded| torque per status. mock_components mirrors
+    the (limit-enforced) command into the effort state: 0 while the commands are within the
+    hardware's limits (also across the torque steps at knot boundaries, so the comparison is
+    with the command that produced the measurement), A7's 35 N*m command -> 30 N*m applied
+    (the controller_manager enforces the test hardware's +-30 limit) -> 5 N*m."""
+    _, plugin, q0, _ = graph
+    client.bring_up()
+    names = plugin["joints"]
+    a7 = names.index("A7")
+    q0v = np.array([q0[n] for n in names])
+    x, u = _plan(q0v, 0.0)
+
+    def run(seq, u_plan, seconds=1.0):
+        t0 = client.now_ns()
+        accepted = client.status[-1].plans_accepted if client.status else 0
+        client.publish_plan(seq=seq, epoch=9, stamp_ns=t0, x=x, u=u_plan, names=names)
+        client.wait_status(lambda st: st.plans_accepted > accepted and st.state == "follow")
+        n = len(client.status)
+        client.spin(seconds)
+        return client.status[n + 1:]   # statuses whose whole window ran this plan
+
+    within = run(200, u)
+    assert len(within) >= 5 and all(st.effort_measured for st in within)
+    assert max(st.effort_error_max for st in within) <= 1e-9, [st.effort_error_max for st in within]
+
+    over = u.copy()
+    over[:, a7] = A7_HW_LIMIT + 5.0     # within the URDF's 40 N*m: the plugin commands it
+    limited = run(201, over)
+    assert len(limited) >= 5
+    np.testing.assert_allclose([st.effort_error_max for st in limited], 5.0, atol=1e-6)
+    _, eff = client.efforts_after(client.now_ns(), names, 0.3)[-1]
+    assert eff["A7"] == pytest.approx(A7_HW_LIMIT)   # what the hardware applied
+
+    back = run(202, u)
+    assert max(st.effort_error_max for st in back) <= 1e-9
+
+
 def test_deactivation_zeroes_the_commands(graph, client):
     _, plugin, _, _ = graph
     client.bring_up()
@@ -431,3 +568,84 @@ def test_embedded_mode_solves_in_the_plugin_and_follows_the_reference(graph, cli
     assert samples and all(all(e[n] == 0.0 for n in names) for _, e in samples)
     assert client.call("cleanup_controller", name=EMBEDDED).ok
     client.wait_state(EMBEDDED, "unconfigured")
+
+
+def test_update_never_allocates_locks_or_throws_in_either_mode(graph, client):
+    """The allocation probe (test/cpp/alloc_probe, preloaded into the controller_manager) counted
+    every call of the plugins' update() in this module: lifecycle, hold, follow with plan
+    switches, NaN and limit cases, live parameter changes, deactivation and embedded mode. Here
+    once more a few seconds of each mode; the plugin's side of update() (its code, gato_core,
+    realtime_tools, rclcpp) never allocated, freed, took a blocking lock or threw. Its
+    try-locks (the interface handles', the RealtimePublisher's) are counted: the probe sees
+    the locking calls update() makes, so it would see a blocking one.
+
+    ros2_control's own calls inside update() are counted apart (fw_*) and not asserted: Kilted's
+    command limiter (controller_manager enforce_command_limits, on by default) runs inside
+    every CommandInterface::set_value and takes blocking locks (shared reads of the joint's
+    state interfaces, the limiter's mutex), and allocates a log text when it clamps (A7 here)."""
+    from gato_msgs.msg import ControllerStatus, EEReference
+
+    _, plugin, q0, d = graph
+    out = d / "alloc_probe.txt"
+    names = plugin["joints"]
+    zero = {"allocs": 0, "frees": 0, "locks": 0, "throws": 0}
+
+    def bad(c):
+        return {k: c[k] for k in zero}
+
+    # follow: the hold of a fresh activation, then plans at about 50 Hz (each accepted: the
+    # knot switches and the latency histogram run), statuses at 50 Hz, a NaN plan (dropped)
+    client.bring_up()
+    c0 = _probe_counts(out)
+    assert c0["updates"] > 1000, c0                  # the earlier tests ran under the probe
+    assert bad(c0) == zero, f"{c0}\n{c0['traces']}"
+    q0v = np.array([q0[n] for n in names])
+    x, u = _plan(q0v, 0.005)
+    seq = 300
+    for i in range(150):
+        seq += 1
+        uu = u + 0.01 * i
+        if i == 75:
+            uu = uu.copy()
+            uu[1, 1] = float("nan")
+        client.publish_plan(seq=seq, epoch=10, stamp_ns=client.now_ns(), x=x, u=uu, names=names)
+        client.spin(0.02)
+    c1 = _probe_counts(out)
+    st = client.status[-1]
+    assert st.state == "follow" and st.plans_accepted > 100, st
+    assert c1["updates"] - c0["updates"] > 500, (c0, c1)
+    assert bad(c1) == zero, f"{c1}\n{c1['traces']}"
+    assert c1["trylocks"] > c0["trylocks"], (c0, c1)
+    client.switch(deactivate=[PLUGIN])
+    client.wait_state(PLUGIN, "inactive")
+
+    # embedded: BSQP in the plugin's solver thread, plans every 20 ms, a reference
+    status = []
+    client.node.create_subscription(ControllerStatus, f"/{EMBEDDED}/status", status.append, 10)
+    ref_pub = client.node.create_publisher(EEReference, "/gato_plugin_test/ee_reference", 10)
+    if client.state(EMBEDDED) is None:
+        assert client.call("load_controller", name=EMBEDDED).ok
+    if client.state(EMBEDDED) == "unconfigured":
+        assert client.call("configure_controller", name=EMBEDDED).ok
+    client.switch(activate=[EMBEDDED])
+    client.wait_state(EMBEDDED, "active")
+    c2 = _probe_counts(out)
+    m = EEReference()
+    m.n_knots, m.knot_dt = 1, 10.0
+    m.positions = [0.4, 0.0, 0.8]
+    end = time.monotonic() + 4.0
+    while time.monotonic() < end:
+        m.header.stamp.sec, m.header.stamp.nanosec = divmod(client.now_ns(), 10**9)
+        ref_pub.publish(m)
+        client.spin(0.2)
+    c3 = _probe_counts(out)
+    assert status and status[-1].state == "follow" and status[-1].plans_accepted > 20, \
+        status[-1] if status else "no status"
+    assert c3["updates"] - c2["updates"] > 500, (c2, c3)
+    assert bad(c3) == zero, f"{c3}\n{c3['traces']}"
+    client.switch(deactivate=[EMBEDDED])
+    client.wait_state(EMBEDDED, "inactive")
+    assert client.call("cleanup_controller", name=EMBEDDED).ok
+    c4 = _probe_counts(out)
+    assert bad(c4) == zero, f"{c4}\n{c4['traces']}"
+    print("alloc probe over the module:", {k: v for k, v in c4.items() if k != "traces"})

@@ -1,6 +1,7 @@
 // gato_ros/GatoController: see include/gato_ros/gato_controller.hpp.
 #include "gato_ros/gato_controller.hpp"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,10 +9,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include "gato/solver.hpp"  // SolveStats of the embedded solves
+#include "hardware_interface/component_parser.hpp"
 #include "pluginlib/class_list_macros.hpp"
 
 namespace gato_ros {
@@ -76,10 +80,13 @@ InterfaceConfiguration GatoController::command_interface_configuration() const {
 }
 
 InterfaceConfiguration GatoController::state_interface_configuration() const {
-  // Order: every joint's position, then every joint's velocity (read_state relies on it).
+  // Order: every joint's position, then every joint's velocity, then (when the hardware
+  // offers them, see on_configure) every joint's effort; read_state relies on it.
   InterfaceConfiguration c{interface_configuration_type::INDIVIDUAL, {}};
   for (const auto& j : joints_) c.names.push_back(j + "/position");
   for (const auto& j : joints_) c.names.push_back(j + "/velocity");
+  if (use_effort_)
+    for (const auto& j : joints_) c.names.push_back(j + "/effort");
   return c;
 }
 
@@ -159,6 +166,33 @@ CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
     }
     plant_to_iface_[j] = int(it - joints_.begin());
   }
+  // Measured effort: read when the hardware offers <joint>/effort state interfaces for every
+  // commanded joint, as the robot_description's ros2_control blocks (what the controller
+  // manager built the hardware from) declare them; otherwise position and velocity only.
+  use_effort_ = false;
+  try {
+    std::set<std::string> with_effort;
+    for (const auto& hw : hardware_interface::parse_control_resources_from_urdf(description))
+      for (const auto& joint : hw.joints)
+        for (const auto& si : joint.state_interfaces)
+          if (si.name == "effort") with_effort.insert(joint.name);
+    use_effort_ = std::all_of(joints_.begin(), joints_.end(),
+                              [&](const std::string& j) { return with_effort.count(j) > 0; });
+  } catch (const std::exception& e) {
+    RCLCPP_WARN(log, "robot_description: no ros2_control block read (%s): effort state interfaces not used",
+                e.what());
+  }
+  probe_begin_ = probe_end_ = nullptr;
+  if (const char* probe = std::getenv("GATO_ALLOC_PROBE"); probe && *probe && std::string(probe) != "0") {
+    probe_begin_ = reinterpret_cast<ProbeFn>(dlsym(RTLD_DEFAULT, "gato_alloc_probe_begin"));
+    probe_end_ = reinterpret_cast<ProbeFn>(dlsym(RTLD_DEFAULT, "gato_alloc_probe_end"));
+    if (!probe_begin_ || !probe_end_) {
+      RCLCPP_WARN(log, "GATO_ALLOC_PROBE is set but the probe library (test/cpp/alloc_probe) is not preloaded");
+      probe_begin_ = probe_end_ = nullptr;
+    } else {
+      RCLCPP_INFO(log, "GATO_ALLOC_PROBE: update() is instrumented with the allocation probe markers");
+    }
+  }
   try {
     gato::ExecutorConfig cfg;
     cfg.max_knots = int(params_.max_knots);
@@ -173,6 +207,7 @@ CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
   v_.assign(nv, 0.0);
   tau_.assign(nv, 0.0);
   zeros_.assign(nv, 0.0);
+  effort_.assign(nv, 0.0);
   last_plan_names_.clear();
   plan_to_plant_.clear();
   timing_hist_.assign(kTimingBins, 0);
@@ -229,6 +264,9 @@ CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
   else
     RCLCPP_INFO(log, "gato plugin: %zu joints, follow mode on %s, plan_timeout %.3f s, max_knots %ld", nv,
                 params_.plan_topic.c_str(), params_.plan_timeout, long(params_.max_knots));
+  RCLCPP_INFO(log, "gato plugin: %s", use_effort_ ? "reads the <joint>/effort state interfaces (measured torque)"
+                                                  : "no <joint>/effort state interface for every joint: "
+                                                    "position and velocity only");
   return CallbackReturn::SUCCESS;
 }
 
@@ -456,11 +494,15 @@ void GatoController::publish_solve(std::int64_t stamp_ns) {
 }
 
 CallbackReturn GatoController::on_activate(const rclcpp_lifecycle::State&) {
-  if (command_interfaces_.size() != joints_.size() || state_interfaces_.size() != 2 * joints_.size()) {
+  const size_t n_state = (use_effort_ ? 3 : 2) * joints_.size();
+  if (command_interfaces_.size() != joints_.size() || state_interfaces_.size() != n_state) {
     RCLCPP_ERROR(get_node()->get_logger(), "expected %zu effort command and %zu state interfaces, got %zu and %zu",
-                 joints_.size(), 2 * joints_.size(), command_interfaces_.size(), state_interfaces_.size());
+                 joints_.size(), n_state, command_interfaces_.size(), state_interfaces_.size());
     return CallbackReturn::ERROR;
   }
+  have_prev_cmd_ = false;  // the effort measured at the first update answers no command of ours
+  effort_err_max_ = 0.0;
+  effort_err_nan_ = false;
   executor_->reset();  // hold until a plan arrives; a restarted publisher is accepted
   next_status_ns_ = 0;
   std::fill(latency_hist_.begin(), latency_hist_.end(), 0u);
@@ -521,8 +563,25 @@ bool GatoController::read_state() noexcept {
     q_[j] = qp ? *qp : std::numeric_limits<double>::quiet_NaN();
     v_[j] = vp ? *vp : std::numeric_limits<double>::quiet_NaN();
     ok = ok && qp && vp;
+    if (use_effort_) {  // diagnostic only: an unreadable effort never makes the plugin hold
+      const auto ep = state_interfaces_[2 * n + i].get_optional();
+      effort_[j] = ep ? *ep : std::numeric_limits<double>::quiet_NaN();
+    }
   }
   return ok;
+}
+
+void GatoController::track_effort() noexcept {
+  // tau_ still holds the previous update's command: the hardware read the measured effort
+  // after that command was written.
+  if (!use_effort_ || !have_prev_cmd_) return;
+  for (size_t j = 0; j < effort_.size(); ++j) {
+    const double d = std::abs(effort_[j] - tau_[j]);
+    if (!std::isfinite(d))
+      effort_err_nan_ = true;
+    else
+      effort_err_max_ = std::max(effort_err_max_, d);
+  }
 }
 
 void GatoController::write_torque(const std::vector<double>& tau) noexcept {
@@ -542,12 +601,26 @@ double GatoController::percentile(const std::vector<std::uint32_t>& hist, std::u
   return max_us;
 }
 
+namespace {
+/// Calls the allocation probe's end marker when update() returns (test instrumentation).
+struct ProbeScope {
+  void (*end)();
+  ~ProbeScope() {
+    if (end) end();
+  }
+};
+}  // namespace
+
 controller_interface::return_type GatoController::update(const rclcpp::Time& time, const rclcpp::Duration&) {
+  if (probe_begin_) probe_begin_();
+  const ProbeScope probe{probe_end_};
   const auto t_start = std::chrono::steady_clock::now();
   const bool state_ok = read_state();
+  track_effort();
   const std::int64_t now = time.nanoseconds();
   const gato::ExecMode mode = executor_->update(now, q_.data(), v_.data(), tau_.data());
   write_torque(tau_);
+  have_prev_cmd_ = true;
   if (embedded_ && state_ok) {  // the newest state for the solver thread (wait-free)
     StateSample& st = state_box_.back();
     st.stamp_ns = now;
@@ -597,7 +670,12 @@ controller_interface::return_type GatoController::update(const rclcpp::Time& tim
     s.solve_us = last_solve_us_.load(std::memory_order_relaxed);
     s.solver_failures = solve_failures_.load(std::memory_order_relaxed);
     s.update_max_us = timing_max_us_;
-    (void)rt_status_->try_publish(s);
+    s.effort_measured = use_effort_;
+    s.effort_error_max = effort_err_nan_ ? std::numeric_limits<double>::quiet_NaN() : effort_err_max_;
+    if (rt_status_->try_publish(s)) {  // the next status covers the updates from here on
+      effort_err_max_ = 0.0;
+      effort_err_nan_ = false;
+    }
   }
   return controller_interface::return_type::OK;
 }

@@ -57,7 +57,8 @@ class GatoController : public controller_interface::ControllerInterface {
   void publish_solve(std::int64_t stamp_ns);        // solver thread: StepResult, SolverStats
   void apply_parameters();                          // timer thread: tunables -> executor
   gato::ExecutorTunables tunables_from(const gato_plugin::Params& p) const;
-  bool read_state() noexcept;                       // interfaces -> q_, v_ (plant order)
+  bool read_state() noexcept;                       // interfaces -> q_, v_, effort_ (plant order)
+  void track_effort() noexcept;                     // measured effort vs the previous command
   void write_torque(const std::vector<double>& tau) noexcept;  // plant order -> interfaces
 
   std::shared_ptr<gato_plugin::ParamListener> param_listener_;
@@ -67,6 +68,16 @@ class GatoController : public controller_interface::ControllerInterface {
   std::unique_ptr<gato::PlanExecutor> executor_;
   std::vector<int> plant_to_iface_;                 // plant joint j -> interface index
   std::vector<double> q_, v_, tau_, zeros_;         // plant order, preallocated
+  // <joint>/effort state interfaces: claimed when the robot_description's ros2_control block
+  // offers one for every joint (use_effort_); then effort_ holds the measured torques (plant
+  // order) and effort_err_max_ the largest |measured - previous command| since the last status.
+  bool use_effort_ = false, have_prev_cmd_ = false, effort_err_nan_ = false;
+  std::vector<double> effort_;
+  double effort_err_max_ = 0.0;
+  // Test instrumentation (test/cpp/alloc_probe): markers around update(), looked up with dlsym
+  // at configure only when GATO_ALLOC_PROBE is set; null otherwise (one untaken branch).
+  using ProbeFn = void (*)();
+  ProbeFn probe_begin_ = nullptr, probe_end_ = nullptr;
   std::vector<std::string> plant_joints_;
   // Plan conversion (subscription thread only): plan joint k -> plant joint index.
   std::vector<std::string> last_plan_names_;
