@@ -499,16 +499,33 @@ def test_measured_effort_is_read_and_a_hardware_limit_shows_as_tracking_error(gr
     assert max(st.effort_error_max for st in back) <= 1e-9
 
 
-def test_deactivation_zeroes_the_commands(graph, client):
-    _, plugin, _, _ = graph
+def test_deactivation_drops_the_plan_and_zeroes_the_commands(graph, client):
+    """Deactivated while following a plan: the effort commands are 0, and the plan is gone
+    (the executor is back in HOLD): activated again, the plugin holds (no_plan) until a new
+    plan arrives, although the old one would still be fresh."""
+    _, plugin, q0, _ = graph
     client.bring_up()
     names = plugin["joints"]
+    x, u = _plan(np.array([q0[n] for n in names]), 0.0)
+    accepted = client.status[-1].plans_accepted if client.status else 0
+    client.publish_plan(seq=250, epoch=9, stamp_ns=client.now_ns(), x=x, u=u, names=names)
+    client.wait_status(lambda st: st.plans_accepted > accepted and st.state == "follow")
     client.switch(deactivate=[PLUGIN])
     client.wait_state(PLUGIN, "inactive")
     samples = client.efforts_after(client.now_ns(), names, 0.5)
     assert samples
     for _, eff in samples:
         assert all(eff[n] == 0.0 for n in names)
+    t_switch = client.now_ns()
+    client.switch(activate=[PLUGIN])
+    client.wait_state(PLUGIN, "active")
+    st = client.wait_status(lambda st: st.header.stamp.sec * 10**9 + st.header.stamp.nanosec > t_switch)
+    assert (st.state, st.reason) == ("hold", "no_plan"), st
+    g = _gravity([q0[n] for n in names])
+    _, eff = client.efforts_after(client.now_ns(), names, 0.3)[-1]
+    np.testing.assert_allclose([eff[n] for n in names], g, atol=1e-6)
+    client.switch(deactivate=[PLUGIN])
+    client.wait_state(PLUGIN, "inactive")
 
 
 
