@@ -124,3 +124,96 @@ def test_estimator_node_identifies_the_push_and_the_controller_tracks_better(tmp
     for s in (s_none, s_est):
         assert set(s["command_sources"]) == {"mpc"}, s["command_sources"]
         assert (s["counters"]["holds"], s["counters"]["fallbacks"]) == (0, 0), s["counters"]
+
+
+_ESTIMATOR_LAUNCH = """\
+<launch>
+  <node pkg="gato_ros" exec="estimator_node" name="gato_estimator">
+    <param from="$(find-pkg-share gato_bringup)/config/iiwa14.yaml"/>
+    <param name="max_wrench" value="50.0"/>
+  </node>
+</launch>
+"""
+
+
+@pytest.mark.slow
+def test_estimator_node_ignores_bad_input_and_clamps_over_dds(tmp_path, ros_env):
+    """The node alone, driven from this process: good (state, command) pairs give estimates; a
+    NaN joint state, a joint-name mismatch and a short effort array are ignored and counted
+    (the node lives on); an inconsistent torque is clamped to max_wrench and reported."""
+    share()
+    from gato_msgs.msg import EffortCommand
+    from sensor_msgs.msg import JointState
+
+    from gato import tasks
+    from gato_ros import conversions as cv
+    from gato_ros.node_util import qos
+    from gato_ros.types import JointStateSample
+    from test_ros_system import finish
+
+    names = [f"A{i}" for i in range(1, 8)]
+    q0 = np.asarray(tasks.Q_READY[ROBOT], dtype=float)
+    launch = tmp_path / "estimator.launch.xml"
+    launch.write_text(_ESTIMATOR_LAUNCH)
+    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
+    proc = start_runner([str(launch)], ros_env, marker, report)
+    listener = None
+    try:
+        listener = WrenchListener(int(ros_env["ROS_DOMAIN_ID"]))
+        pub_js = listener.node.create_publisher(JointState, "/joint_states", qos())
+        pub_cmd = listener.node.create_publisher(EffortCommand, "/gato_controller/command", qos())
+
+        def spin_until(pred, what, timeout=60.0):
+            end = time.monotonic() + timeout
+            while time.monotonic() < end:
+                if pred():
+                    return
+                listener.ex.spin_once(timeout_sec=0.05)
+            pytest.fail(f"timed out waiting for {what}; stats: {listener.stats[-1].data if listener.stats else None}")
+
+        def state(t_ns, q, names=names):
+            pub_js.publish(cv.joint_state_to_msg(JointStateSample(t_ns, list(names), np.asarray(q, float),
+                                                                  np.zeros(len(q)))))
+
+        def command(t_ns, effort):
+            pub_cmd.publish(cv.effort_command_to_msg(np.asarray(effort, float), names, t_ns, "mpc", 0))
+
+        spin_until(lambda: pub_js.get_subscription_count() >= 1 and pub_cmd.get_subscription_count() >= 1,
+                   "the estimator node's subscriptions")
+        import pinocchio as pin
+        import gato
+
+        model = pin.buildModelFromUrdf(str(gato.robot_urdf(ROBOT)))
+        g = pin.computeGeneralizedGravity(model, model.createData(), q0)
+        # at rest with the gravity torque applied: no wrench (~0); one estimate per closed interval
+        S = 10_000_000
+        state(1 * S, q0)
+        command(1 * S, g)
+        state(2 * S, q0)
+        spin_until(lambda: len(listener.wrenches) >= 1, "the first estimate")
+        f = listener.wrenches[-1].wrench.force
+        assert abs(f.x) + abs(f.y) + abs(f.z) < 0.5, f
+        # bad input: ignored, counted, the node lives on
+        q_nan = q0.copy()
+        q_nan[2] = np.nan
+        state(3 * S, q_nan)
+        state(3 * S, q0[:6], names=names[:6])
+        pub_cmd.publish(cv.effort_command_to_msg(np.zeros(3), names[:3], 2 * S, "mpc", 0))
+        # an inconsistent torque (300 N*m more than gravity on every joint): clamped to 50 N, reported
+        command(2 * S, g + 300.0)
+        state(4 * S, q0)
+        spin_until(lambda: len(listener.wrenches) >= 2 and listener.stats, "the clamped estimate")
+        spin_until(lambda: json.loads(listener.stats[-1].data)["rejected"] >= 3, "the rejections counted")
+        st = json.loads(listener.stats[-1].data)
+        assert st["n_clamped"] >= 1 and np.linalg.norm(st["raw"][:3]) <= 50.0 + 1e-9, st
+        w = listener.wrenches[-1].wrench
+        assert np.all(np.isfinite([w.force.x, w.force.y, w.force.z, w.torque.x, w.torque.y, w.torque.z]))
+        assert proc.poll() is None                                   # still running
+    finally:
+        if listener is not None:
+            listener.close()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        out = finish(proc, 60)
+        kill_tagged("GATO_TEST_MARKER", marker)
+    assert_clean_exit(proc, out, report, marker)
