@@ -109,6 +109,12 @@ ROBOTS = ("iiwa14", "indy7", "fr3", "gen3", "ur5e")
 
 _LIMITS = ("off", "telemetry", "barrier", "al", "admm")
 _LINSYS = ("pcg", "bdsv", "bdsv_first", "auto")
+# The solver defaults are the C++ core's struct (gato/types.hpp through gato._core.Settings and
+# gato.SolverParams), the one place they are written; test/test_defaults_agree.py checks this schema,
+# the dataclass, the struct and docs/parameters.md against each other.
+from gato.config import DEFAULT_LINSYS as _DEFAULT_LINSYS, SolverParams as _SolverParams  # noqa: E402
+
+_SOLVER = _SolverParams()
 
 # ---------------------------------------------------------------- the controller node
 CONTROLLER = (
@@ -143,26 +149,30 @@ CONTROLLER = (
     Param("warm_start", "string", "shift", "warm start of the next tick: the plan shifted one knot, or as solved",
           choices=("shift", "hold"), read_only=True, group="structure"),
     # solver costs (tunable)
-    Param("q_cost", "double", 2.0, "running end-effector position weight", range=(0.0, 1e4), group="cost"),
-    Param("qd_cost", "double", 0.01, "joint velocity weight", range=(0.0, 1e3), group="cost"),
-    Param("u_cost", "double", 2e-6, "joint torque weight", range=(0.0, 1.0), group="cost"),
-    Param("N_cost", "double", 50.0, "terminal end-effector position weight", range=(0.0, 1e5), group="cost"),
-    Param("q_lim_cost", "double", 0.01, "joint position limit barrier weight (0 = off)", range=(0.0, 1e3),
+    Param("q_cost", "double", _SOLVER.q_cost, "running end-effector position weight", range=(0.0, 1e4), group="cost"),
+    Param("qd_cost", "double", _SOLVER.qd_cost, "joint velocity weight", range=(0.0, 1e3), group="cost"),
+    Param("u_cost", "double", _SOLVER.u_cost, "joint torque weight", range=(0.0, 1.0), group="cost"),
+    Param("N_cost", "double", _SOLVER.N_cost, "terminal end-effector position weight", range=(0.0, 1e5),
           group="cost"),
-    Param("vel_lim_cost", "double", 0.0, "joint velocity limit barrier weight (0 = off)", range=(0.0, 1e3),
+    Param("q_lim_cost", "double", _SOLVER.q_lim_cost, "joint position limit barrier weight (0 = off)", range=(0.0, 1e3),
           group="cost"),
-    Param("ctrl_lim_cost", "double", 0.0, "torque limit barrier weight (0 = off)", range=(0.0, 1e3),
+    Param("vel_lim_cost", "double", _SOLVER.vel_lim_cost, "joint velocity limit barrier weight (0 = off)",
+          range=(0.0, 1e3),
+          group="cost"),
+    Param("ctrl_lim_cost", "double", _SOLVER.ctrl_lim_cost, "torque limit barrier weight (0 = off)", range=(0.0, 1e3),
           group="cost"),
     # solver settings (tunable)
-    Param("mu", "double", 10.0, "merit-function weight of the L1 defect norm", range=(0.0, 1e4), group="solver"),
-    Param("rho", "double", 0.01, "initial trust-region weight on the position block", "1/rad^2",
+    Param("mu", "double", _SOLVER.mu, "merit-function weight of the L1 defect norm", range=(0.0, 1e4),
+          group="solver"),
+    Param("rho", "double", _SOLVER.rho, "initial trust-region weight on the position block", "1/rad^2",
           range=(1e-9, 1e3), group="solver"),
-    Param("max_sqp_iters", "integer", 1, "SQP iterations per tick (1 = real-time iteration)", "iterations",
+    Param("max_sqp_iters", "integer", _SOLVER.max_sqp_iters, "SQP iterations per tick (1 = real-time iteration)",
+          "iterations",
           range=(1, 100), group="solver"),
-    Param("max_pcg_iters", "integer", 200, "PCG iteration cap per SQP iteration", "iterations",
+    Param("max_pcg_iters", "integer", _SOLVER.max_pcg_iters, "PCG iteration cap per SQP iteration", "iterations",
           range=(1, 10000), group="solver"),
-    Param("pcg_tol", "double", 1e-4, "PCG relative tolerance", range=(0.0, 1.0), group="solver"),
-    Param("linsys", "string", "bdsv",
+    Param("pcg_tol", "double", _SOLVER.pcg_tol, "PCG relative tolerance", range=(0.0, 1.0), group="solver"),
+    Param("linsys", "string", _DEFAULT_LINSYS,
           "Schur-system path: pcg | bdsv (exact block-tridiagonal) | bdsv_first | auto (cold steps exact, "
           "warm steps PCG)", choices=_LINSYS, group="solver"),
     Param("budget_s", "double", 0.0, "wall-clock budget of a tick's SQP loop (0 = off: max_sqp_iters run)", "s",
@@ -451,7 +461,8 @@ PLUGIN = (
     *(dataclasses.replace(p, description="embedded mode: " + p.description) for p in CONTROLLER
       if p.name in ("q_cost", "qd_cost", "u_cost", "N_cost", "q_lim_cost", "mu", "rho", "max_sqp_iters",
                     "max_pcg_iters", "pcg_tol")),
-    Param("linsys", "string", "bdsv", "embedded mode: Schur-system path: pcg | bdsv (exact block-tridiagonal) | "
+    Param("linsys", "string", _DEFAULT_LINSYS, "embedded mode: Schur-system path: pcg | bdsv (exact "
+          "block-tridiagonal) | "
           "bdsv_first", choices=("pcg", "bdsv", "bdsv_first"), group="solver"),
 )
 

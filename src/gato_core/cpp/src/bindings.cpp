@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "bindings_types.hpp"
 #include "gato/solver.hpp"
 
 namespace py = pybind11;
@@ -36,61 +37,9 @@ void check_shape(const Arr<S>& a, std::initializer_list<long> shape, const char*
   }
 }
 
-Settings settings_from_dict(const py::dict& d) {
-  Settings s;
-  for (auto item : d) {
-    const std::string k = py::cast<std::string>(item.first);
-    py::handle v = item.second;
-    if (k == "max_sqp_iters") s.max_sqp_iters = py::cast<int>(v);
-    else if (k == "max_pcg_iters") s.max_pcg_iters = py::cast<int>(v);
-    else if (k == "pcg_tol") s.pcg_tol = py::cast<double>(v);
-    else if (k == "solve_ratio") s.solve_ratio = py::cast<double>(v);
-    else if (k == "mu") s.mu = py::cast<double>(v);
-    else if (k == "rho") s.rho = py::cast<double>(v);
-    else if (k == "adapt_rho") s.adapt_rho = py::cast<bool>(v);
-    else if (k == "linsys") s.linsys = static_cast<LinSys>(py::cast<int>(v));
-    else if (k == "integrator") s.integrator = static_cast<Integrator>(py::cast<int>(v));
-    else if (k == "line_search") s.line_search = static_cast<LineSearch>(py::cast<int>(v));
-    else if (k == "q_cost") s.q_cost = py::cast<double>(v);
-    else if (k == "qd_cost") s.qd_cost = py::cast<double>(v);
-    else if (k == "u_cost") s.u_cost = py::cast<double>(v);
-    else if (k == "N_cost") s.N_cost = py::cast<double>(v);
-    else if (k == "q_lim_cost") s.q_lim_cost = py::cast<double>(v);
-    else if (k == "vel_lim_cost") s.vel_lim_cost = py::cast<double>(v);
-    else if (k == "ctrl_lim_cost") s.ctrl_lim_cost = py::cast<double>(v);
-    else throw py::value_error("settings: unknown key '" + k + "'");
-  }
-  return s;
-}
-
-RowGroupSpec group_from_dict(const py::dict& d) {
-  RowGroupSpec g;
-  for (auto item : d) {
-    const std::string k = py::cast<std::string>(item.first);
-    py::handle v = item.second;
-    if (k == "kind") g.kind = py::cast<int>(v);
-    else if (k == "mech") g.mech = py::cast<int>(v);
-    else if (k == "n_rows") g.n_rows = py::cast<int>(v);
-    else if (k == "knot_lo") g.knot_lo = py::cast<int>(v);
-    else if (k == "knot_hi") g.knot_hi = py::cast<int>(v);
-    else if (k == "lo") g.lo = py::cast<std::vector<double>>(v);
-    else if (k == "hi") g.hi = py::cast<std::vector<double>>(v);
-    else if (k == "mask") g.mask = py::cast<std::vector<unsigned char>>(v);
-    else if (k == "weight") g.weight = py::cast<double>(v);
-    else if (k == "delta") g.delta = py::cast<double>(v);
-    else if (k == "sigma") g.sigma = py::cast<double>(v);
-    else if (k == "cone") g.cone = py::cast<bool>(v);
-    else if (k == "admm_iters") g.admm_iters = py::cast<int>(v);
-    else if (k == "C") g.C = py::cast<std::vector<double>>(v);
-    else if (k == "d") g.d = py::cast<std::vector<double>>(v);
-    else if (k == "target") g.target = py::cast<std::vector<double>>(v);
-    else if (k == "reset_state") g.reset_state = py::cast<bool>(v);
-    else if (k == "admm_reinit") g.admm_reinit = py::cast<bool>(v);
-    else if (k == "admm_reclip") g.admm_reclip = py::cast<bool>(v);
-    else throw py::value_error("row group: unknown key '" + k + "'");
-  }
-  return g;
-}
+/// Settings from a gato._core.Settings, a dict of field overrides (the legacy form)
+/// or None (the defaults); ValueError naming an unknown key or a bad value.
+Settings settings_from(py::handle h) { return pytypes::settings_fields().from_py(h); }
 
 template <typename S>
 std::vector<double> to_vec(const Arr<double>& a) {
@@ -106,9 +55,10 @@ struct PySolver {
   std::unique_ptr<DynamicsScratch<S>> dyn;
 
   PySolver(const std::string& urdf, const std::string& ee, int B, int N, double dt,
-           const py::dict& settings, int threads) {
+           const py::object& settings, int threads) {
+    const Settings st = settings_from(settings);
     plant = std::make_shared<Plant<S>>(urdf, ee);
-    solver = BatchSolver<S>::create(plant, B, N, S(dt), settings_from_dict(settings), threads);
+    solver = BatchSolver<S>::create(plant, B, N, S(dt), st, threads);
     ws = plant->make_workspace();
     dyn = std::make_unique<DynamicsScratch<S>>(plant->nv());
   }
@@ -118,9 +68,9 @@ template <typename S>
 void bind_solver(py::module_& m, const char* name) {
   using P = PySolver<S>;
   py::class_<P>(m, name)
-      .def(py::init<const std::string&, const std::string&, int, int, double, const py::dict&, int>(),
+      .def(py::init<const std::string&, const std::string&, int, int, double, const py::object&, int>(),
            py::arg("urdf"), py::arg("ee_frame"), py::arg("batch"), py::arg("N"), py::arg("dt"),
-           py::arg("settings"), py::arg("threads") = 1)
+           py::arg("settings") = py::none(), py::arg("threads") = 1)
       .def_property_readonly("nq", [](const P& p) { return p.solver->nq(); })
       .def_property_readonly("nv", [](const P& p) { return p.solver->nv(); })
       .def_property_readonly("nx", [](const P& p) { return p.solver->nx(); })
@@ -144,9 +94,14 @@ void bind_solver(py::module_& m, const char* name) {
         d["u"] = py::array_t<double>(L.u_max.size(), L.u_max.template cast<double>().eval().data());
         return d;
       })
-      .def("set_settings", [](P& p, const py::dict& d) { p.solver->set_settings(settings_from_dict(d)); })
+      .def("set_settings", [](P& p, const py::object& d) { p.solver->set_settings(settings_from(d)); },
+           py::arg("settings"), "Replace the settings: a Settings or a dict of overrides over the defaults.")
+      .def_property_readonly("settings", [](const P& p) { return p.solver->settings(); },
+                             "A copy of the solver's Settings.")
       .def("set_collect_stats", [](P& p, bool on) { p.solver->set_collect_stats(on); })
-      .def("set_linsys", [](P& p, int l) { p.solver->set_linsys(static_cast<LinSys>(l)); })
+      .def("set_linsys", [](P& p, const py::object& l) {
+        p.solver->set_linsys(pytypes::parse_enum<LinSys>(l, "set_linsys", "linsys"));
+      }, py::arg("linsys"))
       .def("set_rho_batch", [](P& p, const Arr<double>& v) { p.solver->set_rho_batch(to_vec<S>(v)); })
       .def("set_mu_batch", [](P& p, const Arr<double>& v) { p.solver->set_mu_batch(to_vec<S>(v)); })
       .def("set_pcg_tol_batch", [](P& p, const Arr<double>& v) { p.solver->set_pcg_tol_batch(to_vec<S>(v)); })
@@ -177,11 +132,14 @@ void bind_solver(py::module_& m, const char* name) {
           s.solve(x.data(), ref.data(), out, budget_s);
         }
       }, py::arg("x"), py::arg("ref"), py::arg("xu"), py::arg("budget_s") = 0.0)
-      .def("set_row_groups", [](P& p, const py::list& groups) {
+      .def("set_row_groups", [](P& p, const py::iterable& groups) {
         std::vector<RowGroupSpec> v;
-        for (auto g : groups) v.push_back(group_from_dict(py::cast<py::dict>(g)));
+        for (auto g : groups) v.push_back(pytypes::row_group_fields().from_py(g));
         p.solver->set_row_groups(v);
-      })
+      }, py::arg("groups"), "Install the row groups: RowGroupSpec objects or dicts of their fields.")
+      .def("set_admm_config", [](P& p, const py::object& c) {
+        p.solver->set_admm_config(pytypes::admm_fields().from_py(c));
+      }, py::arg("config"), "ADMM inner-loop settings: an AdmmConfig or a dict of its fields.")
       .def("set_admm_config", [](P& p, int iters, double eps_abs, double eps_rel, int check_every,
                                  int linsys, bool merit, bool rho_adapt) {
         AdmmConfig c;
@@ -213,54 +171,8 @@ void bind_solver(py::module_& m, const char* name) {
         p.solver->set_state(v.data());
       })
       .def("stats", [](const P& p) {
-        const auto& st = p.solver->stats();
-        const int B = p.solver->batch(), I = p.solver->settings().max_sqp_iters, n = st.iters_run;
-        auto take = [&](const auto& v) {
-          using T = typename std::decay_t<decltype(v)>::value_type;
-          py::array_t<T> a({B, n});
-          for (int b = 0; b < B; ++b) for (int i = 0; i < n; ++i) a.mutable_at(b, i) = v[size_t(b) * I + i];
-          return a;
-        };
-        py::dict d;
-        d["solve_time_us"] = st.solve_time_us;
-        d["iters_run"] = n;
-        d["budget_hit"] = st.budget_hit;
-        d["sqp_iters"] = py::array_t<int>(B, st.sqp_iters.data());
-        py::array_t<bool> conv(B);
-        for (int b = 0; b < B; ++b) conv.mutable_at(b) = st.converged[b] != 0;
-        d["kkt_converged"] = conv;
-        d["initial_merit"] = py::array_t<double>(B, st.initial_merit.data());
-        d["final_merit"] = py::array_t<double>(B, st.final_merit.data());
-        d["pcg_iters"] = take(st.pcg_iters);
-        d["min_merit"] = take(st.min_merit);
-        d["step_size"] = take(st.step_size);
-        d["pcg_times_us"] = py::array_t<double>(n, st.linsys_time_us.data());
-        std::vector<int> used(st.linsys_used.begin(), st.linsys_used.begin() + n);
-        d["linsys_used"] = used;
-        py::dict prof;
-        prof["kkt_us"] = st.t_kkt_us;
-        prof["schur_us"] = st.t_schur_us;
-        prof["linsys_us"] = st.t_linsys_us;
-        prof["linesearch_us"] = st.t_linesearch_us;
-        d["profile"] = prof;
-        const int G = st.n_groups;
-        d["n_groups"] = G;
-        if (G > 0) {
-          py::array_t<double> vmax({B, G}), vsum({B, G});
-          for (int b = 0; b < B; ++b)
-            for (int g = 0; g < G; ++g) {
-              vmax.mutable_at(b, g) = st.row_max_violation[size_t(b) * G + g];
-              vsum.mutable_at(b, g) = st.row_sum_violation[size_t(b) * G + g];
-            }
-          d["row_max_violation"] = vmax;
-          d["row_sum_violation"] = vsum;
-          d["admm_r_prim"] = py::array_t<double>(B, st.admm_r_prim.data());
-          d["admm_r_dual"] = py::array_t<double>(B, st.admm_r_dual.data());
-          d["admm_iters"] = py::array_t<int>(B, st.admm_iters.data());
-          d["admm_linsys_iters"] = py::array_t<int>(B, st.admm_linsys_iters.data());
-        }
-        return d;
-      })
+        return pytypes::make_stats(p.solver->stats(), p.solver->batch(), p.solver->settings().max_sqp_iters);
+      }, "The SolveStats of the last solve.")
       .def("debug_setup_kkt", [](P& p, const Arr<S>& xu, const Arr<S>& x, const Arr<S>& ref) {
         auto& s = *p.solver;
         const long B = s.batch(), N = s.N(), nx = s.nx(), nu = s.nu();
@@ -377,8 +289,8 @@ void bind_solver(py::module_& m, const char* name) {
 namespace gato {
 void bind_executor(py::module_& m);  // bindings_executor.cpp
 void bind_osc(py::module_& m);       // bindings_osc.cpp
-/// The solver settings from a Python dict (settings_from_dict), for bindings_executor.cpp.
-Settings settings_from_py(const py::dict& d) { return settings_from_dict(d); }
+/// The solver settings from a Python dict (settings_from), for bindings_executor.cpp.
+Settings settings_from_py(const py::dict& d) { return settings_from(d); }
 /// check_shape for float64 arrays, for bindings_executor.cpp.
 void check_shape_f64(const py::array_t<double, py::array::c_style | py::array::forcecast>& a,
                      std::initializer_list<long> shape, const char* name) {
@@ -400,6 +312,7 @@ void check_shape_f64(const py::array_t<double, py::array::c_style | py::array::f
 PYBIND11_MODULE(GATO_MODULE_NAME, m) {
   m.doc() = "gato C++ core: batched SQP solver (CPU backend) over a pinocchio plant";
   m.attr("ISA") = GATO_MODULE_ISA;
+  pytypes::bind_types(m);
   bind_solver<double>(m, "Solver64");
   bind_solver<float>(m, "Solver32");
   m.attr("LINSYS_PCG") = int(LinSys::kPcg);

@@ -15,8 +15,8 @@ from ._native import core as _core
 from . import rowkinds as rk
 from ._arrays import batch_array, to_numpy, vector
 
-ADMM_LINSYS_MODES = ("pcg", "bdsv_factor")
-_ADMM_LINSYS_CODE = {"pcg": 0, "bdsv_factor": 1}
+#: ADMM inner-loop linear solvers: the names of the core's enum (gato._core.AdmmLinSys).
+ADMM_LINSYS_MODES = tuple(n.lower() for n in _core.AdmmLinSys.__members__)
 #: Dense row-state layout of get_row_duals / get_admm_state: (B, MAX_ROW_GROUPS, N, MAX_ROWS_PER_GROUP).
 MAX_ROW_GROUPS = int(_core.MAX_ROW_GROUPS)
 MAX_ROWS_PER_GROUP = int(_core.MAX_ROWS_PER_GROUP)
@@ -70,23 +70,26 @@ class RowGroupAPI:
 
     def _push_admm(self) -> None:
         a = self._admm
-        self._s.set_admm_config(int(a["iters"]), float(a["eps_abs"]), float(a["eps_rel"]),
-                                int(a["check_every"]), _ADMM_LINSYS_CODE[a["linsys"]], bool(a["merit"]),
-                                bool(a["rho_adapt"]))
+        self._s.set_admm_config(_core.AdmmConfig(
+            iters=int(a["iters"]), eps_abs=float(a["eps_abs"]), eps_rel=float(a["eps_rel"]),
+            check_every=int(a["check_every"]), linsys=a["linsys"], merit=bool(a["merit"]),
+            rho_adapt=bool(a["rho_adapt"])))
 
     def _push_rows(self) -> None:
+        """Install every host-side group in the core as typed gato._core.RowGroupSpec objects."""
         specs = []
         for g in self._groups:
-            spec = {k: g[k] for k in ("kind", "mech", "n_rows", "knot_lo", "knot_hi", "weight", "delta",
-                                      "sigma", "cone", "admm_iters")}
-            spec["lo"] = [float(v) for v in g["lo"]]
-            spec["hi"] = [float(v) for v in g["hi"]]
-            spec["mask"] = [] if g["mask"] is None else self._mask_rows(g).astype(np.uint8).ravel().tolist()
-            spec["C"] = [] if g.get("C") is None else g["C"].ravel().tolist()
-            spec["d"] = [] if g.get("d") is None else g["d"].ravel().tolist()
-            spec["target"] = [] if g.get("target") is None else g["target"].ravel().tolist()
-            for flag in ("reset_state", "admm_reinit", "admm_reclip"):
-                spec[flag] = bool(g.pop("_" + flag, False))
+            spec = _core.RowGroupSpec(**{k: g[k] for k in ("kind", "mech", "n_rows", "knot_lo", "knot_hi", "weight",
+                                                           "delta", "sigma", "cone", "admm_iters")})
+            spec.lo = [float(v) for v in g["lo"]]
+            spec.hi = [float(v) for v in g["hi"]]
+            spec.mask = [] if g["mask"] is None else self._mask_rows(g).astype(np.uint8).ravel().tolist()
+            spec.C = [] if g.get("C") is None else g["C"].ravel().tolist()
+            spec.d = [] if g.get("d") is None else g["d"].ravel().tolist()
+            spec.target = [] if g.get("target") is None else g["target"].ravel().tolist()
+            spec.reset_state = bool(g.pop("_reset_state", False))
+            spec.admm_reinit = bool(g.pop("_admm_reinit", False))
+            spec.admm_reclip = bool(g.pop("_admm_reclip", False))
             specs.append(spec)
         self._s.set_row_groups(specs)
 

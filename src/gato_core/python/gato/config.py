@@ -11,8 +11,30 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-LINSYS_MODES = ("pcg", "bdsv", "bdsv_first")
-LINE_SEARCH_MODES = ("best", "first")
+from ._native import core as _core
+
+#: The C++ struct's defaults (gato/types.hpp, through gato._core.Settings): the one place
+#: every solver default is written. The dataclass below, BSQP and the ROS parameter schema
+#: (gato_ros/params.py) read them from here; test/test_defaults_agree.py checks them all.
+_D = _core.Settings()
+
+
+def core_defaults() -> "_core.Settings":
+    """A fresh gato._core.Settings holding the C++ struct's defaults."""
+    return _core.Settings()
+
+
+def _name(member) -> str:
+    """The API's string for an enum member of the core (LinSys.BDSV_FIRST -> "bdsv_first")."""
+    return member.name.lower()
+
+
+LINSYS_MODES = tuple(n.lower() for n in _core.LinSys.__members__)
+LINE_SEARCH_MODES = tuple(n.lower() for n in _core.LineSearch.__members__)
+INTEGRATOR_MODES = tuple(n.lower() for n in _core.Integrator.__members__)
+#: The backend's wired linsys (SolverParams.linsys = None resolves to it).
+DEFAULT_LINSYS = _name(_D.linsys)
+DEFAULT_INTEGRATOR = _name(_D.integrator)
 
 
 @dataclass(frozen=True)
@@ -28,8 +50,11 @@ class SolverParams:
     - ``rho``: initial trust-region weight on the position block (> 0);
       ``adapt_rho`` lets the line search adapt it per solve.
     - ``linsys``: "pcg" | "bdsv" | "bdsv_first" | None (None = the backend's wired default:
-      "bdsv" on the CPU backend, "pcg" for fixed-base robots on CUDA; see
-      :func:`gato.linsys_autotune.resolve_linsys`).
+      "bdsv" on the CPU backend (:data:`DEFAULT_LINSYS`, the C++ struct's), "pcg" for
+      fixed-base robots on CUDA; see :func:`gato.linsys_autotune.resolve_linsys`).
+
+    Every default is the C++ core's (``gato._core.Settings``, gato/types.hpp);
+    :meth:`to_settings` gives the typed core object.
 
     Cost weights: ``q_cost`` (running EE position), ``N_cost`` (terminal EE position),
     ``qd_cost`` (joint velocity), ``u_cost`` (torque), and the log-barrier limit weights
@@ -46,23 +71,23 @@ class SolverParams:
     and takes the first strict decrease (one rollout when the full step is accepted).
     """
 
-    max_sqp_iters: int = 1
-    max_pcg_iters: int = 200
-    pcg_tol: float = 1e-4
-    solve_ratio: float = 1.0
-    mu: float = 10.0
-    rho: float = 0.01
-    adapt_rho: bool = True
-    linsys: str | None = None
-    q_cost: float = 2.0
-    qd_cost: float = 0.01
-    u_cost: float = 2e-6
-    N_cost: float = 50.0
-    q_lim_cost: float = 0.01
-    vel_lim_cost: float = 0.0
-    ctrl_lim_cost: float = 0.0
+    max_sqp_iters: int = _D.max_sqp_iters
+    max_pcg_iters: int = _D.max_pcg_iters
+    pcg_tol: float = _D.pcg_tol
+    solve_ratio: float = _D.solve_ratio
+    mu: float = _D.mu
+    rho: float = _D.rho
+    adapt_rho: bool = _D.adapt_rho
+    linsys: str | None = None  # None: DEFAULT_LINSYS, the struct's (the reference's None semantics)
+    q_cost: float = _D.q_cost
+    qd_cost: float = _D.qd_cost
+    u_cost: float = _D.u_cost
+    N_cost: float = _D.N_cost
+    q_lim_cost: float = _D.q_lim_cost
+    vel_lim_cost: float = _D.vel_lim_cost
+    ctrl_lim_cost: float = _D.ctrl_lim_cost
     exact_hessian: bool = False
-    line_search: str = "best"
+    line_search: str = _name(_D.line_search)
 
     def __post_init__(self) -> None:
         for name in ("max_sqp_iters", "max_pcg_iters"):
@@ -97,6 +122,17 @@ class SolverParams:
     def asdict(self) -> dict:
         """The fields as a plain dict."""
         return dataclasses.asdict(self)
+
+    def to_settings(self, *, integrator: str = DEFAULT_INTEGRATOR) -> "_core.Settings":
+        """The typed core settings (gato._core.Settings) of these parameters: linsys None
+        resolves to :data:`DEFAULT_LINSYS`; the integrator is the solver's (a constructor
+        argument of BSQP, not a SolverParams field); ``exact_hessian`` has no core field."""
+        if integrator not in INTEGRATOR_MODES:
+            raise ValueError(f"integrator: expected one of {INTEGRATOR_MODES}, got {integrator!r}")
+        d = {k: v for k, v in self.asdict().items() if k != "exact_hessian"}
+        d["linsys"] = self.linsys or DEFAULT_LINSYS
+        d["integrator"] = integrator
+        return _core.Settings.from_dict(d)
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any]) -> "SolverParams":

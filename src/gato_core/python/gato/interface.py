@@ -14,7 +14,7 @@ import numpy as np
 
 from ._native import core as _core
 from ._arrays import batch_array, from_numpy, kind_of, to_numpy, vector
-from .config import LINSYS_MODES, SolverParams
+from .config import DEFAULT_LINSYS, INTEGRATOR_MODES, LINSYS_MODES, SolverParams
 from .results import SolveResult, SolverStats
 from ._rowgroups_api import (ADMM_LINSYS_MODES, MAX_ROW_GROUPS, MAX_ROWS_PER_GROUP,  # noqa: F401 (re-exported)
                               MECH_DEFAULT_WEIGHT, RowGroupAPI)
@@ -24,10 +24,9 @@ __all__ = ["BSQP", "SolveResult", "SolverStats", "available", "module_name", "ro
 
 #: Horizons the CPU backend is tested at and that :func:`available` lists; any N >= 2 works.
 CPU_HORIZONS = (8, 16, 32, 64, 128)
-INTEGRATORS = {"euler": _core.INTEGRATOR_EULER, "semi_implicit": _core.INTEGRATOR_SEMI_IMPLICIT,
-               "rk4": _core.INTEGRATOR_RK4}
-_LINSYS_CODE = {"pcg": _core.LINSYS_PCG, "bdsv": _core.LINSYS_BDSV, "bdsv_first": _core.LINSYS_BDSV_FIRST}
-_LINSYS_NAME = {v: k for k, v in _LINSYS_CODE.items()}
+#: Integrator names -> the integer value of the core's enum (gato._core.Integrator; the
+#: plan executor's ``submit`` and gato_msgs/Plan carry it as an integer).
+INTEGRATORS = {n: int(getattr(_core.Integrator, n.upper())) for n in INTEGRATOR_MODES}
 VARIANTS = ("default", "fc", "eh")
 
 
@@ -172,9 +171,9 @@ class BSQP(RowGroupAPI):
         self.params = params
         if threads is None:
             threads = min(self.batch_size, os.cpu_count() or 1)
-        # Wired CPU default: one exact block-tridiagonal solve is cheaper here than the
-        # PCG iterations of a warm step (the reference's "pcg" default is GPU-shaped).
-        self._linsys = params.linsys or "bdsv"
+        # Wired CPU default (the C++ struct's, gato/types.hpp): one exact block-tridiagonal
+        # solve is cheaper here than the PCG iterations of a warm step.
+        self._linsys = params.linsys or DEFAULT_LINSYS
         cls = _core.Solver64 if dtype == np.float64 else _core.Solver32
         try:
             self._s = cls(self.model_path, ee_frame, self.batch_size, self.N, self.dt,
@@ -198,8 +197,8 @@ class BSQP(RowGroupAPI):
         # Constraint row groups (docs/constraints.md): host-side descriptors, pushed whole.
         self._groups = []
         self._row_mech = None
-        self._admm = dict(iters=10, eps_abs=0.0, eps_rel=0.0, check_every=1, linsys="bdsv_factor",
-                          merit=False, rho_adapt=False)
+        # The ADMM inner-loop settings, from the C++ struct's defaults (gato::AdmmConfig).
+        self._admm = {k: (v.name.lower() if k == "linsys" else v) for k, v in _core.AdmmConfig().to_dict().items()}
         for name, arr, setter in (("rho_batch", rho_batch, self._s.set_rho_batch),
                                   ("mu_batch", mu_batch, self._s.set_mu_batch),
                                   ("pcg_tol_batch", pcg_tol_batch, self._s.set_pcg_tol_batch)):
@@ -210,12 +209,9 @@ class BSQP(RowGroupAPI):
                 setter(v)
 
     # ------------------------------------------------------------------ settings
-    def _settings(self, p: SolverParams, linsys: str) -> dict:
-        d = {k: v for k, v in p.asdict().items() if k not in ("linsys", "exact_hessian", "line_search")}
-        d["linsys"] = _LINSYS_CODE[linsys]
-        d["line_search"] = {"best": 0, "first": 1}[p.line_search]
-        d["integrator"] = INTEGRATORS[self.integrator]
-        return d
+    def _settings(self, p: SolverParams, linsys: str):
+        """The typed core settings (gato._core.Settings) of ``p`` with this solver's linsys and integrator."""
+        return p.replace(linsys=linsys).to_settings(integrator=self.integrator)
 
     def _push_settings(self) -> None:
         self._s.set_settings(self._settings(self.params, self._linsys))
@@ -230,7 +226,7 @@ class BSQP(RowGroupAPI):
         if mode not in LINSYS_MODES:
             raise ValueError(f"linsys: expected one of {LINSYS_MODES}, got {mode!r}")
         self._linsys = mode
-        self._s.set_linsys(_LINSYS_CODE[mode])
+        self._s.set_linsys(mode)
 
     def set_collect_stats(self, on: bool) -> None:
         """Collect per-iteration statistics (on by default). Off: ``SolveResult.stats`` carries
@@ -450,32 +446,32 @@ class BSQP(RowGroupAPI):
         return float(budget_s)
 
     def _result(self, xu: np.ndarray, kind: str) -> SolveResult:
-        st = self._s.stats()
+        st = self._s.stats()  # gato._core.SolveStats
         full = self._collect_stats
         empty_i = np.zeros((self.batch_size, 0))
         stats = SolverStats(
-            solve_time_us=int(st["solve_time_us"]),
-            sqp_iters=st["sqp_iters"],
-            kkt_converged=st["kkt_converged"],
-            final_merit=st["final_merit"],
-            initial_merit=st["initial_merit"],
+            solve_time_us=int(st.solve_time_us),
+            sqp_iters=st.sqp_iters,
+            kkt_converged=st.kkt_converged,
+            final_merit=st.final_merit,
+            initial_merit=st.initial_merit,
             ls_num_iters=8,
-            pcg_iters=st["pcg_iters"] if full else empty_i.astype(np.int32),
-            pcg_times_us=st["pcg_times_us"] if full else np.zeros(0),
-            min_merit=st["min_merit"] if full else empty_i,
-            step_size=st["step_size"] if full else empty_i,
-            linsys=_LINSYS_NAME[st["linsys_used"][-1]] if st["linsys_used"] else self._linsys,
-            budget_hit=bool(st["budget_hit"]),
+            pcg_iters=st.pcg_iters if full else empty_i.astype(np.int32),
+            pcg_times_us=st.pcg_times_us if full else np.zeros(0),
+            min_merit=st.min_merit if full else empty_i,
+            step_size=st.step_size if full else empty_i,
+            linsys=st.linsys_used[-1].name.lower() if st.linsys_used else self._linsys,
+            budget_hit=bool(st.budget_hit),
         )
-        if st["n_groups"] > 0:
-            stats.row_max_violation = np.asarray(st["row_max_violation"], dtype=np.float64)
-            stats.row_sum_violation = np.asarray(st["row_sum_violation"], dtype=np.float64)
-            stats.admm_r_prim = np.asarray(st["admm_r_prim"], dtype=np.float64)
-            stats.admm_r_dual = np.asarray(st["admm_r_dual"], dtype=np.float64)
-            stats.admm_iters = np.asarray(st["admm_iters"], dtype=np.int64)
-            stats.admm_linsys_iters = np.asarray(st["admm_linsys_iters"], dtype=np.int64)
-        self.last_profile = dict(st["profile"])
-        return SolveResult(xu=from_numpy(xu.astype(np.float64, copy=False), kind), solve_time_us=int(st["solve_time_us"]),
+        if st.n_groups > 0:
+            stats.row_max_violation = np.asarray(st.row_max_violation, dtype=np.float64)
+            stats.row_sum_violation = np.asarray(st.row_sum_violation, dtype=np.float64)
+            stats.admm_r_prim = np.asarray(st.admm_r_prim, dtype=np.float64)
+            stats.admm_r_dual = np.asarray(st.admm_r_dual, dtype=np.float64)
+            stats.admm_iters = np.asarray(st.admm_iters, dtype=np.int64)
+            stats.admm_linsys_iters = np.asarray(st.admm_linsys_iters, dtype=np.int64)
+        self.last_profile = st.profile
+        return SolveResult(xu=from_numpy(xu.astype(np.float64, copy=False), kind), solve_time_us=int(st.solve_time_us),
                            stats=stats, nx=self.nx, nu=self.nu, N=self.N, n_actuated=self.n_actuated)
 
     def merit(self, xu_B, xcur_B, eepos_goals_B) -> np.ndarray:

@@ -1,11 +1,14 @@
-"""Row-group KIND and MECHANISM ids: the Python mirror of the C++ core's
-``gato/rowgroups.hpp`` (enum RowKind / enum RowMech).
+"""Row-group KIND and MECHANISM ids: the integer values of the C++ core's enums
+``gato/rowgroups.hpp`` RowKind / RowMech, read from their bindings
+(``gato._core.RowKind`` / ``gato._core.RowMech``), so the ids are written once.
 
 :meth:`gato.BSQP.get_row_groups` reports these ids; the constraint API
 (interface.py) and the tests import them from here instead of re-declaring
 literals. The method behind every kind and mechanism: ``docs/constraints.md``.
 """
 from __future__ import annotations
+
+from ._native import core as _core
 
 __all__ = [
     "Q_BOX", "QD_BOX", "U_BOX", "EE_TERMINAL", "LIN_U", "COLLISION", "CONTACT_POS",
@@ -14,16 +17,15 @@ __all__ = [
 ]
 
 # ---- kinds (RowKind)
-Q_BOX = 0        #: joint position box, rows q_k (knots 1..N-1)
-QD_BOX = 1       #: joint velocity box, rows qd_k (knots 1..N-1)
-U_BOX = 2        #: joint torque box, rows u_k (controls 0..N-2)
-EE_TERMINAL = 3  #: EE terminal position equality, rows p(q_{N-1}) - target
-LIN_U = 4        #: linear control rows C u_k + d (optionally a second-order cone)
-COLLISION = 5    #: collision clearance rows (CUDA builds only; not on the CPU backend)
-CONTACT_POS = 6  #: contact-frame position rows (CUDA builds only; not on the CPU backend)
+Q_BOX = int(_core.RowKind.Q_BOX)              #: joint position box, rows q_k (knots 1..N-1)
+QD_BOX = int(_core.RowKind.QD_BOX)            #: joint velocity box, rows qd_k (knots 1..N-1)
+U_BOX = int(_core.RowKind.U_BOX)              #: joint torque box, rows u_k (controls 0..N-2)
+EE_TERMINAL = int(_core.RowKind.EE_TERMINAL)  #: EE terminal position equality, rows p(q_{N-1}) - target
+LIN_U = int(_core.RowKind.LIN_U)              #: linear control rows C u_k + d (optionally a second-order cone)
+COLLISION = int(_core.RowKind.COLLISION)      #: collision clearance rows (CUDA builds only; not on the CPU backend)
+CONTACT_POS = int(_core.RowKind.CONTACT_POS)  #: contact-frame position rows (CUDA builds only; not on the CPU)
 
-KIND_NAMES = {Q_BOX: "q_box", QD_BOX: "qd_box", U_BOX: "u_box", EE_TERMINAL: "ee_terminal",
-              LIN_U: "lin_u", COLLISION: "collision", CONTACT_POS: "contact_pos"}
+KIND_NAMES = {int(v): k.lower() for k, v in _core.RowKind.__members__.items()}
 
 #: The block of the KKT system a kind's rows act on ("q" position, "qd" velocity, "u" control).
 BLOCK = {Q_BOX: "q", QD_BOX: "qd", U_BOX: "u", EE_TERMINAL: "q", LIN_U: "u", COLLISION: "q",
@@ -33,12 +35,12 @@ BLOCK = {Q_BOX: "q", QD_BOX: "qd", U_BOX: "u", EE_TERMINAL: "q", LIN_U: "u", COL
 LIMIT_KINDS = (Q_BOX, QD_BOX, U_BOX)
 
 # ---- mechanisms (RowMech)
-TELEMETRY = 0  #: measure the violation only
-BARRIER = 1    #: relaxed log barrier (cost and merit term)
-ADMM = 2       #: ADMM projection (inner loop per SQP iteration)
-AL = 3         #: PHR augmented Lagrangian (dual update once per solve)
+TELEMETRY = int(_core.RowMech.TELEMETRY)  #: measure the violation only
+BARRIER = int(_core.RowMech.BARRIER)      #: relaxed log barrier (cost and merit term)
+ADMM = int(_core.RowMech.ADMM)            #: ADMM projection (inner loop per SQP iteration)
+AL = int(_core.RowMech.AL)                #: PHR augmented Lagrangian (dual update once per solve)
 
-MECH_NAMES = {TELEMETRY: "telemetry", BARRIER: "barrier", ADMM: "admm", AL: "al"}
+MECH_NAMES = {int(v): k.lower() for k, v in _core.RowMech.__members__.items()}
 MECH_IDS = {v: k for k, v in MECH_NAMES.items()}
 
 

@@ -21,7 +21,11 @@ struct Settings {
   double mu = 10.0;           // merit weight of the L1 defect norm
   double rho = 0.01;          // initial trust-region weight on the position block
   bool adapt_rho = true;      // adapt rho from line-search outcomes
-  LinSys linsys = LinSys::kPcg;
+  // The CPU default (one exact block-tridiagonal solve is cheaper here than the PCG
+  // iterations of a warm step; the reference's "pcg" is GPU-shaped). These defaults are
+  // the only ones: gato.SolverParams and the ROS parameter schema read them through
+  // gato._core.Settings (test/test_defaults_agree.py).
+  LinSys linsys = LinSys::kBdsv;
   Integrator integrator = Integrator::kEuler;
   LineSearch line_search = LineSearch::kBest;
   // Cost weights (scalars; the per-knot table, the per-joint control vector and the

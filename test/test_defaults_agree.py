@@ -1,0 +1,98 @@
+"""Every solver default is written once, in the C++ struct (gato/types.hpp ``gato::Settings``,
+``gato::AdmmConfig``), and read from there by the Python dataclass (gato.SolverParams), BSQP,
+the ROS parameter schema (gato_ros/params.py) and the page generated from it
+(docs/parameters.md). These tests hold every place that shows a default to the struct."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import gato
+from gato import _core
+from gato.config import DEFAULT_LINSYS, SolverParams
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src" / "gato_ros"))
+from gato_ros import params as ros_params  # noqa: E402
+
+STRUCT = _core.Settings()
+
+
+def struct_value(name: str):
+    """The struct's default of ``name`` as the APIs spell it (enums by their lowercase name)."""
+    v = getattr(STRUCT, name)
+    return v.name.lower() if hasattr(v, "name") else v
+
+
+def docs_defaults(section: str) -> dict:
+    """{name: default as shown} of one table of docs/parameters.md (the ``## `section...` `` heading)."""
+    text = (ROOT / "docs" / "parameters.md").read_text()
+    start = text.index(f"## `{section}")
+    end = text.find("\n## ", start + 1)
+    out = {}
+    for line in text[start:end if end > 0 else None].splitlines():
+        m = re.match(r"\| `([^`]+)` \| [a-z_]+ \| `(.*?)` \|", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def shared(schema) -> list:
+    names = [p.name for p in schema if p.name in STRUCT.fields]
+    assert names, "no solver setting in this schema"
+    return names
+
+
+def test_struct_fields_are_the_dataclass_fields():
+    """Every numeric setting of the struct is a SolverParams field (integrator is BSQP's
+    constructor argument), so no default can live in only one of them."""
+    dc = {f for f in SolverParams.__dataclass_fields__}
+    assert set(STRUCT.fields) - dc == {"integrator"}
+    assert dc - set(STRUCT.fields) == {"exact_hessian"}
+
+
+def test_dataclass_defaults_are_the_structs():
+    p = SolverParams()
+    for name in STRUCT.fields:
+        if name == "integrator":
+            continue
+        got = DEFAULT_LINSYS if name == "linsys" and p.linsys is None else getattr(p, name)
+        assert got == struct_value(name), name
+        assert type(got) is type(struct_value(name)), name
+    assert p.to_settings() == STRUCT
+    assert SolverParams().to_settings().to_dict() == _core.Settings().to_dict()
+
+
+def test_bsqp_runs_the_structs_defaults():
+    s = gato.BSQP(gato.robot_urdf("iiwa14"), 1, 4, 0.03)
+    assert s._s.settings == STRUCT
+    assert s.linsys == struct_value("linsys") and s.integrator == struct_value("integrator")
+    admm = _core.AdmmConfig()
+    assert (s.admm_iters, s.admm_eps_abs, s.admm_eps_rel, s.admm_check_every, s.admm_linsys) == \
+        (admm.iters, admm.eps_abs, admm.eps_rel, admm.check_every, admm.linsys.name.lower())
+
+
+@pytest.mark.parametrize("schema_name", ["CONTROLLER", "PLUGIN"])
+def test_ros_schema_defaults_are_the_structs(schema_name):
+    schema = getattr(ros_params, schema_name)
+    for name in shared(schema):
+        p = ros_params.by_name(schema)[name]
+        assert p.default_for("iiwa14") == struct_value(name), f"{schema_name}.{name}"
+        # the schema's own range accepts its default
+        assert ros_params.validate(schema, name, p.default_for("iiwa14"), allow_read_only=True) is None
+
+
+@pytest.mark.parametrize("section,schema_name", [("gato_controller", "CONTROLLER"), ("gato_plugin", "PLUGIN")])
+def test_docs_parameters_show_the_structs_defaults(section, schema_name):
+    table = docs_defaults(section)
+    names = shared(getattr(ros_params, schema_name))
+    assert set(names) <= set(table), f"docs/parameters.md {section}: missing {set(names) - set(table)}"
+    for name in names:
+        shown = yaml.safe_load(table[name])  # the page writes YAML scalars (2.0e-06, "bdsv", true)
+        assert shown == struct_value(name), f"docs/parameters.md {section}.{name}: {table[name]}"
+        assert type(shown) is type(struct_value(name)), name
+
