@@ -123,10 +123,11 @@ def _ticks_of(src: Path) -> int:
 def replay(bag: Path, out: Path, extra=()) -> dict:
     """``gato replay`` in a fresh process: wall, peak RSS, ticks, first-tick time."""
     args = ["replay", str(bag), "--out", str(out), "--worst", "3", *extra]
-    # The child reports its own peak RSS: ru_maxrss of a forked child also counts the pages of
-    # this (large) parent it started as.
-    code = ("import resource, sys\nfrom gato.__main__ import main\ntry:\n    rc = main(sys.argv[1:])\nfinally:\n"
-            "    print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
+    # The child reports its own peak RSS, VmHWM of its address space: ru_maxrss survives exec and
+    # so also counts the pages of this (large) parent the child was forked from.
+    code = ("import re, sys\nfrom gato.__main__ import main\ntry:\n    rc = main(sys.argv[1:])\nfinally:\n"
+            "    hwm = re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1)\n"
+            "    print('PEAK_RSS_KB', hwm, flush=True)\n"
             "sys.exit(rc)\n")
     cmd = [sys.executable, "-c", code, *args]
     t = time.perf_counter()
