@@ -51,7 +51,10 @@ def stats(ts):
                 iqr=float(np.percentile(ts, 75) - np.percentile(ts, 25)), n=int(ts.size))
 
 
-def gato_closed_loop(urdf, N, repeats, line_search=None):
+def gato_closed_loop(urdf, N, repeats, line_search=None, digest=None):
+    """Closed-loop runs: per-solve times [s], mean EE error [m], median stage profile [us].
+    ``digest`` (a hashlib object, optional) is updated with every plan's bytes (the A/B
+    script's bit-identity check)."""
     model = pin.buildModelFromUrdf(str(urdf))
     data = model.createData()
     fid = model.getFrameId("EE")
@@ -71,6 +74,8 @@ def gato_closed_loop(urdf, N, repeats, line_search=None):
             r = s.solve(x, ref.ravel(), warm)
             times.append(time.perf_counter() - start)
             prof.append(s.last_profile)
+            if digest is not None:
+                digest.update(np.ascontiguousarray(r.xu).tobytes())
             u = r.u0(0)
             a = pin.aba(model, data, x[:7], x[7:], u)
             v = x[7:] + DT * a

@@ -14,6 +14,7 @@
 #include "gato/barrier.hpp"
 #include "gato/lean_model.hpp"
 #include "gato/solver.hpp"
+#include "cost_terms.hpp"
 #include "small_dense.hpp"
 
 namespace gato {
@@ -60,10 +61,10 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void set_mu_batch(const std::vector<double>& v) override;
   void set_pcg_tol_batch(const std::vector<double>& v) override;
   void set_drho_batch(const std::vector<double>& v, bool as_reset_default) override;
-  void set_knot_weights(const std::vector<double>& w) override { knot_w_ = w; }
-  void set_u_cost_vec(const std::vector<double>& w) override { u_vec_ = w; }
-  void set_q_pos_cost(const std::vector<double>& w) override { q_pos_w_ = w; }
-  void set_q_nom(const std::vector<double>& q) override { q_nom_ = q; }
+  void set_knot_weights(const std::vector<double>& w) override { cost_.knot_w = w; }
+  void set_u_cost_vec(const std::vector<double>& w) override { cost_.u_vec = w; }
+  void set_q_pos_cost(const std::vector<double>& w) override { cost_.q_pos_w = w; }
+  void set_q_nom(const std::vector<double>& q) override { cost_.q_nom = q; }
   void set_fext(const std::vector<S>& f) override {
     has_fext_ = !f.empty();
     fext_ = f;
@@ -132,9 +133,6 @@ class BatchSolverImpl final : public BatchSolver<S> {
     return lanes_ && set_.line_search == LineSearch::kBest && plant_->use_lean();
   }
   S stage_cost_value(int k, const S* x, const S* u, const S* ee, const S* ref) const;
-  S ee_weight(int k) const;
-  S qd_weight(int k) const;
-  S u_weight(int k, int j) const;
   const S* fext_ptr(int b, int k) const;
   S pcg_floor() const { return std::is_same<S, float>::value ? S(1e-6) : S(1e-12); }
 
@@ -154,8 +152,7 @@ class BatchSolverImpl final : public BatchSolver<S> {
   Settings set_;
   ThreadPool pool_;
   std::vector<std::unique_ptr<Entry>> entries_;
-  std::vector<double> knot_w_, u_vec_, q_pos_w_, q_nom_;  // cost refinements shared by the batch
-  VecNV lo_q_, hi_q_, max_qd_, max_u_;                     // margin-shrunk barrier boxes
+  cost::CostModel<S, NV> cost_;  // weights, tables and barrier boxes shared by the batch
   std::vector<S> fext_;
   bool has_fext_ = false;
   bool collect_ = true;
@@ -326,14 +323,17 @@ BatchSolverImpl<S, NV>::BatchSolverImpl(std::shared_ptr<const Plant<S>> plant, i
   }
   const auto& L = plant_->limits();
   const S m = S(kLimitMargin);
-  lo_q_ = L.q_lo.array() + m;
-  hi_q_ = L.q_hi.array() - m;
-  max_qd_ = L.qd_max.array() - m;
-  max_u_ = L.u_max.array() - m;
+  cost_.N = N_;
+  cost_.nv = nv_;
+  cost_.nu = nu_;
+  cost_.lo_q = L.q_lo.array() + m;
+  cost_.hi_q = L.q_hi.array() - m;
+  cost_.max_qd = L.qd_max.array() - m;
+  cost_.max_u = L.u_max.array() - m;
   rho_reset_.assign(B_, set_.rho);
   drho_factor_reset_.assign(B_, 1.2);
-  q_pos_w_.assign(nv_, 0.0);
-  q_nom_.assign(nv_, 0.0);
+  cost_.q_pos_w.assign(nv_, 0.0);
+  cost_.q_nom.assign(nv_, 0.0);
   set_settings(set_);
   reset_rho();
 }
@@ -343,6 +343,7 @@ void BatchSolverImpl<S, NV>::set_settings(const Settings& s) {
   if (s.max_sqp_iters < 1) throw std::invalid_argument("max_sqp_iters: must be >= 1");
   const double old_rho = set_.rho;
   set_ = s;
+  cost_.set_weights(s);
   for (auto& e : entries_) {
     e->mu = S(s.mu);
     e->pcg_tol = S(s.pcg_tol);
@@ -443,14 +444,14 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
     e.tmpv.diagonal().array() += e.rho;
     if (!linsys::spd_inverse(e.tmpv, e.tmpv_L, e.tmpv_Y, e.Qpp_inv[k])) return false;
     e.qvv_inv[k] = vel_diag(e.Q[k]);
-    if (!vel_barrier && qd_weight(k) == S(0)) e.qvv_inv[k].array() += e.rho;
+    if (!vel_barrier && cost_.qd_weight(k) == S(0)) e.qvv_inv[k].array() += e.rho;
     if (!(e.qvv_inv[k].minCoeff() > 0)) return false;
     e.qvv_inv[k] = e.qvv_inv[k].cwiseInverse();
     if (k < N_ - 1) {
       if (!ctrl_barrier) {
         // In place: R is rebuilt by the next setup_kkt and read only through Rinv after this.
         for (int j = 0; j < nu_; ++j) {
-          const S w = u_weight(k, j);  // lifted to u_prox in the step (zero or tiny weights)
+          const S w = cost_.u_weight(k, j);  // lifted to u_prox in the step (zero or tiny weights)
           if (w < u_prox) e.R[k](j, j) += u_prox - w;
         }
       }

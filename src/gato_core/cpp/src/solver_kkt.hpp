@@ -1,63 +1,31 @@
-// The cost and the KKT assembly of BatchSolverImpl (docs/solver_method.md,
-// steps 1-2): per-knot weights, the stage cost, setup_kkt and the multi-lane
-// linearization of the knots. Included by solver_impl.hpp only.
+// The KKT assembly of BatchSolverImpl (docs/solver_method.md, steps 1-2): the
+// stage cost's two paths over the cost terms of src/cost_terms.hpp, setup_kkt and
+// the multi-lane linearization of the knots. Included by solver_impl.hpp only.
 #pragma once
 
 namespace gato {
 
-template <typename S, int NV>
-S BatchSolverImpl<S, NV>::ee_weight(int k) const {
-  if (!knot_w_.empty()) return S(knot_w_[3 * k]);
-  return S(k == N_ - 1 ? set_.N_cost : set_.q_cost);
-}
-template <typename S, int NV>
-S BatchSolverImpl<S, NV>::qd_weight(int k) const {
-  return S(knot_w_.empty() ? set_.qd_cost : knot_w_[3 * k + 1]);
-}
-template <typename S, int NV>
-S BatchSolverImpl<S, NV>::u_weight(int k, int j) const {
-  if (!u_vec_.empty()) return S(u_vec_[j]);
-  return S(knot_w_.empty() ? set_.u_cost : knot_w_[3 * k + 2]);
-}
 template <typename S, int NV>
 const S* BatchSolverImpl<S, NV>::fext_ptr(int b, int k) const {
   if (!has_fext_) return nullptr;
   return fext_.data() + (size_t(b) * N_ + k) * 6 * plant_->nbodies();
 }
 
-// Value of l_k at (x, u) (u null at the last knot) given the EE position ee.
+// Value of l_k at (x, u) (u null at the last knot) given the EE position ee: the
+// value-only path of the cost terms (src/cost_terms.hpp), summed per knot.
 template <typename S, int NV>
 S BatchSolverImpl<S, NV>::stage_cost_value(int k, const S* x, const S* u, const S* ee,
                                            const S* ref) const {
+  using Derivs = cost::KnotDerivs<MatXX, VecNX, MatUU, VecNU>;
+  const cost::Knot<S, MatJ> p{k, x, u, ee, ref + 6 * k, nullptr};
   S l = 0;
-  const S w = ee_weight(k);
-  for (int i = 0; i < 3; ++i) {
-    const S d = ee[i] - ref[6 * k + i];
-    l += S(0.5) * w * d * d;
-  }
-  const S wq = S(set_.q_lim_cost), wv = S(set_.vel_lim_cost), wu = S(set_.ctrl_lim_cost);
-  const S vw = qd_weight(k);
-  for (int j = 0; j < nv_; ++j) {
-    const S dq = x[j] - S(q_nom_[j]);
-    l += S(0.5) * S(q_pos_w_[j]) * dq * dq;
-    if (wq > 0) l += box_barrier<S>(x[j], lo_q_[j], hi_q_[j], wq, nullptr, nullptr);
-    const S v = x[nv_ + j];
-    l += S(0.5) * vw * v * v;
-    if (wv > 0) l += box_barrier<S>(v, -max_qd_[j], max_qd_[j], wv, nullptr, nullptr);
-  }
-  if (u) {
-    for (int j = 0; j < nu_; ++j) {
-      l += S(0.5) * u_weight(k, j) * u[j] * u[j];
-      if (wu > 0) l += box_barrier<S>(u[j], -max_u_[j], max_u_[j], wu, nullptr, nullptr);
-    }
-  }
+  cost::StageCost<S, NV>::template add<false>(cost_, p, l, static_cast<Derivs*>(nullptr));
   return l;
 }
 
 template <typename S, int NV>
 S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
   const int nv = nv_, nx = nx_;
-  const S wq = S(set_.q_lim_cost), wv = S(set_.vel_lim_cost), wu = S(set_.ctrl_lim_cost);
   const bool kkt_lanes = use_kkt_lanes();
   S cost = 0, defect = 0;
   for (int k = 0; k < N_; ++k) {
@@ -98,47 +66,12 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
       plant_->ee_position_jacobian(*e.ws, x, ee.data(), e.Jdyn);
       e.J = e.Jdyn;
     }
-    // End-effector tracking, Gauss-Newton.
-    Q.setZero();
-    q.setZero();
-    const S w = ee_weight(k);
-    const Vec3 d = ee - Eigen::Map<const Vec3>(e.ref + 6 * k);
-    cost += S(0.5) * w * d.squaredNorm();
-    if constexpr (NV == Eigen::Dynamic) {
-      Q.topLeftCorner(nv, nv).noalias() = w * e.J.transpose() * e.J;
-      q.head(nv).noalias() = w * e.J.transpose() * d;
-    } else {
-      Q.template topLeftCorner<NV, NV>().noalias() = w * e.J.transpose() * e.J;
-      q.template head<NV>().noalias() = w * e.J.transpose() * d;
-    }
-    const S vw = qd_weight(k);
-    for (int j = 0; j < nv; ++j) {
-      const S a = S(q_pos_w_[j]);
-      const S dq = x[j] - S(q_nom_[j]);
-      cost += S(0.5) * a * dq * dq;
-      Q(j, j) += a;
-      q[j] += a * dq;
-      if (wq > 0) cost += box_barrier<S>(x[j], lo_q_[j], hi_q_[j], wq, &q[j], &Q(j, j));
-      const S v = x[nv + j];
-      cost += S(0.5) * vw * v * v;
-      Q(nv + j, nv + j) += vw;
-      q[nv + j] += vw * v;
-      if (wv > 0) cost += box_barrier<S>(v, -max_qd_[j], max_qd_[j], wv, &q[nv + j], &Q(nv + j, nv + j));
-    }
-    if (k < N_ - 1) {
-      const S* u = e.u(k);
-      MatUU& R = e.R[k];
-      VecNU& r = e.rv[k];
-      R.setZero();
-      r.setZero();
-      for (int j = 0; j < nu_; ++j) {
-        const S s = u_weight(k, j);
-        cost += S(0.5) * s * u[j] * u[j];
-        R(j, j) += s;
-        r[j] += s * u[j];
-        if (wu > 0) cost += box_barrier<S>(u[j], -max_u_[j], max_u_[j], wu, &r[j], &R(j, j));
-      }
-    }
+    // The cost terms' values and Gauss-Newton blocks (src/cost_terms.hpp), summed into
+    // the merit in term order.
+    const cost::Knot<S, MatJ> p{k, x, k < N_ - 1 ? e.u(k) : nullptr, ee.data(), e.ref + 6 * k, &e.J};
+    cost::KnotDerivs<MatXX, VecNX, MatUU, VecNU> der{Q, q, k < N_ - 1 ? &e.R[k] : nullptr,
+                                                     k < N_ - 1 ? &e.rv[k] : nullptr};
+    cost::StageCost<S, NV>::template add<true>(cost_, p, cost, &der);
   }
   e.c[0] = Eigen::Map<const VecNX>(e.x(0), nx) - Eigen::Map<const VecNX>(e.xs, nx);
   defect += e.c[0].template lpNorm<1>();

@@ -1,0 +1,284 @@
+// The stage cost l_k of BatchSolverImpl as components (docs/solver_method.md, "Cost at
+// knot k" and "Cost terms as components"). Each term writes its value, gradient and
+// Gauss-Newton Hessian in one function, `add<D>`: D = false is the value-only path of the
+// line search (the derivative code is compiled out), D = true the KKT stage's
+// value-plus-derivatives path (crocoddyl's calc / calcDiff in one place). StageCost composes
+// the registered terms per knot; CostModel is what they read, shared by every batch entry.
+//
+// Adding a term: write a struct like the ones below and add it to one of the lists in
+// StageCost (DenseTerms: terms on the position block through the EE kinematics; StateTerms /
+// ControlTerms: separable terms with a diagonal Hessian on one state / control coordinate).
+// A term that needs kinematics the dynamics pass does not produce yet (orientation, a
+// collision distance) also needs that quantity added to Knot.
+//
+// Order of the sums: the value is accumulated into `acc` term by term in list order (state
+// terms joint by joint, all of a joint's terms before the next joint's), so both paths add
+// the same numbers in the same order; the merit is bit-identical to the pre-component code
+// except where docs/solver_method.md says otherwise. Included by solver_impl.hpp only.
+#pragma once
+
+#include <tuple>
+#include <vector>
+
+#include "gato/barrier.hpp"
+#include "gato/types.hpp"
+
+namespace gato {
+namespace cost {
+
+/// Which coordinate of the knot a separable term acts on.
+enum class Var { kQ, kV, kU };
+
+/// The part of the problem every batch entry shares (read-only during a solve): the scalar
+/// weights of Settings, the per-knot table, the per-joint control and posture vectors and the
+/// margin-shrunk limit boxes. Weights stay double and are cast at use, as the solver always did.
+template <typename S, int NV>
+struct CostModel {
+  using VecNV = Eigen::Matrix<S, NV, 1>;
+  int N = 0, nv = 0, nu = 0;
+  double q_cost = 0, qd_cost = 0, u_cost = 0, N_cost = 0;           // Settings scalars
+  double q_lim_cost = 0, vel_lim_cost = 0, ctrl_lim_cost = 0;       // barrier weights
+  std::vector<double> knot_w;  // N x 3 [ee, qd, u] per knot, empty = the scalars
+  std::vector<double> u_vec;   // nu per-joint control weights, empty = the scalar / table
+  std::vector<double> q_pos_w, q_nom;  // posture anchor weights and target (nv each)
+  VecNV lo_q, hi_q, max_qd, max_u;    // barrier boxes (URDF box shrunk by kLimitMargin)
+
+  void set_weights(const Settings& s) {
+    q_cost = s.q_cost;
+    qd_cost = s.qd_cost;
+    u_cost = s.u_cost;
+    N_cost = s.N_cost;
+    q_lim_cost = s.q_lim_cost;
+    vel_lim_cost = s.vel_lim_cost;
+    ctrl_lim_cost = s.ctrl_lim_cost;
+  }
+  /// EE weight w_k: the table's column 0, else N_cost at the last knot and q_cost before.
+  S ee_weight(int k) const {
+    if (!knot_w.empty()) return S(knot_w[3 * k]);
+    return S(k == N - 1 ? N_cost : q_cost);
+  }
+  /// Velocity weight v_k.
+  S qd_weight(int k) const { return S(knot_w.empty() ? qd_cost : knot_w[3 * k + 1]); }
+  /// Control weight s_kj (the per-joint vector is the most specific setting).
+  S u_weight(int k, int j) const {
+    if (!u_vec.empty()) return S(u_vec[j]);
+    return S(knot_w.empty() ? u_cost : knot_w[3 * k + 2]);
+  }
+};
+
+/// The knot a term is evaluated at: x (nx), u (nu; null at the last knot), the EE position
+/// p(q) (3), the reference p_ref,k (3) and, for the derivatives only, the EE Jacobian (3 x nv).
+template <typename S, typename MatJ>
+struct Knot {
+  int k;
+  const S* x;
+  const S* u;
+  const S* ee;
+  const S* ref;
+  const MatJ* J;
+};
+
+/// Where the derivatives go (D = true): the stage blocks Q (nx x nx), q (nx), R (nu x nu),
+/// r (nu); R and r are null at the last knot.
+template <typename MatXX, typename VecNX, typename MatUU, typename VecNU>
+struct KnotDerivs {
+  MatXX& Q;
+  VecNX& q;
+  MatUU* R;
+  VecNU* r;
+};
+
+// ---------------------------------------------------------------------------------------
+// Dense terms: act on the position block through the EE kinematics. `first` is true for the
+// first dense term of the list, which assigns the position block instead of adding to it
+// (Q and q are zeroed before the terms run).
+
+/// EE position tracking: ½ w_k ‖p(q) − p_ref‖², gradient w_k Jᵀ(p − p_ref), Gauss-Newton
+/// Hessian w_k JᵀJ.
+template <typename S, int NV>
+struct EePositionTerm {
+  using Vec3 = Eigen::Matrix<S, 3, 1>;
+  template <bool D, bool first, typename Model, typename K, typename Der>
+  static void add(const Model& m, const K& p, S& acc, Der* der) {
+    static_assert(first, "EePositionTerm assigns the position block: register it first");
+    const S w = m.ee_weight(p.k);
+    const Vec3 d = Eigen::Map<const Vec3>(p.ee) - Eigen::Map<const Vec3>(p.ref);
+    for (int i = 0; i < 3; ++i) acc += S(0.5) * w * d[i] * d[i];
+    if constexpr (D) {
+      const auto& J = *p.J;
+      if constexpr (NV == Eigen::Dynamic) {
+        const int nv = m.nv;
+        der->Q.topLeftCorner(nv, nv).noalias() = w * J.transpose() * J;
+        der->q.head(nv).noalias() = w * J.transpose() * d;
+      } else {
+        der->Q.template topLeftCorner<NV, NV>().noalias() = w * J.transpose() * J;
+        der->q.template head<NV>().noalias() = w * J.transpose() * d;
+      }
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Separable terms: one coordinate z of block `var` (joint j), value into acc, gradient into
+// *g and Hessian diagonal into *h (D = true only; null otherwise). Constructed once per knot
+// (per-knot weights are looked up there).
+
+/// Posture anchor ½ a_j (q_j − q_nom,j)².
+template <typename S, int NV>
+struct PostureTerm {
+  static constexpr Var var = Var::kQ;
+  const CostModel<S, NV>& m;
+  PostureTerm(const CostModel<S, NV>& model, int) : m(model) {}
+  template <bool D>
+  void add(int j, S z, S& acc, S* g, S* h) const {
+    const S a = S(m.q_pos_w[j]);
+    const S dq = z - S(m.q_nom[j]);
+    acc += S(0.5) * a * dq * dq;
+    if constexpr (D) {
+      *h += a;
+      *g += a * dq;
+    }
+  }
+};
+
+/// Joint velocity ½ v_k qd_j².
+template <typename S, int NV>
+struct VelocityTerm {
+  static constexpr Var var = Var::kV;
+  S vw;
+  VelocityTerm(const CostModel<S, NV>& m, int k) : vw(m.qd_weight(k)) {}
+  template <bool D>
+  void add(int, S z, S& acc, S* g, S* h) const {
+    acc += S(0.5) * vw * z * z;
+    if constexpr (D) {
+      *h += vw;
+      *g += vw * z;
+    }
+  }
+};
+
+/// Control effort ½ s_kj u_j².
+template <typename S, int NV>
+struct ControlTerm {
+  static constexpr Var var = Var::kU;
+  const CostModel<S, NV>& m;
+  int k;
+  ControlTerm(const CostModel<S, NV>& model, int knot) : m(model), k(knot) {}
+  template <bool D>
+  void add(int j, S z, S& acc, S* g, S* h) const {
+    const S s = m.u_weight(k, j);
+    acc += S(0.5) * s * z * z;
+    if constexpr (D) {
+      *h += s;
+      *g += s * z;
+    }
+  }
+};
+
+/// Relaxed-log box barrier weight · β(z) on [lo', hi'] (gato/barrier.hpp); not evaluated
+/// at all while its weight is 0. The box and weight of each block: BoxOf below.
+template <typename S, int NV, Var V>
+struct BarrierTerm {
+  static constexpr Var var = V;
+  const CostModel<S, NV>& m;
+  S w;
+  BarrierTerm(const CostModel<S, NV>& model, int)
+      : m(model),
+        w(S(V == Var::kQ ? model.q_lim_cost : V == Var::kV ? model.vel_lim_cost : model.ctrl_lim_cost)) {}
+  template <bool D>
+  void add(int j, S z, S& acc, S* g, S* h) const {
+    if (!(w > 0)) return;
+    S lo, hi;
+    if constexpr (V == Var::kQ) {
+      lo = m.lo_q[j];
+      hi = m.hi_q[j];
+    } else if constexpr (V == Var::kV) {
+      lo = -m.max_qd[j];
+      hi = m.max_qd[j];
+    } else {
+      lo = -m.max_u[j];
+      hi = m.max_u[j];
+    }
+    acc += box_barrier<S>(z, lo, hi, w, g, h);  // g, h null on the value-only path
+  }
+};
+
+template <typename... T>
+struct TermList {};
+
+// ---------------------------------------------------------------------------------------
+/// l_k and, with D, its Gauss-Newton blocks: the registered terms composed per knot.
+template <typename S, int NV>
+struct StageCost {
+  // The registered terms, in the order their values are summed.
+  using DenseTerms = TermList<EePositionTerm<S, NV>>;
+  using StateTerms = TermList<PostureTerm<S, NV>, BarrierTerm<S, NV, Var::kQ>, VelocityTerm<S, NV>,
+                              BarrierTerm<S, NV, Var::kV>>;
+  using ControlTerms = TermList<ControlTerm<S, NV>, BarrierTerm<S, NV, Var::kU>>;
+
+  /// Adds l_k at p to acc. With D, also zeroes and fills der's blocks (R, r at k < N-1).
+  template <bool D, typename K, typename Der>
+  static void add(const CostModel<S, NV>& m, const K& p, S& acc, Der* der) {
+    if constexpr (D) {
+      der->Q.setZero();
+      der->q.setZero();
+    }
+    dense<D>(m, p, acc, der, DenseTerms{});
+    state<D>(m, p, acc, der, StateTerms{});
+    if (p.u) {
+      if constexpr (D) {
+        der->R->setZero();
+        der->r->setZero();
+      }
+      control<D>(m, p, acc, der, ControlTerms{});
+    }
+  }
+
+ private:
+  template <bool D, typename K, typename Der, typename T0, typename... T>
+  static void dense(const CostModel<S, NV>& m, const K& p, S& acc, Der* der, TermList<T0, T...>) {
+    T0::template add<D, true>(m, p, acc, der);
+    (T::template add<D, false>(m, p, acc, der), ...);
+  }
+
+  template <bool D, typename K, typename Der, typename... T>
+  static void state(const CostModel<S, NV>& m, const K& p, S& acc, Der* der, TermList<T...>) {
+    const std::tuple<T...> terms{T(m, p.k)...};
+    const int nv = m.nv;
+    for (int j = 0; j < nv; ++j) {
+      std::apply([&](const auto&... t) { (one<D>(t, nv, j, p.x, acc, der), ...); }, terms);
+    }
+  }
+
+  template <bool D, typename K, typename Der, typename... T>
+  static void control(const CostModel<S, NV>& m, const K& p, S& acc, Der* der, TermList<T...>) {
+    const std::tuple<T...> terms{T(m, p.k)...};
+    for (int j = 0; j < m.nu; ++j) {
+      std::apply([&](const auto&... t) { (one_u<D>(t, j, p.u, acc, der), ...); }, terms);
+    }
+  }
+
+  // A state term on coordinate j of its block (q: x[j], qd: x[nv + j]).
+  template <bool D, typename T, typename Der>
+  static void one(const T& t, int nv, int j, const S* x, S& acc, Der* der) {
+    const int i = T::var == Var::kQ ? j : nv + j;
+    if constexpr (D) {
+      t.template add<D>(j, x[i], acc, &der->q[i], &der->Q(i, i));
+    } else {
+      t.template add<D>(j, x[i], acc, nullptr, nullptr);
+    }
+  }
+
+  // A control term on u_j.
+  template <bool D, typename T, typename Der>
+  static void one_u(const T& t, int j, const S* u, S& acc, Der* der) {
+    if constexpr (D) {
+      t.template add<D>(j, u[j], acc, &(*der->r)[j], &(*der->R)(j, j));
+    } else {
+      t.template add<D>(j, u[j], acc, nullptr, nullptr);
+    }
+  }
+};
+
+}  // namespace cost
+}  // namespace gato
