@@ -5,11 +5,11 @@ A robot bag of hours does not fit in memory (decoded, 20,000 ticks of the iiwa14
 messages in log-time order and this module
 
 - builds each tick from its ``/gato_controller/solve_input`` (exactly as
-  :func:`gato.replay.load_recording` does) and holds it until the log time has moved
-  :data:`LOOKAHEAD_S` past it, so that its recorded outputs (command, step result, plan:
-  logged just after it) are attached and ticks logged slightly out of stamp order are
-  sorted, then re-solves it (:class:`gato.replay.resolve.TickReplayer`) and keeps only
-  per-tick scalars (differences, step times) and the command (nu,);
+  :func:`gato.replay.load_recording` does) and holds it until its recorded outputs
+  (command, step result: logged just after it) have been read, at most
+  :data:`LOOKAHEAD_MAX_S` of log time, then re-solves it
+  (:class:`gato.replay.resolve.TickReplayer`) and keeps only per-tick scalars
+  (differences, step times) and the command (nu,);
 - holds the joint states the same way and runs the model-vs-reality interval of each
   pair of consecutive states as soon as it is complete
   (:class:`gato.replay.prediction.Predictor`), keeping the per-interval residuals (K, nv);
@@ -38,12 +38,17 @@ from .prediction import Predictor, summarize
 from .recording import REQUIRED_FIELDS, TOPICS, Tick, stamp_ns
 from .resolve import TickReplayer
 
-__all__ = ["StreamRun", "stream_replay", "LOOKAHEAD_S", "parse_bound", "TickGaps", "gap_lines"]
+__all__ = ["StreamRun", "stream_replay", "LOOKAHEAD_S", "LOOKAHEAD_MAX_S", "parse_bound", "TickGaps", "gap_lines"]
 
-#: How far [s of log time] a tick or joint state is held before it is processed: its outputs
-#: (command, step result) are logged just after it; messages logged out of stamp order within
-#: this window are sorted. Bounds the memory of the look-ahead.
+#: How far [s of log time] a joint state is held before its model interval is computed (the
+#: command that acted is logged around it; states logged out of stamp order within this window
+#: are sorted).
 LOOKAHEAD_S = 1.0
+#: The longest a tick or joint state waits [s of log time] for what it needs (a tick: its
+#: recorded command and step result; a state in command mode: a command at or after it): a
+#: recorder starved on a loaded machine logs them late, a lost message never. Bounds the memory
+#: of the look-ahead.
+LOOKAHEAD_MAX_S = 10.0
 
 
 class _Grow:
@@ -274,6 +279,10 @@ class _Streamer:
         self.max_gap_ns = int(max_gap_s * 1e9)
         self.max_gap_s = max_gap_s
         self.la = int(LOOKAHEAD_S * 1e9)
+        self.la_max = int(LOOKAHEAD_MAX_S * 1e9)
+        self.now = None
+        self.cmd_max = None                   # the latest command stamp seen
+        self.has = set(bs.msgtypes)           # topics in the bag: a tick waits only for outputs that exist
         self.run = StreamRun(storage=bs.storage)
         self.problems = self.run.problems
         self.started = False
@@ -330,7 +339,8 @@ class _Streamer:
                 self.early.append((topic, t, m))
             return
         self._msg(topic, t, m)
-        self._release(t - self.la)
+        self.now = t
+        self._release(t)
 
     def _msg(self, topic, t, m):
         if topic == TOPICS["solve_input"]:
@@ -432,6 +442,7 @@ class _Streamer:
             return
         self.commands[s] = (eff[[names.index(j) for j in jn]], str(m.source))
         bisect.insort(self.cmd_t, s)
+        self.cmd_max = s if self.cmd_max is None else max(self.cmd_max, s)
         self.gaps.see(int(m.tick), s, str(m.source))
 
     def _state(self, m, t_log):
@@ -461,15 +472,35 @@ class _Streamer:
         bisect.insort(self.pending_ticks, (tk.stamp_ns, self.seq, t_log, tk))
 
     # -------------------------------------------------------------- processing
-    def _release(self, upto_log):
-        """Process the held ticks and states logged before ``upto_log`` (None: all), in stamp order."""
-        while self.pending_states and (upto_log is None or self.pending_states[0][2] <= upto_log):
+    def _release(self, now):
+        """Process the held states and ticks that have what they need (or waited long enough), in
+        stamp order; ``now``: the current log time (None: the end of the bag, everything)."""
+        while self.pending_states and (now is None or self._state_ready(self.pending_states[0], now)):
             s, _, _, x, e = self.pending_states.pop(0)
             self._interval(s, x, e)
-        while self.pending_ticks and (upto_log is None or self.pending_ticks[0][2] <= upto_log):
+        while self.pending_ticks and (now is None or self._tick_ready(self.pending_ticks[0], now)):
             _, _, t_log, tk = self.pending_ticks.pop(0)
             self._solve(tk, t_log)
         self._prune()
+
+    def _state_ready(self, item, now) -> bool:
+        s, _, t_log, _, _ = item
+        if now - t_log < self.la:
+            return False
+        if now - t_log >= self.la_max or self.use_eff or TOPICS["command"] not in self.has:
+            return True
+        prev = self.prev_state[0] if self.prev_state is not None else s
+        return self.cmd_max is not None and self.cmd_max >= prev
+
+    def _tick_ready(self, item, now) -> bool:
+        s, _, t_log, _ = item
+        if now - t_log >= self.la_max:
+            return True
+        if TOPICS["command"] in self.has and s not in self.commands:
+            return False
+        if TOPICS["step_result"] in self.has and s not in self.steps:
+            return False
+        return not (TOPICS["step_result"] not in self.has and TOPICS["plan"] in self.has and s not in self.plans)
 
     def _interval(self, s, x, e):
         prev, self.prev_state = self.prev_state, (s, x, e)
@@ -561,7 +592,7 @@ class _Streamer:
         if not heads:
             return
         lo = min(heads)
-        cut = lo - self.max_gap_ns - self.la
+        cut = lo - self.max_gap_ns - self.la_max
         if self.cmd_t and self.cmd_t[0] < cut:
             n = bisect.bisect_left(self.cmd_t, cut)
             for s in self.cmd_t[:n - 1]:   # keep the latest older one: it may still be held
@@ -571,7 +602,7 @@ class _Streamer:
             for s in [s for s in d if s < cut]:
                 del d[s]
         if self.last_tick_stamp is not None:
-            for s in [s for s in self.norm_at if s < self.last_tick_stamp - self.la]:
+            for s in [s for s in self.norm_at if s < self.last_tick_stamp - self.la_max]:
                 del self.norm_at[s]
         if self.last_interval_start is not None:
             for s in [s for s in self.await_norm if s < self.last_interval_start]:
