@@ -157,8 +157,8 @@ class TickGaps:
     def __init__(self):
         self.last = None                # (tick, stamp) of the latest command
         self.cmd_gaps: list = []
-        self.mpc: dict = {}             # tick -> stamp of commands of source mpc
-        self.solved_ticks: set = set()
+        self.mpc: dict = {}             # tick -> stamp of mpc commands whose SolveInput was not seen yet
+        self.solved_early: set = set()  # ticks solved before their command was seen (rare)
         self.lo = self.hi = None
 
     def see(self, tick: int, stamp: int, source: str):
@@ -169,17 +169,21 @@ class TickGaps:
         if self.last is None or tick > self.last[0]:
             self.last = (tick, stamp)
         if source == "mpc":
-            self.mpc[tick] = stamp
+            if tick in self.solved_early:
+                self.solved_early.discard(tick)
+            else:
+                self.mpc[tick] = stamp
 
     def solved(self, tick: int):
-        self.solved_ticks.add(tick)
+        if self.mpc.pop(tick, None) is None:
+            self.solved_early.add(tick)
         self.lo = tick if self.lo is None else min(self.lo, tick)
         self.hi = tick if self.hi is None else max(self.hi, tick)
 
     def finish(self) -> list:
         out = list(self.cmd_gaps)
         if self.lo is not None:
-            lost = sorted(t for t in self.mpc if self.lo < t < self.hi and t not in self.solved_ticks)
+            lost = sorted(t for t in self.mpc if self.lo < t < self.hi)
             run: list = []
             for t in lost + [None]:
                 if run and (t is None or t != run[-1] + 1):
@@ -314,7 +318,9 @@ class _Streamer:
         self.pred = None
         self.prev_state = None
         self.use_eff = None
-        self.p_t, self.p_eq, self.p_eqd, self.p_tau = [], [], [], []
+        self.p_t = _Grow()
+        self.p_eq = self.p_eqd = self.p_tau = None     # _Grow((nv,)) once the joints are known
+        self.n_prune = 0
         self.p_skipped = 0
         self.resolver = None
         self.n_state = 0
@@ -527,6 +533,8 @@ class _Streamer:
             return
         u = e if self.use_eff else np.asarray(self.commands[self.cmd_t[k]][0], dtype=np.float64)
         e_q, e_qd, tau = self.pred.interval(s0, x0, s, x, u)
+        if self.p_eq is None:
+            self.p_eq, self.p_eqd, self.p_tau = (_Grow((len(e_q),)) for _ in range(3))
         self.p_t.append(s0 / 1e9)
         self.p_eq.append(e_q)
         self.p_eqd.append(e_qd)
@@ -546,14 +554,15 @@ class _Streamer:
         c = self.commands.get(tk.stamp_ns)
         if c is not None:
             tk.u_recorded, tk.source = c[0], c[1]
-        st = self.steps.get(tk.stamp_ns)
+        st = self.steps.pop(tk.stamp_ns, None)
+        plan = self.plans.pop(tk.stamp_ns, None)
         if st is not None:
             tk.xu_recorded = np.asarray(st.xu_best, dtype=np.float64)
             tk.wall_s = float(st.wall_s)
             tk.iterations = int(st.iterations)
             tk.budget_hit = bool(st.budget_hit)
-        elif tk.stamp_ns in self.plans:
-            tk.xu_recorded = np.asarray(self.plans[tk.stamp_ns].xu, dtype=np.float64)
+        elif plan is not None:
+            tk.xu_recorded = np.asarray(plan.xu, dtype=np.float64)
         i = self.g_tick.n
         self.g_tick.append(tk.tick)
         self.g_stamp.append(tk.stamp_ns)
@@ -584,8 +593,12 @@ class _Streamer:
             self.progress(i + 1, (t_log - lo) / max(1, hi - lo) if lo is not None and hi is not None else 0.0)
 
     def _prune(self):
-        """Forget what no later message can need: commands older than the held messages by more
-        than the hold gap, outputs of released ticks, residuals whose tick has passed."""
+        """Forget what no later message can need (every 256 messages: the scans cost): commands
+        older than the held messages by more than the hold gap and the longest wait, duplicate
+        outputs and the dedup stamps of that age, residuals whose tick has passed."""
+        self.n_prune += 1
+        if self.n_prune % 256:
+            return
         heads = [p[0] for p in (self.pending_states[:1] + self.pending_ticks[:1])]
         if self.prev_state is not None:
             heads.append(self.prev_state[0])
@@ -601,6 +614,9 @@ class _Streamer:
         for d in (self.steps, self.plans):
             for s in [s for s in d if s < cut]:
                 del d[s]
+        for st in (self.seen_ticks, self.seen_states):
+            for s in [s for s in st if s < cut]:
+                st.discard(s)
         if self.last_tick_stamp is not None:
             for s in [s for s in self.norm_at if s < self.last_tick_stamp - self.la_max]:
                 del self.norm_at[s]
@@ -627,7 +643,9 @@ class _Streamer:
         kept.update(self.top_norm.items())
         run.kept = kept
         if self.pred is not None:
-            run.prediction = summarize(run.joint_names, self.p_t, self.p_eq, self.p_eqd, self.p_tau,
+            nv = len(run.joint_names)
+            cols = [g.get() if g is not None else np.zeros((0, nv)) for g in (self.p_eq, self.p_eqd, self.p_tau)]
+            run.prediction = summarize(run.joint_names, self.p_t.get(), *cols,
                                        skipped=self.p_skipped, max_substep=self.pred.max_substep,
                                        torque_source="effort" if self.use_eff else "command")
         return run
