@@ -147,3 +147,17 @@ def test_admm_config_typed_dict_and_defaults():
     b = gato.BSQP(URDF, 1, 6, 0.03)
     b.enable_limit_admm(iters=7, eps_rel=1e-2)
     assert b.admm_iters == 7 and b.admm_linsys == "bdsv_factor"
+
+
+def test_embedded_mpc_takes_typed_settings_or_a_dict():
+    x = np.r_[0.1, 0.5, -0.2, -1.2, 0.3, 0.6, -0.4, np.zeros(7)]
+    goal = np.array([[0.55, 0.05, 0.6]])
+    plans = []
+    for settings in (_core.Settings(max_sqp_iters=2, u_cost=1e-4), {"max_sqp_iters": 2, "u_cost": 1e-4}, {}):
+        mpc = _core.EmbeddedMpc(URDF, EE, 8, 0.03, settings, warmup_solves=1)
+        assert mpc.step(10**9, x, goal, 10**9, 0.03)
+        plans.append(np.array(mpc.xu))
+    np.testing.assert_array_equal(plans[0], plans[1])
+    assert not np.array_equal(plans[0], plans[2])  # the settings reached the solver
+    with pytest.raises(ValueError, match="Settings: unknown key 'horizon'"):
+        _core.EmbeddedMpc(URDF, EE, 8, 0.03, {"horizon": 8})

@@ -289,8 +289,9 @@ void bind_solver(py::module_& m, const char* name) {
 namespace gato {
 void bind_executor(py::module_& m);  // bindings_executor.cpp
 void bind_osc(py::module_& m);       // bindings_osc.cpp
-/// The solver settings from a Python dict (settings_from), for bindings_executor.cpp.
-Settings settings_from_py(const py::dict& d) { return settings_from(d); }
+/// The solver settings from a Settings, a dict of overrides or None (settings_from), for
+/// bindings_executor.cpp.
+Settings settings_from_py(const py::object& d) { return settings_from(d); }
 /// check_shape for float64 arrays, for bindings_executor.cpp.
 void check_shape_f64(const py::array_t<double, py::array::c_style | py::array::forcecast>& a,
                      std::initializer_list<long> shape, const char* name) {

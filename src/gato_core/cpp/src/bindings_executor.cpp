@@ -72,12 +72,12 @@ struct PyEmbedded {
 
 }  // namespace
 
-Settings settings_from_py(const py::dict& d);  // bindings.cpp
+Settings settings_from_py(const py::object& d);  // bindings.cpp: a Settings, a dict or None
 
 void bind_executor(py::module_& m) {
   py::class_<PyEmbedded>(m, "EmbeddedMpc")
       .def(py::init([](const std::string& urdf, const std::string& ee_frame, int N, double dt,
-                       const py::dict& settings, int warmup_solves) {
+                       const py::object& settings, int warmup_solves) {
              auto p = std::make_unique<PyEmbedded>();
              p->plant = std::make_shared<Plant<double>>(urdf, ee_frame);
              EmbeddedMpcConfig c;

@@ -14,7 +14,7 @@ import numpy as np
 
 from ._native import core as _core
 from ._arrays import batch_array, from_numpy, kind_of, to_numpy, vector
-from .config import DEFAULT_LINSYS, INTEGRATOR_MODES, LINSYS_MODES, SolverParams
+from .config import DEFAULT_INTEGRATOR, DEFAULT_LINSYS, INTEGRATOR_MODES, LINSYS_MODES, SolverParams
 from .results import SolveResult, SolverStats
 from ._rowgroups_api import (ADMM_LINSYS_MODES, MAX_ROW_GROUPS, MAX_ROWS_PER_GROUP,  # noqa: F401 (re-exported)
                               MECH_DEFAULT_WEIGHT, RowGroupAPI)
@@ -121,7 +121,7 @@ class BSQP(RowGroupAPI):
 
     def __init__(self, model_path, batch_size, N, dt, params=None, *, plant_type=None, variant=None,
                  rho_batch=None, mu_batch=None, pcg_tol_batch=None, ee_frame=None, dtype=np.float64,
-                 integrator="euler", threads=None, **overrides):
+                 integrator=DEFAULT_INTEGRATOR, threads=None, **overrides):
         if params is None:
             params = SolverParams()
         if not isinstance(params, SolverParams):
