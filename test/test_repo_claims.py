@@ -7,7 +7,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The words gato_ros/package.xml uses for its nodes, and the module each one is.
 NODE_MODULES = {"controller": "controller_node.py", "simulation world": "sim_node.py",
-                "reference": "reference_node.py", "recorder": "recorder_node.py"}
+                "reference": "reference_node.py", "recorder": "recorder_node.py", "estimator": "estimator_node.py"}
 
 
 def test_gato_ros_package_description_lists_only_existing_nodes():
