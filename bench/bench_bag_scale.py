@@ -14,9 +14,20 @@
    largest: the time from the replay's start to its first re-solved tick (its own progress
    line) and the process's peak RSS.
 
+5. ``--loss-s 60 --loss-rate 1000``: loss at a 1 kHz command rate. A stand-in controller
+   process publishes, every 1 ms of its wall clock, an EffortCommand (its tick counter) and a
+   SolveInput of the iiwa14's size (warm start 665 values, solver state 3,145: 31 kB, as the
+   node sends with the shipped parameters) for 60 s; the recorder (``python -m
+   gato_ros.record_cli``, zstd, its own process) records both. Reported: ticks published
+   (the publisher's own count and rate), ticks in the bag, the recorder's "ticks missing"
+   count, and the recorder's CPU time per second of run. The real controller node does not
+   run at 1 kHz in Python; the plugin's embedded mode does not publish SolveInput: this
+   measures the recorder at the message rate and size, not a controller.
+
 Usage (minutes; not part of CI):
 
     python bench/bench_bag_scale.py --out /tmp/bag_scale [--source-s 5] [--ticks 2000 20000 100000]
+    python bench/bench_bag_scale.py --out /tmp/bag_loss --ticks --no-window --loss-s 60 --loss-rate 1000
 """
 from __future__ import annotations
 
@@ -145,19 +156,115 @@ def replay(bag: Path, out: Path, extra=()) -> dict:
             "first_tick_s": float(m.group(1)) if m else None, "tail": text[-600:]}
 
 
+LOSS_PUBLISHER = r"""
+import sys, time
+import numpy as np
+import rclpy
+from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
+from gato_msgs.msg import EffortCommand, SolveInput
+
+rate, seconds = float(sys.argv[1]), float(sys.argv[2])
+rclpy.init()
+n = rclpy.create_node("bench_ctrl")
+q = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+pc = n.create_publisher(EffortCommand, "/bench_ctrl/command", q)
+ps = n.create_publisher(SolveInput, "/bench_ctrl/solve_input", q)
+end = time.monotonic() + 120
+while (pc.get_subscription_count() == 0 or ps.get_subscription_count() == 0) and time.monotonic() < end:
+    rclpy.spin_once(n, timeout_sec=0.05)
+time.sleep(2.0)
+rng = np.random.default_rng(0)
+si = SolveInput()
+si.joint_names = [f"A{i}" for i in range(1, 8)]
+si.x_measured = rng.standard_normal(14).tolist()
+si.reference = rng.standard_normal(192).tolist()
+si.warm_rows, si.xu_warm = 1, rng.standard_normal(665).tolist()
+si.solver_state_rows, si.solver_state = 1, rng.standard_normal(3145).tolist()
+si.config_json = ""
+cmd = EffortCommand()
+cmd.joint_names, cmd.effort, cmd.source = list(si.joint_names), [0.0] * 7, "mpc"
+period = 1.0 / rate
+t0 = time.monotonic()
+k = 0
+while True:
+    now = time.monotonic()
+    if now - t0 >= seconds:
+        break
+    due = t0 + k * period
+    if now < due:
+        time.sleep(due - now)
+    k += 1
+    ns = time.time_ns()
+    for m in (si, cmd):
+        m.header.stamp.sec, m.header.stamp.nanosec = ns // 10**9, ns % 10**9
+    si.tick = cmd.tick = k
+    # fresh numbers every tick: repeated ones would compress to nothing
+    si.xu_warm = rng.standard_normal(665)
+    si.solver_state = rng.standard_normal(3145)
+    ps.publish(si)
+    pc.publish(cmd)
+el = time.monotonic() - t0
+print(f"PUBLISHED {k} {el:.3f}", flush=True)
+time.sleep(3.0)
+"""
+
+
+def loss(out: Path, seconds: float, rate: float) -> dict:
+    """Loss of the recorder at ``rate`` Hz (see the module docstring, 5.)."""
+    import signal
+    import uuid
+
+    from gato.bagio import read_bag
+
+    env = dict(os.environ)
+    env.setdefault("ROS_DOMAIN_ID", str(100 + uuid.uuid4().int % 100))
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    bag = out / "loss_bag"
+    rec = subprocess.Popen([sys.executable, "-m", "gato_ros.record_cli", "-o", str(bag), "--controller", "/bench_ctrl",
+                            "--topics", "/bench_ctrl/command:gato_msgs/msg/EffortCommand",
+                            "/bench_ctrl/solve_input:gato_msgs/msg/SolveInput", "--progress", "10"],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pub = subprocess.run([sys.executable, "-c", LOSS_PUBLISHER, str(rate), str(seconds)], env=env,
+                         capture_output=True, text=True, timeout=seconds + 300)
+    rec.send_signal(signal.SIGINT)
+    text = rec.stdout.read()
+    _, _, ru = os.wait4(rec.pid, 0)
+    m = re.search(r"PUBLISHED (\d+) ([0-9.]+)", pub.stdout)
+    published, el = (int(m.group(1)), float(m.group(2))) if m else (None, None)
+    got = read_bag(bag)
+    miss = re.search(r"(\d+) ticks missing on /bench_ctrl/command", text)
+    return {"rate_hz": rate, "seconds": seconds, "published": published,
+            "published_rate_hz": published / el if published else None,
+            "in_bag_command": got.counts.get("/bench_ctrl/command"),
+            "in_bag_solve_input": got.counts.get("/bench_ctrl/solve_input"),
+            "recorder_ticks_missing": int(miss.group(1)) if miss else None,
+            "recorder_cpu_s_per_s": (ru.ru_utime + ru.ru_stime) / el if el else None,
+            "bag_bytes": sum(f.stat().st_size for f in bag.glob("*.mcap")),
+            "recorder_tail": text[-1500:], "publisher_err": pub.stderr[-800:]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--source-s", type=float, default=5.0)
-    ap.add_argument("--ticks", type=int, nargs="+", default=[2000, 20000, 100000])
+    ap.add_argument("--ticks", type=int, nargs="*", default=[2000, 20000, 100000])
     ap.add_argument("--no-window", action="store_true")
+    ap.add_argument("--loss-s", type=float, default=0.0, help="seconds of the loss measurement (0: skip)")
+    ap.add_argument("--loss-rate", type=float, default=1000.0)
+    ap.add_argument("--no-bps", action="store_true", help="skip the source run and the bytes per second")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     res = {"machine": f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
            "load_at_start": os.getloadavg(), "source_s": a.source_s}
-    src = record_source(a.out, a.source_s)
-    res["bytes_per_second"] = bytes_per_second(src, a.out)
-    print(json.dumps(res["bytes_per_second"], indent=1), flush=True)
+    if a.loss_s > 0:
+        res["loss"] = loss(a.out, a.loss_s, a.loss_rate)
+        print("loss", json.dumps({k: v for k, v in res["loss"].items() if "tail" not in k and "err" not in k}),
+              flush=True)
+    if not a.no_bps or a.ticks:
+        src = record_source(a.out, a.source_s)
+    if not a.no_bps:
+        res["bytes_per_second"] = bytes_per_second(src, a.out)
+        print(json.dumps(res["bytes_per_second"], indent=1), flush=True)
     res["replay"] = {}
     for n in a.ticks:
         bag = a.out / f"tiled_{n}"
@@ -167,7 +274,7 @@ def main(argv=None) -> int:
         r["throughput_ticks_s"] = r["ticks"] / r["replay_wall_s"] if r["ticks"] and r["replay_wall_s"] else None
         res["replay"][n] = r
         print(n, json.dumps({k: v for k, v in r.items() if k != "tail"}), flush=True)
-    if not a.no_window:
+    if not a.no_window and a.ticks:
         n = max(a.ticks)
         r = replay(a.out / f"tiled_{n}", a.out / f"window_{n}", ("--start", "-60"))
         res["window_last_minute"] = r
