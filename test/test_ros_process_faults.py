@@ -595,7 +595,7 @@ def test_nodes_exit_0_on_sigint_or_sigterm_whenever_it_arrives(tmp_path, ros_env
     try:
         plan = [("controller_node", ())] * 10 + [("reference_node", ("-p", "clock_driven:=false"))] * 2 + \
             [("sim_node", ("-r", "__node:=gato_sim2", "-r", "joint_states:=js2", "-r", "/clock:=/clock2",
-                           "-p", "lockstep:=false"))] * 2 + [("recorder_node", ())] * 3
+                           "-p", "lockstep:=false"))] * 2 + [("recorder_node", ())] * 3 + [("estimator_node", ())] * 2
         for i, (exe, extra) in enumerate(plan):
             sig = signal.SIGINT if i % 3 else signal.SIGTERM
             delay = float(rng.uniform(0.0, 5.0)) if i % 4 else float(rng.uniform(0.0, 0.3))   # 1 in 4: imports
