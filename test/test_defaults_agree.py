@@ -1,7 +1,7 @@
 """Every solver default is written once, in the C++ struct (gato/types.hpp ``gato::Settings``,
 ``gato::AdmmConfig``), and read from there by the Python dataclass (gato.SolverParams), BSQP,
-the ROS parameter schema (gato_ros/params.py) and the page generated from it
-(docs/parameters.md). These tests hold every place that shows a default to the struct."""
+the ROS parameter schema (gato_ros/params.py) and the files generated from it
+(docs/parameters.md, the plugin's gato_controller_parameters.yaml). These tests hold every place that shows a default to the struct."""
 from __future__ import annotations
 
 import re
@@ -96,3 +96,13 @@ def test_docs_parameters_show_the_structs_defaults(section, schema_name):
         assert shown == struct_value(name), f"docs/parameters.md {section}.{name}: {table[name]}"
         assert type(shown) is type(struct_value(name)), name
 
+
+
+def test_plugin_parameter_file_carries_the_structs_defaults():
+    """The C++ plugin's generate_parameter_library file (embedded-mode solver tunables)."""
+    spec = yaml.safe_load((ROOT / "src" / "gato_ros" / "src" / "gato_controller_parameters.yaml").read_text())
+    (params,) = spec.values()
+    names = shared(ros_params.PLUGIN)
+    for name in names:
+        shown = params[name]["default_value"]
+        assert shown == struct_value(name) and type(shown) is type(struct_value(name)), f"plugin {name}: {shown!r}"
