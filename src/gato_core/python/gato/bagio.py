@@ -845,7 +845,8 @@ class BagStream:
     Known before iterating: ``path``, ``storage``, ``files`` (storage files in recording order),
     ``msgtypes`` / ``fielddefs`` (as in :class:`BagContents`; for a damaged bag, those of the
     files read so far), ``total`` (messages on the requested topics the index lists inside the
-    window, None when unknown) and ``t_start_ns`` / ``t_end_ns`` (the bag's first / last log
+    window, None when unknown), ``listed`` (topic -> messages the index lists; empty when
+    unknown or for a window) and ``t_start_ns`` / ``t_end_ns`` (the bag's first / last log
     time, None when unknown). Filled while iterating: ``counts`` (topic -> messages decoded),
     ``problems``, ``complete`` (as in :class:`BagContents`).
     """
@@ -858,6 +859,7 @@ class BagStream:
         self.problems: list[str] = []
         self.complete = True
         self.total: int | None = None
+        self.listed: dict[str, int] = {}     # topic -> messages the index lists (whole bag, intact bags)
         self.t_start_ns: int | None = None
         self.t_end_ns: int | None = None
         self._want, self._start, self._end = want, start_ns, end_ns
@@ -916,7 +918,10 @@ def stream_bag(path, topics=None, *, start_ns: int | None = None, end_ns: int | 
             _first_scan(bs)
             return bs
         _stream_meta(bs, rd, store)
-        bs.total = sum(c.msgcount for c in sel) if start_ns is None and end_ns is None else None
+        if start_ns is None and end_ns is None:
+            bs.total = sum(c.msgcount for c in sel)
+            for c in sel:
+                bs.listed[c.topic] = bs.listed.get(c.topic, 0) + c.msgcount
         bs.t_start_ns, bs.t_end_ns = reader.start_time, reader.end_time - 1
         bs._gen = _stream_anyreader(bs, reader, sel, rd, store, files)
     else:

@@ -52,23 +52,24 @@ LOOKAHEAD_MAX_S = 10.0
 
 
 class _Grow:
-    """A growing (n, *shape) float64 / bool array (amortized doubling)."""
+    """A growing (n, *shape) array. ``capacity``: the expected rows (the bag index's count): then
+    it never reallocates, so its memory is the data itself; beyond it, it grows by a quarter."""
 
-    def __init__(self, shape=(), dtype=np.float64, fill=np.nan):
-        self.a = np.full((256, *shape), fill, dtype=dtype)
+    def __init__(self, shape=(), dtype=np.float64, fill=np.nan, capacity=None):
+        self.a = np.full((max(256, capacity or 0), *shape), fill, dtype=dtype)
         self.n = 0
         self.fill = fill
 
     def append(self, v):
         if self.n == len(self.a):
-            b = np.full((2 * len(self.a), *self.a.shape[1:]), self.fill, dtype=self.a.dtype)
+            b = np.full((len(self.a) + len(self.a) // 4, *self.a.shape[1:]), self.fill, dtype=self.a.dtype)
             b[:self.n] = self.a
             self.a = b
         self.a[self.n] = v
         self.n += 1
 
     def get(self):
-        return self.a[:self.n].copy()
+        return self.a[:self.n]
 
 
 class _TopK:
@@ -302,11 +303,14 @@ class _Streamer:
         self.steps: dict = {}
         self.plans: dict = {}
         self.missing_joints_once = False
-        # per-tick outputs
-        self.g = {k: _Grow() for k in ("du", "dplan", "dwarm", "dstate", "wall_s", "wall_rec")}
-        self.g_tick = _Grow(dtype=np.int64, fill=0)
-        self.g_stamp = _Grow(dtype=np.int64, fill=0)
-        self.g_bool = {k: _Grow(dtype=bool, fill=False) for k in ("anchored", "state_anchored", "has_u")}
+        # per-tick outputs, sized from the bag's index where it has one
+        self.cap = bs.listed.get(TOPICS["solve_input"])
+        self.cap_states = bs.listed.get(TOPICS["joint_states"])
+        cap = self.cap
+        self.g = {k: _Grow(capacity=cap) for k in ("du", "dplan", "dwarm", "dstate", "wall_s", "wall_rec")}
+        self.g_tick = _Grow(dtype=np.int64, fill=0, capacity=cap)
+        self.g_stamp = _Grow(dtype=np.int64, fill=0, capacity=cap)
+        self.g_bool = {k: _Grow(dtype=bool, fill=False, capacity=cap) for k in ("anchored", "state_anchored", "has_u")}
         self.g_u = None
         self.top_du = _TopK(worst)
         self.top_norm = _TopK(2 * worst)
@@ -318,7 +322,7 @@ class _Streamer:
         self.pred = None
         self.prev_state = None
         self.use_eff = None
-        self.p_t = _Grow()
+        self.p_t = _Grow(capacity=bs.listed.get(TOPICS["joint_states"]))
         self.p_eq = self.p_eqd = self.p_tau = None     # _Grow((nv,)) once the joints are known
         self.n_prune = 0
         self.p_skipped = 0
@@ -426,7 +430,7 @@ class _Streamer:
             run.urdf_matches = local == tk.config["urdf_sha256"]
         try:
             self.resolver = TickReplayer(tk.config, urdf=self.urdf)
-            self.g_u = _Grow((self.resolver.nu,))
+            self.g_u = _Grow((self.resolver.nu,), capacity=self.cap)
         except ValueError as e:
             run.resolve_error = str(e)
         if self.urdf is not None:
@@ -534,7 +538,7 @@ class _Streamer:
         u = e if self.use_eff else np.asarray(self.commands[self.cmd_t[k]][0], dtype=np.float64)
         e_q, e_qd, tau = self.pred.interval(s0, x0, s, x, u)
         if self.p_eq is None:
-            self.p_eq, self.p_eqd, self.p_tau = (_Grow((len(e_q),)) for _ in range(3))
+            self.p_eq, self.p_eqd, self.p_tau = (_Grow((len(e_q),), capacity=self.cap_states) for _ in range(3))
         self.p_t.append(s0 / 1e9)
         self.p_eq.append(e_q)
         self.p_eqd.append(e_qd)
