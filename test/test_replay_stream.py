@@ -173,3 +173,19 @@ def test_outputs_logged_late_by_a_starved_recorder_are_still_attached(tmp_path):
     run = stream_replay(bag)
     _assert_same(run, rec, rp, pred)
     assert run.has_recorded_u.all() and np.nanmax(run.du) <= 1e-9
+
+
+def test_long_runs_are_plotted_from_bins_that_keep_the_spikes():
+    from gato.replay.report import decimate
+
+    t = np.arange(100_000) * 0.01
+    y = np.zeros(100_000)
+    y[12_345], y[50] = 5.0, np.nan
+    tt, yy = decimate(t, y, 1000)
+    assert len(tt) == 1000 and yy.max() == 5.0 and t[12_345] in tt
+    Y = np.zeros((100_000, 3))
+    Y[777, 2] = -9.0
+    tt, YY = decimate(t, Y, 1000)
+    assert YY.shape == (1000, 3) and YY[:, 2].min() == -9.0
+    short = np.arange(10.0)
+    assert decimate(short, short, 1000)[1] is not None and len(decimate(short, short, 1000)[1]) == 10

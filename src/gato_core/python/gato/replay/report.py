@@ -109,15 +109,38 @@ def _plt():
 
 
 FLOOR = 1e-16  # exact zeros are drawn here on the log axes
+MAX_POINTS = 4000  # per series: a long run is drawn from this many bins (memory and time of the plot)
+
+
+def decimate(t, y, n: int = MAX_POINTS):
+    """(t, y) of at most ``n`` points: in each of ``n`` equal bins of samples the one of largest
+    |y| (NaN ignored), so spikes survive. ``y`` (K,) or (K, m) (per column). Short series as they are."""
+    t, y = np.asarray(t), np.asarray(y)
+    K = len(t)
+    if K <= 2 * n:
+        return t, y
+    edges = np.linspace(0, K, n + 1).astype(int)
+    mag = np.abs(np.nan_to_num(y, nan=0.0))
+    if y.ndim == 1:
+        pick = np.array([a + int(np.argmax(mag[a:b])) for a, b in zip(edges[:-1], edges[1:])])
+        return t[pick], y[pick]
+    out = np.empty((n, y.shape[1]))
+    tt = np.empty(n)
+    for k, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
+        j = a + np.argmax(mag[a:b], axis=0)
+        out[k] = y[j, np.arange(y.shape[1])]
+        tt[k] = t[(a + b) // 2]
+    return tt, out
 
 
 def plot_replay(path, t, du, dplan, tol, wall_rec_ms, wall_rep_ms, first_over_t=None) -> Path:
     """Replayed vs recorded: max |du| and |dplan| per tick (log), solve times."""
     plt = _plt()
     fig, ax = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
-    ax[0].semilogy(t, np.maximum(np.nan_to_num(du, nan=FLOOR), FLOOR), ".", ms=3, label="max |u replay - u recorded| [N·m]")
+    ax[0].semilogy(*decimate(t, np.maximum(np.nan_to_num(du, nan=FLOOR), FLOOR)), ".", ms=3,
+                   label="max |u replay - u recorded| [N·m]")
     if np.any(np.isfinite(dplan)):
-        ax[0].semilogy(t, np.maximum(np.nan_to_num(dplan, nan=FLOOR), FLOOR), ".", ms=2, alpha=0.6,
+        ax[0].semilogy(*decimate(t, np.maximum(np.nan_to_num(dplan, nan=FLOOR), FLOOR)), ".", ms=2, alpha=0.6,
                        label="max |plan replay - plan recorded|")
     ax[0].axhline(tol, color="k", ls="--", lw=1, label=f"tolerance {tol:g}")
     if first_over_t is not None:
@@ -126,8 +149,8 @@ def plot_replay(path, t, du, dplan, tol, wall_rec_ms, wall_rep_ms, first_over_t=
     ax[0].legend(fontsize=8, loc="center left")
     ax[0].set_title("replayed vs recorded commands and plans, per MPC tick")
     if wall_rec_ms is not None and np.any(np.isfinite(wall_rec_ms)):
-        ax[1].plot(t, wall_rec_ms, lw=0.8, label="recorded (on the robot / in the run)")
-    ax[1].plot(t, wall_rep_ms, lw=0.8, label="replay (this machine)")
+        ax[1].plot(*decimate(t, wall_rec_ms), lw=0.8, label="recorded (on the robot / in the run)")
+    ax[1].plot(*decimate(t, wall_rep_ms), lw=0.8, label="replay (this machine)")
     ax[1].set_ylabel("MPC step wall time [ms]")
     ax[1].set_xlabel("time since the first tick [s]")
     ax[1].legend(fontsize=8, loc="upper right")
@@ -143,9 +166,10 @@ def plot_prediction(path, pred) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(2, 1, figsize=(9, 6.5), gridspec_kw={"height_ratios": [3, 2]})
     t = pred.t - pred.t[0] if pred.t.size else pred.t
+    t, tau = decimate(t, pred.tau_res)
     for j, name in enumerate(pred.joint_names):
         bold = name in pred.suspects
-        ax[0].plot(t, pred.tau_res[:, j], lw=1.4 if bold else 0.7, alpha=1.0 if bold else 0.6,
+        ax[0].plot(t, tau[:, j], lw=1.4 if bold else 0.7, alpha=1.0 if bold else 0.6,
                    label=name + (" (suspect)" if bold else ""))
     ax[0].set_ylabel("missing generalized force [N·m]")
     ax[0].set_xlabel("time since the first state [s]")
