@@ -15,6 +15,7 @@ output folder:
     python -m gato_ros.bringup_sim --robot iiwa14 --duration 10
     python -m gato_ros.bringup_sim --realtime --reference goals --out /tmp/run1
     python -m gato_ros.bringup_sim --link-mass-scale L4:1.2 --payload-mass 1.5   # model errors
+    python -m gato_ros.bringup_sim --planner sampling     # or osc: the other planners (gato.planner)
 
 Model errors (``--link-mass-scale LINK:FACTOR``, repeatable: a URDF link's mass and
 rotational inertia scaled; ``--payload-mass KG``: a point mass at the EE) exist in the
@@ -86,6 +87,9 @@ def main(argv=None) -> int:
     ap.add_argument("--payload-mass", type=float, default=0.0, metavar="KG",
                     help="model error in the world only: a point-mass payload at the EE frame [kg] (default 0)")
     ap.add_argument("--respawn", action="store_true", help="restart the controller and reference nodes if they die")
+    ap.add_argument("--planner", default="bsqp", choices=("bsqp", "sampling", "osc"),
+                    help="controller planner: bsqp (batched SQP MPC, default), sampling (sampling MPC over MuJoCo "
+                         "rollouts) or osc (operational-space controller)")
     ap.add_argument("--timeout-action", default="hold", choices=("hold", "brake"),
                     help="free-running world without commands (controller dead or late): hold (damped PD + gravity "
                          "compensation, default) or brake")
@@ -116,8 +120,10 @@ def main(argv=None) -> int:
            f"duration:={a.duration!r}", f"world:={a.world}", f"lockstep:={'false' if a.realtime else 'true'}",
            f"reference:={a.reference}", "record:=true", f"bag:={bag.resolve()}",
            f"link_mass_scale:={mass_scale}", f"payload_mass_kg:={float(a.payload_mass)!r}",
-           f"respawn:={'true' if a.respawn else 'false'}", f"timeout_action:={a.timeout_action}"]
-    print(f"[bringup_sim] {a.robot} in {a.world}, {'real time' if a.realtime else 'lockstep'}, {a.duration:g} s "
+           f"respawn:={'true' if a.respawn else 'false'}", f"timeout_action:={a.timeout_action}",
+           f"planner:={a.planner}"]
+    print(f"[bringup_sim] {a.robot} in {a.world}, planner {a.planner}, "
+          f"{'real time' if a.realtime else 'lockstep'}, {a.duration:g} s "
           f"of {a.reference}; model errors in the world: {', '.join(errors) if errors else 'none'}; "
           f"output in {out}", flush=True)
     t0 = time.monotonic()
@@ -139,6 +145,7 @@ def main(argv=None) -> int:
     summary = summarize_bag(bag, a.robot)
     summary["wall_s"] = wall
     summary["launch_exit_code"] = code
+    summary["planner"] = a.planner
     summary["model_errors"] = {"link_mass_scale": parse_link_mass_scale(mass_scale),
                                "payload_mass_kg": float(a.payload_mass)}
     (out / "summary.json").write_text(summary_json(summary))
@@ -147,7 +154,8 @@ def main(argv=None) -> int:
     print(_watchdog_summary(bag))
     print(f"  wall time {wall:.1f} s; launch exit code {code}")
     print(f"  bag: {bag}\n  plot: {png}\n  summary: {out / 'summary.json'}", flush=True)
-    print(f"  replay it offline (solver and model check, docs/replay.md): gato replay {bag}", flush=True)
+    if a.planner == "bsqp":            # gato replay re-runs the BSQP solves (SolveInput)
+        print(f"  replay it offline (solver and model check, docs/replay.md): gato replay {bag}", flush=True)
     return code
 
 

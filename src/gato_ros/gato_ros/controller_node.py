@@ -8,13 +8,16 @@ Publishes:
         ``joint_names`` order (ros2_control JointGroupEffortController convention).
     ~/command (gato_msgs/EffortCommand): the same torques, stamped with the joint state
         they answer (lockstep simulation; recording).
-    ~/step_result (gato_msgs/StepResult), ~/solver_stats (gato_msgs/SolverStats),
-    ~/plan (gato_msgs/Plan): per MPC tick (seq, reset_epoch, integrator set: what the
+    ~/step_result (gato_msgs/StepResult), ~/solver_stats (gato_msgs/SolverStats): per tick
+        of a planner (planner sampling / osc and the OSC fallback: the fields that apply,
+        :func:`gato_ros.conversions.planner_step_to_msgs`);
+    ~/plan (gato_msgs/Plan): per bsqp MPC tick (seq, reset_epoch, integrator set: what the
         gato ros2_control plugin executes in follow mode; publish_commands=false then
         turns the two command topics above off).
     ~/solve_input (gato_msgs/SolveInput): per MPC tick, what the step solved from (measured
         state, reference window, warm start, configuration): what ``gato replay`` re-runs.
-    ~/status (gato_msgs/ControllerStatus): every tick, and on state changes.
+    ~/status (gato_msgs/ControllerStatus): every tick, and on state changes (active_planner,
+        fallback_reason, fallback_switches: the OSC fallback, gato_ros.controller_logic).
 Parameters: the controller schema of :mod:`gato_ros.params` (docs/parameters.md);
 tunables are validated in an on-set callback and applied between ticks.
 
@@ -74,7 +77,8 @@ class ControllerNode(Node):
         self._last_status_ns = 0
         self.bad_references = 0
         out_to = f"commands on /{cname}/commands" if self._publish_commands else "plans only (~/plan)"
-        log.info(f"gato controller for {values['robot']}: N={values['N']}, dt={values['dt']} s, "
+        log.info(f"gato controller for {values['robot']}: planner {values['planner']} (fallback "
+                 f"{values['fallback']}), N={values['N']}, dt={values['dt']} s, "
                  f"{values['control_rate_hz']:g} Hz, trigger={values['trigger']}, {out_to}")
 
     def _log(self, level: str, text: str) -> None:
@@ -146,6 +150,11 @@ class ControllerNode(Node):
             if self.logic.cfg["publish_step_result"]:
                 self.pub_step.publish(cv.step_result_to_msg(out.step, out.stamp_ns))
             self.pub_stats.publish(cv.solver_stats_to_msg(out.step.solve.stats, out.stamp_ns))
+        elif out.planner_step is not None and not out.duplicate:   # sampling, osc, the OSC fallback
+            step, stats = cv.planner_step_to_msgs(out.planner_step, out.planner, out.stamp_ns)
+            if self.logic.cfg["publish_step_result"]:
+                self.pub_step.publish(step)
+            self.pub_stats.publish(stats)
         if out.plan is not None and not out.duplicate:
             m = cv.plan_to_msg(out.plan)
             # Epochs count from this node's start time, so a restarted node outranks its predecessor.
@@ -163,7 +172,7 @@ class ControllerNode(Node):
         m.header.stamp = cv.ns_to_time(max(now, 0))
         for name in ("state", "reason", "ticks", "deadline_misses", "dropped_out_of_order", "rejected_nonfinite",
                      "rejected_names", "stale_events", "fallbacks", "clamped", "holds", "latency_us", "solve_us",
-                     "params_json"):
+                     "params_json", "active_planner", "fallback_reason", "fallback_switches"):
             setattr(m, name, getattr(st, name))
         self.pub_status.publish(m)
         self._last_status_ns = now

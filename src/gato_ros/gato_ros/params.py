@@ -219,13 +219,15 @@ CONTROLLER = (
     Param("fallback_recover_ticks", "integer", 50,
           "hysteresis: ticks the OSC fallback keeps control before the planner is tried again (cold start at the "
           "measured state)", "ticks", range=(1, 100000), group="planner"),
-    Param("osc_stiffness", "double", 900.0, "OSC (planner osc and the fallback): EE position stiffness per axis, "
-          "inertia-decoupled", "1/s^2", range=(0.0, 1e5), group="osc"),
-    Param("osc_damping", "double", 60.0, "OSC: EE position damping per axis, inertia-decoupled", "1/s",
+    Param("osc_stiffness", "double", 400.0, "OSC (planner osc and the fallback): EE position stiffness per axis, "
+          "inertia-decoupled; the default (with osc_damping 40) stays stable with up to 25 ms of state-to-command "
+          "latency at 100 Hz, 900 / 60 (the 1 kHz gains) up to 15 ms only (docs/benchmarks.md)", "1/s^2",
+          range=(0.0, 1e5), group="osc"),
+    Param("osc_damping", "double", 40.0, "OSC: EE position damping per axis, inertia-decoupled", "1/s",
           range=(0.0, 1e4), group="osc"),
-    Param("osc_orientation_stiffness", "double", 900.0, "OSC: stiffness holding the tool orientation the OSC "
+    Param("osc_orientation_stiffness", "double", 400.0, "OSC: stiffness holding the tool orientation the OSC "
           "started with (the measured one when it takes over)", "1/s^2", range=(0.0, 1e5), group="osc"),
-    Param("osc_orientation_damping", "double", 60.0, "OSC: tool orientation damping", "1/s", range=(0.0, 1e4),
+    Param("osc_orientation_damping", "double", 40.0, "OSC: tool orientation damping", "1/s", range=(0.0, 1e4),
           group="osc"),
     Param("osc_null_space_stiffness", "double", 25.0, "OSC, robots with more than 6 joints: null-space stiffness "
           "toward the posture the OSC started with", "1/s^2", range=(0.0, 1e4), group="osc"),
