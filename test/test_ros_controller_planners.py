@@ -164,6 +164,11 @@ def test_divergence_solver_errors_and_reseeds_switch_to_the_osc(monkeypatch):
     monkeypatch.setattr(lg.controller, "step", failing_step)
     out = tick(lg, 4)
     assert out.source == "osc_fallback" and "solver error" in lg.status.reason and lg.status.fallback_switches == 2
+    # fallback switched off at run time: the planner is back at once, divergence is the controller's own again
+    lg.request_changes({"fallback": "off"})
+    monkeypatch.setattr(lg.controller, "step", diverged_step)
+    out = tick(lg, 5)
+    assert out.source == "fallback" and lg.status.fallback_switches == 2 and lg.status.state == "running"
     monkeypatch.setattr(lg.controller, "step", real_step)
 
     rs = make(reseed_threshold=1e-3)          # a measured state far from the prediction re-seeds

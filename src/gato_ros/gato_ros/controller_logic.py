@@ -553,19 +553,19 @@ class ControllerLogic:
             res = pres.detail
         except (ValueError, RuntimeError, FloatingPointError) as e:
             self._need_reset = True
-            if self._osc is not None:
+            if self._fallback_on:
                 return self._enter_fallback("diverged", f"solver error: {e}", stamp, x, ref, dt_el, events)
             self._set_state("hold", f"solver error: {e}", events, "error")
             return self._hold(stamp, events)
         u = np.asarray(res.u, dtype=np.float64)
         if not np.all(np.isfinite(u)):
             self._need_reset = True
-            if self._osc is not None:
+            if self._fallback_on:
                 return self._enter_fallback("diverged", "solver returned a non-finite command", stamp, x, ref, dt_el,
                                             events)
             self._set_state("hold", "solver returned a non-finite command", events, "error")
             return self._hold(stamp, events)
-        if self._osc is not None and (res.diverged or res.reseeded):
+        if self._fallback_on and (res.diverged or res.reseeded):
             self._need_reset = True
             why = f"solver diverged ({res.fallback})" if res.diverged else \
                 f"warm start re-seeded (prediction error {res.pred_err:.3g} > reseed_threshold)"
@@ -604,6 +604,11 @@ class ControllerLogic:
         """The tick's (6N,) solver-layout reference as the ReferenceWindow the planners take."""
         return window_from_flat(stamp_ns, self.cfg["dt"], ref)
 
+    @property
+    def _fallback_on(self) -> bool:
+        """The OSC fallback covers this planner (fallback=osc, a planner other than the OSC)."""
+        return self.cfg["fallback"] == "osc" and self._osc is not None and self.planner is not self._osc
+
     def _fault_delay(self) -> None:
         if self.cfg["fault_solver_delay_s"] > 0:     # fault injection (tests): a stalled solver
             time.sleep(self.cfg["fault_solver_delay_s"])
@@ -623,14 +628,14 @@ class ControllerLogic:
             res = self.planner.step(x, self._window(stamp, ref), dt_el)
         except (ValueError, RuntimeError, FloatingPointError) as e:
             self._need_reset = True
-            if self._osc is not None and self.planner is not self._osc:
+            if self._fallback_on:
                 return self._enter_fallback("diverged", f"planner error: {e}", stamp, x, ref, dt_el, events)
             self._set_state("hold", f"planner error: {e}", events, "error")
             return self._hold(stamp, events)
         u = np.asarray(res.u, dtype=np.float64)
         if not np.all(np.isfinite(u)):
             self._need_reset = True
-            if self._osc is not None and self.planner is not self._osc:
+            if self._fallback_on:
                 return self._enter_fallback("diverged", "planner returned a non-finite command", stamp, x, ref,
                                             dt_el, events)
             self._set_state("hold", "planner returned a non-finite command", events, "error")
@@ -656,7 +661,7 @@ class ControllerLogic:
                 self._leave_fallback(f"after {self._fb['ticks']} OSC ticks")
             return
         k = cfg["fallback_after_misses"]
-        if self._osc is not None and self.planner is not self._osc and k > 0 and not cfg["reference_sync"] \
+        if self._fallback_on and k > 0 and not cfg["reference_sync"] \
                 and self._miss_run >= k:
             self._fb = {"reason": "deadline", "ticks": 0, "x0": None,
                         "why": f"{self._miss_run} deadline misses in a row (period {self.period_s * 1e3:g} ms)"}
