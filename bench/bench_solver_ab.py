@@ -221,6 +221,8 @@ def main():
         print(f"[ab] repeat {rep + 1}/{args.repeats} ({'/'.join(order)}): " + ", ".join(
             f"N={N} A {runs_a[-1][str(N)]['median_ms']:.3f} B {runs_b[-1][str(N)]['median_ms']:.3f} ms"
             for N in args.horizons) + f"; load {os.getloadavg()[0]:.2f}", flush=True)
+    if not args.repeats:
+        return
     table, identical = summarize(runs_a, runs_b, args.horizons)
     print(f"\nA: {runs_a[0]['file']} ({runs_a[0]['core']}); B: {runs_b[0]['file']} ({runs_b[0]['core']})")
     print(table)

@@ -186,6 +186,10 @@ struct BatchSolverImpl<S, NV>::Group {
   MatUU CtC;
 };
 
+// What one batch entry owns (data): its trajectories, KKT blocks, factorizations, dual and PCG
+// vectors, scratch, per-entry parameters, statistics, row-group state and lane buffers.
+// What the batch shares (model) lives in BatchSolverImpl: sizes, Settings, the cost model
+// (cost_terms.hpp), the row-group table, the ADMM settings and the lean kernels.
 template <typename S, int NV>
 struct BatchSolverImpl<S, NV>::Entry {
   Entry(const Plant<S>& plant, int N, int max_iters)
@@ -202,16 +206,7 @@ struct BatchSolverImpl<S, NV>::Entry {
         ee(N, Vec3::Zero()), J(MatJ::Zero(3, nv)), Jdyn(MatX<S>::Zero(3, nv)), tmp(nx, nx), tmp_L(nx, nx), tmp_Y(nx, nx),
         tmpv(nv, nv), tmpv_L(nv, nv), tmpv_Y(nv, nv), llt_nu(nu), ws(plant.make_workspace()),
         dyn(plant.nv()), pcg_iters(max_iters, 0), min_merit(max_iters, 0.0),
-        step_size(max_iters, 0.0), linsys_us(max_iters, 0.0), qv_base(N, VecNX::Zero(nx)),
-        rv_base(N - 1, VecNU::Zero(nu)), Jee(MatJ::Zero(3, nv)), ee_fin(Vec3::Zero()) {
-    const size_t rs = size_t(kMaxRowGroups) * N * kMaxRowsPerGroup;
-    lam_hi.assign(rs, S(0));
-    lam_lo.assign(rs, S(0));
-    rz.assign(rs, S(0));
-    ry.assign(rs, S(0));
-    g0.assign(rs, S(0));
-    for (auto& f : need_init) f = 1;
-  }
+        step_size(max_iters, 0.0), linsys_us(max_iters, 0.0), rows(N, nx, nu, nv) {}
 
   int nv, nx, nu, N;
   const S* xs = nullptr;   // measured state (nx)
@@ -253,23 +248,40 @@ struct BatchSolverImpl<S, NV>::Entry {
   std::vector<double> min_merit, step_size, linsys_us;
   double t_kkt = 0, t_schur = 0, t_lin = 0, t_ls = 0;
   LinSys last_linsys = LinSys::kPcg;
-  // Row-group state, dense layout (kMaxRowGroups, N, kMaxRowsPerGroup); allocated here.
-  std::vector<S> lam_hi, lam_lo, rz, ry, g0;
-  std::vector<VecNX> qv_base;
-  std::vector<VecNU> rv_base;
-  MatJ Jee;      // EE Jacobian at knot N-1 of the KKT point
-  Vec3 ee_fin;   // EE position at knot N-1 of the returned plan
-  unsigned char need_init[kMaxRowGroups] = {}, need_clip[kMaxRowGroups] = {};
-  S rprim[kMaxRowGroups] = {}, rdual[kMaxRowGroups] = {}, zmax[kMaxRowGroups] = {};
-  double vmax[kMaxRowGroups] = {}, vsum[kMaxRowGroups] = {};
-  S rho_scale = 1;
-  int admm_it = 0, admm_lin = 0;
-  double admm_rp = 0, admm_rd = 0;
-  // Lean multi-lane line search: scratch and lane-minor trial states.
-  lean::Scratch lscr;
-  std::vector<S> lx, lu, lxn, lee;
-  // Multi-lane KKT linearization: lane-minor inputs and outputs of W knots.
-  std::vector<S> kq, kv, ku, kf, kqdd, kdq, kdv, kMi, kee, kJ;
+  // This entry's row-group state (src/solver_rows.hpp, docs/constraints.md).
+  struct RowState {
+    RowState(int N, int nx, int nu, int nv)
+        : qv_base(N, VecNX::Zero(nx)), rv_base(N - 1, VecNU::Zero(nu)), Jee(MatJ::Zero(3, nv)),
+          ee_fin(Vec3::Zero()) {
+      const size_t rs = size_t(kMaxRowGroups) * N * kMaxRowsPerGroup;
+      lam_hi.assign(rs, S(0));
+      lam_lo.assign(rs, S(0));
+      rz.assign(rs, S(0));
+      ry.assign(rs, S(0));
+      g0.assign(rs, S(0));
+      for (auto& f : need_init) f = 1;
+    }
+    // Dense layout (kMaxRowGroups, N, kMaxRowsPerGroup): AL multipliers, ADMM (z, y), g at the KKT point.
+    std::vector<S> lam_hi, lam_lo, rz, ry, g0;
+    std::vector<VecNX> qv_base;  // the stage gradients before the ADMM term
+    std::vector<VecNU> rv_base;
+    MatJ Jee;      // EE Jacobian at knot N-1 of the KKT point
+    Vec3 ee_fin;   // EE position at knot N-1 of the returned plan
+    unsigned char need_init[kMaxRowGroups] = {}, need_clip[kMaxRowGroups] = {};
+    S rprim[kMaxRowGroups] = {}, rdual[kMaxRowGroups] = {}, zmax[kMaxRowGroups] = {};
+    double vmax[kMaxRowGroups] = {}, vsum[kMaxRowGroups] = {};
+    S rho_scale = 1;
+    int admm_it = 0, admm_lin = 0;
+    double admm_rp = 0, admm_rd = 0;
+  } rows;
+  // Multi-lane kernel buffers (sized in the solver's constructor when the plant has a lean model).
+  struct LaneScratch {
+    // Line search: kernel scratch and lane-minor trial states.
+    lean::Scratch lscr;
+    std::vector<S> lx, lu, lxn, lee;
+    // KKT linearization: lane-minor inputs and outputs of W knots.
+    std::vector<S> kq, kv, ku, kf, kqdd, kdq, kdv, kMi, kee, kJ;
+  } lanes;
 
   S* x(int k) { return xu.data() + k * (nx + nu); }
   S* u(int k) { return xu.data() + k * (nx + nu) + nx; }
@@ -303,22 +315,22 @@ BatchSolverImpl<S, NV>::BatchSolverImpl(std::shared_ptr<const Plant<S>> plant, i
     e.b = b;
     if (lanes_) {
       const int W = lk_.W;
-      e.lscr = lean::Scratch(lk_.scratch_bytes);
-      e.lx.assign(size_t(W) * nx_, S(0));
-      e.lu.assign(size_t(W) * nu_, S(0));
-      e.lxn.assign(size_t(W) * nx_, S(0));
-      e.lee.assign(size_t(W) * 3, S(0));
+      e.lanes.lscr = lean::Scratch(lk_.scratch_bytes);
+      e.lanes.lx.assign(size_t(W) * nx_, S(0));
+      e.lanes.lu.assign(size_t(W) * nu_, S(0));
+      e.lanes.lxn.assign(size_t(W) * nx_, S(0));
+      e.lanes.lee.assign(size_t(W) * 3, S(0));
       const size_t n = size_t(nv_), nb = size_t(plant_->nbodies());
-      e.kq.assign(W * n, S(0));
-      e.kv.assign(W * n, S(0));
-      e.ku.assign(W * n, S(0));
-      e.kf.assign(W * 6 * nb, S(0));
-      e.kqdd.assign(W * n, S(0));
-      e.kdq.assign(W * n * n, S(0));
-      e.kdv.assign(W * n * n, S(0));
-      e.kMi.assign(W * n * n, S(0));
-      e.kee.assign(W * 3, S(0));
-      e.kJ.assign(W * 3 * n, S(0));
+      e.lanes.kq.assign(W * n, S(0));
+      e.lanes.kv.assign(W * n, S(0));
+      e.lanes.ku.assign(W * n, S(0));
+      e.lanes.kf.assign(W * 6 * nb, S(0));
+      e.lanes.kqdd.assign(W * n, S(0));
+      e.lanes.kdq.assign(W * n * n, S(0));
+      e.lanes.kdv.assign(W * n * n, S(0));
+      e.lanes.kMi.assign(W * n * n, S(0));
+      e.lanes.kee.assign(W * 3, S(0));
+      e.lanes.kJ.assign(W * 3 * n, S(0));
     }
   }
   const auto& L = plant_->limits();
@@ -403,12 +415,12 @@ void BatchSolverImpl<S, NV>::reset_dual() {
   for (auto& e : entries_) {
     e->lam.setZero();
     // Row-group duals: AL multipliers and ADMM (z, y) (re-initialized at the next solve).
-    std::fill(e->lam_hi.begin(), e->lam_hi.end(), S(0));
-    std::fill(e->lam_lo.begin(), e->lam_lo.end(), S(0));
-    std::fill(e->rz.begin(), e->rz.end(), S(0));
-    std::fill(e->ry.begin(), e->ry.end(), S(0));
-    for (auto& f : e->need_init) f = 1;
-    e->rho_scale = 1;
+    std::fill(e->rows.lam_hi.begin(), e->rows.lam_hi.end(), S(0));
+    std::fill(e->rows.lam_lo.begin(), e->rows.lam_lo.end(), S(0));
+    std::fill(e->rows.rz.begin(), e->rows.rz.end(), S(0));
+    std::fill(e->rows.ry.begin(), e->rows.ry.end(), S(0));
+    for (auto& f : e->rows.need_init) f = 1;
+    e->rows.rho_scale = 1;
   }
 }
 
@@ -575,8 +587,8 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
   constexpr int G = kLineSearchSteps;
   const int nx = nx_, nu = nu_, W = lk_.W;
   S cost[G] = {}, defect[G] = {}, ee_last[G][3] = {};
-  S *X = e.lx.data(), *U = e.lu.data(), *XN = e.lxn.data(), *EE = e.lee.data();
-  void* scr = e.lscr.data();
+  S *X = e.lanes.lx.data(), *U = e.lanes.lu.data(), *XN = e.lanes.lxn.data(), *EE = e.lanes.lee.data();
+  void* scr = e.lanes.lscr.data();
   for (int k = 0; k < N_; ++k) {
     const S* x = e.xu.data() + k * (nx + nu);
     const S* dx = e.dz.data() + k * (nx + nu);
@@ -768,8 +780,8 @@ void BatchSolverImpl<S, NV>::solve(const S* x_s, const S* ref, S* xu, double bud
     std::fill(e.min_merit.begin(), e.min_merit.end(), 0.0);
     std::fill(e.step_size.begin(), e.step_size.end(), 0.0);
     std::fill(e.linsys_us.begin(), e.linsys_us.end(), 0.0);
-    e.admm_it = e.admm_lin = 0;
-    e.admm_rp = e.admm_rd = 0;
+    e.rows.admm_it = e.rows.admm_lin = 0;
+    e.rows.admm_rp = e.rows.admm_rd = 0;
   }
   const bool budgeted = budget_s > 0;
   const double budget_us = budget_s * 1e6;
@@ -836,14 +848,14 @@ void BatchSolverImpl<S, NV>::solve(const S* x_s, const S* ref, S* xu, double bud
     stats_.t_linesearch_us += e.t_ls;
     const int G = int(groups_.size());
     for (int gi = 0; gi < G; ++gi) {
-      stats_.row_max_violation[size_t(b) * G + gi] = e.vmax[gi];
-      stats_.row_sum_violation[size_t(b) * G + gi] = e.vsum[gi];
+      stats_.row_max_violation[size_t(b) * G + gi] = e.rows.vmax[gi];
+      stats_.row_sum_violation[size_t(b) * G + gi] = e.rows.vsum[gi];
     }
     if (G > 0) {
-      stats_.admm_r_prim[b] = e.admm_rp;
-      stats_.admm_r_dual[b] = e.admm_rd;
-      stats_.admm_iters[b] = e.admm_it;
-      stats_.admm_linsys_iters[b] = e.admm_lin;
+      stats_.admm_r_prim[b] = e.rows.admm_rp;
+      stats_.admm_r_dual[b] = e.rows.admm_rd;
+      stats_.admm_iters[b] = e.rows.admm_it;
+      stats_.admm_linsys_iters[b] = e.rows.admm_lin;
     }
   }
   stats_.solve_time_us = long(us_since(t_start));

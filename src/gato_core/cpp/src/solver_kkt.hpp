@@ -38,18 +38,18 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
       const int W = lk_.W, l = k % W;
       if (l == 0) linearize_lanes(e, k);
       for (int r = 0; r < 3; ++r) {
-        ee[r] = e.kee[r * W + l];
-        for (int j = 0; j < nv; ++j) e.J(r, j) = e.kJ[(r * nv + j) * W + l];
+        ee[r] = e.lanes.kee[r * W + l];
+        for (int j = 0; j < nv; ++j) e.J(r, j) = e.lanes.kJ[(r * nv + j) * W + l];
       }
       if (k < N_ - 1) {
         auto& d = e.dyn;
         for (int i = 0; i < nv; ++i) {
-          d.qdd[i] = e.kqdd[i * W + l];
+          d.qdd[i] = e.lanes.kqdd[i * W + l];
           for (int j = 0; j < nv; ++j) {
             const int o = (i * nv + j) * W + l;
-            d.Qq(i, j) = e.kdq[o];
-            d.Qv(i, j) = e.kdv[o];
-            d.Minv(i, j) = e.kMi[o];
+            d.Qq(i, j) = e.lanes.kdq[o];
+            d.Qv(i, j) = e.lanes.kdv[o];
+            d.Minv(i, j) = e.lanes.kMi[o];
           }
         }
         euler_linearize(set_.integrator, dt_, nv, x, d, e.xnext.data(), e.A[k], e.Bm[k]);
@@ -76,7 +76,7 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
   e.c[0] = Eigen::Map<const VecNX>(e.x(0), nx) - Eigen::Map<const VecNX>(e.xs, nx);
   defect += e.c[0].template lpNorm<1>();
   if (!groups_.empty()) {
-    e.Jee = e.J;  // the loop ends at knot N-1
+    e.rows.Jee = e.J;  // the loop ends at knot N-1
     cost += rows_cost(e, e.xu.data(), e.ee[N_ - 1].data(), true, false);
   }
   return cost + e.mu * defect;
@@ -94,18 +94,18 @@ void BatchSolverImpl<S, NV>::linearize_lanes(Entry& e, int k0) {
     const S* x = e.x(k);
     const bool has_u = k < N_ - 1;
     for (int j = 0; j < nv; ++j) {
-      e.kq[j * W + l] = x[j];
-      e.kv[j * W + l] = x[nv + j];
-      e.ku[j * W + l] = has_u ? e.u(k)[j] : S(0);
+      e.lanes.kq[j * W + l] = x[j];
+      e.lanes.kv[j * W + l] = x[nv + j];
+      e.lanes.ku[j * W + l] = has_u ? e.u(k)[j] : S(0);
     }
     if (has_fext_) {
       const S* f = fext_ptr(e.b, k);
-      for (int i = 0; i < nf; ++i) e.kf[i * W + l] = f[i];
+      for (int i = 0; i < nf; ++i) e.lanes.kf[i * W + l] = f[i];
     }
   }
-  lk_.derivs(lview_, e.lscr.data(), e.kq.data(), e.kv.data(), e.ku.data(),
-             has_fext_ ? e.kf.data() : nullptr, e.kqdd.data(), e.kdq.data(), e.kdv.data(),
-             e.kMi.data(), e.kee.data(), e.kJ.data());
+  lk_.derivs(lview_, e.lanes.lscr.data(), e.lanes.kq.data(), e.lanes.kv.data(), e.lanes.ku.data(),
+             has_fext_ ? e.lanes.kf.data() : nullptr, e.lanes.kqdd.data(), e.lanes.kdq.data(), e.lanes.kdv.data(),
+             e.lanes.kMi.data(), e.lanes.kee.data(), e.lanes.kJ.data());
 }
 
 }  // namespace gato

@@ -60,7 +60,7 @@ void BatchSolverImpl<S, NV>::add_GT(const Group& G, Entry& e, int k, const S* v)
       break;
     case RowKind::kEeTerminal:
       for (int j = 0; j < nv_; ++j) {
-        e.qv[k][j] += e.Jee(0, j) * v[0] + e.Jee(1, j) * v[1] + e.Jee(2, j) * v[2];
+        e.qv[k][j] += e.rows.Jee(0, j) * v[0] + e.rows.Jee(1, j) * v[1] + e.rows.Jee(2, j) * v[2];
       }
       break;
     case RowKind::kLinU:
@@ -91,7 +91,7 @@ void BatchSolverImpl<S, NV>::add_GT_diag_G(const Group& G, Entry& e, int k, cons
       for (int i = 0; i < 3; ++i) {
         if (h[i] == S(0)) continue;
         for (int a = 0; a < nv_; ++a)
-          for (int c = 0; c < nv_; ++c) e.Q[k](a, c) += h[i] * e.Jee(i, a) * e.Jee(i, c);
+          for (int c = 0; c < nv_; ++c) e.Q[k](a, c) += h[i] * e.rows.Jee(i, a) * e.rows.Jee(i, c);
       }
       break;
     case RowKind::kLinU:
@@ -142,8 +142,8 @@ void BatchSolverImpl<S, NV>::fold(const Group& G, Entry& e, int k, S rho) const 
     case RowKind::kEeTerminal:
       for (int a = 0; a < nv_; ++a)
         for (int c = 0; c < nv_; ++c)
-          e.Q[k](a, c) += rho * (e.Jee(0, a) * e.Jee(0, c) + e.Jee(1, a) * e.Jee(1, c) +
-                                 e.Jee(2, a) * e.Jee(2, c));
+          e.Q[k](a, c) += rho * (e.rows.Jee(0, a) * e.rows.Jee(0, c) + e.rows.Jee(1, a) * e.rows.Jee(1, c) +
+                                 e.rows.Jee(2, a) * e.rows.Jee(2, c));
       break;
     case RowKind::kLinU:
       for (int a = 0; a < nu_; ++a)
@@ -171,7 +171,7 @@ void BatchSolverImpl<S, NV>::G_dz(const Group& G, const Entry& e, int k, S* out)
     case RowKind::kEeTerminal:
       for (int i = 0; i < 3; ++i) {
         S v = 0;
-        for (int j = 0; j < nv_; ++j) v += e.Jee(i, j) * dx[j];
+        for (int j = 0; j < nv_; ++j) v += e.rows.Jee(i, j) * dx[j];
         out[i] = v;
       }
       break;
@@ -217,11 +217,11 @@ S BatchSolverImpl<S, NV>::rows_cost(Entry& e, const S* xu, const S* ee, bool der
       row_values(G, e.b, k, xu, ee, g);
       const int base = rix(gi, k, 0);
       if (G.mech == RowMech::kAdmm) {
-        const S rho = w * e.rho_scale;
+        const S rho = w * e.rows.rho_scale;
         for (int i = 0; i < G.n; ++i) {
           if (!live(G, k, G.cone ? 0 : i)) continue;
-          const S r = g[i] - e.rz[base + i];
-          cost += e.ry[base + i] * r + S(0.5) * rho * r * r;
+          const S r = g[i] - e.rows.rz[base + i];
+          cost += e.rows.ry[base + i] * r + S(0.5) * rho * r * r;
         }
         continue;
       }
@@ -243,7 +243,7 @@ S BatchSolverImpl<S, NV>::rows_cost(Entry& e, const S* xu, const S* ee, bool der
           }
         } else {
           // rho/2 dist_K(g - lam/rho)^2 - |lam|^2/(2 rho), lam in K.
-          const S* lam = &e.lam_hi[base];
+          const S* lam = &e.rows.lam_hi[base];
           const S vv[3] = {g[0] - lam[0] / w, g[1] - lam[1] / w, g[2] - lam[2] / w};
           S p[3];
           rows::soc_project(vv, p);
@@ -279,17 +279,17 @@ S BatchSolverImpl<S, NV>::rows_cost(Entry& e, const S* xu, const S* ee, bool der
           }
         } else {  // AL (PHR)
           if (G.eq[i]) {
-            cost += rows::phr(g[i] - G.lo[i], e.lam_hi[base + i], w, -sg, sg, &d1, &d2);
+            cost += rows::phr(g[i] - G.lo[i], e.rows.lam_hi[base + i], w, -sg, sg, &d1, &d2);
             v[i] += d1;
             h[i] += d2;
           } else {
             if (std::isfinite(double(G.hi[i]))) {
-              cost += rows::phr(g[i] - G.hi[i], e.lam_hi[base + i], w, S(0), sg, &d1, &d2);
+              cost += rows::phr(g[i] - G.hi[i], e.rows.lam_hi[base + i], w, S(0), sg, &d1, &d2);
               v[i] += d1;
               h[i] += d2;
             }
             if (std::isfinite(double(G.lo[i]))) {
-              cost += rows::phr(G.lo[i] - g[i], e.lam_lo[base + i], w, S(0), sg, &d1, &d2);
+              cost += rows::phr(G.lo[i] - g[i], e.rows.lam_lo[base + i], w, S(0), sg, &d1, &d2);
               v[i] -= d1;
               h[i] += d2;
             }
@@ -314,23 +314,23 @@ void BatchSolverImpl<S, NV>::admm_prepare(Entry& e) {
   for (int gi = 0; gi < int(groups_.size()); ++gi) {
     const Group& G = groups_[gi];
     if (G.mech != RowMech::kAdmm) continue;
-    const S rho = G.w * e.rho_scale;
+    const S rho = G.w * e.rows.rho_scale;
     for (int k = G.klo; k < G.khi; ++k) {
       const int base = rix(gi, k, 0);
-      row_values(G, e.b, k, e.xu.data(), e.ee[N_ - 1].data(), &e.g0[base]);
-      if (e.need_init[gi]) {
-        project(G, &e.g0[base], &e.rz[base]);
-        for (int i = 0; i < G.n; ++i) e.ry[base + i] = 0;
-      } else if (e.need_clip[gi]) {
-        project(G, &e.rz[base], tmp);
-        for (int i = 0; i < G.n; ++i) e.rz[base + i] = tmp[i];
+      row_values(G, e.b, k, e.xu.data(), e.ee[N_ - 1].data(), &e.rows.g0[base]);
+      if (e.rows.need_init[gi]) {
+        project(G, &e.rows.g0[base], &e.rows.rz[base]);
+        for (int i = 0; i < G.n; ++i) e.rows.ry[base + i] = 0;
+      } else if (e.rows.need_clip[gi]) {
+        project(G, &e.rows.rz[base], tmp);
+        for (int i = 0; i < G.n; ++i) e.rows.rz[base + i] = tmp[i];
       }
       fold(G, e, k, rho);
     }
-    e.need_init[gi] = e.need_clip[gi] = 0;
+    e.rows.need_init[gi] = e.rows.need_clip[gi] = 0;
   }
-  for (int k = 0; k < N_; ++k) e.qv_base[k] = e.qv[k];
-  for (int k = 0; k < N_ - 1; ++k) e.rv_base[k] = e.rv[k];
+  for (int k = 0; k < N_; ++k) e.rows.qv_base[k] = e.qv[k];
+  for (int k = 0; k < N_ - 1; ++k) e.rows.rv_base[k] = e.rv[k];
 }
 
 // q, r += G'(y + rho (g0 - z)) over the live rows of every ADMM group.
@@ -340,12 +340,12 @@ void BatchSolverImpl<S, NV>::admm_gradient(Entry& e) {
   for (int gi = 0; gi < int(groups_.size()); ++gi) {
     const Group& G = groups_[gi];
     if (G.mech != RowMech::kAdmm) continue;
-    const S rho = G.w * e.rho_scale;
+    const S rho = G.w * e.rows.rho_scale;
     for (int k = G.klo; k < G.khi; ++k) {
       const int base = rix(gi, k, 0);
       for (int i = 0; i < G.n; ++i) {
         v[i] = live(G, k, G.cone ? 0 : i)
-                   ? e.ry[base + i] + rho * (e.g0[base + i] - e.rz[base + i])
+                   ? e.rows.ry[base + i] + rho * (e.rows.g0[base + i] - e.rows.rz[base + i])
                    : S(0);
       }
       add_GT(G, e, k, v);
@@ -361,15 +361,15 @@ void BatchSolverImpl<S, NV>::admm_update(Entry& e) {
   for (int gi = 0; gi < int(groups_.size()); ++gi) {
     const Group& G = groups_[gi];
     if (G.mech != RowMech::kAdmm) continue;
-    const S rho = G.w * e.rho_scale;
+    const S rho = G.w * e.rows.rho_scale;
     const S sr = G.sigma / rho;
     S rp = 0, rd = 0, zm = 0;
     for (int k = G.klo; k < G.khi; ++k) {
       const int base = rix(gi, k, 0);
       G_dz(G, e, k, gl);
       for (int i = 0; i < G.n; ++i) {
-        gl[i] += e.g0[base + i];
-        vv[i] = gl[i] + e.ry[base + i] / rho;
+        gl[i] += e.rows.g0[base + i];
+        vv[i] = gl[i] + e.rows.ry[base + i] / rho;
       }
       if (G.cone) {
         if (!live(G, k, 0)) continue;
@@ -379,16 +379,16 @@ void BatchSolverImpl<S, NV>::admm_update(Entry& e) {
       }
       for (int i = 0; i < G.n; ++i) {
         if (!live(G, k, G.cone ? 0 : i)) continue;
-        rd = std::max(rd, std::abs(zn[i] - e.rz[base + i]));
-        e.rz[base + i] = zn[i];
-        e.ry[base + i] += rho * (gl[i] - zn[i]);
+        rd = std::max(rd, std::abs(zn[i] - e.rows.rz[base + i]));
+        e.rows.rz[base + i] = zn[i];
+        e.rows.ry[base + i] += rho * (gl[i] - zn[i]);
         rp = std::max(rp, std::abs(gl[i] - zn[i]));
         zm = std::max(zm, std::abs(zn[i]));
       }
     }
-    e.rprim[gi] = rp;
-    e.rdual[gi] = rho * rd;
-    e.zmax[gi] = zm;
+    e.rows.rprim[gi] = rp;
+    e.rows.rdual[gi] = rho * rd;
+    e.rows.zmax[gi] = zm;
   }
 }
 
@@ -399,9 +399,9 @@ bool BatchSolverImpl<S, NV>::admm_converged(const Entry& e) const {
   for (int gi = 0; gi < int(groups_.size()); ++gi) {
     const Group& G = groups_[gi];
     if (G.mech != RowMech::kAdmm) continue;
-    const S rho = G.w * e.rho_scale;
-    if (e.rprim[gi] > ea + er * e.zmax[gi]) return false;
-    if (e.rdual[gi] > ea + er * rho * e.zmax[gi]) return false;
+    const S rho = G.w * e.rows.rho_scale;
+    if (e.rows.rprim[gi] > ea + er * e.rows.zmax[gi]) return false;
+    if (e.rows.rdual[gi] > ea + er * rho * e.rows.zmax[gi]) return false;
   }
   return true;
 }
@@ -418,8 +418,8 @@ bool BatchSolverImpl<S, NV>::admm_inner(Entry& e, int& lin_iters) {
   bool conv0 = false;
   for (int j = 0; j < admm_cap_; ++j) {
     if (j > 0) {
-      for (int k = 0; k < N_; ++k) e.qv[k] = e.qv_base[k];
-      for (int k = 0; k < N_ - 1; ++k) e.rv[k] = e.rv_base[k];
+      for (int k = 0; k < N_; ++k) e.qv[k] = e.rows.qv_base[k];
+      for (int k = 0; k < N_ - 1; ++k) e.rv[k] = e.rows.rv_base[k];
       admm_gradient(e);
       build_rhs(e);
     }
@@ -431,16 +431,16 @@ bool BatchSolverImpl<S, NV>::admm_inner(Entry& e, int& lin_iters) {
       e.converged = std::abs(e.r.dot(e.z)) < pcg_floor();
       const int n = solve_pcg(e);
       lin_iters += n;
-      e.admm_lin += n;
+      e.rows.admm_lin += n;
       lin_ok = n < set_.max_pcg_iters;
     } else {
       if (!backsolve_bdsv(e)) return false;
-      e.admm_lin += 1;
+      e.rows.admm_lin += 1;
     }
     if (j == 0) conv0 = e.converged;
     recover_step(e);
     admm_update(e);
-    ++e.admm_it;
+    ++e.rows.admm_it;
     if (exit_on && lin_ok && admm_converged(e)) break;
   }
   // Summary of the last inner iteration; converged = the linear solve had no
@@ -449,16 +449,16 @@ bool BatchSolverImpl<S, NV>::admm_inner(Entry& e, int& lin_iters) {
   bool fixed = true;
   for (int gi = 0; gi < int(groups_.size()); ++gi) {
     if (groups_[gi].mech != RowMech::kAdmm) continue;
-    rp = std::max(rp, e.rprim[gi]);
-    rd = std::max(rd, e.rdual[gi]);
+    rp = std::max(rp, e.rows.rprim[gi]);
+    rd = std::max(rd, e.rows.rdual[gi]);
   }
   if (exit_on) {
     fixed = admm_converged(e);
   } else {
     fixed = rp == S(0) && rd == S(0);
   }
-  e.admm_rp = double(rp);
-  e.admm_rd = double(rd);
+  e.rows.admm_rp = double(rp);
+  e.rows.admm_rd = double(rd);
   e.converged = conv0 && fixed;
   if (admm_.rho_adapt && !(exit_on && fixed)) {
     // OSQP's rule on scale-free residuals: one scalar per entry, clamped. Only while
@@ -469,13 +469,13 @@ bool BatchSolverImpl<S, NV>::admm_inner(Entry& e, int& lin_iters) {
     for (int gi = 0; gi < int(groups_.size()); ++gi) {
       const Group& G = groups_[gi];
       if (G.mech != RowMech::kAdmm) continue;
-      const S sc = e.zmax[gi] + S(1e-6);
-      p = std::max(p, e.rprim[gi] / sc);
-      d = std::max(d, e.rdual[gi] / (G.w * e.rho_scale * sc));
+      const S sc = e.rows.zmax[gi] + S(1e-6);
+      p = std::max(p, e.rows.rprim[gi] / sc);
+      d = std::max(d, e.rows.rdual[gi] / (G.w * e.rows.rho_scale * sc));
     }
     const S ratio = (p + S(1e-6)) / (d + S(1e-6));
     if (ratio > S(5) || ratio < S(0.2)) {
-      e.rho_scale = std::clamp(e.rho_scale * std::sqrt(ratio), S(1e-2), S(1e2));
+      e.rows.rho_scale = std::clamp(e.rows.rho_scale * std::sqrt(ratio), S(1e-2), S(1e2));
     }
   }
   return true;
@@ -486,24 +486,24 @@ bool BatchSolverImpl<S, NV>::admm_inner(Entry& e, int& lin_iters) {
 template <typename S, int NV>
 void BatchSolverImpl<S, NV>::rows_finish(Entry& e) {
   const bool finite = e.xu.allFinite();
-  if (need_ee_ && finite) plant_->frame_position(*e.ws, e.x(N_ - 1), e.ee_fin.data());
+  if (need_ee_ && finite) plant_->frame_position(*e.ws, e.x(N_ - 1), e.rows.ee_fin.data());
   S g[kMaxRowsPerGroup];
   const S inf = std::numeric_limits<S>::infinity();
   for (int gi = 0; gi < int(groups_.size()); ++gi) {
     const Group& G = groups_[gi];
     if (!finite) {
-      e.vmax[gi] = e.vsum[gi] = std::numeric_limits<double>::infinity();
+      e.rows.vmax[gi] = e.rows.vsum[gi] = std::numeric_limits<double>::infinity();
       continue;
     }
     const bool al = G.mech == RowMech::kAl;
     const S w = G.w, sg = G.sigma > 0 ? G.sigma : inf;
     double vmax = 0, vsum = 0;
     for (int k = G.klo; k < G.khi; ++k) {
-      row_values(G, e.b, k, e.xu.data(), e.ee_fin.data(), g);
+      row_values(G, e.b, k, e.xu.data(), e.rows.ee_fin.data(), g);
       const int base = rix(gi, k, 0);
       if (G.cone) {
         if (!live(G, k, 0)) {
-          if (al) for (int i = 0; i < 3; ++i) e.lam_hi[base + i] = 0;
+          if (al) for (int i = 0; i < 3; ++i) e.rows.lam_hi[base + i] = 0;
           continue;
         }
         const double viol = std::max(0.0, double(std::sqrt(g[1] * g[1] + g[2] * g[2]) - g[0]));
@@ -511,23 +511,23 @@ void BatchSolverImpl<S, NV>::rows_finish(Entry& e) {
         vsum += viol;
         if (al) {
           S vv[3], p[3];
-          for (int i = 0; i < 3; ++i) vv[i] = e.lam_hi[base + i] - w * g[i];
+          for (int i = 0; i < 3; ++i) vv[i] = e.rows.lam_hi[base + i] - w * g[i];
           rows::soc_project(vv, p);
-          for (int i = 0; i < 3; ++i) e.lam_hi[base + i] = p[i];
+          for (int i = 0; i < 3; ++i) e.rows.lam_hi[base + i] = p[i];
         }
         continue;
       }
       for (int i = 0; i < G.n; ++i) {
         if (!live(G, k, i)) {
-          if (al) e.lam_hi[base + i] = e.lam_lo[base + i] = 0;
+          if (al) e.rows.lam_hi[base + i] = e.rows.lam_lo[base + i] = 0;
           continue;
         }
         const double viol = std::max({0.0, double(G.lo[i] - g[i]), double(g[i] - G.hi[i])});
         vmax = std::max(vmax, viol);
         vsum += viol;
         if (!al) continue;
-        S& lh = e.lam_hi[base + i];
-        S& ll = e.lam_lo[base + i];
+        S& lh = e.rows.lam_hi[base + i];
+        S& ll = e.rows.lam_lo[base + i];
         if (G.eq[i]) {
           lh = std::min(std::max(lh + w * (g[i] - G.lo[i]), -sg), sg);
         } else {
@@ -536,8 +536,8 @@ void BatchSolverImpl<S, NV>::rows_finish(Entry& e) {
         }
       }
     }
-    e.vmax[gi] = vmax;
-    e.vsum[gi] = vsum;
+    e.rows.vmax[gi] = vmax;
+    e.rows.vsum[gi] = vsum;
   }
 }
 
@@ -619,19 +619,19 @@ void BatchSolverImpl<S, NV>::set_row_groups(const std::vector<RowGroupSpec>& spe
         for (int k = 0; k < N_; ++k)
           for (int i = 0; i < kMaxRowsPerGroup; ++i) {
             const int x = rix(gi, k, i);
-            e.lam_hi[x] = e.lam_lo[x] = e.rz[x] = e.ry[x] = e.g0[x] = 0;
+            e.rows.lam_hi[x] = e.rows.lam_lo[x] = e.rows.rz[x] = e.rows.ry[x] = e.rows.g0[x] = 0;
           }
-        e.need_init[gi] = 1;
+        e.rows.need_init[gi] = 1;
       }
       if (gone) continue;
-      if (sp->admm_reinit) e.need_init[gi] = 1;
-      if (sp->admm_reclip) e.need_clip[gi] = 1;
+      if (sp->admm_reinit) e.rows.need_init[gi] = 1;
+      if (sp->admm_reclip) e.rows.need_clip[gi] = 1;
       const Group& G = groups_[gi];
       // An inactive slot carries no AL dual.
       if (!G.mask.empty()) {
         for (int k = 0; k < N_; ++k)
           for (int i = 0; i < G.n; ++i)
-            if (!live(G, k, G.cone ? 0 : i)) e.lam_hi[rix(gi, k, i)] = e.lam_lo[rix(gi, k, i)] = 0;
+            if (!live(G, k, G.cone ? 0 : i)) e.rows.lam_hi[rix(gi, k, i)] = e.rows.lam_lo[rix(gi, k, i)] = 0;
       }
     }
   }
@@ -649,7 +649,7 @@ void BatchSolverImpl<S, NV>::set_admm_config(const AdmmConfig& c) {
   if (c.iters < 1) throw std::invalid_argument("admm iters: must be >= 1");
   if (!(c.eps_abs >= 0) || !(c.eps_rel >= 0)) throw std::invalid_argument("admm eps: must be >= 0");
   if (c.rho_adapt != admm_.rho_adapt) {
-    for (auto& e : entries_) e->rho_scale = 1;
+    for (auto& e : entries_) e->rows.rho_scale = 1;
   }
   admm_ = c;
   admm_cap_ = std::max(1, admm_.iters);
@@ -663,14 +663,14 @@ void BatchSolverImpl<S, NV>::get_row_state(int which, S* out) const {
   const size_t rs = size_t(kMaxRowGroups) * N_ * kMaxRowsPerGroup;
   for (int b = 0; b < B_; ++b) {
     const Entry& e = *entries_[b];
-    const std::vector<S>* src = which == 0 ? &e.lam_hi : which == 1 ? &e.lam_lo : which == 2 ? &e.rz : &e.ry;
+    const std::vector<S>* src = which == 0 ? &e.rows.lam_hi : which == 1 ? &e.rows.lam_lo : which == 2 ? &e.rows.rz : &e.rows.ry;
     std::copy(src->begin(), src->end(), out + size_t(b) * rs);
   }
 }
 
 template <typename S, int NV>
 void BatchSolverImpl<S, NV>::get_admm_rho_scale(double* out) const {
-  for (int b = 0; b < B_; ++b) out[b] = double(entries_[b]->rho_scale);
+  for (int b = 0; b < B_; ++b) out[b] = double(entries_[b]->rows.rho_scale);
 }
 
 // Carried state (exact replay): layout in solver.hpp. Rows beyond a group's n_rows and
@@ -691,12 +691,12 @@ void BatchSolverImpl<S, NV>::get_state(double* out) const {
     for (int i = 0; i < N_ * nx_; ++i) *o++ = double(e.lam[i]);
     *o++ = double(e.rho);
     *o++ = double(e.drho_factor);
-    *o++ = double(e.rho_scale);
+    *o++ = double(e.rows.rho_scale);
     for (int gi = 0; gi < int(groups_.size()); ++gi) {
       const int n = groups_[gi].n;
-      *o++ = e.need_init[gi];
-      *o++ = e.need_clip[gi];
-      for (const std::vector<S>* v : {&e.lam_hi, &e.lam_lo, &e.rz, &e.ry})
+      *o++ = e.rows.need_init[gi];
+      *o++ = e.rows.need_clip[gi];
+      for (const std::vector<S>* v : {&e.rows.lam_hi, &e.rows.lam_lo, &e.rows.rz, &e.rows.ry})
         for (int k = 0; k < N_; ++k)
           for (int i = 0; i < n; ++i) *o++ = double((*v)[rix(gi, k, i)]);
     }
@@ -730,12 +730,12 @@ void BatchSolverImpl<S, NV>::set_state(const double* in) {
     for (int i = 0; i < L; ++i) e.lam[i] = S(*p++);
     e.rho = S(*p++);
     e.drho_factor = S(*p++);
-    e.rho_scale = S(*p++);
+    e.rows.rho_scale = S(*p++);
     for (int gi = 0; gi < int(groups_.size()); ++gi) {
       const int n = groups_[gi].n;
-      e.need_init[gi] = static_cast<unsigned char>(*p++);
-      e.need_clip[gi] = static_cast<unsigned char>(*p++);
-      for (std::vector<S>* v : {&e.lam_hi, &e.lam_lo, &e.rz, &e.ry})
+      e.rows.need_init[gi] = static_cast<unsigned char>(*p++);
+      e.rows.need_clip[gi] = static_cast<unsigned char>(*p++);
+      for (std::vector<S>* v : {&e.rows.lam_hi, &e.rows.lam_lo, &e.rows.rz, &e.rows.ry})
         for (int k = 0; k < N_; ++k)
           for (int i = 0; i < n; ++i) (*v)[rix(gi, k, i)] = S(*p++);
     }
