@@ -269,3 +269,35 @@ def test_caller_arrays_are_not_modified_and_results_are_fresh():
         assert np.array_equal(a, c)
     assert not np.shares_memory(res.xu, warm)
     np.testing.assert_array_equal(res.xu[:, :s.nx], x)  # knot 0 is the measured state
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kkt_merit_equals_line_search_merit_with_every_cost_term(integrator, dtype):
+    """The KKT stage (value + derivatives) and merit() (the line search's value-only path) evaluate
+    one cost code (src/gato_core/cpp/src/cost_terms.hpp): with every term on (EE, posture, per-knot
+    table, per-joint control vector, the three barriers) their merits at the same point agree to
+    rounding, and differ once a weight does."""
+    rng = np.random.default_rng(11)
+    N = 8
+    s = gato.BSQP(gato.robot_urdf("iiwa14"), 2, N, 0.02, integrator=integrator, dtype=dtype, max_sqp_iters=1,
+                  q_lim_cost=0.05, vel_lim_cost=0.01, ctrl_lim_cost=1e-3)
+    s.set_q_nom(ROBOTS["iiwa14"] + 0.1)
+    s.set_cost_weights_per_knot(np.column_stack([np.linspace(1, 5, N), np.linspace(0.01, 0.03, N),
+                                                 np.full(N, 1e-4)]))
+    s.set_u_cost_vec(np.linspace(1e-5, 1e-4, 7))
+    xs = np.stack([state("iiwa14", rng) for _ in range(2)])
+    xu = np.stack([random_traj(s, x, rng) for x in xs]).astype(dtype)
+    xu[:, :s.nx] = xs  # the solve starts from knot 0 = the measured state
+    ref = np.stack([goal_ref(s, x) for x in xs])
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    before = None
+    for anchor in (np.linspace(0.1, 0.4, 7), 100.0):  # a changed weight moves both paths alike
+        s.set_q_pos_cost(anchor)
+        s.reset_rho()
+        line_search = s.merit(xu, xs, ref)
+        kkt = s.solve(xs, ref, xu).stats.initial_merit
+        np.testing.assert_allclose(kkt, line_search, rtol=rtol)
+        if before is not None:
+            assert np.all(np.abs(line_search - before) > 100 * rtol * np.abs(before))
+        before = line_search
