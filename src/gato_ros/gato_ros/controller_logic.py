@@ -789,6 +789,11 @@ class ControllerLogic:
             self._log("info", "hypotheses: none (robot-only model)")
 
     # ------------------------------------------------------------------ helpers for callers
+    def ee_position(self, q) -> np.ndarray:
+        """(3,) m: the EE position every planner of this node tracks, at joint positions q (nq,)
+        rad in solver order (bsqp: the solver's EE; others: the registered EE frame's origin)."""
+        return np.asarray(self._ee_pos(np.asarray(q, dtype=np.float64)), dtype=np.float64).copy()
+
     @property
     def stale(self) -> bool:
         return self._stale
