@@ -305,7 +305,7 @@ class ControllerLogic:
         if cfg["sampling_horizon_s"] > cfg["N"] * cfg["dt"] + 1e-12:
             raise ValueError(f"sampling_horizon_s: {cfg['sampling_horizon_s']:g} s is longer than the reference "
                              f"window N * dt = {cfg['N'] * cfg['dt']:g} s")
-        return {"dt": 1.0 / cfg["control_rate_hz"], "timestep": cfg["sampling_timestep"],
+        return {"dt": 1.0 / cfg["control_rate_hz"], "timestep": cfg["sampling_timestep_s"],
                 "horizon_s": cfg["sampling_horizon_s"], "num_samples": cfg["sampling_num_samples"],
                 "iterations": cfg["sampling_iterations"], "ctrl_std": cfg["sampling_ctrl_std"],
                 "ee_weight": cfg["sampling_ee_weight"], "ctrl_weight": cfg["sampling_ctrl_weight"],

@@ -239,7 +239,7 @@ CONTROLLER = (
           range=(1, 100), read_only=True, group="sampling"),
     Param("sampling_horizon_s", "double", 0.5, "planner sampling: rollout horizon", "s", range=(0.01, 10.0),
           read_only=True, group="sampling"),
-    Param("sampling_timestep", "double", 0.005, "planner sampling: timestep of the MuJoCo planning scene",
+    Param("sampling_timestep_s", "double", 0.005, "planner sampling: timestep of the MuJoCo planning scene",
           "s", range=(1e-4, 0.1), read_only=True, group="sampling"),
     Param("sampling_ctrl_std", "double", 0.01, "planner sampling: noise of the joint-target nodes", "rad",
           range=(0.0, 10.0), read_only=True, group="sampling"),
