@@ -12,9 +12,10 @@
 // collision distance) also needs that quantity added to Knot.
 //
 // Order of the sums: the value is accumulated into `acc` term by term in list order (state
-// terms joint by joint, all of a joint's terms before the next joint's), so both paths add
-// the same numbers in the same order; the merit is bit-identical to the pre-component code
-// except where docs/solver_method.md says otherwise. Included by solver_impl.hpp only.
+// terms joint by joint, all of a joint's terms before the next joint's), the order the
+// solver always used. `acc` is the knot's own sum on the line-search path and the running
+// merit on the KKT path (as before), so the two agree to rounding, not bit for bit.
+// Included by solver_impl.hpp only.
 #pragma once
 
 #include <tuple>
