@@ -234,6 +234,47 @@ def _attach_outputs(ticks, bag, commands):
             tk.xu_recorded = np.asarray(plans[tk.stamp_ns].xu, dtype=np.float64)
 
 
+def tick_from_solve_input(m, cfg_prev, problems):
+    """(Tick or None, the configuration in force) from one SolveInput message; ``cfg_prev``: the
+    configuration of the previous SolveInput (a message without one keeps it). What is wrong is
+    appended to ``problems``; None when the tick has no configuration at all. Shared by the
+    in-memory loader and the streaming replay (:mod:`gato.replay.stream`)."""
+    key = TOPICS["solve_input"]
+    try:
+        cfg = json.loads(str(m.config_json)) if str(m.config_json) else cfg_prev
+    except json.JSONDecodeError as e:
+        problems.append(f"{key}: tick {int(m.tick)} has an unreadable config_json ({e}); "
+                        "the previous configuration is assumed")
+        cfg = cfg_prev
+    if cfg is None:
+        problems.append(f"{key}: tick {int(m.tick)} carries no configuration: skipped")
+        return None, cfg_prev
+    w = np.asarray(m.xu_warm, dtype=np.float64)
+    rows = int(m.warm_rows)
+    if rows < 1 or w.size % rows:
+        problems.append(f"{key}: tick {int(m.tick)}: xu_warm ({w.size} values) is not "
+                        f"{rows} whole rows: its warm start is not checked")
+        warm = None
+    else:
+        warm = w.reshape(rows, -1)
+    # Solver state (newer SolveInput versions; absent fields read as "not carried").
+    st = np.asarray(getattr(m, "solver_state", ()), dtype=np.float64)
+    srows = int(getattr(m, "solver_state_rows", 0))
+    state = None
+    if srows > 0 and st.size and st.size % srows == 0:
+        state = st.reshape(srows, -1)
+    elif srows or st.size:
+        problems.append(f"{key}: tick {int(m.tick)}: solver_state ({st.size} values) is "
+                        f"not {srows} whole rows: not installed")
+    tk = Tick(stamp_ns=stamp_ns(m.header), tick=int(m.tick), x=np.asarray(m.x_measured, dtype=np.float64),
+              reference=np.asarray(m.reference, dtype=np.float64), xu_warm=warm,
+              dt_elapsed=float(m.dt_elapsed) or None, budget_s=float(m.budget_s) or None,
+              reset=bool(m.reset), config=cfg, solver_state=state,
+              capped_out=bool(getattr(m, "capped_out", False)),
+              force_reseed=bool(getattr(m, "force_reseed", False)))
+    return tk, cfg
+
+
 def _from_solve_inputs(bag, problems):
     ticks, seen = [], set()
     cfg_prev = None
@@ -242,39 +283,9 @@ def _from_solve_inputs(bag, problems):
         if s in seen:
             continue
         seen.add(s)
-        try:
-            cfg = json.loads(str(m.config_json)) if str(m.config_json) else cfg_prev
-        except json.JSONDecodeError as e:
-            problems.append(f"{TOPICS['solve_input']}: tick {int(m.tick)} has an unreadable config_json ({e}); "
-                            "the previous configuration is assumed")
-            cfg = cfg_prev
-        if cfg is None:
-            problems.append(f"{TOPICS['solve_input']}: tick {int(m.tick)} carries no configuration: skipped")
-            continue
-        cfg_prev = cfg
-        w = np.asarray(m.xu_warm, dtype=np.float64)
-        rows = int(m.warm_rows)
-        if rows < 1 or w.size % rows:
-            problems.append(f"{TOPICS['solve_input']}: tick {int(m.tick)}: xu_warm ({w.size} values) is not "
-                            f"{rows} whole rows: its warm start is not checked")
-            warm = None
-        else:
-            warm = w.reshape(rows, -1)
-        # Solver state (newer SolveInput versions; absent fields read as "not carried").
-        st = np.asarray(getattr(m, "solver_state", ()), dtype=np.float64)
-        srows = int(getattr(m, "solver_state_rows", 0))
-        state = None
-        if srows > 0 and st.size and st.size % srows == 0:
-            state = st.reshape(srows, -1)
-        elif srows or st.size:
-            problems.append(f"{TOPICS['solve_input']}: tick {int(m.tick)}: solver_state ({st.size} values) is "
-                            f"not {srows} whole rows: not installed")
-        ticks.append(Tick(stamp_ns=s, tick=int(m.tick), x=np.asarray(m.x_measured, dtype=np.float64),
-                          reference=np.asarray(m.reference, dtype=np.float64), xu_warm=warm,
-                          dt_elapsed=float(m.dt_elapsed) or None, budget_s=float(m.budget_s) or None,
-                          reset=bool(m.reset), config=cfg, solver_state=state,
-                          capped_out=bool(getattr(m, "capped_out", False)),
-                          force_reseed=bool(getattr(m, "force_reseed", False))))
+        tk, cfg_prev = tick_from_solve_input(m, cfg_prev, problems)
+        if tk is not None:
+            ticks.append(tk)
     ticks.sort(key=lambda t: t.stamp_ns)
     return ticks
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .prediction import Predictor, summarize
-from .recording import REQUIRED_FIELDS, TOPICS, Tick, stamp_ns
+from .recording import REQUIRED_FIELDS, TOPICS, stamp_ns, tick_from_solve_input
 from .resolve import TickReplayer
 
 __all__ = ["StreamRun", "stream_replay", "LOOKAHEAD_S", "LOOKAHEAD_MAX_S", "parse_bound", "TickGaps", "gap_lines"]
@@ -372,41 +372,11 @@ class _Streamer:
         if s in self.seen_ticks:
             return None
         self.seen_ticks.add(s)
-        problems, key = self.problems, TOPICS["solve_input"]
-        try:
-            cfg = json.loads(str(m.config_json)) if str(m.config_json) else self.cfg_prev
-        except json.JSONDecodeError as e:
-            problems.append(f"{key}: tick {int(m.tick)} has an unreadable config_json ({e}); "
-                            "the previous configuration is assumed")
-            cfg = self.cfg_prev
-        if cfg is None:
-            problems.append(f"{key}: tick {int(m.tick)} carries no configuration: skipped")
-            return None
-        if self.cfg_prev is not None and cfg == self.cfg_prev:
-            cfg = self.cfg_prev     # one object per configuration: the replayer compares by identity first
+        tk, cfg = tick_from_solve_input(m, self.cfg_prev, self.problems)
+        if tk is not None and self.cfg_prev is not None and cfg == self.cfg_prev:
+            tk.config = cfg = self.cfg_prev  # one object per configuration: the replayer compares by identity first
         self.cfg_prev = cfg
-        w = np.asarray(m.xu_warm, dtype=np.float64)
-        rows = int(m.warm_rows)
-        if rows < 1 or w.size % rows:
-            problems.append(f"{key}: tick {int(m.tick)}: xu_warm ({w.size} values) is not "
-                            f"{rows} whole rows: its warm start is not checked")
-            warm = None
-        else:
-            warm = w.reshape(rows, -1)
-        st = np.asarray(getattr(m, "solver_state", ()), dtype=np.float64)
-        srows = int(getattr(m, "solver_state_rows", 0))
-        state = None
-        if srows > 0 and st.size and st.size % srows == 0:
-            state = st.reshape(srows, -1)
-        elif srows or st.size:
-            problems.append(f"{key}: tick {int(m.tick)}: solver_state ({st.size} values) is "
-                            f"not {srows} whole rows: not installed")
-        return Tick(stamp_ns=s, tick=int(m.tick), x=np.asarray(m.x_measured, dtype=np.float64),
-                    reference=np.asarray(m.reference, dtype=np.float64), xu_warm=warm,
-                    dt_elapsed=float(m.dt_elapsed) or None, budget_s=float(m.budget_s) or None,
-                    reset=bool(m.reset), config=cfg, solver_state=state,
-                    capped_out=bool(getattr(m, "capped_out", False)),
-                    force_reseed=bool(getattr(m, "force_reseed", False)))
+        return tk
 
     def _start(self, m, tk):
         from .. import controller_setup as setup
