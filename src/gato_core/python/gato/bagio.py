@@ -84,31 +84,38 @@ class BagContents:
         problem line per topic absent from the bag and per missing field (also appended to
         :attr:`problems`); an empty list means everything is there.
         """
-        lines = []
-        for topic, names in topic_fields.items():
-            if topic not in self.msgtypes:
-                lines.append(f"{topic}: not in the bag")
-                continue
-            msgtype = self.msgtypes[topic]
-            msgs = self.messages.get(topic) or []
-            for name in names:
-                if msgs:
-                    obj = msgs[0][1]
-                    ok = True
-                    for part in name.split("."):
-                        if not hasattr(obj, part):
-                            ok = False
-                            break
-                        obj = getattr(obj, part)
-                elif msgtype in self.fielddefs:
-                    ok = name.split(".")[0] in self.fielddefs[msgtype]
-                else:
-                    continue  # nothing decoded and no definition: nothing to check against
-                if not ok:
-                    lines.append(f"{topic}: {msgtype} in this bag has no field '{name}' "
-                                 "(a different message version; recorded by another gato?)")
+        lines = _require(self.msgtypes, self.fielddefs, topic_fields,
+                         lambda topic: (self.messages.get(topic) or [(None, None)])[0][1])
         self.problems.extend(lines)
         return lines
+
+
+def _require(msgtypes, fielddefs, topic_fields, first=lambda topic: None) -> list[str]:
+    """The problem lines of :meth:`BagContents.require`: ``first(topic)`` gives a decoded message
+    to check nested fields on (None: the bag's definition, top-level names only)."""
+    lines = []
+    for topic, names in topic_fields.items():
+        if topic not in msgtypes:
+            lines.append(f"{topic}: not in the bag")
+            continue
+        msgtype = msgtypes[topic]
+        msg = first(topic)
+        for name in names:
+            if msg is not None:
+                obj, ok = msg, True
+                for part in name.split("."):
+                    if not hasattr(obj, part):
+                        ok = False
+                        break
+                    obj = getattr(obj, part)
+            elif msgtype in fielddefs:
+                ok = name.split(".")[0] in fielddefs[msgtype]
+            else:
+                continue  # nothing decoded and no definition: nothing to check against
+            if not ok:
+                lines.append(f"{topic}: {msgtype} in this bag has no field '{name}' "
+                             "(a different message version; recorded by another gato?)")
+    return lines
 
 
 def read_bag(path, topics=None, *, progress: Callable[[float], None] | None = None) -> BagContents:
@@ -873,18 +880,7 @@ class BagStream:
 
     def require(self, topic_fields: dict[str, list[str]]) -> list[str]:
         """:meth:`BagContents.require` against the bag's definitions (no decoded message needed)."""
-        lines = []
-        for topic, names in topic_fields.items():
-            if topic not in self.msgtypes:
-                lines.append(f"{topic}: not in the bag")
-                continue
-            msgtype = self.msgtypes[topic]
-            if msgtype not in self.fielddefs:
-                continue
-            for name in names:
-                if name.split(".")[0] not in self.fielddefs[msgtype]:
-                    lines.append(f"{topic}: {msgtype} in this bag has no field '{name}' "
-                                 "(a different message version; recorded by another gato?)")
+        lines = _require(self.msgtypes, self.fielddefs, topic_fields)
         self.problems.extend(lines)
         return lines
 
