@@ -20,6 +20,8 @@ keeps everything else, pins untouched:
   them inside the image's venv (``--system-site-packages``), and rosidl's code
   generators then run with a different empy/lark than they were released with
   (Jazzy's rosidl needs empy 3; the lock pins empy 4).
+* torch, JAX and what only they pull in (``TEST_ONLY``): locked so that CI tests the
+  API's torch/JAX inputs; PyPI's torch carries ~5.5 GB of CUDA runtime wheels.
 
 Comments, blank lines and inline comments are left out of the output. pip
 options (``--hash`` continuations, ``--extra-index-url``) are passed through.
@@ -44,6 +46,12 @@ from typing import Iterable, List, Optional, Tuple
 # image (see the module docstring for why they must not shadow apt's).
 APT_PROVIDED = frozenset({"catkin-pkg", "empy", "lark-parser", "ros-wheels-bootstrapper"})
 DROPPED_PREFIXES = ("ros-", "colcon-")
+# The array libraries the API accepts besides numpy, locked so that CI tests them, and what
+# only they pull in: PyPI's Linux torch imports only with the CUDA runtime wheels beside it
+# (~5.5 GB installed). A robot image runs the controller on numpy and has no use for them.
+TEST_ONLY = frozenset({"torch", "triton", "sympy", "mpmath", "networkx", "jax",
+                       "jaxlib", "ml-dtypes", "opt-einsum"})
+TEST_ONLY_PREFIXES = ("nvidia-", "cuda-")
 
 _NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _INCLUDE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
@@ -120,6 +128,8 @@ def classify(lock_text: str) -> Tuple[List[Line], List[Tuple[Line, str]]]:
             dropped.append((ln, "ROS/colcon build tool, apt provides it"))
         elif ln.name.startswith(DROPPED_PREFIXES):
             dropped.append((ln, f"{ln.name.split('-')[0]}-* wheel, apt provides it"))
+        elif ln.name in TEST_ONLY or ln.name.startswith(TEST_ONLY_PREFIXES):
+            dropped.append((ln, "test-only array library (or its dependency): numpy is the robot's path"))
         elif "ros-" + ln.name in names:
             dropped.append((ln, f"shipped inside the ros-{ln.name} wheel"))
         else:

@@ -33,9 +33,9 @@ class Spy(gato.BSQP):
         super().reset_dual()
 
 
-#: Why torch tests skip: only PyPI is reachable and its Linux torch wheel imports only with ~2.2 GB of
-#: CUDA wheels (libcudnn & co.); the CPU-only wheel is on download.pytorch.org. JAX: test/test_jax_inputs.py.
-TORCH_SKIP = "torch is not installed (PyPI has no CPU-only Linux torch wheel; the JAX path is tested)"
+#: torch runs on the CPU in CI (requirements/lock.txt pins PyPI's wheel with its CUDA runtime wheels,
+#: which it needs to import even without a GPU). JAX: test/test_jax_inputs.py.
+TORCH_SKIP = "torch is not installed (requirements/lock.txt pins it: run scripts/setup.sh)"
 
 
 def solver(B=1, cls=gato.BSQP, **kw):

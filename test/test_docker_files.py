@@ -148,8 +148,10 @@ def test_real_lock_keeps_every_non_ros_pin_and_drops_every_ros_and_colcon_wheel(
     apt_tools = {"catkin-pkg", "empy", "lark-parser"} & set(by_name)
     assert not apt_tools & kept_names
 
+    test_only = {n for n in by_name if n in lfri.TEST_ONLY or n.startswith(lfri.TEST_ONLY_PREFIXES)}
+    assert {"torch", "jax"} <= test_only and not test_only & kept_names
     non_ros = [ln for n, ln in by_name.items()
-               if n not in ros_or_colcon | inside_wheels | apt_tools]
+               if n not in ros_or_colcon | inside_wheels | apt_tools | test_only]
     assert kept == non_ros, "every other pinned line is kept, verbatim and in order"
     # What the workspace needs directly is among them, pins unchanged.
     for must in ("numpy", "scipy", "pin", "cmeel", "cmeel-eigen", "cmeel-urdfdom-headers",

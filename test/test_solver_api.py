@@ -12,9 +12,9 @@ URDF = gato.robot_urdf("iiwa14")
 Q0 = np.array([0.1, 0.5, -0.2, -1.2, 0.3, 0.6, -0.4])
 
 
-#: Why torch tests skip: only PyPI is reachable and its Linux torch wheel imports only with ~2.2 GB of
-#: CUDA wheels (libcudnn & co.); the CPU-only wheel is on download.pytorch.org. JAX: test/test_jax_inputs.py.
-TORCH_SKIP = "torch is not installed (PyPI has no CPU-only Linux torch wheel; the JAX path is tested)"
+#: torch runs on the CPU in CI (requirements/lock.txt pins PyPI's wheel with its CUDA runtime wheels,
+#: which it needs to import even without a GPU). JAX: test/test_jax_inputs.py.
+TORCH_SKIP = "torch is not installed (requirements/lock.txt pins it: run scripts/setup.sh)"
 
 
 @pytest.fixture(scope="module")
