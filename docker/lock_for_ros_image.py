@@ -22,6 +22,8 @@ keeps everything else, pins untouched:
   (Jazzy's rosidl needs empy 3; the lock pins empy 4).
 * torch, JAX and what only they pull in (``TEST_ONLY``): locked so that CI tests the
   API's torch/JAX inputs; PyPI's torch carries ~5.5 GB of CUDA runtime wheels.
+  Likewise mujoco-warp / warp-lang (the sampling planner's optional GPU rollout backend,
+  tested in CI on Warp's CPU device) and what only they pull in.
 
 Comments, blank lines and inline comments are left out of the output. pip
 options (``--hash`` continuations, ``--extra-index-url``) are passed through.
@@ -50,7 +52,8 @@ DROPPED_PREFIXES = ("ros-", "colcon-")
 # only they pull in: PyPI's Linux torch imports only with the CUDA runtime wheels beside it
 # (~5.5 GB installed). A robot image runs the controller on numpy and has no use for them.
 TEST_ONLY = frozenset({"torch", "triton", "sympy", "mpmath", "networkx", "jax",
-                       "jaxlib", "ml-dtypes", "opt-einsum"})
+                       "jaxlib", "ml-dtypes", "opt-einsum",
+                       "mujoco-warp", "warp-lang", "etils", "absl-py", "zipp"})
 TEST_ONLY_PREFIXES = ("nvidia-", "cuda-")
 
 _NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")

@@ -13,11 +13,12 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["SimMPCConfig", "SimMPCStage", "PLANNERS", "INTERPOLATIONS"]
+__all__ = ["SimMPCConfig", "SimMPCStage", "PLANNERS", "INTERPOLATIONS", "BACKENDS"]
 
 #: "mppi": elites weighted by exp(-(c - c_min) / temperature); "cem": elites weighted equally (cross-entropy).
 PLANNERS = ("mppi", "cem")
 INTERPOLATIONS = ("linear", "cubic", "zero")
+BACKENDS = ("cpu", "warp")  # rollout engines: mujoco.rollout, mujoco_warp
 
 
 def _int(v, name: str, lo: int) -> int:
@@ -141,6 +142,11 @@ class SimMPCConfig:
     - ``terminal_scale`` [10]: cost scale of the horizon's last step for terms without their own.
     - ``seed`` [0]: seed of the node draws and the replicas' start noise.
     - ``planner`` ["mppi"]: "mppi" or "cem" (cross-entropy: equal elite weights).
+    - ``backend`` ["cpu"]: rollout engine: "cpu" (``mujoco.rollout``, float64, threads over the
+      draws) or "warp" (``mujoco_warp``, float32, all draws as one batch of worlds on a Warp
+      device; needs the optional packages mujoco-warp and warp-lang).
+    - ``device`` [None]: the Warp device of backend "warp" ("cuda", "cuda:N" or "cpu"); None:
+      "cuda:0" where a GPU exists, else "cpu". Only backend "warp" takes one.
     """
 
     terms: List[Tuple[Any, float, Optional[float]]] = field(default_factory=list)
@@ -175,6 +181,8 @@ class SimMPCConfig:
     terminal_scale: float = 10.0
     seed: int = 0
     planner: str = "mppi"
+    backend: str = "cpu"
+    device: Optional[str] = None
 
     def __post_init__(self):
         self.validate(relations=False)
@@ -248,6 +256,11 @@ class SimMPCConfig:
             raise ValueError(f"draw_first_node: expected a bool, got {self.draw_first_node!r}")
         if self.planner not in PLANNERS:
             raise ValueError(f"planner: expected one of {PLANNERS}, got {self.planner!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {self.backend!r}")
+        if self.device is not None and (not isinstance(self.device, str) or self.backend != "warp"):
+            raise ValueError(f"device: expected None, or a Warp device name with backend 'warp', got "
+                             f"{self.device!r} (backend {self.backend!r})")
         if self.control_map is not None and not callable(self.control_map):
             raise ValueError(f"control_map: expected None or a callable control map, got {self.control_map!r}")
         self.terms = [self._check_term(t) for t in self.terms]

@@ -3,7 +3,8 @@
 Each plan refines ``batch_size`` instances' control nodes from their measured states:
 ``max_iterations`` times, ``num_samples - 1`` noisy node draws are rolled out in C
 (``mujoco.rollout``, one call per iteration and stage segment, threads over the draws) and
-scored by the config's cost terms; the moved plan (elite-weighted mean) is rolled out once more
+scored by the config's cost terms (``config.backend="warp"``: one ``mujoco_warp`` batch on a Warp
+device instead, :mod:`gato.sampling.warp_backend`); the moved plan (elite-weighted mean) is rolled out once more
 at the model's own timestep (the "validation" world). The planner returns the next
 ``ctrl_steps`` commands; the caller executes them and plans again ``ctrl_steps`` later
 (:meth:`SimMPC.execute` runs that loop on an :class:`gato.sampling.MjSim`).
@@ -70,7 +71,12 @@ class SimMPC:
         self.lo, self.hi = self._bounds()
         self.sims = {"rollout": MjSim(m, B * (S - 1) * R, nthread=sim.nthread),
                      "validation": MjSim(m, B * R, nthread=sim.nthread)}
-        self.engine = RolloutEngine(m, sim.nthread)
+        if config.backend == "warp":
+            from .warp_backend import WarpRolloutEngine  # optional dependency: imported only here
+
+            self.engine = WarpRolloutEngine(m, config.device)
+        else:
+            self.engine = RolloutEngine(m, sim.nthread)
         self._scratch = mujoco.MjData(m)
         self._layout = state_layout(m)
         self._models = {1: m}
