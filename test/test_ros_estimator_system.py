@@ -98,7 +98,10 @@ def test_estimator_node_identifies_the_push_and_the_controller_tracks_better(tmp
         listener.close()
 
     w = listener.wrenches
-    assert len(w) >= 0.9 * DURATION_S * 100, (len(w), out[-3000:])     # one estimate per 10 ms tick
+    # This listener joins the graph as the run starts and may miss its first second (discovery on a
+    # loaded machine: CI once received estimates only from t = 2.7 s); the estimator's own count
+    # below shows one fit per 10 ms tick.
+    assert len(w) >= 100, (len(w), out[-3000:])
     assert {m.header.frame_id for m in w} == {"world"}
     t = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in w])
     f = np.array([[m.wrench.force.x, m.wrench.force.y, m.wrench.force.z] for m in w])
@@ -111,6 +114,7 @@ def test_estimator_node_identifies_the_push_and_the_controller_tracks_better(tmp
     assert err.max() <= 0.15 * np.linalg.norm(PUSH), (err.max(), f[late][np.argmax(err)])
     st = json.loads(listener.stats[-1].data)
     assert st["n_clamped"] == 0 and st["rejected"] == 0 and st["n_updates"] >= len(w) - 1, st
+    assert st["n_updates"] >= 0.9 * DURATION_S * 100, st     # a fit per 10 ms tick (stats come with every fit)
 
     # the controller solved under the estimate: tracking error drops against hypotheses:=none
     def settled_mean(s):
