@@ -61,22 +61,28 @@ def test_missing_optional_packages_name_them(monkeypatch):
 
 
 # ------------------------------------------------------------------ Warp's CPU device
-def _iiwa_rollouts(device):
-    """(mujoco.rollout, mujoco_warp) rollouts of the iiwa14 (position servos, 5 ms step) from the
-    ready pose: 4 worlds, 200 steps of piecewise-constant joint targets (held 25 steps)."""
+def _iiwa_rollouts(device, scene="robot", T=200):
+    """(mujoco.rollout, mujoco_warp) rollouts of the iiwa14 (position servos, 5 ms step): 4 worlds,
+    T steps of piecewise-constant joint targets (held 25 steps, +-0.3 rad about the start pose).
+    scene "robot": the arm alone from the ready pose; "box": the box-pushing scene, the box on the
+    table (in contact from the first step)."""
     from gato.sampling.warp_backend import WarpRolloutEngine
     from gato.tasks import Q_READY
 
-    spec = scenes.robot_spec("iiwa14")
+    spec = scenes.robot_spec("iiwa14") if scene == "robot" else scenes.box_push_spec()
     scenes.add_frame_sensors(spec, scenes.ee_body("iiwa14"))
     m = spec.compile()
     d = mujoco.MjData(m)
-    d.qpos[:] = Q_READY["iiwa14"]
+    if scene == "robot":
+        d.qpos[:] = Q_READY["iiwa14"]
+    else:
+        d.qpos[:7] = [0.0, 0.6, 0.0, -1.3, 0.0, 1.2, 0.0]
+        d.qpos[7:11] = [0.6, 0.0, 0.19, 1.0]
     mujoco.mj_forward(m, d)
-    n, T = 4, 200
+    n = 4
     rng = np.random.default_rng(0)
     # float32-exact controls so both engines see the same commands
-    ctrl = (d.qpos[None, None] + np.repeat(rng.uniform(-0.3, 0.3, (n, T // 25, m.nu)), 25, axis=1))
+    ctrl = d.qpos[None, None, :m.nu] + np.repeat(rng.uniform(-0.3, 0.3, (n, T // 25, m.nu)), 25, axis=1)
     ctrl = ctrl.astype(np.float32).astype(np.float64)
     x0 = np.tile(full_state(m, d), (n, 1))
     warm = np.zeros((n, m.nv))
@@ -86,12 +92,12 @@ def _iiwa_rollouts(device):
     eng = WarpRolloutEngine(m, device)
     s_w, sd_w = eng.run(m, x0, warm, ctrl)
     assert eng.steps == n * T
-    return m, ctrl, s_ref, sd_ref, s_w, sd_w
+    return m, d, s_ref, sd_ref, s_w, sd_w
 
 
 @needs_warp
 def test_warp_cpu_rollouts_match_mujoco_rollout():
-    m, ctrl, s_ref, sd_ref, s_w, sd_w = _iiwa_rollouts("cpu")
+    m, _, s_ref, sd_ref, s_w, sd_w = _iiwa_rollouts("cpu")
     assert s_w.shape == s_ref.shape and sd_w.shape == sd_ref.shape
     assert np.allclose(s_w[..., 0], s_ref[..., 0], atol=1e-4)  # time, stepped in float32
     q = slice(1, 1 + m.nq)
@@ -103,6 +109,21 @@ def test_warp_cpu_rollouts_match_mujoco_rollout():
     assert np.max(np.abs(sd_w - sd_ref)) < 1e-3
     # the rollouts did move (the comparison is not of two resting arms)
     assert np.max(np.abs(s_ref[:, -1, q] - s_ref[:, 0, q])) > 0.05
+
+
+@needs_warp
+def test_warp_cpu_contact_rollouts_match_mujoco_rollout():
+    """The box-pushing scene (mujoco_warp's collision pipeline): the box rests on the table while
+    the arm moves above it (0.5 s)."""
+    m, d, s_ref, _, s_w, _ = _iiwa_rollouts("cpu", scene="box", T=100)
+    assert d.ncon > 0  # in contact from the start
+    q = slice(1, 1 + m.nq)
+    # joint angles and the box pose within 1e-3 (rad, m, quaternion units; measured ~3e-5)
+    assert np.max(np.abs(s_w[..., q] - s_ref[..., q])) < 1e-3
+    # the table holds the box up in both (0.5 s of free fall would drop it 1.2 m): its centre stays
+    # at table height + half size = 0.19 m, to the contact's penetration
+    z = 1 + 9
+    assert np.all(np.abs(s_ref[:, :, z] - 0.19) < 1e-3) and np.all(np.abs(s_w[:, :, z] - 0.19) < 1e-3)
 
 
 @needs_warp
@@ -133,7 +154,7 @@ def _cuda() -> bool:
 
 @pytest.mark.skipif(not _cuda(), reason="no CUDA device: Warp sees no GPU here (or mujoco-warp is not installed)")
 def test_warp_cuda_rollouts_match_mujoco_rollout():
-    m, ctrl, s_ref, sd_ref, s_w, sd_w = _iiwa_rollouts("cuda:0")
+    m, _, s_ref, sd_ref, s_w, sd_w = _iiwa_rollouts("cuda:0")
     q = slice(1, 1 + m.nq)
     assert np.max(np.abs(s_w[..., q] - s_ref[..., q])) < 1e-3
     assert np.max(np.abs(sd_w - sd_ref)) < 1e-3
