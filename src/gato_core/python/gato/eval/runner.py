@@ -38,14 +38,19 @@ class EpisodeStore:
     def __init__(self, out):
         self.dir = Path(out) / "episodes"
         self.dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.dir.glob(".*.tmp"):     # a row half-written by a killed run: not a result
+            stale.unlink(missing_ok=True)
 
     def done(self) -> set:
         return {p.stem for p in self.dir.glob("*.json")}
 
     def put(self, row: dict) -> None:
         tmp = self.dir / f".{row['key']}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(row, allow_nan=True))
-        os.replace(tmp, self.dir / f"{row['key']}.json")
+        try:
+            tmp.write_text(json.dumps(row, allow_nan=True))
+            os.replace(tmp, self.dir / f"{row['key']}.json")
+        finally:   # Ctrl-C between the write and the rename: no half-written file left behind
+            tmp.unlink(missing_ok=True)
 
     def rows(self, keys=None) -> list:
         """Rows of ``keys`` (all when None), sorted by episode index."""
