@@ -34,7 +34,11 @@ def import_warp():
     try:
         import warp as wp
 
-        wp.config.quiet = True  # before mujoco_warp's import initialises Warp: no banner
+        # before mujoco_warp's import initialises Warp: no banner, no per-kernel load lines
+        if hasattr(wp, "LOG_WARNING"):
+            wp.config.log_level = wp.LOG_WARNING
+        else:  # pragma: no cover - Warp before log levels
+            wp.config.quiet = True
         import mujoco_warp as mjw
     except ImportError as e:
         raise ImportError(
