@@ -145,6 +145,17 @@ def test_warp_cpu_plan_matches_cpu_plan():
         assert pw == pytest.approx(pa, rel=1e-3)
 
 
+@needs_warp
+def test_sampling_planner_takes_the_backend():
+    from gato.sampling.planner import SamplingPlanner
+    from gato.sampling.warp_backend import WarpRolloutEngine
+
+    p = SamplingPlanner("iiwa14", {"backend": "warp", "device": "cpu", "nthread": 1})
+    assert isinstance(p.mpc.engine, WarpRolloutEngine) and p.mpc.engine.device == "cpu"
+    with pytest.raises(ValueError, match="backend"):
+        SamplingPlanner("iiwa14", {"backend": "cuda"})
+
+
 # ------------------------------------------------------------------ a CUDA device
 def _cuda() -> bool:
     from gato.sampling.warp_backend import cuda_available
