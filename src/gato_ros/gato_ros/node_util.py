@@ -34,19 +34,16 @@ def exit_on_startup_signal(argv0: str | None = None) -> bool:
     return True
 
 
-class _Interrupted(BaseException):
-    """A shutdown signal arrived while the node was being built."""
-
-
 class _Stop:
     """SIGINT / SIGTERM handlers of a running node: the first signal only sets ``requested``
     (the spin loop ends after the callback in progress, so nothing publishes into a dead
-    context); while the node is being built it aborts the build; a second signal aborts
-    whatever runs (KeyboardInterrupt)."""
+    context); while the node is being built, the build finishes first and the node then exits
+    (an exception raised in the middle of the build can land inside an import and leave a C
+    extension half-initialised: CI saw numpy fail with an ImportError and exit 1); a second
+    signal aborts whatever runs (KeyboardInterrupt)."""
 
     def __init__(self):
         self.requested = False
-        self.building = True
         self.previous = {}
         for sig in (signal.SIGINT, signal.SIGTERM):
             self.previous[sig] = signal.signal(sig, self._on_signal)
@@ -54,8 +51,6 @@ class _Stop:
     def _on_signal(self, signum, _frame):
         first = not self.requested
         self.requested = True
-        if self.building:
-            raise _Interrupted()
         if not first:
             raise KeyboardInterrupt
 
@@ -155,7 +150,6 @@ def run(make_node, argv=None) -> int:
             except ValueError as e:  # configuration errors: one clear line, no traceback
                 print(f"[gato_ros] error: {e}", file=sys.stderr, flush=True)
                 return 1
-            stop.building = False
             if stop.requested:
                 return 0
             ex = SingleThreadedExecutor()
@@ -163,17 +157,16 @@ def run(make_node, argv=None) -> int:
             while not stop.requested and rclpy.ok() and not getattr(node, "done", False):
                 ex.spin_once(timeout_sec=0.1)
             code = 0 if stop.requested else int(getattr(node, "exit_code", 0))
-        except (KeyboardInterrupt, _Interrupted, ExternalShutdownException):
+        except (KeyboardInterrupt, ExternalShutdownException):
             code = 0
         finally:
-            stop.building = False
             if node is not None:
                 close = getattr(node, "close", None)
                 if callable(close):
                     close()
                 node.destroy_node()
             rclpy.try_shutdown()
-    except (KeyboardInterrupt, _Interrupted):   # a second signal during the clean-up: already closing
+    except KeyboardInterrupt:   # a second signal during the clean-up: already closing
         code = 0
     finally:
         stop.restore()
