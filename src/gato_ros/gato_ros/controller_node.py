@@ -33,7 +33,7 @@ from rclpy.node import Node
 from . import conversions as cv
 from . import params as schema
 from .controller_logic import ControllerLogic
-from .node_util import RECORDED_DEPTH, declare_schema, qos, run
+from .node_util import declare_schema, qos, run
 
 __all__ = ["ControllerNode", "main"]
 
@@ -53,12 +53,12 @@ class ControllerNode(Node):
         self.logic = ControllerLogic(values, log=self._log)
         cname = values["controller_name"].strip("/")
         self.pub_cmd = self.create_publisher(Float64MultiArray, f"/{cname}/commands", qos())
-        self.pub_cmd_stamped = self.create_publisher(EffortCommand, "~/command", qos(RECORDED_DEPTH))
-        self.pub_step = self.create_publisher(StepResult, "~/step_result", qos(RECORDED_DEPTH))
-        self.pub_stats = self.create_publisher(SolverStats, "~/solver_stats", qos(RECORDED_DEPTH))
-        self.pub_plan = self.create_publisher(Plan, "~/plan", qos(RECORDED_DEPTH))
-        self.pub_input = self.create_publisher(SolveInput, "~/solve_input", qos(RECORDED_DEPTH))
-        self.pub_status = self.create_publisher(ControllerStatus, "~/status", qos(RECORDED_DEPTH))
+        self.pub_cmd_stamped = self.create_publisher(EffortCommand, "~/command", qos())
+        self.pub_step = self.create_publisher(StepResult, "~/step_result", qos())
+        self.pub_stats = self.create_publisher(SolverStats, "~/solver_stats", qos())
+        self.pub_plan = self.create_publisher(Plan, "~/plan", qos())
+        self.pub_input = self.create_publisher(SolveInput, "~/solve_input", qos())
+        self.pub_status = self.create_publisher(ControllerStatus, "~/status", qos())
         # Depth 1: a tick that falls behind solves from the newest joint state, not a queued one
         # (queueing would add every late tick's delay to the next). Lockstep has one in flight.
         self.create_subscription(JointState, "joint_states", self._on_joint_state, qos(1))

@@ -62,13 +62,6 @@ class _Stop:
                 pass
 
 
-#: Writer history of the per-tick outputs that a recorder subscribes to (5 s at 100 Hz). A reliable
-#: keep-last writer drops what its history no longer holds, acknowledged or not: with the default
-#: 10, a recorder that stalls for 0.1 s (a chunk written, a busy core) loses ticks (measured: 87 of
-#: 2000 commands in a 20 s lockstep bringup on a loaded machine). Memory: depth x message size.
-RECORDED_DEPTH = 500
-
-
 def qos(depth: int = 10):
     """Reliable, volatile, keep-last(depth): what joint_state_broadcaster and the forward
     command controllers use (SystemDefaultsQoS), so the nodes interoperate with them."""

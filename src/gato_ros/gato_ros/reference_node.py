@@ -13,7 +13,7 @@ from rclpy.node import Node
 
 from . import conversions as cv
 from . import params as schema
-from .node_util import RECORDED_DEPTH, declare_schema, qos, run
+from .node_util import declare_schema, qos, run
 from .reference_logic import ReferenceLogic
 
 __all__ = ["ReferenceNode", "main"]
@@ -27,7 +27,7 @@ class ReferenceNode(Node):
 
         values = declare_schema(self, schema.REFERENCE)
         self.logic = ReferenceLogic(values)
-        self.pub = self.create_publisher(EEReference, "ee_reference", qos(RECORDED_DEPTH))
+        self.pub = self.create_publisher(EEReference, "ee_reference", qos())
         if values["clock_driven"]:
             self.create_subscription(Clock, "/clock", self._on_clock, qos())
         else:

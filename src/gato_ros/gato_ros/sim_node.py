@@ -41,7 +41,7 @@ from rclpy.node import Node
 
 from . import conversions as cv
 from . import params as schema
-from .node_util import RECORDED_DEPTH, declare_schema, qos, run
+from .node_util import declare_schema, qos, run
 from .sim_logic import SimWorldLogic
 from .watchdog import CommandWatchdog
 
@@ -62,9 +62,9 @@ class SimNode(Node):
         self.logic = SimWorldLogic(values)
         self.done = False
         self.exit_code = 0
-        self.pub_clock = self.create_publisher(ClockMsg, "/clock", qos(RECORDED_DEPTH))
-        self.pub_js = self.create_publisher(JointState, "joint_states", qos(RECORDED_DEPTH))
-        self.pub_status = self.create_publisher(SimStatus, "~/status", qos(RECORDED_DEPTH))
+        self.pub_clock = self.create_publisher(ClockMsg, "/clock", qos())
+        self.pub_js = self.create_publisher(JointState, "joint_states", qos())
+        self.pub_status = self.create_publisher(SimStatus, "~/status", qos())
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         cfg = values
         self.lockstep = cfg["lockstep"]
