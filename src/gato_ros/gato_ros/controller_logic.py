@@ -552,19 +552,10 @@ class ControllerLogic:
             pres = self.planner.step(x, ref, dt_el, budget_s=budget)
             res = pres.detail
         except (ValueError, RuntimeError, FloatingPointError) as e:
-            self._need_reset = True
-            if self._fallback_on:
-                return self._enter_fallback("diverged", f"solver error: {e}", stamp, x, ref, dt_el, events)
-            self._set_state("hold", f"solver error: {e}", events, "error")
-            return self._hold(stamp, events)
+            return self._planner_failed(f"solver error: {e}", stamp, x, ref, dt_el, events)
         u = np.asarray(res.u, dtype=np.float64)
         if not np.all(np.isfinite(u)):
-            self._need_reset = True
-            if self._fallback_on:
-                return self._enter_fallback("diverged", "solver returned a non-finite command", stamp, x, ref, dt_el,
-                                            events)
-            self._set_state("hold", "solver returned a non-finite command", events, "error")
-            return self._hold(stamp, events)
+            return self._planner_failed("solver returned a non-finite command", stamp, x, ref, dt_el, events)
         if self._fallback_on and (res.diverged or res.reseeded):
             self._need_reset = True
             why = f"solver diverged ({res.fallback})" if res.diverged else \
@@ -627,19 +618,10 @@ class ControllerLogic:
                 self._fault_delay()
             res = self.planner.step(x, self._window(stamp, ref), dt_el)
         except (ValueError, RuntimeError, FloatingPointError) as e:
-            self._need_reset = True
-            if self._fallback_on:
-                return self._enter_fallback("diverged", f"planner error: {e}", stamp, x, ref, dt_el, events)
-            self._set_state("hold", f"planner error: {e}", events, "error")
-            return self._hold(stamp, events)
+            return self._planner_failed(f"planner error: {e}", stamp, x, ref, dt_el, events)
         u = np.asarray(res.u, dtype=np.float64)
         if not np.all(np.isfinite(u)):
-            self._need_reset = True
-            if self._fallback_on:
-                return self._enter_fallback("diverged", "planner returned a non-finite command", stamp, x, ref,
-                                            dt_el, events)
-            self._set_state("hold", "planner returned a non-finite command", events, "error")
-            return self._hold(stamp, events)
+            return self._planner_failed("planner returned a non-finite command", stamp, x, ref, dt_el, events)
         self._set_state("running", note, events, "info")
         return self._command(stamp, u, self.planner_name, events, res, self.planner_name)
 
@@ -679,6 +661,15 @@ class ControllerLogic:
         self._fb = None
         self._miss_run = 0
         self._need_reset = True
+
+    def _planner_failed(self, why, stamp, x, ref, dt_el, events) -> TickOutput:
+        """A solve raised or returned a non-finite command: restart cold next time, and this tick
+        switch to the OSC fallback (when on) or hold."""
+        self._need_reset = True
+        if self._fallback_on:
+            return self._enter_fallback("diverged", why, stamp, x, ref, dt_el, events)
+        self._set_state("hold", why, events, "error")
+        return self._hold(stamp, events)
 
     def _enter_fallback(self, reason, why, stamp, x, ref, dt_el, events) -> TickOutput:
         """The planner failed this tick: the OSC commands it (and the next fallback_recover_ticks)."""
