@@ -25,7 +25,8 @@ import numpy as np
 
 from .common import world_wrench_to_joint_local
 
-__all__ = ["HypothesisBatch", "ForceHypothesisBatch", "IdentifiedWrenchBatch", "world_wrench_to_gato_slot"]
+__all__ = ["HypothesisBatch", "ForceHypothesisBatch", "IdentifiedWrenchBatch", "world_wrench_to_gato_slot",
+           "ESTIMATORS", "wrench_id_options", "from_options", "substep_observers"]
 
 
 def world_wrench_to_gato_slot(model, data, ee_frame_id, q, f_world) -> np.ndarray:
@@ -150,6 +151,13 @@ class HypothesisBatch(ABC):
     def get_stats(self) -> dict:
         """Diagnostics reported as ``StepResult.hypo_stats`` (default: the last errors)."""
         return {"last_errors": None if self.last_errors is None else np.array(self.last_errors)}
+
+    @property
+    def sensor_identifier(self):
+        """The wrench observer this batch wants fed at sensor rate (anything with
+        ``identify(q, dq, dq_next, tau_applied, dt, q_next=)``; :func:`substep_observers`), or
+        None (the default: the batch learns from its tick-rate :meth:`update` only)."""
+        return None
 
 
 # ----------------------------------------------------------------- wrench hypotheses
@@ -318,6 +326,11 @@ class ForceHypothesisBatch(HypothesisBatch):
         st["batch"] = None if self.batch_used is None else self.batch_used.copy()
         return st
 
+    @property
+    def sensor_identifier(self):
+        """The estimator when it identifies too (gato.estimators.IdentifiedWrenchSampler), else None."""
+        return self.estimator if callable(getattr(self.estimator, "identify", None)) else None
+
 
 class IdentifiedWrenchBatch(HypothesisBatch):
     """B = 1 "batch": the wrench IDENTIFIED from the one-step motion residual.
@@ -396,3 +409,76 @@ class IdentifiedWrenchBatch(HypothesisBatch):
         st.update(super().get_stats())
         st["tick_fits"] = self.tick_fits
         return st
+
+    @property
+    def sensor_identifier(self):
+        """The identifier (fed per measurement; :meth:`select` fits only when it was not)."""
+        return self.identifier
+
+
+# ----------------------------------------------------------------- from the reference API's options
+#: The wrench samplers of the reference API's ``estimator`` option (gato.MPC_GATO).
+ESTIMATORS = ("fe", "wid", "cem")
+
+
+def wrench_id_options(wrench_id, batch_size: int) -> dict | None:
+    """The :class:`gato.estimators.OneStepWrenchIdentifier` keywords of the reference API's
+    ``wrench_id`` option: None / False -> None; True / "wrench" -> {"mode": "wrench"};
+    "weight" -> {"mode": "weight"}; a dict as given. ValueError naming wrench_id for anything
+    else, and for batch_size != 1 (the identified wrench is one hypothesis)."""
+    if wrench_id is None or wrench_id is False:
+        return None
+    if batch_size != 1:
+        raise ValueError(f"wrench_id: the identified-wrench hypothesis is one wrench (B = 1), got "
+                         f"batch_size={batch_size}; use estimator='wid' for a batch around it")
+    if wrench_id is True or wrench_id == "wrench":
+        return {"mode": "wrench"}
+    if wrench_id == "weight":
+        return {"mode": "weight"}
+    if not isinstance(wrench_id, dict):
+        raise ValueError(f"wrench_id: expected None, True, 'wrench', 'weight' or a dict of "
+                         f"OneStepWrenchIdentifier keywords, got {wrench_id!r}")
+    return wrench_id
+
+
+def from_options(model, ee_frame, batch_size: int, *, estimator="fe", wrench_id=None, seed=0, n_actuated=None):
+    """The hypothesis batch of the reference API's options, or None (plain MPC; best-of-batch
+    at B > 1). ``wrench_id`` (keywords from :func:`wrench_id_options`) gives an
+    :class:`IdentifiedWrenchBatch` over a OneStepWrenchIdentifier and takes the place of the
+    estimator; else ``estimator`` "wid" (any B: IdentifiedWrenchSampler), "fe" (B > 1:
+    ForceEstimator) or "cem" (B > 1: CEMForceEstimator), seeded with ``seed`` and wrapped in a
+    :class:`ForceHypothesisBatch`; "fe" / "cem" at B = 1 and None give None. ValueError naming
+    estimator for another name. model: the solver's pinocchio Model; ee_frame: the frame the
+    wrenches act at; n_actuated: the applied-torque width of the IdentifiedWrenchBatch."""
+    from .estimators import CEMForceEstimator, ForceEstimator, IdentifiedWrenchSampler, OneStepWrenchIdentifier
+
+    if estimator is not None and estimator not in ESTIMATORS:
+        raise ValueError(f"estimator: expected one of {ESTIMATORS} or None, got {estimator!r}")
+    B = int(batch_size)
+    if wrench_id is not None:
+        return IdentifiedWrenchBatch(OneStepWrenchIdentifier(model, ee_frame, **wrench_id), model, ee_frame,
+                                     n_actuated=n_actuated)
+    if estimator == "wid":
+        est = IdentifiedWrenchSampler(B, model, ee_frame, seed=seed)
+    elif estimator == "fe" and B > 1:
+        est = ForceEstimator(B, seed=seed)
+    elif estimator == "cem" and B > 1:
+        est = CEMForceEstimator(B, seed=seed)
+    else:
+        return None
+    return ForceHypothesisBatch(est, model, ee_frame)
+
+
+def substep_observers(batch, nq: int, nv: int) -> list:
+    """The :class:`gato.simloop.Simulation` observers that feed ``batch``'s
+    :attr:`~HypothesisBatch.sensor_identifier` once per simulation substep (robot-only states:
+    the first nq / nv entries; the commanded, clamped torque), or [] when it has none (or batch
+    is None)."""
+    idf = None if batch is None else batch.sensor_identifier
+    if idf is None:
+        return []
+
+    def observe(q, dq, u, q_next, dq_next, sim_dt):
+        idf.identify(q[:nq], dq[:nv], dq_next[:nv], np.asarray(u, dtype=np.float64)[:nv], sim_dt, q_next=q_next[:nq])
+
+    return [observe]

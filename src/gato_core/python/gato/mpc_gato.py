@@ -19,7 +19,8 @@ Units: rad, rad/s, N*m, metres (world frame), seconds; ``*_times`` stats in ms.
 Wrench hypotheses (gato.hypotheses over gato.estimators): ``estimator="fe"`` (B > 1:
 Fibonacci-sphere sampler), ``"cem"`` (B > 1: cross-entropy sampler), ``"wid"`` (B >= 1:
 identified-weight sampler) and the B = 1 identifier ``wrench_id``. The identifiers are fed at
-sensor rate, once per simulation substep (:meth:`MPC_GATO._observe_substep`).
+sensor rate, once per simulation substep (:func:`gato.hypotheses.substep_observers`); the
+options become a hypothesis batch in :func:`gato.hypotheses.from_options`.
 
 Not in this build (each raises ValueError naming the option): the contact-force variant
 (``fc_config``, ``variant="fc"``) and the exact-Hessian variant (``variant="eh"``).
@@ -30,18 +31,14 @@ import sys
 
 import numpy as np
 
-from . import simloop
+from . import hypotheses, simloop
 from .bsqp_planner import BSQPPlanner, solver_params
 from .controller import MPCController
-from .estimators import CEMForceEstimator, ForceEstimator, IdentifiedWrenchSampler, OneStepWrenchIdentifier
-from .hypotheses import ForceHypothesisBatch, IdentifiedWrenchBatch
 from .interface import BSQP
 from .planner import Plan
 from .references import SampledTrajectory, _points, _positive, _vector
 
 __all__ = ["MPC_GATO"]
-
-_ESTIMATORS = ("fe", "wid", "cem")
 
 
 class MPC_GATO:
@@ -116,23 +113,9 @@ class MPC_GATO:
         if fc_config is not None:
             raise ValueError("fc_config: contact-force decision variables need the 'fc' solver variant, "
                              "which is not available in this build; pass fc_config=None")
-        if estimator is not None and estimator not in _ESTIMATORS:
-            raise ValueError(f"estimator: expected one of {_ESTIMATORS} or None, got {estimator!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
-        if wrench_id is not None and wrench_id is not False:
-            if batch_size != 1:
-                raise ValueError(f"wrench_id: the identified-wrench hypothesis is one wrench (B = 1), got "
-                                 f"batch_size={batch_size}; use estimator='wid' for a batch around it")
-            if wrench_id is True or wrench_id == "wrench":
-                wrench_id = {"mode": "wrench"}
-            elif wrench_id == "weight":
-                wrench_id = {"mode": "weight"}
-            elif not isinstance(wrench_id, dict):
-                raise ValueError(f"wrench_id: expected None, True, 'wrench', 'weight' or a dict of "
-                                 f"OneStepWrenchIdentifier keywords, got {wrench_id!r}")
-        else:
-            wrench_id = None
+        wrench_id = hypotheses.wrench_id_options(wrench_id, batch_size)
         if not isinstance(fe_seed, (int, np.integer)) or isinstance(fe_seed, bool) or fe_seed < 0:
             raise ValueError(f"fe_seed: expected a non-negative integer, got {fe_seed!r}")
         if isinstance(world, str) and world == "mujoco" and constant_f_ext is not None \
@@ -146,7 +129,8 @@ class MPC_GATO:
             raise ValueError(f"verbose: expected None, True or False, got {verbose!r}")
 
         self.solver = s = BSQP(model_path, int(batch_size), N, dt, solver_params(params), plant_type=plant_type)
-        hyp = self._hypotheses(s, estimator, wrench_id, int(fe_seed))
+        hyp = hypotheses.from_options(s.model, s.ee_frame, s.batch_size, estimator=estimator, wrench_id=wrench_id,
+                                      seed=int(fe_seed), n_actuated=int(s.n_actuated))
         self.controller = MPCController(s, hypotheses=hyp, warm_start="shift", reset_rho_each_step=True,
                                         linsys=linsys, bdsv_threshold=bdsv_threshold,
                                         reseed_threshold=reseed_threshold, admm_linsys=admm_linsys,
@@ -190,52 +174,19 @@ class MPC_GATO:
             self.world = world
         self.setup_external_forces(constant_f_ext)
 
-    @staticmethod
-    def _hypotheses(s, estimator, wrench_id, seed):
-        """The hypothesis batch of the options (None: plain / best-of-batch MPC)."""
-        B, model = int(s.batch_size), s.model
-        if wrench_id is not None:
-            return IdentifiedWrenchBatch(OneStepWrenchIdentifier(model, s.ee_frame, **wrench_id), model,
-                                         s.ee_frame, n_actuated=int(s.n_actuated))
-        if estimator == "wid":
-            est = IdentifiedWrenchSampler(B, model, s.ee_frame, seed=seed)
-        elif estimator == "fe" and B > 1:
-            est = ForceEstimator(B, seed=seed)
-        elif estimator == "cem" and B > 1:
-            est = CEMForceEstimator(B, seed=seed)
-        else:
-            return None
-        return ForceHypothesisBatch(est, model, s.ee_frame)
-
     # ------------------------------------------------------------------ properties
     @property
     def force_estimator(self):
         """The hypothesis estimator behind the ForceHypothesisBatch ('fe' / 'cem' / 'wid'
         sampler); None at batch_size == 1 without 'wid', with estimator=None or wrench_id."""
-        h = self.controller.hypotheses
-        return getattr(h, "estimator", None) if h is not None else None
+        return getattr(self.controller.hypotheses, "estimator", None)
 
     @property
     def wrench_identifier(self):
         """The sensor-rate wrench observer fed each substep: the wrench_id
         OneStepWrenchIdentifier, or the 'wid' sampler (which identifies too); None otherwise."""
         h = self.controller.hypotheses
-        if h is None:
-            return None
-        if getattr(h, "identifier", None) is not None:
-            return h.identifier
-        est = getattr(h, "estimator", None)
-        return est if callable(getattr(est, "identify", None)) else None
-
-    def _observe_substep(self, q, dq, u, q_next, dq_next, sim_dt) -> None:
-        """Feed one simulation substep to the wrench identifier (a gato.simloop.Simulation
-        observer): robot-only states, the commanded (clamped) actuated torque."""
-        self.wrench_identifier.identify(q[:self.nq], dq[:self.nv], dq_next[:self.nv],
-                                        np.asarray(u, dtype=np.float64)[:self.nv], sim_dt,
-                                        q_next=q_next[:self.nq])
-
-    def _observers(self):
-        return [self._observe_substep] if self.wrench_identifier is not None else []
+        return None if h is None else h.sensor_identifier
 
     @property
     def world_params(self) -> dict:
@@ -262,12 +213,13 @@ class MPC_GATO:
         self.constant_f_ext_world = f
 
     # ------------------------------------------------------------------ machinery
-    def _simulation(self, x, sim_dt: float) -> simloop.Simulation:
+    def _simulation(self, q, dq, sim_dt: float) -> simloop.Simulation:
         if self._world_kind == "mujoco" and abs(self.world.timestep - sim_dt) > 1e-12 * sim_dt:
             self.world = simloop.make_world("mujoco", self.model_path, timestep=sim_dt)
-        return simloop.Simulation(self.world, x[:self.nq], x[self.nq:], sim_dt=sim_dt, ee_pos=self.solver.ee_pos,
+        return simloop.Simulation(self.world, q, dq, sim_dt=sim_dt, ee_pos=self.solver.ee_pos,
                                   effort_limit=self.u_limit if self.clamp_torques else None,
-                                  observers=self._observers())
+                                  observers=hypotheses.substep_observers(self.controller.hypotheses, self.nq,
+                                                                         self.nv))
 
     def _check_start(self, x_start, sim_dt):
         x = _vector(x_start, "x_start", self.nx, "= [q; dq] (robot only)")
@@ -284,9 +236,7 @@ class MPC_GATO:
         the stepping rule in gato.simloop). clock: {"t", "owed", "n", "periods", "sum", "fixed"}
         (task clock [s], carried remainder [s], substeps, periods, their sum, fixed pacing),
         updated. Returns (q, dq, substeps taken this period)."""
-        sim = simloop.Simulation(self.world, q, dq, sim_dt=sim_dt, ee_pos=self.solver.ee_pos,
-                                 effort_limit=self.u_limit if self.clamp_torques else None,
-                                 observers=self._observers())
+        sim = self._simulation(q, dq, sim_dt)
         sim.t, sim.owed, sim.substeps, sim.periods, sim.period_sum = (clock["t"], clock["owed"], clock["n"],
                                                                       clock["periods"], clock["sum"])
         plan = Plan(np.asarray(xu, dtype=np.float64), self.nx, self.nu, self.nu_act, self.N, self.dt)
@@ -314,8 +264,9 @@ class MPC_GATO:
             say(f"  t={t:6.2f}s  goal {e['index'] + 1}/{len(task.goals)} {e['outcome']} "
                 f"(dist {1000 * e['dist']:.1f} mm, |dq| {e['vel']:.2f} rad/s)")
 
-        rec = simloop.run_closed_loop(self._simulation(x, sim_dt), self.planner, task, paced=pace,
-                                      on_tick=on_tick if verbose else None, on_event=on_event if verbose else None)
+        sim = self._simulation(x[:self.nq], x[self.nq:], sim_dt)
+        rec = simloop.run_closed_loop(sim, self.planner, task, paced=pace, on_tick=on_tick if verbose else None,
+                                      on_event=on_event if verbose else None)
         self.last_record = rec  # the run as the core records it (planner stats, events)
         if rec.stop_reason == "diverged":
             raise RuntimeError(f"MPC_GATO: the {self._world_kind} world diverged at t = {rec.sim_time:.4f} s")
