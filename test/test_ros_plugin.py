@@ -369,6 +369,100 @@ def test_without_a_plan_the_commands_are_the_hold_torque(graph, client):
     assert (st.state, st.reason) == ("hold", "no_plan")
 
 
+def test_every_update_is_published_on_ticks_with_consecutive_sequence_numbers(graph, client):
+    """~/ticks (gato_msgs/ControlTicks): the plugin's update() records every control tick in its
+    lock-free ring and a non-real-time thread publishes them in batches; here, holding without a
+    plan, the received ticks run without a missing sequence number (in and across batches),
+    carry the state update() read (the mock arm rests at its initial positions) and the hold
+    torque it commanded, in the robot_description's joint order, and the ring dropped nothing."""
+    from gato_msgs.msg import ControlTicks
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    _, plugin, q0, _ = graph
+    client.bring_up()
+    names = plugin["joints"]
+    got = []
+    sub = client.node.create_subscription(ControlTicks, f"/{PLUGIN}/ticks", got.append,
+                                          QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+    try:
+        client.spin(3.0)
+    finally:
+        client.node.destroy_subscription(sub)
+    assert len(got) >= 5, f"{len(got)} ControlTicks messages in 3 s"
+    seq = np.concatenate([np.asarray(m.seq, dtype=np.int64) for m in got])
+    assert len(seq) >= 200 and np.all(np.diff(seq) == 1), np.flatnonzero(np.diff(seq) != 1)[:10]
+    m = got[-1]
+    n, t = len(m.joint_names), len(m.seq)
+    assert sorted(m.joint_names) == sorted(names) and len(m.stamp_ns) == len(m.mode) == t
+    assert len(m.q) == len(m.qd) == len(m.effort) == t * n
+    stamps = np.concatenate([np.asarray(x.stamp_ns, dtype=np.int64) for x in got])
+    assert np.all(np.diff(stamps) > 0)
+    order = [names.index(j) for j in m.joint_names]
+    q = np.asarray(m.q).reshape(t, n)
+    np.testing.assert_allclose(q, np.tile([q0[j] for j in m.joint_names], (t, 1)), atol=1e-9)
+    g = _gravity([q0[j] for j in names])[order]
+    np.testing.assert_allclose(np.asarray(m.effort).reshape(t, n), np.tile(g, (t, 1)), atol=1e-6)
+    assert set(m.mode) == {1} and m.ring_dropped == 0   # hold (no plan)
+
+
+def test_a_stalled_recorder_reports_the_ticks_it_lost(graph, client, tmp_path):
+    """Two gato recorders of the plugin's ~/ticks at once; one is stopped (SIGSTOP) for 4 s, longer
+    than the publisher's writer history (100 batches of 10 ms) lasts, then resumed. The stalled one
+    names the hole ("N ticks missing on /gato_plugin/ticks ... gaps") and its bag's sequence
+    numbers show exactly those N missing; the other one, recording the same span, missed none."""
+    from gato.bagio import read_bag as bagio_read
+
+    env = graph[0]
+    client.bring_up()
+    topic = f"/{PLUGIN}/ticks"
+    procs, logs = {}, {}
+    for name in ("steady", "stalled"):
+        logs[name] = open(tmp_path / f"{name}.log", "w")
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "gato_ros.record_cli", "-o", str(tmp_path / name), "--controller", "",
+             "--topics", f"{topic}:gato_msgs/msg/ControlTicks", "--progress", "0"],
+            env=env, stdout=logs[name], stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        for name in procs:   # both record before the stall
+            end = time.monotonic() + 120
+            while "recording 1 topics" not in (tmp_path / f"{name}.log").read_text():
+                assert procs[name].poll() is None and time.monotonic() < end, (tmp_path / f"{name}.log").read_text()
+                time.sleep(0.2)
+        client.spin(3.0)
+        procs["stalled"].send_signal(signal.SIGSTOP)
+        client.spin(4.0)
+        procs["stalled"].send_signal(signal.SIGCONT)
+        client.spin(3.0)
+    finally:
+        for name, p in procs.items():
+            p.send_signal(signal.SIGCONT)
+            p.send_signal(signal.SIGINT)
+        for name, p in procs.items():
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            logs[name].close()
+    text = {name: (tmp_path / f"{name}.log").read_text() for name in procs}
+    seqs = {}
+    for name in procs:
+        got = bagio_read(tmp_path / name, [topic])
+        assert got.complete, got.problems
+        seqs[name] = np.concatenate([np.asarray(m.seq, dtype=np.int64) for _, m in got.messages[topic]])
+        assert np.all(np.diff(seqs[name]) > 0)
+    import re
+    miss = re.search(r"(\d+) ticks missing on " + re.escape(topic) + r" \(sequence numbers of (\d+) ticks", text["stalled"])
+    assert miss, text["stalled"][-3000:]
+    holes = int(np.sum(np.diff(seqs["stalled"]) - 1))
+    assert int(miss.group(1)) == holes > 0 and int(miss.group(2)) == len(seqs["stalled"]), (miss.groups(), holes)
+    assert f"{topic}: " in text["stalled"] and "ticks missing between" in text["stalled"]
+    assert f"0 ticks missing on {topic}" in text["steady"], text["steady"][-3000:]
+    s, st = seqs["steady"], seqs["stalled"]
+    lost = np.setdiff1d(np.arange(st[0], st[-1] + 1), st)
+    assert np.all(np.diff(s) == 1) and np.all(np.isin(lost, s)), (s[[0, -1]], lost[[0, -1]])
+
+
 def _plan(q0_vec, dq):
     nv = len(q0_vec)
     x = np.zeros((N, 2 * nv))

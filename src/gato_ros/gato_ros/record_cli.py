@@ -25,6 +25,7 @@ default topic set (--all-controller-topics; CONTROLLER = --controller, NAME = --
   /joint_states                sensor_msgs/msg/JointState
   /ee_reference                gato_msgs/msg/EEReference
   /NAME/commands               std_msgs/msg/Float64MultiArray
+  /NAME/ticks                  gato_msgs/msg/ControlTicks (the gato plugin's per-tick record)
   CONTROLLER/command           gato_msgs/msg/EffortCommand
   CONTROLLER/solve_input       gato_msgs/msg/SolveInput
   CONTROLLER/step_result       gato_msgs/msg/StepResult
@@ -36,6 +37,8 @@ default topic set (--all-controller-topics; CONTROLLER = --controller, NAME = --
   /robot_description           std_msgs/msg/String (transient local)
 and /gato_recorder/parameter_snapshot (rcl_interfaces/msg/ParameterEvent): every parameter of
 CONTROLLER, written at start (once the node is discovered) and after each parameter change.
+Lost ticks are reported (log and closing summary): jumps of CONTROLLER/command's tick counter
+and of the sequence numbers of every gato_msgs/msg/ControlTicks topic.
 
 QoS matches the publishers (reliable; best effort if a publisher is; transient local when all
 publishers are). Messages are stamped with the recorder's clock at receipt (simulated time with

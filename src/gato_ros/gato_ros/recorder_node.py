@@ -6,6 +6,8 @@ What it records (parameter ``topics`` empty = :data:`CONTROLLER_GRAPH_TOPICS`):
     /joint_states                       sensor_msgs/msg/JointState
     /ee_reference                       gato_msgs/msg/EEReference
     /<controller_name>/commands         std_msgs/msg/Float64MultiArray
+    /<controller_name>/ticks            gato_msgs/msg/ControlTicks (the gato ros2_control plugin's
+                                        per-tick record, when controller_name is the plugin)
     <controller_node>/command           gato_msgs/msg/EffortCommand
     <controller_node>/solve_input       gato_msgs/msg/SolveInput
     <controller_node>/step_result       gato_msgs/msg/StepResult
@@ -51,9 +53,11 @@ Parameters:
     progress_period_s (double): period of the one-line progress log (wall clock, 0 = off).
 
 Lost ticks are reported, never a silent hole: the recorder reads the controller's tick counter
-(``EffortCommand.tick``, one per command published) on ``<controller_node>/command`` and logs
-"N ticks missing between t1 and t2" for every jump of more than one (the progress log and the
-closing summary give the total); ``gato replay`` reports the same from the bag.
+(``EffortCommand.tick``, one per command published) on ``<controller_node>/command`` and the
+sequence numbers of every ``gato_msgs/msg/ControlTicks`` topic (the plugin's ``~/ticks``: one
+per control update, in batches) and logs "N ticks missing between t1 and t2" for every jump of
+more than one (the progress log and the closing summary give the totals per topic); ``gato
+replay`` reports the same from the bag for the command topic.
 
 Messages are stored as received (serialized CDR), stamped with the node clock at receipt
 (simulated time under use_sim_time); message definitions and type hashes come from
@@ -83,6 +87,8 @@ __all__ = ["RecorderNode", "CONTROLLER_GRAPH_TOPICS", "SNAPSHOT_TOPIC", "control
 SNAPSHOT_TOPIC = "/gato_recorder/parameter_snapshot"
 SIM_STATUS_TOPIC = "/gato_sim/status"    # the simulation world's command watchdog (sim bringup)
 PARAMETER_EVENT_TYPE = "rcl_interfaces/msg/ParameterEvent"
+COMMAND_TYPE = "gato_msgs/msg/EffortCommand"          # one tick counter per message (EffortCommand.tick)
+TICKS_TYPE = "gato_msgs/msg/ControlTicks"             # a batch of sequence numbers per message (seq[])
 _DEPTH = 1000            # history depth of the subscriptions (reliable: what a slow callback may lag)
 _DISCOVERY_S = 0.2       # graph poll period (wall clock)
 _SNAPSHOT_DEBOUNCE_S = 0.2
@@ -99,6 +105,7 @@ def controller_graph_topics(controller_node: str = "/gato_controller",
         "/joint_states": "sensor_msgs/msg/JointState",
         "/ee_reference": "gato_msgs/msg/EEReference",
         f"/{controller_name.strip('/')}/commands": "std_msgs/msg/Float64MultiArray",
+        f"/{controller_name.strip('/')}/ticks": TICKS_TYPE,
         f"{c}/command": "gato_msgs/msg/EffortCommand",
         f"{c}/solve_input": "gato_msgs/msg/SolveInput",
         f"{c}/step_result": "gato_msgs/msg/StepResult",
@@ -133,6 +140,40 @@ def _ament_msg_file(type_name: str) -> Path | None:
 
 def _fmt_bytes(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+class _GapCheck:
+    """Sequence-number bookkeeping of one topic: the gaps seen so far.
+
+    ``gaps``: (missing, first missing seq, last missing seq, t0 ns, t1 ns), where t0/t1 are
+    the times around the hole (receipt times for EffortCommand, the ticks' own stamps for
+    ControlTicks, see ``time_kind``)."""
+
+    def __init__(self, topic: str, time_kind: str):
+        self.topic, self.time_kind = topic, time_kind
+        self.last = None          # (seq, t ns) of the newest entry seen
+        self.gaps: list = []
+        self.missing = 0
+        self.seen = 0             # entries (ticks) checked
+        self.ring_dropped = 0     # ControlTicks: what the publisher's ring itself dropped
+
+    def feed(self, seq: int, t_ns: int):
+        """One entry; returns the new gap (tuple) or None. Older / repeated numbers are ignored."""
+        self.seen += 1
+        last, gap = self.last, None
+        if last is not None and seq > last[0] + 1:
+            n = seq - last[0] - 1
+            gap = (n, last[0] + 1, seq - 1, last[1], t_ns)
+            self.gaps.append(gap)
+            self.missing += n
+        if last is None or seq > last[0]:
+            self.last = (seq, t_ns)
+        return gap
+
+    def line(self, g) -> str:
+        n, a, b, t0, t1 = g
+        return (f"{self.topic}: {n} tick{'s' if n > 1 else ''} missing between t={t0 / 1e9:.3f} s and "
+                f"t={t1 / 1e9:.3f} s (ticks {a}..{b}; {self.time_kind}): not received by the recorder")
 
 
 class _Topic:
@@ -203,11 +244,9 @@ class RecorderNode(Node):
         if storage != "mcap" and (max_size or max_dur):
             raise ValueError("max_bag_size / max_bag_duration: splitting is supported for mcap storage only")
         self.compression = compression
-        # lost ticks on the controller's command topic (EffortCommand.tick)
+        # lost ticks: the controller's command topic (EffortCommand.tick) and every ControlTicks topic
         self._cmd_topic = f"{self.controller_node or '/gato_controller'}/command"
-        self._last_tick = None          # (tick, receipt ns) of the latest command
-        self.gaps: list = []            # (missing, first tick, last tick, t0 ns, t1 ns)
-        self.ticks_missing = 0
+        self.checks: dict[str, _GapCheck] = {self._cmd_topic: _GapCheck(self._cmd_topic, "receipt times")}
         self._writer = BagWriter(path, storage=storage, compression=compression, max_bag_size=max_size,
                                  max_bag_duration_s=max_dur)
         self._writer.open()
@@ -308,7 +347,10 @@ class RecorderNode(Node):
                              reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
         is_events = t.name == "/parameter_events" and self.controller_node
-        is_cmd = t.name == self._cmd_topic and t.type == "gato_msgs/msg/EffortCommand"
+        is_cmd = t.name == self._cmd_topic and t.type == COMMAND_TYPE
+        is_ticks = t.type == TICKS_TYPE
+        if is_ticks and t.name not in self.checks:
+            self.checks[t.name] = _GapCheck(t.name, "tick stamps")
 
         def on_msg(raw, t=t):
             if self._closed:
@@ -323,6 +365,8 @@ class RecorderNode(Node):
                 self._on_parameter_event(raw)
             if is_cmd:
                 self._on_command(raw, cls, now)
+            elif is_ticks:
+                self._on_ticks(t.name, raw, cls)
 
         t.sub = self.create_subscription(cls, t.name, on_msg, profile, raw=True)
         t.qos = (reliable, latched)
@@ -454,6 +498,20 @@ class RecorderNode(Node):
         self.get_logger().info(f"parameter snapshot {self.snapshots} of {self.controller_node}: "
                                f"{len(names)} parameters")
 
+    @property
+    def gaps(self) -> list:
+        """The gaps on the controller's command topic (see :class:`_GapCheck`)."""
+        return self.checks[self._cmd_topic].gaps
+
+    @property
+    def ticks_missing(self) -> int:
+        """Ticks missing on every checked topic (command topic and ControlTicks topics)."""
+        return sum(c.missing for c in self.checks.values())
+
+    def _report_gap(self, check: _GapCheck, gap) -> None:
+        if gap is not None and len(check.gaps) <= 20:
+            self.get_logger().warning(check.line(gap))
+
     def _on_command(self, raw, cls, now_ns) -> None:
         """Check the controller's tick counter for lost commands (see the module docstring)."""
         from rclpy.serialization import deserialize_message
@@ -462,20 +520,22 @@ class RecorderNode(Node):
             tick = int(deserialize_message(raw, cls).tick)
         except Exception:  # noqa: BLE001 - a message of another version: no counter to check
             return
-        last = self._last_tick
-        if last is not None and tick > last[0] + 1:
-            n = tick - last[0] - 1
-            self.gaps.append((n, last[0] + 1, tick - 1, last[1], now_ns))
-            self.ticks_missing += n
-            if len(self.gaps) <= 20:
-                self.get_logger().warning(self._gap_line(self.gaps[-1]))
-        if last is None or tick > last[0]:
-            self._last_tick = (tick, now_ns)
+        check = self.checks[self._cmd_topic]
+        self._report_gap(check, check.feed(tick, now_ns))
 
-    def _gap_line(self, g) -> str:
-        n, a, b, t0, t1 = g
-        return (f"{self._cmd_topic}: {n} tick{'s' if n > 1 else ''} missing between t={t0 / 1e9:.3f} s and "
-                f"t={t1 / 1e9:.3f} s (ticks {a}..{b}; receipt times): not received by the recorder")
+    def _on_ticks(self, topic, raw, cls) -> None:
+        """Check a ControlTicks batch's sequence numbers (within it and against the previous batch)."""
+        from rclpy.serialization import deserialize_message
+
+        try:
+            m = deserialize_message(raw, cls)
+            seqs, stamps = list(m.seq), list(m.stamp_ns)
+        except Exception:  # noqa: BLE001 - a message of another version: no numbers to check
+            return
+        check = self.checks[topic]
+        check.ring_dropped = int(m.ring_dropped)
+        for seq, stamp in zip(seqs, stamps):
+            self._report_gap(check, check.feed(int(seq), int(stamp)))
 
     # ------------------------------------------------------------------ reporting and closing
     def counts(self) -> dict:
@@ -499,12 +559,18 @@ class RecorderNode(Node):
         files = self._writer.files
         lines = [f"[gato_recorder] bag {self.bag_path} ({self.storage}) closed: {self.count} messages, "
                  f"{_fmt_bytes(self.bytes)}, {wall:.1f} s; compression {self.compression}, {len(files)} file"
-                 + ("s" if len(files) != 1 else ""),
-                 f"  {self.ticks_missing} ticks missing on {self._cmd_topic} (the controller's tick counter)"
-                 + ("" if not self.gaps else f" in {len(self.gaps)} gaps:")]
-        lines += ["  " + self._gap_line(g) for g in self.gaps[:20]]
-        if len(self.gaps) > 20:
-            lines.append(f"  ... and {len(self.gaps) - 20} more gaps")
+                 + ("s" if len(files) != 1 else "")]
+        for c in self.checks.values():
+            if c.topic != self._cmd_topic and not c.seen:
+                continue              # a ControlTicks topic nobody published
+            what = ("the controller's tick counter" if c.topic == self._cmd_topic else
+                    f"sequence numbers of {c.seen} ticks received"
+                    + (f"; the publisher's ring dropped {c.ring_dropped}" if c.ring_dropped else ""))
+            lines.append(f"  {c.missing} ticks missing on {c.topic} ({what})"
+                         + ("" if not c.gaps else f" in {len(c.gaps)} gaps:"))
+            lines += ["  " + c.line(g) for g in c.gaps[:20]]
+            if len(c.gaps) > 20:
+                lines.append(f"  ... and {len(c.gaps) - 20} more gaps")
         width = max([len(t) for t in self.counts()] + [10])
         types = {t.name: t.type or "?" for t in self.topics.values()}
         types[SNAPSHOT_TOPIC] = PARAMETER_EVENT_TYPE

@@ -252,6 +252,15 @@ CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
         params_.plan_topic, rclcpp::QoS(1).reliable(),
         [this](const gato_msgs::msg::Plan::SharedPtr msg) { on_plan(*msg); });
   }
+  // Per-tick records: reliable, 100 batches (1 s at the 10 ms batch period) of writer history
+  // so that a subscriber (the recorder) stalled for up to a second loses nothing.
+  stop_tick_thread();
+  tick_seq_ = 0;
+  ring_.allocate(kTickRingCapacity, nv);
+  ticks_msg_.joint_names = plant_joints_;
+  ticks_pub_ = get_node()->create_publisher<gato_msgs::msg::ControlTicks>("~/ticks", rclcpp::QoS(100).reliable());
+  tick_stop_ = false;
+  tick_thread_ = std::thread([this] { tick_loop(); });
   status_pub_ = get_node()->create_publisher<gato_msgs::msg::ControllerStatus>("~/status", rclcpp::QoS(10));
   rt_status_ = std::make_unique<realtime_tools::RealtimePublisher<gato_msgs::msg::ControllerStatus>>(status_pub_);
   status_period_ns_ = std::int64_t(1e9 / params_.status_rate_hz);
@@ -533,10 +542,63 @@ void GatoController::stop_solver_thread() {
   if (solver_thread_.joinable()) solver_thread_.join();
 }
 
-GatoController::~GatoController() { stop_solver_thread(); }
+void GatoController::tick_loop() {
+  const auto period = std::chrono::milliseconds(kTickBatchMs);
+  auto next = std::chrono::steady_clock::now();
+  while (!tick_stop_.load(std::memory_order_relaxed)) {
+    next += period;
+    const auto now = std::chrono::steady_clock::now();
+    if (next < now) next = now;  // behind (a slow publish): no burst, the ring holds the ticks
+    std::this_thread::sleep_until(next);
+    drain_ticks();
+  }
+  drain_ticks();  // what update() stored before the stop
+}
+
+void GatoController::drain_ticks() {
+  auto& m = ticks_msg_;
+  const std::size_t n = ring_.joints();
+  // At most one ring's worth per message (a batch stays bounded after a stall).
+  m.seq.clear();
+  m.stamp_ns.clear();
+  m.mode.clear();
+  m.q.clear();
+  m.qd.clear();
+  m.effort.clear();
+  const std::size_t k = ring_.pop(ring_.capacity(), [&](std::uint64_t seq, std::int64_t stamp, std::uint8_t mode,
+                                                        const double* q, const double* qd, const double* tau) {
+    m.seq.push_back(seq);
+    m.stamp_ns.push_back(stamp);
+    m.mode.push_back(mode);
+    m.q.insert(m.q.end(), q, q + n);
+    m.qd.insert(m.qd.end(), qd, qd + n);
+    m.effort.insert(m.effort.end(), tau, tau + n);
+  });
+  if (k == 0 || !ticks_pub_) return;
+  m.header.stamp.sec = std::int32_t(m.stamp_ns.back() / 1000000000LL);
+  m.header.stamp.nanosec = std::uint32_t(m.stamp_ns.back() % 1000000000LL);
+  m.ring_dropped = ring_.dropped();
+  try {
+    ticks_pub_->publish(m);
+  } catch (const std::exception& e) {  // the context is shutting down: the ticks are lost, the loop ends
+    RCLCPP_WARN_ONCE(get_node()->get_logger(), "~/ticks: publish failed (%s)", e.what());
+  }
+}
+
+void GatoController::stop_tick_thread() {
+  tick_stop_ = true;
+  if (tick_thread_.joinable()) tick_thread_.join();
+}
+
+GatoController::~GatoController() {
+  stop_solver_thread();
+  stop_tick_thread();
+}
 
 CallbackReturn GatoController::on_cleanup(const rclcpp_lifecycle::State&) {
   stop_solver_thread();
+  stop_tick_thread();
+  ticks_pub_.reset();
   mpc_.reset();
   ref_sub_.reset();
   rt_step_.reset();
@@ -621,6 +683,8 @@ controller_interface::return_type GatoController::update(const rclcpp::Time& tim
   const gato::ExecMode mode = executor_->update(now, q_.data(), v_.data(), tau_.data());
   write_torque(tau_);
   have_prev_cmd_ = true;
+  // The tick's record for ~/ticks (a full ring drops it, counted; its seq then shows the gap).
+  (void)ring_.push(++tick_seq_, now, std::uint8_t(mode), q_.data(), v_.data(), tau_.data());
   if (embedded_ && state_ok) {  // the newest state for the solver thread (wait-free)
     StateSample& st = state_box_.back();
     st.stamp_ns = now;

@@ -10,8 +10,10 @@
 // src/gato_ros/README.md ("ros2_control plugin").
 //
 // Real-time rules: update() reads and writes the interfaces, calls
-// PlanExecutor::update() and try_publish()es a preallocated status message;
-// it never allocates, locks (only try_lock in RealtimePublisher) or throws.
+// PlanExecutor::update(), try_publish()es a preallocated status message and pushes
+// the tick's record into a preallocated lock-free ring (TickRing); it never allocates,
+// locks (only try_lock in RealtimePublisher) or throws. A non-real-time thread drains
+// the ring and publishes the ticks in batches on ~/ticks (gato_msgs/ControlTicks).
 #pragma once
 
 #include <atomic>
@@ -25,12 +27,14 @@
 #include "gato/embedded_mpc.hpp"
 #include "gato/plan_executor.hpp"
 #include "gato/triple_buffer.hpp"
+#include "gato_msgs/msg/control_ticks.hpp"
 #include "gato_msgs/msg/controller_status.hpp"
 #include "gato_msgs/msg/ee_reference.hpp"
 #include "gato_msgs/msg/plan.hpp"
 #include "gato_msgs/msg/solver_stats.hpp"
 #include "gato_msgs/msg/step_result.hpp"
 #include "gato_ros/gato_controller_parameters.hpp"
+#include "gato_ros/tick_ring.hpp"
 #include "rclcpp/rclcpp.hpp"
 #include "realtime_tools/realtime_publisher.hpp"
 
@@ -53,6 +57,9 @@ class GatoController : public controller_interface::ControllerInterface {
   void on_reference(const gato_msgs::msg::EEReference& msg);  // subscription thread (embedded)
   void solver_loop();                               // embedded mode's solver thread
   void stop_solver_thread();
+  void tick_loop();                                 // ticks thread: ring -> ~/ticks batches
+  void drain_ticks();                               // ticks thread: one batch message
+  void stop_tick_thread();
   gato::Settings settings_from(const gato_plugin::Params& p) const;
   void publish_solve(std::int64_t stamp_ns);        // solver thread: StepResult, SolverStats
   void apply_parameters();                          // timer thread: tunables -> executor
@@ -136,6 +143,17 @@ class GatoController : public controller_interface::ControllerInterface {
   double timing_max_us_ = 0.0;
 
   std::int64_t next_status_ns_ = 0, status_period_ns_ = 50000000;
+
+  // Per-tick records (~/ticks): update() numbers every tick (tick_seq_, from 1 after configure)
+  // and pushes it into ring_; tick_thread_ publishes what accumulated every kTickBatchMs.
+  static constexpr std::size_t kTickRingCapacity = 8192;  // 8 s at 1 kHz before update() drops
+  static constexpr int kTickBatchMs = 10;
+  TickRing ring_;
+  std::uint64_t tick_seq_ = 0;
+  std::thread tick_thread_;
+  std::atomic<bool> tick_stop_{false};
+  rclcpp::Publisher<gato_msgs::msg::ControlTicks>::SharedPtr ticks_pub_;
+  gato_msgs::msg::ControlTicks ticks_msg_;            // tick thread only
 };
 
 }  // namespace gato_ros
