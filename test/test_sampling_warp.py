@@ -49,6 +49,11 @@ def test_backend_and_device_fields_are_checked():
     with pytest.raises(ValueError, match="device"):
         SimMPCConfig(backend="warp", device=0)
     assert SimMPCConfig().backend == "cpu" and SimMPCConfig().device is None
+    for field, bad in (("nconmax", 0), ("njmax", 1.5), ("cuda_graph_mode", "always")):
+        with pytest.raises(ValueError, match=field):
+            SimMPCConfig(backend="warp", **{field: bad})
+    c = SimMPCConfig()
+    assert (c.nconmax, c.njmax, c.cuda_graph_mode) == (64, 256, "step")
 
 
 def test_missing_optional_packages_name_them(monkeypatch):
@@ -61,37 +66,24 @@ def test_missing_optional_packages_name_them(monkeypatch):
 
 
 # ------------------------------------------------------------------ Warp's CPU device
-def _iiwa_rollouts(device, scene="robot", T=200):
+def _iiwa_rollouts(device, scene="robot", T=200, **engine_kw):
     """(mujoco.rollout, mujoco_warp) rollouts of the iiwa14 (position servos, 5 ms step): 4 worlds,
     T steps of piecewise-constant joint targets (held 25 steps, +-0.3 rad about the start pose).
     scene "robot": the arm alone from the ready pose; "box": the box-pushing scene, the box on the
-    table (in contact from the first step)."""
+    table (in contact from the first step). engine_kw: WarpRolloutEngine's keywords."""
     from gato.sampling.warp_backend import WarpRolloutEngine
-    from gato.tasks import Q_READY
 
-    spec = scenes.robot_spec("iiwa14") if scene == "robot" else scenes.box_push_spec()
-    scenes.add_frame_sensors(spec, scenes.ee_body("iiwa14"))
-    m = spec.compile()
-    d = mujoco.MjData(m)
-    if scene == "robot":
-        d.qpos[:] = Q_READY["iiwa14"]
-    else:
-        d.qpos[:7] = [0.0, 0.6, 0.0, -1.3, 0.0, 1.2, 0.0]
-        d.qpos[7:11] = [0.6, 0.0, 0.19, 1.0]
-    mujoco.mj_forward(m, d)
+    m, d = scenes.rollout_start(scene)
     n = 4
-    rng = np.random.default_rng(0)
-    # float32-exact controls so both engines see the same commands
-    ctrl = d.qpos[None, None, :m.nu] + np.repeat(rng.uniform(-0.3, 0.3, (n, T // 25, m.nu)), 25, axis=1)
-    ctrl = ctrl.astype(np.float32).astype(np.float64)
+    ctrl = scenes.hold_targets(m, d, n, T, 0.3)
     x0 = np.tile(full_state(m, d), (n, 1))
     warm = np.zeros((n, m.nv))
     ref = RolloutEngine(m, 1)
     s_ref, sd_ref = (a.copy() for a in ref.run(m, x0, warm, ctrl))
     ref.close()
-    eng = WarpRolloutEngine(m, device)
+    eng = WarpRolloutEngine(m, device, **engine_kw)
     s_w, sd_w = eng.run(m, x0, warm, ctrl)
-    assert eng.steps == n * T
+    assert eng.steps == n * T and eng.regrows == 0
     return m, d, s_ref, sd_ref, s_w, sd_w
 
 
@@ -145,6 +137,80 @@ def test_warp_cpu_plan_matches_cpu_plan():
         assert pw == pytest.approx(pa, rel=1e-3)
 
 
+# six free boxes (half size 4 cm) on a plane (1 mm in it at the start), 4 contacts each when resting: 24 contacts and 96
+# constraint rows (pyramidal friction cones) per world
+BOXES_XML = ('<mujoco><option timestep="0.005"/><worldbody><geom type="plane" size="1 1 .1"/>'
+             + "".join(f'<body pos="{0.2 * (i % 3)} {0.2 * (i // 3)} .039"><freejoint/>'
+                       '<geom type="box" size=".04 .04 .04"/></body>' for i in range(6))
+             + '</worldbody></mujoco>')
+
+
+def _boxes_rollout(engine, m, qvel_z=0.0, n=2, T=10):
+    """engine.run of n worlds x T steps of BOXES_XML from rest on the plane (each box moving up at
+    qvel_z m/s); the box heights (n, T, 6) [m]."""
+    d = mujoco.MjData(m)
+    d.qvel[2::6] = qvel_z
+    mujoco.mj_forward(m, d)
+    state, _ = engine.run(m, np.tile(full_state(m, d), (n, 1)), np.zeros((n, m.nv)), np.zeros((n, T, 0)))
+    return state[..., 1 + 2:1 + m.nq:7]
+
+
+@needs_warp
+@pytest.mark.parametrize("graph", [False, True])
+def test_warp_buffer_overflow_is_rerun_with_grown_capacity(graph, caplog):
+    """Capacities below the scene's demand (nconmax 16 x 2 worlds < 48 contacts, njmax 32 < 96
+    rows): the call is re-run once with both grown, logged, and returns what ample buffers give
+    (mujoco_warp drops the contacts that do not fit: a world's boxes would fall through). graph:
+    the captured-step path (Warp's CPU device replays the graph in C++), rebuilt after the growth."""
+    from gato.sampling.warp_backend import WarpRolloutEngine
+
+    m = mujoco.MjModel.from_xml_string(BOXES_XML)
+    ample = _boxes_rollout(WarpRolloutEngine(m, "cpu"), m)
+    assert np.all(np.abs(ample - 0.04) < 2e-3)  # the plane holds every box
+    eng = WarpRolloutEngine(m, "cpu", nconmax=16, njmax=32, graph=graph)
+    with caplog.at_level("WARNING", logger="gato.sampling.warp_backend"):
+        z = _boxes_rollout(eng, m)
+    assert eng.regrows == 1 and eng.capacity == {"nconmax": 32, "njmax": 96}
+    assert "nconmax" in caplog.text and "njmax" in caplog.text
+    assert np.allclose(z, ample, atol=1e-6)
+    assert eng.steps == 2 * 2 * 10  # the re-run's steps are counted
+    _boxes_rollout(eng, m)  # the grown buffers are kept: no second re-run
+    assert eng.regrows == 1
+
+
+@needs_warp
+def test_warp_buffer_overflow_that_persists_names_the_field():
+    """Boxes launched off the plane: contacts in the first step only, so the re-run's capacity
+    (double, 4 -> 8 per world) still overflows; the error names SimMPCConfig's field."""
+    from gato.sampling.warp_backend import WarpRolloutEngine
+
+    m = mujoco.MjModel.from_xml_string(BOXES_XML)
+    eng = WarpRolloutEngine(m, "cpu", nconmax=4)
+    with pytest.raises(RuntimeError, match=r"^nconmax: .*increase SimMPCConfig\.nconmax"):
+        _boxes_rollout(eng, m, qvel_z=2.0)
+    assert eng.regrows == 1
+
+
+@needs_warp
+def test_warp_cpu_graph_replay_matches_eager_steps():
+    """The captured-step path (graph=True; on a CUDA device the default) gives the eager path's
+    rollouts on Warp's CPU device, where the default stays eager."""
+    from gato.sampling.warp_backend import WarpRolloutEngine
+
+    m, d = scenes.rollout_start("robot")
+    n, T = 3, 30
+    ctrl = scenes.hold_targets(m, d, n, T, 0.3)
+    x0, warm = np.tile(full_state(m, d), (n, 1)), np.zeros((n, m.nv))
+    eager = WarpRolloutEngine(m, "cpu")
+    assert eager.graph is False
+    s_e, sd_e = eager.run(m, x0, warm, ctrl)
+    replay = WarpRolloutEngine(m, "cpu", graph=True)
+    for _ in range(2):  # captured on the first call, replayed on both
+        s_g, sd_g = replay.run(m, x0, warm, ctrl)
+        assert np.allclose(s_g, s_e, atol=1e-6) and np.allclose(sd_g, sd_e, atol=1e-6)
+    assert np.max(np.abs(s_e[:, -1, 1:8] - s_e[:, 0, 1:8])) > 0.01  # the arm moved
+
+
 @needs_warp
 def test_sampling_planner_takes_the_backend():
     from gato.sampling.planner import SamplingPlanner
@@ -164,8 +230,12 @@ def _cuda() -> bool:
 
 
 @pytest.mark.skipif(not _cuda(), reason="no CUDA device: Warp sees no GPU here (or mujoco-warp is not installed)")
-def test_warp_cuda_rollouts_match_mujoco_rollout():
-    m, _, s_ref, sd_ref, s_w, sd_w = _iiwa_rollouts("cuda:0")
-    q = slice(1, 1 + m.nq)
-    assert np.max(np.abs(s_w[..., q] - s_ref[..., q])) < 1e-3
-    assert np.max(np.abs(sd_w - sd_ref)) < 1e-3
+@pytest.mark.parametrize("graph", [None, False])
+def test_warp_cuda_rollouts_match_mujoco_rollout(graph):
+    """graph None: each step replays a captured CUDA graph (the default on a GPU); False: eager."""
+    for scene, T in (("robot", 200), ("box", 100)):
+        m, _, s_ref, sd_ref, s_w, sd_w = _iiwa_rollouts("cuda:0", scene=scene, T=T, graph=graph)
+        q = slice(1, 1 + m.nq)
+        assert np.max(np.abs(s_w[..., q] - s_ref[..., q])) < 1e-3
+        if scene == "robot":
+            assert np.max(np.abs(sd_w - sd_ref)) < 1e-3

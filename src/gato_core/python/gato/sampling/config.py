@@ -13,12 +13,15 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["SimMPCConfig", "SimMPCStage", "PLANNERS", "INTERPOLATIONS", "BACKENDS"]
+__all__ = ["SimMPCConfig", "SimMPCStage", "PLANNERS", "INTERPOLATIONS", "BACKENDS", "CUDA_GRAPH_MODES"]
 
 #: "mppi": elites weighted by exp(-(c - c_min) / temperature); "cem": elites weighted equally (cross-entropy).
 PLANNERS = ("mppi", "cem")
 INTERPOLATIONS = ("linear", "cubic", "zero")
 BACKENDS = ("cpu", "warp")  # rollout engines: mujoco.rollout, mujoco_warp
+#: backend "warp" on a CUDA device: "step" replays one captured CUDA graph per sim step, "none"
+#: launches every kernel from Python.
+CUDA_GRAPH_MODES = ("none", "step")
 
 
 def _int(v, name: str, lo: int) -> int:
@@ -147,6 +150,14 @@ class SimMPCConfig:
       device; needs the optional packages mujoco-warp and warp-lang).
     - ``device`` [None]: the Warp device of backend "warp" ("cuda", "cuda:N" or "cpu"); None:
       "cuda:0" where a GPU exists, else "cpu". Only backend "warp" takes one.
+    - ``nconmax`` [64] / ``njmax`` [256]: backend "warp"'s contact and constraint-row capacity per
+      world (``mujoco_warp``'s buffers: contacts are one pool of nconmax x worlds, rows are per
+      world). A rollout batch that overflows them is re-run once with the overflowing capacity
+      grown (a logged warning); one that overflows again raises RuntimeError naming the field.
+      Ignored by backend "cpu" (MuJoCo C grows its arena itself).
+    - ``cuda_graph_mode`` ["step"]: backend "warp" on a CUDA device: "step" replays one captured
+      CUDA graph per sim step, "none" launches every kernel from Python. Warp's CPU device always
+      launches from Python.
     """
 
     terms: List[Tuple[Any, float, Optional[float]]] = field(default_factory=list)
@@ -183,6 +194,9 @@ class SimMPCConfig:
     planner: str = "mppi"
     backend: str = "cpu"
     device: Optional[str] = None
+    nconmax: int = 64
+    njmax: int = 256
+    cuda_graph_mode: str = "step"
 
     def __post_init__(self):
         self.validate(relations=False)
@@ -261,6 +275,10 @@ class SimMPCConfig:
         if self.device is not None and (not isinstance(self.device, str) or self.backend != "warp"):
             raise ValueError(f"device: expected None, or a Warp device name with backend 'warp', got "
                              f"{self.device!r} (backend {self.backend!r})")
+        self.nconmax = _int(self.nconmax, "nconmax", 1)
+        self.njmax = _int(self.njmax, "njmax", 1)
+        if self.cuda_graph_mode not in CUDA_GRAPH_MODES:
+            raise ValueError(f"cuda_graph_mode: expected one of {CUDA_GRAPH_MODES}, got {self.cuda_graph_mode!r}")
         if self.control_map is not None and not callable(self.control_map):
             raise ValueError(f"control_map: expected None or a callable control map, got {self.control_map!r}")
         self.terms = [self._check_term(t) for t in self.terms]

@@ -10,7 +10,9 @@ Scenes are ``mujoco.MjSpec`` objects (so cost terms can add the sensors they rea
   torque-controlled arm; "motor": the command is the joint torque [N*m], clamped to the effort
   limit. Position commands are bounded to the URDF position limits less ``q_margin``;
 - :func:`mjcf_spec`: any MJCF file;
-- :func:`box_push_spec`: the iiwa14, a table and a free box (the contact task).
+- :func:`box_push_spec`: the iiwa14, a table and a free box (the contact task);
+- :func:`rollout_start` / :func:`hold_targets`: start states and seeded commands on which the
+  rollout engines (``mujoco.rollout``, ``mujoco_warp``) are compared (tests and benchmarks).
 
 Tasks, as SimMPC configs and reference commands: :func:`fig8_task`, :func:`pickplace_task`,
 :func:`box_push_task`. Units: m, rad, s, N*m; the EE is the URDF's end-effector frame (the
@@ -29,7 +31,8 @@ from .config import SimMPCConfig, SimMPCStage
 from .terms import SENSOR_PREFIX, ControlTask, SensorTask
 
 __all__ = ["robot_spec", "mjcf_spec", "box_push_spec", "ee_body", "ee_sensor", "add_frame_sensors",
-           "fig8_task", "pickplace_task", "box_push_task", "box_push_scenarios", "IIWA14_GAINS", "BOX"]
+           "fig8_task", "pickplace_task", "box_push_task", "box_push_scenarios", "IIWA14_GAINS", "BOX",
+           "rollout_start", "hold_targets", "ROLLOUT_SCENES"]
 
 #: iiwa14 joint servo gains (kp N*m/rad, kv N*m*s/rad): stiff proximal joints, soft wrist, so the
 #: PD loop stays stable at a 2-10 ms step with the implicitfast integrator.
@@ -151,6 +154,49 @@ def box_push_spec(*, timestep: float = 0.005, table_z: float = 0.15, box_xy=(0.6
     spec.add_sensor(name="box_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_BODY,
                     objname="box")
     return spec
+
+
+#: Scenes of :func:`rollout_start`.
+ROLLOUT_SCENES = ("robot", "box")
+
+
+def rollout_start(scene: str = "robot"):
+    """(MjModel, MjData after mj_forward) of an iiwa14 start state for comparing rollout engines.
+
+    "robot": the arm alone (position servos, 5 ms step) at Q_READY; "box": :func:`box_push_spec`
+    with the arm above the box, the box resting on the table (in contact from the first step).
+    Both carry the EE framepos / framequat sensors (:func:`add_frame_sensors`).
+    """
+    import mujoco
+
+    from ..tasks import Q_READY
+
+    if scene not in ROLLOUT_SCENES:
+        raise ValueError(f"scene: expected one of {ROLLOUT_SCENES}, got {scene!r}")
+    spec = robot_spec("iiwa14") if scene == "robot" else box_push_spec()
+    add_frame_sensors(spec, ee_body("iiwa14"))
+    m = spec.compile()
+    d = mujoco.MjData(m)
+    if scene == "robot":
+        d.qpos[:] = Q_READY["iiwa14"]
+    else:
+        d.qpos[:7] = [0.0, 0.6, 0.0, -1.3, 0.0, 1.2, 0.0]
+        d.qpos[7:11] = [0.6, 0.0, 0.19, 1.0]  # box centre: table top 0.15 + half size 0.04
+    mujoco.mj_forward(m, d)
+    return m, d
+
+
+def hold_targets(model, data, n: int, T: int, amplitude: float, *, hold: int = 25, seed: int = 0) -> np.ndarray:
+    """(n, T, nu) joint targets [rad]: the start pose data.qpos[:nu] plus seeded uniform offsets in
+    [-amplitude, amplitude], each held ``hold`` steps; rounded to float32 values so a float32
+    engine (mujoco_warp) and a float64 one (mujoco.rollout) see the same commands."""
+    for name, v in (("n", n), ("T", T), ("hold", hold)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+    nu = model.nu
+    rng = np.random.default_rng(seed)
+    offsets = np.repeat(rng.uniform(-amplitude, amplitude, (n, -(-T // hold), nu)), hold, axis=1)[:, :T]
+    return (data.qpos[None, None, :nu] + offsets).astype(np.float32).astype(np.float64)
 
 
 # ---------------------------------------------------------------------------- tasks

@@ -74,7 +74,8 @@ class SimMPC:
         if config.backend == "warp":
             from .warp_backend import WarpRolloutEngine  # optional dependency: imported only here
 
-            self.engine = WarpRolloutEngine(m, config.device)
+            self.engine = WarpRolloutEngine(m, config.device, nconmax=config.nconmax, njmax=config.njmax,
+                                            graph=None if config.cuda_graph_mode == "step" else False)
         else:
             self.engine = RolloutEngine(m, sim.nthread)
         self._scratch = mujoco.MjData(m)
