@@ -31,36 +31,13 @@ import numpy as np
 import gato
 from gato import simloop
 from gato.safety import JointBrake, JointHold
+from gato.simloop import parse_link_mass_scale  # the node's bringup and the tests import it from here
 
 from . import params as schema
 from .types import JointStateSample, sec_to_ns
 from .watchdog import CommandWatchdog  # noqa: F401  (the node and tests import it from here)
 
 __all__ = ["SimWorldLogic", "CommandWatchdog", "parse_link_mass_scale"]
-
-
-def parse_link_mass_scale(text: str) -> dict:
-    """{link: factor} from the ``link_mass_scale`` parameter: comma-separated ``LINK:FACTOR``
-    entries (blanks around entries ignored; "" = none). ValueError (naming the parameter and
-    the entry) for an entry that is not LINK:FACTOR, a factor that is not a finite number > 0
-    and a link given twice; whether the link exists is the world's check."""
-    out: dict = {}
-    for entry in (e.strip() for e in str(text).split(",")):
-        if not entry:
-            continue
-        link, sep, factor = (x.strip() for x in entry.rpartition(":"))
-        if not sep or not link or not factor:
-            raise ValueError(f"link_mass_scale: entry {entry!r} is not LINK:FACTOR (e.g. L4:1.2)")
-        try:
-            f = float(factor)
-        except ValueError:
-            raise ValueError(f"link_mass_scale: entry {entry!r}: factor {factor!r} is not a number") from None
-        if not np.isfinite(f) or f <= 0:
-            raise ValueError(f"link_mass_scale: entry {entry!r}: factor must be a finite number > 0, got {factor}")
-        if link in out:
-            raise ValueError(f"link_mass_scale: link {link!r} is given twice")
-        out[link] = f
-    return out
 
 
 class SimWorldLogic:
@@ -91,10 +68,8 @@ class SimWorldLogic:
         self._load = simloop.ConstantWrench(self.wrench, via="jacobian")
         dist = [self._load, simloop.LinkMassError(self.mass_scale)]
         if cfg["pendulum_mass_kg"] > 0:
-            if cfg["world"] == "mujoco":
-                raise ValueError("pendulum_mass_kg: the pendulum payload is a pinocchio-world feature; "
-                                 "use world=pinocchio or payload_mass_kg")
-            dist.append(simloop.PendulumPayload(cfg["pendulum_mass_kg"], cfg["pendulum_length_m"]))
+            dist.append(simloop.PendulumPayload(cfg["pendulum_mass_kg"], cfg["pendulum_length_m"],
+                                                name="pendulum_mass_kg"))
         try:
             self.world = simloop.make_world(cfg["world"], urdf, ee_frame=ee, timestep=self.physics_dt,
                                             disturbances=dist)

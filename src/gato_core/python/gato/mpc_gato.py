@@ -118,13 +118,6 @@ class MPC_GATO:
         wrench_id = hypotheses.wrench_id_options(wrench_id, batch_size)
         if not isinstance(fe_seed, (int, np.integer)) or isinstance(fe_seed, bool) or fe_seed < 0:
             raise ValueError(f"fe_seed: expected a non-negative integer, got {fe_seed!r}")
-        if isinstance(world, str) and world == "mujoco" and constant_f_ext is not None \
-                and np.any(np.asarray(constant_f_ext, dtype=np.float64) != 0):
-            raise ValueError("constant_f_ext: the MuJoCo world has no constant-wrench support (a PinocchioWorld "
-                             "feature); model the disturbance as geometry")
-        if isinstance(world, str) and world == "mujoco" and pendulum_config is not None:
-            raise ValueError("pendulum_config: the pendulum payload is a PinocchioWorld feature; "
-                             "world='mujoco' models disturbances as geometry")
         if verbose not in (None, True, False):
             raise ValueError(f"verbose: expected None, True or False, got {verbose!r}")
 
@@ -156,7 +149,8 @@ class MPC_GATO:
 
         if world is None or world in ("pinocchio", "mujoco"):
             self._world_kind = world or "pinocchio"
-            pend = [] if pendulum_config is None else [simloop.PendulumPayload.from_config(pendulum_config)]
+            pend = [] if pendulum_config is None else [
+                simloop.PendulumPayload.from_config(pendulum_config, "pendulum_config")]
             self.world = simloop.make_world(self._world_kind, self.model_path, ee_frame=s.ee_frame,
                                             timestep=0.001 if world == "mujoco" else None, disturbances=pend)
         elif isinstance(world, str):

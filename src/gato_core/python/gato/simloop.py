@@ -39,7 +39,8 @@ import numpy as np
 from .references import MinJerkSegment, _vector
 
 __all__ = ["World", "make_world", "EEKinematics", "Disturbance", "ConstantWrench", "PointPayload",
-           "PendulumPayload", "Impulse", "LinkMassError", "HoldTorque", "PlanPlayback", "StateFeedback", "Simulation",
+           "PendulumPayload", "Impulse", "LinkMassError", "parse_link_mass_scale",
+           "HoldTorque", "PlanPlayback", "StateFeedback", "Simulation",
            "Task", "TaskTick", "TrackingTask", "GoalTask", "RunRecord", "run_closed_loop"]
 
 EPS = 1e-9  # absorbs float error in accumulated times and substep counts
@@ -182,23 +183,24 @@ class PointPayload(ConstantWrench):
 
 class PendulumPayload(Disturbance):
     """A payload swinging from the EE (PinocchioWorld only; see gato.worlds.PinocchioWorld):
-    mass [kg], length [m], damping [N*m*s/rad], radius [m]."""
+    mass [kg], length [m], damping [N*m*s/rad], radius [m]. ``name``: the front end's option
+    that asked for it, named by the error a MuJoCo world raises."""
 
-    def __init__(self, mass, length, damping=0.0, radius=0.02):
-        self.config = dict(mass=mass, length=length, damping=damping, radius=radius)
+    def __init__(self, mass, length, damping=0.0, radius=0.02, *, name="pendulum"):
+        self.config, self.name = dict(mass=mass, length=length, damping=damping, radius=radius), name
 
     @classmethod
-    def from_config(cls, config) -> "PendulumPayload":
+    def from_config(cls, config, name="pendulum") -> "PendulumPayload":
         """From a {"mass", "length"[, "damping", "radius"]} dict, passed to the world as given
         (the world validates it and names what is wrong)."""
         self = cls.__new__(cls)
-        self.config = config
+        self.config, self.name = config, name
         return self
 
     def world_options(self, kind):
         if kind != "pinocchio":
-            raise ValueError("pendulum: the pendulum payload is a PinocchioWorld feature; the MuJoCo world "
-                             "models disturbances as geometry")
+            raise ValueError(f"{self.name}: the pendulum payload is a feature of the pinocchio world "
+                             "(PinocchioWorld); the MuJoCo world models disturbances as geometry")
         return dict(pendulum=self.config)
 
     def describe(self) -> dict:
@@ -221,6 +223,31 @@ class Impulse(Disturbance):
 
     def describe(self) -> dict:
         return dict(kind="impulse", t_start=self.t_start, duration=self.duration, wrench=self.wrench.tolist())
+
+
+def parse_link_mass_scale(text: str, name: str = "link_mass_scale") -> dict:
+    """{link: factor} of a :class:`LinkMassError` from its text form (the ROS simulation world's
+    ``link_mass_scale`` parameter): comma-separated ``LINK:FACTOR`` entries (blanks around
+    entries ignored; "" = none). ValueError (naming ``name`` and the entry) for an entry that is
+    not LINK:FACTOR, a factor that is not a finite number > 0 and a link given twice; whether the
+    link exists is the world's check."""
+    out: dict = {}
+    for entry in (e.strip() for e in str(text).split(",")):
+        if not entry:
+            continue
+        link, sep, factor = (x.strip() for x in entry.rpartition(":"))
+        if not sep or not link or not factor:
+            raise ValueError(f"{name}: entry {entry!r} is not LINK:FACTOR (e.g. L4:1.2)")
+        try:
+            f = float(factor)
+        except ValueError:
+            raise ValueError(f"{name}: entry {entry!r}: factor {factor!r} is not a number") from None
+        if not np.isfinite(f) or f <= 0:
+            raise ValueError(f"{name}: entry {entry!r}: factor must be a finite number > 0, got {factor}")
+        if link in out:
+            raise ValueError(f"{name}: link {link!r} is given twice")
+        out[link] = f
+    return out
 
 
 class LinkMassError(Disturbance):
