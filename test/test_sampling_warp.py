@@ -212,12 +212,40 @@ def test_warp_cpu_graph_replay_matches_eager_steps():
 
 
 @needs_warp
+def test_warp_failed_graph_capture_falls_back_to_eager_steps(monkeypatch, caplog):
+    import warp as wp
+
+    from gato.sampling.warp_backend import WarpRolloutEngine
+
+    m = mujoco.MjModel.from_xml_string(BOXES_XML)
+    ref = _boxes_rollout(WarpRolloutEngine(m, "cpu"), m)
+
+    class NoCapture:
+        def __init__(self, **kw):
+            pass
+
+        def __enter__(self):
+            raise RuntimeError("graph capture is not supported here")
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(wp, "ScopedCapture", NoCapture)
+    eng = WarpRolloutEngine(m, "cpu", graph=True)
+    with caplog.at_level("WARNING", logger="gato.sampling.warp_backend"):
+        z = _boxes_rollout(eng, m)
+    assert eng.graph is False and "not supported here" in caplog.text
+    assert np.array_equal(z, ref)
+
+
+@needs_warp
 def test_sampling_planner_takes_the_backend():
     from gato.sampling.planner import SamplingPlanner
     from gato.sampling.warp_backend import WarpRolloutEngine
 
-    p = SamplingPlanner("iiwa14", {"backend": "warp", "device": "cpu", "nthread": 1})
+    p = SamplingPlanner("iiwa14", {"backend": "warp", "device": "cpu", "nthread": 1, "nconmax": 32})
     assert isinstance(p.mpc.engine, WarpRolloutEngine) and p.mpc.engine.device == "cpu"
+    assert p.mpc.engine.capacity == {"nconmax": 32, "njmax": 256} and p.mpc.engine.graph is False
     with pytest.raises(ValueError, match="backend"):
         SamplingPlanner("iiwa14", {"backend": "cuda"})
 

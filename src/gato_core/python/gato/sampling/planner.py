@@ -34,10 +34,11 @@ __all__ = ["SamplingPlanner", "DEFAULTS"]
 #: Config keys and defaults: control period dt [s], scene timestep [s], horizon [s], candidates per
 #: iteration, iterations per tick, node noise [rad], cost weights, rollout threads (None: all CPUs),
 #: seed, planner ("mppi" | "cem"), knots N of the windows the planner asks for, rollout backend
-#: ("cpu" | "warp") and its Warp device (SimMPCConfig's backend / device).
+#: ("cpu" | "warp"), its Warp device, contact / constraint-row capacity per world and CUDA graph
+#: mode (SimMPCConfig's backend, device, nconmax, njmax, cuda_graph_mode).
 DEFAULTS = dict(dt=0.01, timestep=0.005, horizon_s=0.5, num_samples=64, iterations=2, ctrl_std=0.01,
                 ee_weight=2000.0, ctrl_weight=1.0, nthread=None, seed=0, planner="mppi", N=None,
-                backend="cpu", device=None)
+                backend="cpu", device=None, nconmax=64, njmax=256, cuda_graph_mode="step")
 
 
 class SamplingPlanner(Planner):
@@ -83,7 +84,8 @@ class SamplingPlanner(Planner):
                               ctrl_steps=self.ctrl_steps, max_iterations=its, ctrl_std=cfg["ctrl_std"],
                               stages=[SimMPCStage(its, [(0.25, None), (1.0, 4 * ts)])] if H >= 8 else
                               [SimMPCStage(its)], seed=int(cfg["seed"]), planner=cfg["planner"],
-                              backend=cfg["backend"], device=cfg["device"])
+                              backend=cfg["backend"], device=cfg["device"], nconmax=cfg["nconmax"],
+                              njmax=cfg["njmax"], cuda_graph_mode=cfg["cuda_graph_mode"])
         self._ee_term = SensorTask(np.zeros((H + 1, 3)), {ee_sensor(plant): float(cfg["ee_weight"])}, name="ee")
         self._ctrl_term = ControlTask(float(cfg["ctrl_weight"]), np.zeros((H + 1, nq)), name="ctrl")
         config = config.add(self._ee_term).add(self._ctrl_term)

@@ -106,7 +106,9 @@ class WarpRolloutEngine:
     graph: None: on a CUDA device each sim step replays one captured CUDA graph of
     ``mujoco_warp.step`` (captured on the first call per model and batch size), on Warp's CPU
     device every kernel launches from Python; True: capture on any device (Warp's CPU device
-    replays it in C++); False: never capture.
+    replays it in C++); False: never capture. A capture that fails (a CUDA driver without
+    conditional graph nodes or memory pools) is logged and the engine steps eagerly from then on
+    (``graph`` becomes False).
     """
 
     def __init__(self, model, device: Optional[str] = None, *, nconmax: int = NCONMAX, njmax: int = NJMAX,
@@ -184,9 +186,18 @@ class WarpRolloutEngine:
             return
         g = self._graphs.get(key)
         if g is None:
-            # records the step's launches against d's buffers (runs nothing); replayed below
-            with self._wp.ScopedCapture(device=self.device) as cap:
+            try:
+                # records the step's launches against d's buffers (runs nothing); replayed below
+                with self._wp.ScopedCapture(device=self.device) as cap:
+                    self._mjw.step(m, d)
+            except Exception as e:  # noqa: BLE001 - e.g. a driver without conditional graph nodes
+                # nothing ran during the failed capture: this and later steps launch eagerly
+                log.warning("backend 'warp': capturing mujoco_warp.step on %s failed (%s: %s); stepping "
+                            "without graphs", self.device, type(e).__name__, e)
+                self.graph = False
+                self._graphs.clear()
                 self._mjw.step(m, d)
+                return
             g = self._graphs[key] = cap.graph
         self._wp.capture_launch(g)
 
