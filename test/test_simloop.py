@@ -237,3 +237,22 @@ def test_simulation_rejects_bad_input_naming_it():
         sim.advance(S.HoldTorque(np.zeros(7)), -0.01)
     with pytest.raises(RuntimeError, match="kinematics"):
         sim.ee_pos()
+
+
+def test_front_end_checks_live_in_the_core():
+    """The substep of every front end (driver dt, env ctrl_dt, sim node's physics_dt) is checked
+    once, and the goal task checks its own norm order (driver, eval and limit scenarios)."""
+    assert S.check_substep(0.001, 0.03, "ctrl_dt") == 30 and S.check_substep(0.001, 0.0105, "ctrl_dt") == 10
+    assert S.check_substep(0.001, 0.032, "1 / control_rate_hz", name="physics_dt", whole=True) == 32
+    with pytest.raises(ValueError, match=r"sim_dt: 0.1 s is longer than the control period dt"):
+        S.check_substep(0.1, 0.03125, "dt")
+    with pytest.raises(ValueError, match="sim_dt"):
+        S.check_substep(-0.001, 0.03125, "dt")
+    with pytest.raises(ValueError, match="physics_dt: 0.003 s does not divide"):
+        S.check_substep(0.003, 0.032, "1 / control_rate_hz", name="physics_dt", whole=True)
+    with pytest.raises(ValueError, match="velocity_norm"):
+        S.GoalTask(np.zeros((1, 3)), 4, 0.03, timeout=1.0, threshold=0.01, velocity_threshold=1.0,
+                   velocity_norm="L1", settle_time=0.0, ramp=0.0)
+    with pytest.raises(ValueError, match="link_mass_scale: entry 'L4'"):
+        S.parse_link_mass_scale("L4")
+    assert S.parse_link_mass_scale(" L4:1.2 , L6:0.9") == {"L4": 1.2, "L6": 0.9}

@@ -55,11 +55,8 @@ class SimWorldLogic:
         ee = gato.robot_info(robot)["ee_frame"]
         self.period_ns = sec_to_ns(1.0 / cfg["control_rate_hz"])
         self.physics_dt = cfg["physics_dt"]
-        n_sub = self.period_ns / sec_to_ns(self.physics_dt)
-        if abs(n_sub - round(n_sub)) > 1e-9 or round(n_sub) < 1:
-            raise ValueError(f"physics_dt: {self.physics_dt:g} s does not divide the control period "
-                             f"{1.0 / cfg['control_rate_hz']:g} s")
-        self.substeps = int(round(n_sub))
+        self.substeps = simloop.check_substep(self.physics_dt, self.period_ns / 1e9, "1 / control_rate_hz",
+                                              name="physics_dt", whole=True)
         self.mass_scale = parse_link_mass_scale(cfg["link_mass_scale"])
         w = np.asarray(cfg["external_wrench"], dtype=np.float64)
         if w.shape != (6,):

@@ -18,7 +18,6 @@ frame), times s, wrenches [force N; torque N*m].
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import gymnasium as gym
@@ -99,10 +98,8 @@ class ArmTrackEnv(gym.Env):
         self.model = self.kin.model
         self.nq, self.nv = int(self.model.nq), int(self.model.nv)
         self.ctrl_dt = _positive(ctrl_dt, "ctrl_dt", "s")
-        self.sim_dt = _positive(sim_dt, "sim_dt", "s")
-        if self.sim_dt > self.ctrl_dt * (1 + 1e-9):
-            raise ValueError(f"sim_dt: {sim_dt!r} s is longer than ctrl_dt = {ctrl_dt!r} s")
-        self.n_substeps = max(int(math.floor(self.ctrl_dt / self.sim_dt + 1e-9)), 1)
+        self.n_substeps = simloop.check_substep(sim_dt, self.ctrl_dt, "ctrl_dt")
+        self.sim_dt = float(sim_dt)
         self.horizon_s = _positive(horizon_s, "horizon_s", "s")
         if reference is not None and not callable(getattr(reference, "window", None)):
             raise ValueError(f"reference: expected None or an object with window(t), got {type(reference).__name__}")

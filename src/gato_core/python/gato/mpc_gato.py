@@ -217,10 +217,8 @@ class MPC_GATO:
 
     def _check_start(self, x_start, sim_dt):
         x = _vector(x_start, "x_start", self.nx, "= [q; dq] (robot only)")
-        sim_dt = _positive(sim_dt, "sim_dt", "s")
-        if sim_dt > self.dt * (1 + 1e-9):
-            raise ValueError(f"sim_dt: {sim_dt} s is longer than the control period dt = {self.dt} s")
-        return x, sim_dt
+        simloop.check_substep(sim_dt, self.dt, "dt")
+        return x, float(sim_dt)
 
     def _verbose(self, planned_s: float) -> bool:
         return planned_s > self.VERBOSE_AUTO_S if self.verbose is None else bool(self.verbose)
@@ -361,11 +359,6 @@ class MPC_GATO:
         """
         x, sim_dt = self._check_start(x_start, sim_dt)
         G = _points(goals, "goals", rows="G")
-        try:
-            np.linalg.norm(np.ones(2), ord=velocity_norm)
-        except (ValueError, TypeError):
-            raise ValueError(f"velocity_norm: expected a vector norm order (1, 2, np.inf, ...), "
-                             f"got {velocity_norm!r}") from None
         task = simloop.GoalTask(
             G, self.N, self.dt, timeout=_positive(goal_timeout, "goal_timeout", "s"),
             threshold=_positive(goal_threshold, "goal_threshold", "m"),

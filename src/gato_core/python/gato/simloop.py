@@ -36,11 +36,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .references import MinJerkSegment, _vector
+from .references import MinJerkSegment, _positive, _vector
 
 __all__ = ["World", "make_world", "EEKinematics", "Disturbance", "ConstantWrench", "PointPayload",
            "PendulumPayload", "Impulse", "LinkMassError", "parse_link_mass_scale",
-           "HoldTorque", "PlanPlayback", "StateFeedback", "Simulation",
+           "HoldTorque", "PlanPlayback", "StateFeedback", "substeps_in", "check_substep", "Simulation",
            "Task", "TaskTick", "TrackingTask", "GoalTask", "RunRecord", "run_closed_loop"]
 
 EPS = 1e-9  # absorbs float error in accumulated times and substep counts
@@ -313,6 +313,25 @@ def command_of(result):
 
 
 # ----------------------------------------------------------------- the simulation
+def substeps_in(period: float, sim_dt: float) -> int:
+    """Whole substeps of ``sim_dt`` in ``period`` (floor, at least one; float error absorbed:
+    0.03 / 0.001 is 30)."""
+    return max(int(math.floor(period / sim_dt + EPS)), 1)
+
+
+def check_substep(sim_dt, period: float, period_name: str, *, name="sim_dt", whole=False) -> int:
+    """Validate a front end's substep ``sim_dt`` [s] against the control period [s] it splits
+    (named ``period_name``): finite, > 0, not longer than the period and, with ``whole``, a
+    whole number of substeps per period. Returns :func:`substeps_in` of them. ValueError naming
+    ``name``."""
+    h = _positive(sim_dt, name, "s")
+    if h > period * (1 + EPS):
+        raise ValueError(f"{name}: {sim_dt!r} s is longer than the control period {period_name} = {period!r} s")
+    if whole and abs(period / h - round(period / h)) > EPS:
+        raise ValueError(f"{name}: {h:g} s does not divide the control period {period_name} = {period:g} s")
+    return substeps_in(period, h)
+
+
 class Simulation:
     """A world, the robot state and the clock.
 
@@ -394,7 +413,7 @@ class Simulation:
             n = int(math.floor(self.owed / self.sim_dt + EPS))
             self.owed = max(self.owed - n * self.sim_dt, 0.0)
         else:
-            n = max(int(math.floor(period / self.sim_dt + EPS)), 1)
+            n = substeps_in(period, self.sim_dt)
         q, dq = self.q, self.dq
         for i in range(n):
             u = u_cmd = self.applied(command, i, q, dq)
@@ -491,6 +510,11 @@ class GoalTask(Task):
     columns = ("goal_distances", "goal_distances_knot0", "references", "velocity_norms", "active_goal")
 
     def __init__(self, goals, N, dt, *, timeout, threshold, velocity_threshold, velocity_norm, settle_time, ramp):
+        try:
+            np.linalg.norm(np.ones(2), ord=velocity_norm)
+        except (ValueError, TypeError):
+            raise ValueError(f"velocity_norm: expected a vector norm order (1, 2, np.inf, ...), "
+                             f"got {velocity_norm!r}") from None
         self.goals = np.asarray(goals, dtype=np.float64)
         self.N, self.dt = int(N), float(dt)
         self.timeout, self.threshold, self.vel_threshold = timeout, threshold, velocity_threshold
