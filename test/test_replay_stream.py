@@ -82,6 +82,36 @@ def test_streaming_replay_equals_the_in_memory_replay_bit_for_bit(tmp_path, case
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["ticks"] == len(rec.ticks)
 
 
+def test_a_long_run_spilled_to_disk_gives_the_same_replay_and_report(tmp_path, monkeypatch):
+    """Rows spilled to the temporary file after 16 ticks, read back 10 at a time, percentiles by
+    the histogram selection, plots decimated in chunks: the same numbers, summary and worst ticks
+    as with everything in memory."""
+    import gato.replay.report as report_mod
+    import gato.replay.rows as rows_mod
+
+    bag = record_lockstep_run(tmp_path / "bag", seconds=1.0, sim={"link_mass_scale": "L4:1.2"})
+    rec, rp, pred = _in_memory(bag)
+    whole = replay_bag(bag, tmp_path / "whole", log=None, worst=3)
+    monkeypatch.setattr(rows_mod, "BUFFER_ROWS", 16)
+    monkeypatch.setattr(rows_mod, "CHUNK_ROWS", 10)
+    monkeypatch.setattr(rows_mod, "EXACT_BELOW", 8)
+    monkeypatch.setattr(report_mod, "MAX_POINTS", 12)
+    run = stream_replay(bag, worst=3)
+    assert run.rows.file is not None and run.prediction.rows.file is not None, "spilled"
+    _assert_same(run, rec, rp, pred)
+    spilled = replay_bag(bag, tmp_path / "spilled", log=None, worst=3)
+    for k in ("ticks", "compared", "over_tolerance", "max_du", "max_dplan", "anchored", "state_anchored",
+              "first_over", "matched", "prediction", "solve_time_recorded_s", "gaps"):
+        assert spilled[k] == whole[k], k
+    w = np.array([tk.wall_s for tk in rec.ticks if tk.wall_s is not None])
+    assert spilled["solve_time_recorded_s"] == {"median": float(np.median(w)), "p90": float(np.percentile(w, 90)),
+                                               "max": float(w.max()), "n": int(w.size)}
+    a, b = np.load(whole["cases"]), np.load(spilled["cases"])
+    assert a["tick"].tolist() == b["tick"].tolist() and np.array_equal(a["pred_err_torque"], b["pred_err_torque"],
+                                                                       equal_nan=True)
+    assert (tmp_path / "spilled" / "replay.png").exists() and (tmp_path / "spilled" / "model_vs_reality.png").exists()
+
+
 def _copy_window(src, dst, t_from):
     """A bag of ``src``'s messages logged at or after ``t_from`` (what a recorder started late writes)."""
     from rosbags.rosbag2 import Reader, StoragePlugin, Writer

@@ -33,7 +33,7 @@ from ..interface import robot_urdf
 from .cases import rerun_cases, standalone_solve, write_cases
 from .prediction import Prediction, predict_errors
 from .recording import TOPICS, Recording, Tick, load_recording
-from .report import Report, plot_prediction, plot_replay
+from .report import FLOOR, Report, decimate_rows, plot_prediction, plot_replay
 from .resolve import TickReplay, replay_ticks
 from .stream import StreamRun, stream_replay
 
@@ -41,13 +41,14 @@ __all__ = ["replay_bag", "rerun_cases", "standalone_solve", "load_recording", "r
            "stream_replay", "Recording", "Tick", "TickReplay", "StreamRun", "Prediction", "TOPICS"]
 
 
-def _pct(a) -> dict:
-    a = np.asarray(a, dtype=np.float64)
-    a = a[np.isfinite(a)]
-    if a.size == 0:
+def _pct(rows, name) -> dict:
+    """Median / p90 / max / n of the finite values of column ``name``, read in chunks (exact)."""
+    from .rows import percentiles
+
+    n, (med, p90), mx = percentiles(lambda: (c[name] for _, c in rows.chunks()), [50, 90]) if rows.n else (0, (0, 0), 0)
+    if n == 0:
         return {}
-    return {"median": float(np.median(a)), "p90": float(np.percentile(a, 90)), "max": float(a.max()),
-            "n": int(a.size)}
+    return {"median": med, "p90": p90, "max": mx, "n": int(n)}
 
 
 def _fmt_pct(d: dict, scale=1.0, unit="ms") -> str:
@@ -127,10 +128,11 @@ def _in_memory_run(bag_path, robot, urdf, torque_source, say):
                     counts={k: int(v) for k, v in rec.counts.items()}, bag_problems=list(bag.problems))
     run.problems = list(rec.problems)
     T = len(rec.ticks)
-    run.tick = np.array([tk.tick for tk in rec.ticks], dtype=np.int64)
-    run.stamp_ns = np.array([tk.stamp_ns for tk in rec.ticks], dtype=np.int64)
-    run.wall_rec = np.array([tk.wall_s if tk.wall_s is not None else np.nan for tk in rec.ticks])
-    run.has_recorded_u = np.array([tk.u_recorded is not None for tk in rec.ticks], dtype=bool)
+    cols = dict(tick=np.array([tk.tick for tk in rec.ticks], dtype=np.int64),
+                stamp_ns=np.array([tk.stamp_ns for tk in rec.ticks], dtype=np.int64),
+                wall_rec=np.array([tk.wall_s if tk.wall_s is not None else np.nan for tk in rec.ticks]),
+                has_u=np.array([tk.u_recorded is not None for tk in rec.ticks], dtype=bool))
+    run.rows = _tick_columns(cols, T, 0)
     run.n_state = sum(tk.solver_state is not None for tk in rec.ticks)
     run.n_states = len(rec.state_t_ns)
     run.urdf = Path(urdf) if urdf else (robot_urdf(rec.robot) if rec.robot else None)
@@ -150,9 +152,10 @@ def _in_memory_run(bag_path, robot, urdf, torque_source, say):
         except ValueError as e:
             run.resolve_error = str(e)
         else:
-            for k in ("u", "du", "dplan", "dwarm", "dstate", "wall_s", "anchored", "state_anchored", "notes",
-                      "effort_limit"):
-                setattr(run, k, getattr(rp, k))
+            cols.update({k: getattr(rp, k) for k in ("u", "du", "dplan", "dwarm", "dstate", "wall_s", "anchored",
+                                                     "state_anchored")})
+            run.rows, run.resolved = _tick_columns(cols, T, rp.u.shape[1]), True
+            run.notes, run.effort_limit = rp.notes, rp.effort_limit
             run.kept = {i: (tk, SimpleNamespace(u=rp.u[i], warm=rp.warm[i])) for i, tk in enumerate(rec.ticks)}
     if run.urdf is not None and len(rec.state_t_ns) > 1:
         say(f"[gato replay] model vs reality over {len(rec.state_t_ns)} joint states ...")
@@ -162,6 +165,49 @@ def _in_memory_run(bag_path, robot, urdf, torque_source, say):
         except ValueError as e:
             run.prediction_error = str(e)
     return run
+
+
+def _tick_columns(cols: dict, T: int, nu: int):
+    """The per-tick Rows of an in-memory run (replay columns NaN / False where not re-solved)."""
+    from .rows import Rows
+
+    full = dict(u=np.full((T, nu), np.nan), du=np.full(T, np.nan), dplan=np.full(T, np.nan),
+                dwarm=np.full(T, np.nan), dstate=np.full(T, np.nan), wall_s=np.full(T, np.nan),
+                anchored=np.zeros(T, bool), state_anchored=np.zeros(T, bool))
+    full.update(cols)
+    order = ("tick", "stamp_ns", "wall_rec", "has_u", "u", "du", "dplan", "dwarm", "dstate", "wall_s", "anchored",
+             "state_anchored")
+    return Rows.from_arrays(**{k: full[k] for k in order})
+
+
+def _tick_stats(rows, tol: float) -> dict:
+    """The replayed-vs-recorded figures of the summary, from the per-tick rows in one chunked pass."""
+    compared = over = anchored = state_anchored = 0
+    first = None
+    max_du = max_dplan = None
+    any_dplan = False
+    for a, c in rows.chunks():
+        du, dplan = c["du"], c["dplan"]
+        cmp = np.isfinite(du)
+        compared += int(cmp.sum())
+        ov = np.flatnonzero(cmp & ~(du <= tol))
+        if first is None and ov.size:
+            j = int(ov[0])
+            first = (a + j, int(c["tick"][j]), int(c["stamp_ns"][j]), float(du[j]))
+        over += int(ov.size)
+        for v, name in ((du, "du"), (dplan, "dplan")):
+            v = v[~np.isnan(v)]
+            if v.size:
+                m = float(v.max())
+                if name == "du":
+                    max_du = m if max_du is None else max(max_du, m)
+                else:
+                    max_dplan = m if max_dplan is None else max(max_dplan, m)
+        any_dplan = any_dplan or bool(np.isfinite(dplan).any())
+        anchored += int(c["anchored"].sum())
+        state_anchored += int(c["state_anchored"].sum())
+    return dict(compared=compared, over=over, first=first, max_du=max_du if compared else None,
+                max_dplan=max_dplan if any_dplan else None, anchored=anchored, state_anchored=state_anchored)
 
 
 def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dict:
@@ -182,7 +228,7 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
         summary["ticks_missing"] = {t: sum(g["missing"] for g in run.gaps if g["topic"] == t)
                                     for t in (TOPICS["command"], TOPICS["solve_input"])}
         summary["gaps"] = [dict(g) for g in run.gaps]
-        for line in gap_lines(run.gaps, int(run.stamp_ns[0]) if run.T else 0):
+        for line in gap_lines(run.gaps, run.t_first_ns):
             say(f"[gato replay] note: {line}")
             problems.append(line)
     if run.urdf_matches is not None:
@@ -194,34 +240,29 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
                             "--urdf with the robot's URDF")
     if run.resolve_error is not None:
         problems.append(f"re-solving failed: {run.resolve_error}")
-    replayed = run.du is not None and run.T > 0
+    replayed = run.resolved and run.T > 0
     if replayed:
         problems += run.notes
-    t_first = int(run.stamp_ns[0]) if run.T else 0
-    tick_t = (run.stamp_ns - t_first) / 1e9 if run.T else np.zeros(0)
+    t_first = run.t_first_ns
     if replayed:
-        cmp = np.isfinite(run.du)
-        over = np.flatnonzero(cmp & ~(run.du <= tol))
-        first = int(over[0]) if over.size else None
-        summary.update(compared=int(cmp.sum()), over_tolerance=int(over.size),
-                       max_du=float(np.nanmax(run.du)) if cmp.any() else None,
-                       max_dplan=float(np.nanmax(run.dplan)) if np.isfinite(run.dplan).any() else None,
-                       anchored=int(run.anchored.sum()),
-                       state_anchored=int(run.state_anchored.sum()),
+        st = _tick_stats(run.rows, tol)
+        first = st["first"]
+        summary.update(compared=st["compared"], over_tolerance=st["over"], max_du=st["max_du"],
+                       max_dplan=st["max_dplan"], anchored=st["anchored"], state_anchored=st["state_anchored"],
                        solver_state=("recorded" if run.n_state == run.T else "partly recorded" if run.n_state
                                      else "not recorded"),
                        first_over=None if first is None else {
-                           "tick": int(run.tick[first]), "t_s": float(tick_t[first]),
-                           "stamp_ns": int(run.stamp_ns[first]), "du": float(run.du[first])},
-                       matched=bool(cmp.any() and over.size == 0))
-        summary["solve_time_recorded_s"] = _pct(run.wall_rec)
-        summary["solve_time_replay_s"] = _pct(run.wall_s)
+                           "tick": first[1], "t_s": float((np.int64(first[2]) - np.int64(t_first)) / 1e9),
+                           "stamp_ns": first[2], "du": first[3]},
+                       matched=bool(st["compared"] and st["over"] == 0))
+        summary["solve_time_recorded_s"] = _pct(run.rows, "wall_rec")
+        summary["solve_time_replay_s"] = _pct(run.rows, "wall_s")
 
     pred = run.prediction
     if run.prediction_error is not None:
         problems.append(f"model vs reality skipped: {run.prediction_error}")
-    if pred is not None and pred.t.size:
-        summary["prediction"] = {"intervals": int(pred.t.size), "skipped": int(pred.skipped),
+    if pred is not None and pred.K:
+        summary["prediction"] = {"intervals": int(pred.K), "skipped": int(pred.skipped),
                                  "torque_source": pred.torque_source,
                                  "suspects": pred.suspects,
                                  "rms_tau_Nm": dict(zip(pred.joint_names, map(float, pred.rms_tau))),
@@ -233,17 +274,20 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
 
     cases_path = None
     if replayed and worst > 0:
-        idx, reasons = _worst(run, pred, tol, worst)
+        if run.picks is not None:
+            idx, reasons = [i for i, _ in run.picks[:worst]], [r for _, r in run.picks[:worst]]
+        else:
+            idx, reasons = _worst(run, pred, tol, worst)
         if idx:
             from types import SimpleNamespace
 
             tau_at = {}
-            if pred is not None and pred.t.size:
-                t_ns = np.round(pred.t * 1e9).astype(np.int64)
-                for i in idx:
-                    j = np.flatnonzero(t_ns == run.stamp_ns[i])
-                    if j.size:
-                        tau_at[int(run.stamp_ns[i])] = pred.tau_res[j[0]]
+            if pred is not None and pred.K:
+                want = {int(run.kept[i][0].stamp_ns) for i in idx}
+                for _, c in pred.rows.chunks():   # the residual of the interval each picked tick starts
+                    t_ns = np.round(c["t"] * 1e9).astype(np.int64)
+                    for j in np.flatnonzero(np.isin(t_ns, list(want))):
+                        tau_at.setdefault(int(t_ns[j]), c["tau_res"][j].copy())
             ticks = {i: run.kept[i][0] for i in idx}
             rp = SimpleNamespace(u={i: run.kept[i][1].u for i in idx}, warm={i: run.kept[i][1].warm for i in idx})
             cases_path = write_cases(out / "worst_ticks.npz", SimpleNamespace(ticks=ticks, joint_names=run.joint_names),
@@ -252,7 +296,7 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
 
     summary["problems"] = problems
     summary["wall_s"] = time.perf_counter() - t0
-    report_path = _write_report(out, bag_path, summary, run, pred, tick_t, cases_path, html, window)
+    report_path = _write_report(out, bag_path, summary, run, pred, cases_path, html, window)
     summary["report"] = str(report_path)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     say(f"[gato replay] {verdict(summary)}")
@@ -272,7 +316,7 @@ def _worst(run, pred, tol, k):
             break
         picked.append(int(i))
         reasons.append(f"replayed command differs by {run.du[i]:.3g} N*m")
-    if pred is not None and pred.t.size and len(picked) < k:
+    if pred is not None and pred.K and len(picked) < k:
         t_ns = np.round(pred.t * 1e9).astype(np.int64)
         order = np.argsort(run.stamp_ns, kind="stable")
         norm = np.linalg.norm(pred.tau_res, axis=1)
@@ -306,7 +350,7 @@ def verdict(summary: dict) -> str:
             f"{summary['max_du']:.3g} N*m")
 
 
-def _write_report(out, bag_path, summary, run, pred, tick_t, cases_path, html, window=None):
+def _write_report(out, bag_path, summary, run, pred, cases_path, html, window=None):
     r = Report(f"gato replay: {bag_path.name}")
     cfg = run.config or {}
     r.p(f"Bag `{bag_path}` ({summary['storage']}{'' if summary['complete'] else ', INCOMPLETE: read up to the damage'}); "
@@ -316,7 +360,7 @@ def _write_report(out, bag_path, summary, run, pred, tick_t, cases_path, html, w
         + f"; recorded with gato {cfg.get('gato_version', '?')}.")
     r.h(1, "Verdict")
     r.p(verdict(summary) + ".")
-    if pred is not None and pred.t.size:
+    if pred is not None and pred.K:
         if pred.suspects:
             r.p("Model vs reality: the joints whose motion the model predicts worst are "
                 f"**{', '.join(pred.suspects)}** (see below).")
@@ -336,16 +380,15 @@ def _write_report(out, bag_path, summary, run, pred, tick_t, cases_path, html, w
                 ["MPC step time recorded, median / p90 / max", _fmt_pct(summary["solve_time_recorded_s"], 1e3)],
                 ["MPC step time replay, median / p90 / max", _fmt_pct(summary["solve_time_replay_s"], 1e3)]]
         r.table(["", "value"], rows)
-        wall_rec = run.wall_rec * 1e3
         fo = summary["first_over"]
-        png = plot_replay(out / "replay.png", tick_t, run.du, run.dplan, summary["tolerance"], wall_rec,
-                          run.wall_s * 1e3, None if fo is None else fo["t_s"])
+        png = plot_replay(out / "replay.png", _replay_series(run.rows, run.t_first_ns), summary["tolerance"],
+                          None if fo is None else fo["t_s"])
         r.img(png, "Per-tick difference between replayed and recorded commands / plans, and step times")
-    if pred is not None and pred.t.size:
+    if pred is not None and pred.K:
         r.h(1, "Model vs reality")
         r.p(f"The model (pinocchio on the solver's URDF) predicts each measured state from the previous one and "
             f"the torque that acted in between ({'the effort the joint states report' if pred.torque_source == 'effort' else 'the controller command, held'}; RK4, "
-            f"steps ≤ {pred.max_substep * 1e3:g} ms); {pred.t.size} intervals compared ({pred.skipped} skipped: no "
+            f"steps ≤ {pred.max_substep * 1e3:g} ms); {pred.K} intervals compared ({pred.skipped} skipped: no "
             "torque known or a gap). The missing generalized force "
             "M(q)·(qd measured − qd predicted)/Δt is what the model lacks on each joint: a heavier link or a payload "
             f"shows on the joints that carry it. Suspects: the joints holding 80 % of the squared total, above "
@@ -355,11 +398,13 @@ def _write_report(out, bag_path, summary, run, pred, tick_t, cases_path, html, w
             rows.append([rank, pred.joint_names[j], f"{pred.rms_tau[j]:.4g}", f"{pred.share[j] * 100:.1f} %",
                          f"{pred.rms_qd[j]:.3g}", "◀ suspect" if pred.joint_names[j] in pred.suspects else ""])
         r.table(["rank", "joint", "RMS missing force [N·m]", "share", "RMS qd error [rad/s]", ""], rows)
-        r.img(plot_prediction(out / "model_vs_reality.png", pred), "Missing generalized force per joint")
+        t0 = float(pred.rows.first("t"))
+        tau = decimate_rows(pred.K, lambda a, b: _residual_chunk(pred.rows.read(a, b), t0))
+        r.img(plot_prediction(out / "model_vs_reality.png", pred, *tau), "Missing generalized force per joint")
     if cases_path is not None:
         r.h(1, "Worst ticks")
         z = np.load(cases_path)
-        rows = [[int(z["tick"][k]), f"{(int(z['stamp_ns'][k]) - int(run.stamp_ns[0])) / 1e9:.3f}",
+        rows = [[int(z["tick"][k]), f"{(int(z['stamp_ns'][k]) - run.t_first_ns) / 1e9:.3f}",
                  str(z["reason"][k]), f"{np.max(np.abs(z['u_standalone'][k] - z['u_recorded'][k])):.3g}"]
                 for k in range(len(z["tick"]))]
         r.table(["tick", "t [s]", "why", "standalone vs recorded max |du| [N·m]"], rows)
@@ -380,3 +425,26 @@ def _write_report(out, bag_path, summary, run, pred, tick_t, cases_path, html, w
         path = out / "report.md"
         path.write_text(r.markdown(out), encoding="utf-8")
     return path
+
+
+def _residual_chunk(c, t0: float):
+    return c["t"] - t0, c["tau_res"]
+
+
+def _replay_series(rows, t_first: int) -> dict:
+    """The per-tick series of the replay plot, each decimated (:func:`decimate_rows`) from the rows
+    read in chunks: {name: (t [s since the first tick], y) or None when it has no finite value}."""
+    def series(f):
+        def get(a, b):
+            c = rows.read(a, b)
+            return (c["stamp_ns"] - t_first) / 1e9, f(c)
+        return decimate_rows(rows.n, get)
+
+    def finite(name):
+        return any(np.isfinite(c[name]).any() for _, c in rows.chunks())
+
+    floor = lambda v: np.maximum(np.nan_to_num(v, nan=FLOOR), FLOOR)  # noqa: E731 - zeros on the log axis
+    return {"du": series(lambda c: floor(c["du"])),
+            "dplan": series(lambda c: floor(c["dplan"])) if finite("dplan") else None,
+            "wall_rec": series(lambda c: c["wall_rec"] * 1e3) if finite("wall_rec") else None,
+            "wall_rep": series(lambda c: c["wall_s"] * 1e3)}

@@ -20,26 +20,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Prediction", "Predictor", "predict_errors", "summarize"]
+__all__ = ["Prediction", "Predictor", "Residuals", "predict_errors"]
 
 
 @dataclass
 class Prediction:
     """One-step prediction errors (K = compared intervals, nv joints, solver order).
 
-    ``t`` (K,) [s] interval starts; ``e_q`` / ``e_qd`` (K, nv); ``tau_res`` (K, nv)
-    [N*m]; ``rms_tau`` / ``rms_qd`` (nv,); ``share`` (nv,) each joint's fraction of
-    sum(rms_tau^2); ``ranking`` joint indices by rms_tau, largest first; ``suspects``:
-    the joint names that together hold 80 % of sum(rms_tau^2) (at most 3), among the
-    joints whose rms_tau exceeds ``tau_floor`` [N*m] (empty: the model explains the
-    motion to within the floor); ``max_substep`` [s].
+    ``rows``: the per-interval numbers (a :class:`gato.replay.rows.Rows`, spilled to a
+    temporary file for long runs): ``t`` [s] interval starts, ``e_q`` / ``e_qd`` / ``tau_res``
+    (nv,) [N*m]; the properties ``t`` (K,), ``e_q`` / ``e_qd`` / ``tau_res`` (K, nv) read them
+    whole (tests, small runs; the report reads them in chunks). ``rms_tau`` / ``rms_qd`` (nv,);
+    ``share`` (nv,) each joint's fraction of sum(rms_tau^2); ``ranking`` joint indices by
+    rms_tau, largest first; ``suspects``: the joint names that together hold 80 % of
+    sum(rms_tau^2) (at most 3), among the joints whose rms_tau exceeds ``tau_floor`` [N*m]
+    (empty: the model explains the motion to within the floor); ``max_substep`` [s].
     """
 
     joint_names: list
-    t: np.ndarray
-    e_q: np.ndarray
-    e_qd: np.ndarray
-    tau_res: np.ndarray
+    rows: object
     rms_tau: np.ndarray
     rms_qd: np.ndarray
     share: np.ndarray
@@ -49,6 +48,69 @@ class Prediction:
     torque_source: str = "command"
     tau_floor: float = 0.05
     skipped: int = 0
+
+    @property
+    def K(self) -> int:
+        return self.rows.n
+
+    @property
+    def t(self) -> np.ndarray:
+        return self.rows.column("t")
+
+    @property
+    def e_q(self) -> np.ndarray:
+        return self.rows.column("e_q")
+
+    @property
+    def e_qd(self) -> np.ndarray:
+        return self.rows.column("e_qd")
+
+    @property
+    def tau_res(self) -> np.ndarray:
+        return self.rows.column("tau_res")
+
+
+class Residuals:
+    """The per-interval results of a run as they come (:meth:`add`), in bounded memory: the
+    rows go to a :class:`gato.replay.rows.Rows`, the RMS sums are kept running (summed row by
+    row: the same float64 sums as ``np.mean(x ** 2, axis=0)``); :meth:`summary` makes the
+    :class:`Prediction`."""
+
+    def __init__(self, nv: int):
+        from .rows import Rows
+
+        self.nv = nv
+        f = np.float64
+        self.rows = Rows({"t": ((), f), "e_q": ((nv,), f), "e_qd": ((nv,), f), "tau_res": ((nv,), f)})
+        self.sq_tau = self.sq_qd = None
+
+    def add(self, t_s: float, e_q, e_qd, tau):
+        """One interval: start ``t_s`` [s], e_q / e_qd / tau (nv,)."""
+        self.rows.add(t=t_s, e_q=e_q, e_qd=e_qd, tau_res=tau)
+        st, sq = np.square(tau), np.square(e_qd)
+        if self.sq_tau is None:
+            self.sq_tau, self.sq_qd = st, sq
+        else:
+            self.sq_tau = self.sq_tau + st
+            self.sq_qd = self.sq_qd + sq
+
+    def summary(self, joint_names, *, skipped: int, max_substep: float, torque_source: str,
+                tau_floor: float = 0.05) -> Prediction:
+        nv, K = len(joint_names), self.rows.n
+        rms_tau = np.sqrt(self.sq_tau / K) if K else np.zeros(nv)
+        rms_qd = np.sqrt(self.sq_qd / K) if K else np.zeros(nv)
+        tot = float(np.sum(rms_tau ** 2))
+        share = rms_tau ** 2 / tot if tot > 0 else np.zeros(nv)
+        ranking = [int(i) for i in np.argsort(-rms_tau, kind="stable")]
+        suspects, acc = [], 0.0
+        for i in ranking:
+            if acc >= 0.8 or len(suspects) == 3 or rms_tau[i] <= tau_floor:
+                break
+            suspects.append(joint_names[i])
+            acc += share[i]
+        return Prediction(joint_names=list(joint_names), rows=self.rows, rms_tau=rms_tau, rms_qd=rms_qd,
+                          share=share, ranking=ranking, suspects=suspects, max_substep=max_substep,
+                          torque_source=torque_source, tau_floor=tau_floor, skipped=skipped)
 
 
 def _rk4(pin, model, data, q, v, u, dt, n):
@@ -91,7 +153,7 @@ def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, efforts=N
     Intervals before the first command are skipped (counted in ``skipped``).
     """
     pr = Predictor(urdf, joint_names, max_substep=max_substep)
-    ts, eq, eqd, tau = [], [], [], []
+    res = Residuals(len(joint_names))
     skipped = 0
     # Zero-order hold: over [t_k, t_k+1) the latest command stamped at or before t_k acts
     # (a free-running controller skips states it had no time for; their interval keeps the
@@ -113,12 +175,9 @@ def predict_errors(urdf, joint_names, state_t_ns, states, commands, *, efforts=N
             continue
         u = efforts[k + 1] if use_eff else np.asarray(commands[int(c_t[i])][0], dtype=np.float64)
         e_q, e_qd, tau_k = pr.interval(int(state_t_ns[k]), states[k], int(state_t_ns[k + 1]), states[k + 1], u)
-        ts.append(int(state_t_ns[k]) / 1e9)
-        eq.append(e_q)
-        eqd.append(e_qd)
-        tau.append(tau_k)
-    return summarize(list(joint_names), ts, eq, eqd, tau, skipped=skipped, max_substep=max_substep,
-                     torque_source="effort" if use_eff else "command", tau_floor=tau_floor)
+        res.add(int(state_t_ns[k]) / 1e9, e_q, e_qd, tau_k)
+    return res.summary(list(joint_names), skipped=skipped, max_substep=max_substep,
+                       torque_source="effort" if use_eff else "command", tau_floor=tau_floor)
 
 
 class Predictor:
@@ -150,27 +209,3 @@ class Predictor:
         M = pin.crba(model, data, q)
         M = np.triu(M) + np.triu(M, 1).T          # crba fills the upper triangle
         return pin.difference(model, qp, x1[:nq]), e_qd, M @ e_qd / dt
-
-
-def summarize(joint_names, ts, eq, eqd, tau, *, skipped: int, max_substep: float, torque_source: str,
-              tau_floor: float = 0.05) -> Prediction:
-    """A :class:`Prediction` from per-interval lists (starts [s], e_q, e_qd, tau_res)."""
-    nv = len(joint_names)
-    K = len(ts)
-    e_q = np.asarray(eq).reshape(K, nv)
-    e_qd = np.asarray(eqd).reshape(K, nv)
-    tau_res = np.asarray(tau).reshape(K, nv)
-    rms_tau = np.sqrt(np.mean(tau_res ** 2, axis=0)) if K else np.zeros(nv)
-    rms_qd = np.sqrt(np.mean(e_qd ** 2, axis=0)) if K else np.zeros(nv)
-    tot = float(np.sum(rms_tau ** 2))
-    share = rms_tau ** 2 / tot if tot > 0 else np.zeros(nv)
-    ranking = [int(i) for i in np.argsort(-rms_tau, kind="stable")]
-    suspects, acc = [], 0.0
-    for i in ranking:
-        if acc >= 0.8 or len(suspects) == 3 or rms_tau[i] <= tau_floor:
-            break
-        suspects.append(joint_names[i])
-        acc += share[i]
-    return Prediction(joint_names=list(joint_names), t=np.asarray(ts), e_q=e_q, e_qd=e_qd, tau_res=tau_res,
-                      rms_tau=rms_tau, rms_qd=rms_qd, share=share, ranking=ranking, suspects=suspects,
-                      max_substep=max_substep, torque_source=torque_source, tau_floor=tau_floor, skipped=skipped)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Report", "plot_replay", "plot_prediction"]
+__all__ = ["Report", "plot_replay", "plot_prediction", "decimate", "decimate_rows"]
 
 
 class Report:
@@ -112,20 +112,52 @@ FLOOR = 1e-16  # exact zeros are drawn here on the log axes
 MAX_POINTS = 4000  # per series: a long run is drawn from this many bins (memory and time of the plot)
 
 
-def decimate(t, y, n: int = MAX_POINTS):
+def decimate(t, y, n: int | None = None):
     """(t, y) of at most ``n`` points: in each of ``n`` equal bins of samples the one of largest
-    |y| (NaN ignored), so spikes survive. ``y`` (K,) or (K, m) (per column). Short series as they are."""
+    |y| (NaN ignored), so spikes survive. ``y`` (K,) or (K, m) (per column). Short series as they
+    are. ``n`` None: :data:`MAX_POINTS`."""
     t, y = np.asarray(t), np.asarray(y)
-    K = len(t)
+    return decimate_rows(len(t), lambda a, b: (t[a:b], y[a:b]), n)
+
+
+def decimate_rows(K: int, get, n: int | None = None, rows: int | None = None):
+    """:func:`decimate` of a series of ``K`` samples read in pieces: ``get(a, b)`` returns (t, y)
+    of samples [a, b); at most about ``rows`` (None: :data:`gato.replay.rows.CHUNK_ROWS`)
+    samples are read at a time (memory does not grow with K). The same points as
+    :func:`decimate` of the whole series."""
+    from . import rows as _rows
+
+    n = MAX_POINTS if n is None else n
+    rows = _rows.CHUNK_ROWS if rows is None else rows
     if K <= 2 * n:
-        return t, y
+        return get(0, K)
     edges = np.linspace(0, K, n + 1).astype(int)
+    ts, ys = [], []
+    g = 0
+    while g < n:
+        h = g + 1
+        while h < n and edges[h + 1] - edges[g] <= rows:
+            h += 1
+        off = int(edges[g])
+        t, y = get(off, int(edges[h]))
+        t, y = np.asarray(t), np.asarray(y)
+        tt, yy = _bins(t, y, edges[g:h + 1] - off)
+        ts.append(tt)
+        ys.append(yy)
+        g = h
+    return np.concatenate(ts), np.concatenate(ys)
+
+
+def _bins(t, y, edges):
+    """Per bin [edges[k], edges[k+1]) the sample of largest |y| (per column for 2-D ``y``; the
+    bin's middle time then)."""
     mag = np.abs(np.nan_to_num(y, nan=0.0))
     if y.ndim == 1:
         pick = np.array([a + int(np.argmax(mag[a:b])) for a, b in zip(edges[:-1], edges[1:])])
         return t[pick], y[pick]
-    out = np.empty((n, y.shape[1]))
-    tt = np.empty(n)
+    m = len(edges) - 1
+    out = np.empty((m, y.shape[1]))
+    tt = np.empty(m)
     for k, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
         j = a + np.argmax(mag[a:b], axis=0)
         out[k] = y[j, np.arange(y.shape[1])]
@@ -133,24 +165,25 @@ def decimate(t, y, n: int = MAX_POINTS):
     return tt, out
 
 
-def plot_replay(path, t, du, dplan, tol, wall_rec_ms, wall_rep_ms, first_over_t=None) -> Path:
-    """Replayed vs recorded: max |du| and |dplan| per tick (log), solve times."""
+def plot_replay(path, series: dict, tol, first_over_t=None) -> Path:
+    """Replayed vs recorded: max |du| and |dplan| per tick (log), solve times. ``series``:
+    {"du", "dplan", "wall_rec", "wall_rep": (t [s], y) already decimated (at most a few thousand
+    points; "dplan" / "wall_rec" None when not recorded)}: |du| and |dplan| with NaN and zeros at
+    :data:`FLOOR`, step times in ms."""
     plt = _plt()
     fig, ax = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
-    ax[0].semilogy(*decimate(t, np.maximum(np.nan_to_num(du, nan=FLOOR), FLOOR)), ".", ms=3,
-                   label="max |u replay - u recorded| [N·m]")
-    if np.any(np.isfinite(dplan)):
-        ax[0].semilogy(*decimate(t, np.maximum(np.nan_to_num(dplan, nan=FLOOR), FLOOR)), ".", ms=2, alpha=0.6,
-                       label="max |plan replay - plan recorded|")
+    ax[0].semilogy(*series["du"], ".", ms=3, label="max |u replay - u recorded| [N·m]")
+    if series.get("dplan") is not None:
+        ax[0].semilogy(*series["dplan"], ".", ms=2, alpha=0.6, label="max |plan replay - plan recorded|")
     ax[0].axhline(tol, color="k", ls="--", lw=1, label=f"tolerance {tol:g}")
     if first_over_t is not None:
         ax[0].axvline(first_over_t, color="tab:red", lw=1, label="first tick over tolerance")
     ax[0].set_ylabel(f"difference (zeros at {FLOOR:g})")
     ax[0].legend(fontsize=8, loc="center left")
     ax[0].set_title("replayed vs recorded commands and plans, per MPC tick")
-    if wall_rec_ms is not None and np.any(np.isfinite(wall_rec_ms)):
-        ax[1].plot(*decimate(t, wall_rec_ms), lw=0.8, label="recorded (on the robot / in the run)")
-    ax[1].plot(*decimate(t, wall_rep_ms), lw=0.8, label="replay (this machine)")
+    if series.get("wall_rec") is not None:
+        ax[1].plot(*series["wall_rec"], lw=0.8, label="recorded (on the robot / in the run)")
+    ax[1].plot(*series["wall_rep"], lw=0.8, label="replay (this machine)")
     ax[1].set_ylabel("MPC step wall time [ms]")
     ax[1].set_xlabel("time since the first tick [s]")
     ax[1].legend(fontsize=8, loc="upper right")
@@ -161,12 +194,11 @@ def plot_replay(path, t, du, dplan, tol, wall_rec_ms, wall_rep_ms, first_over_t=
     return path
 
 
-def plot_prediction(path, pred) -> Path:
-    """Model vs reality: residual torque per joint over time, RMS per joint."""
+def plot_prediction(path, pred, t, tau) -> Path:
+    """Model vs reality: residual torque per joint over time, RMS per joint. ``t`` [s since
+    the first state], ``tau`` (m, nv) [N*m]: the residuals, already decimated."""
     plt = _plt()
     fig, ax = plt.subplots(2, 1, figsize=(9, 6.5), gridspec_kw={"height_ratios": [3, 2]})
-    t = pred.t - pred.t[0] if pred.t.size else pred.t
-    t, tau = decimate(t, pred.tau_res)
     for j, name in enumerate(pred.joint_names):
         bold = name in pred.suspects
         ax[0].plot(t, tau[:, j], lw=1.4 if bold else 0.7, alpha=1.0 if bold else 0.6,

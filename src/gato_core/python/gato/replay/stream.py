@@ -17,8 +17,10 @@ messages in log-time order and this module
   candidates for the worst-ticks file: the ``worst`` largest command differences and the
   ``2 worst`` largest model residuals.
 
-Memory is then the look-ahead window plus O(ticks * (nu + 8)) numbers (about 0.1 kB per
-tick); the result equals the in-memory replay bit for bit (``test/test_replay_stream.py``).
+The per-tick scalars and per-interval residuals go to :class:`gato.replay.rows.Rows` (a small
+buffer, the rest in an unnamed temporary file) and the report reads them back in chunks, so
+memory is the look-ahead window and the kept ticks, independent of the bag's length; the result
+equals the in-memory replay bit for bit (``test/test_replay_stream.py``).
 
 Bags without SolveInput (tick inputs reconstructed from commands, joint states and
 parameter snapshots: an older recorder or a filtered ``ros2 bag record``) are replayed in
@@ -34,9 +36,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .prediction import Predictor, summarize
+from .prediction import Predictor, Residuals
 from .recording import REQUIRED_FIELDS, TOPICS, stamp_ns, tick_from_solve_input
 from .resolve import TickReplayer
+from .rows import Rows
 
 __all__ = ["StreamRun", "stream_replay", "LOOKAHEAD_S", "LOOKAHEAD_MAX_S", "parse_bound", "TickGaps", "gap_lines"]
 
@@ -49,27 +52,6 @@ LOOKAHEAD_S = 1.0
 #: recorder starved on a loaded machine logs them late, a lost message never. Bounds the memory
 #: of the look-ahead.
 LOOKAHEAD_MAX_S = 10.0
-
-
-class _Grow:
-    """A growing (n, *shape) array. ``capacity``: the expected rows (the bag index's count): then
-    it never reallocates, so its memory is the data itself; beyond it, it grows by a quarter."""
-
-    def __init__(self, shape=(), dtype=np.float64, fill=np.nan, capacity=None):
-        self.a = np.full((max(256, capacity or 0), *shape), fill, dtype=dtype)
-        self.n = 0
-        self.fill = fill
-
-    def append(self, v):
-        if self.n == len(self.a):
-            b = np.full((len(self.a) + len(self.a) // 4, *self.a.shape[1:]), self.fill, dtype=self.a.dtype)
-            b[:self.n] = self.a
-            self.a = b
-        self.a[self.n] = v
-        self.n += 1
-
-    def get(self):
-        return self.a[:self.n]
 
 
 class _TopK:
@@ -90,17 +72,27 @@ class _TopK:
     def items(self) -> dict:
         return {-ni: p for _, ni, p in self.h}
 
+    def ranked(self) -> list:
+        """[(key, i, payload)], largest key first (ties: the earlier i first)."""
+        return [(k, -ni, p) for k, ni, p in sorted(self.h, key=lambda e: (e[0], e[1]), reverse=True)]
+
 
 @dataclass
 class StreamRun:
     """What a streamed replay produced (T re-solved ticks, K model intervals, solver order).
 
-    Per tick: ``tick`` (T,) controller tick numbers, ``stamp_ns`` (T,), ``wall_rec`` (T,)
-    recorded step times [s] (NaN unknown), ``u`` (T, nu) replayed commands [N*m], ``du`` /
-    ``dplan`` / ``dwarm`` / ``dstate`` / ``wall_s`` (T,), ``anchored`` / ``state_anchored``
-    (T,) bool, ``has_recorded_u`` (T,) bool. ``kept``: {tick index: (Tick, TickResult)} of the
-    worst-tick candidates. ``prediction``: a :class:`gato.replay.Prediction` or None.
-    ``streamed`` False: the bag needs the in-memory reconstruction (no SolveInput).
+    ``rows``: the per-tick numbers (a :class:`gato.replay.rows.Rows`, spilled to a temporary
+    file: memory does not grow with the run), one row per re-solved tick in order: ``tick``
+    controller tick number, ``stamp_ns``, ``wall_rec`` recorded step time [s] (NaN unknown),
+    ``has_u`` a recorded command matched, and where ``resolved`` (the controller could be
+    built): ``u`` (nu,) replayed command [N*m], ``du`` / ``dplan`` / ``dwarm`` / ``dstate`` /
+    ``wall_s``, ``anchored`` / ``state_anchored`` (bool). The properties of the same names
+    (``has_recorded_u`` for has_u) read a column whole, (T,) or (T, nu), None for the replay
+    columns when not resolved: for tests and small runs (the report reads the rows in chunks).
+    ``kept``: {tick index: (Tick, TickResult)} of the worst-tick candidates; ``picks``: [(tick
+    index, reason)] the worst ticks (None: pick from the whole columns). ``prediction``: a
+    :class:`gato.replay.Prediction` or None. ``streamed`` False: the bag needs the in-memory
+    reconstruction (no SolveInput).
     """
 
     streamed: bool = True
@@ -113,19 +105,10 @@ class StreamRun:
     joint_names: list = field(default_factory=list)
     counts: dict = field(default_factory=dict)
     n_state: int = 0
-    tick: np.ndarray = None
-    stamp_ns: np.ndarray = None
-    wall_rec: np.ndarray = None
-    u: np.ndarray = None
-    du: np.ndarray = None
-    dplan: np.ndarray = None
-    dwarm: np.ndarray = None
-    dstate: np.ndarray = None
-    wall_s: np.ndarray = None
-    anchored: np.ndarray = None
-    state_anchored: np.ndarray = None
-    has_recorded_u: np.ndarray = None
+    rows: Rows | None = None
+    resolved: bool = False
     kept: dict = field(default_factory=dict)
+    picks: list | None = None
     prediction: object = None
     prediction_error: str | None = None
     n_states: int = 0
@@ -140,7 +123,38 @@ class StreamRun:
 
     @property
     def T(self) -> int:
-        return 0 if self.tick is None else len(self.tick)
+        return 0 if self.rows is None else self.rows.n
+
+    @property
+    def t_first_ns(self) -> int:
+        """The first re-solved tick's stamp [ns] (0 when none)."""
+        return 0 if not self.T else int(self.rows.first("stamp_ns"))
+
+    def _col(self, name, replay=False):
+        if self.rows is None or (replay and not self.resolved):
+            return None
+        return self.rows.column(name)
+
+    tick = property(lambda self: self._col("tick"))
+    stamp_ns = property(lambda self: self._col("stamp_ns"))
+    wall_rec = property(lambda self: self._col("wall_rec"))
+    has_recorded_u = property(lambda self: self._col("has_u"))
+    u = property(lambda self: self._col("u", True))
+    du = property(lambda self: self._col("du", True))
+    dplan = property(lambda self: self._col("dplan", True))
+    dwarm = property(lambda self: self._col("dwarm", True))
+    dstate = property(lambda self: self._col("dstate", True))
+    wall_s = property(lambda self: self._col("wall_s", True))
+    anchored = property(lambda self: self._col("anchored", True))
+    state_anchored = property(lambda self: self._col("state_anchored", True))
+
+
+def tick_rows(nu: int) -> Rows:
+    """An empty per-tick table (see :class:`StreamRun`) for commands of ``nu`` joints."""
+    f, b = np.float64, np.bool_
+    return Rows({"tick": ((), np.int64), "stamp_ns": ((), np.int64), "wall_rec": ((), f), "has_u": ((), b),
+                 "u": ((nu,), f), "du": ((), f), "dplan": ((), f), "dwarm": ((), f), "dstate": ((), f),
+                 "wall_s": ((), f), "anchored": ((), b), "state_anchored": ((), b)})
 
 
 class TickGaps:
@@ -303,15 +317,8 @@ class _Streamer:
         self.steps: dict = {}
         self.plans: dict = {}
         self.missing_joints_once = False
-        # per-tick outputs, sized from the bag's index where it has one
-        self.cap = bs.listed.get(TOPICS["solve_input"])
-        self.cap_states = bs.listed.get(TOPICS["joint_states"])
-        cap = self.cap
-        self.g = {k: _Grow(capacity=cap) for k in ("du", "dplan", "dwarm", "dstate", "wall_s", "wall_rec")}
-        self.g_tick = _Grow(dtype=np.int64, fill=0, capacity=cap)
-        self.g_stamp = _Grow(dtype=np.int64, fill=0, capacity=cap)
-        self.g_bool = {k: _Grow(dtype=bool, fill=False, capacity=cap) for k in ("anchored", "state_anchored", "has_u")}
-        self.g_u = None
+        self.rows = None                      # per-tick outputs (tick_rows), once the controller is known
+        self.nan_u = None
         self.top_du = _TopK(worst)
         self.top_norm = _TopK(2 * worst)
         self.await_norm: dict = {}            # tick stamp -> (i, Tick, TickResult) awaiting its interval
@@ -322,8 +329,7 @@ class _Streamer:
         self.pred = None
         self.prev_state = None
         self.use_eff = None
-        self.p_t = _Grow(capacity=bs.listed.get(TOPICS["joint_states"]))
-        self.p_eq = self.p_eqd = self.p_tau = None     # _Grow((nv,)) once the joints are known
+        self.res = None                       # Residuals, once the joints are known
         self.n_prune = 0
         self.p_skipped = 0
         self.resolver = None
@@ -400,9 +406,12 @@ class _Streamer:
             run.urdf_matches = local == tk.config["urdf_sha256"]
         try:
             self.resolver = TickReplayer(tk.config, urdf=self.urdf)
-            self.g_u = _Grow((self.resolver.nu,), capacity=self.cap)
         except ValueError as e:
             run.resolve_error = str(e)
+        nu = self.resolver.nu if self.resolver is not None else 0
+        self.rows = run.rows = tick_rows(nu)
+        run.resolved = self.resolver is not None
+        self.nan_u = np.full(nu, np.nan)
         if self.urdf is not None:
             try:
                 self.pred = Predictor(self.urdf, run.joint_names)
@@ -507,12 +516,9 @@ class _Streamer:
             return
         u = e if self.use_eff else np.asarray(self.commands[self.cmd_t[k]][0], dtype=np.float64)
         e_q, e_qd, tau = self.pred.interval(s0, x0, s, x, u)
-        if self.p_eq is None:
-            self.p_eq, self.p_eqd, self.p_tau = (_Grow((len(e_q),), capacity=self.cap_states) for _ in range(3))
-        self.p_t.append(s0 / 1e9)
-        self.p_eq.append(e_q)
-        self.p_eqd.append(e_qd)
-        self.p_tau.append(tau)
+        if self.res is None:
+            self.res = Residuals(len(e_q))
+        self.res.add(s0 / 1e9, e_q, e_qd, tau)
         norm = float(np.linalg.norm(tau))
         if s0 in self.await_norm:
             i, tk, r = self.await_norm.pop(s0)
@@ -537,22 +543,21 @@ class _Streamer:
             tk.budget_hit = bool(st.budget_hit)
         elif plan is not None:
             tk.xu_recorded = np.asarray(plan.xu, dtype=np.float64)
-        i = self.g_tick.n
-        self.g_tick.append(tk.tick)
-        self.g_stamp.append(tk.stamp_ns)
-        self.g["wall_rec"].append(tk.wall_s if tk.wall_s is not None else np.nan)
-        self.g_bool["has_u"].append(tk.u_recorded is not None)
+        i = self.rows.n
         self.last_tick_stamp = tk.stamp_ns
         if tk.solver_state is not None:
             self.n_state += 1
+        wall_rec = tk.wall_s if tk.wall_s is not None else np.nan
+        has_u = tk.u_recorded is not None
         if self.resolver is None:
+            self.rows.add(tick=tk.tick, stamp_ns=tk.stamp_ns, wall_rec=wall_rec, has_u=has_u, u=self.nan_u,
+                          du=np.nan, dplan=np.nan, dwarm=np.nan, dstate=np.nan, wall_s=np.nan, anchored=False,
+                          state_anchored=False)
             return
         r = self.resolver.step(tk)
-        for k in ("du", "dplan", "dwarm", "dstate", "wall_s"):
-            self.g[k].append(getattr(r, k))
-        self.g_bool["anchored"].append(r.anchored)
-        self.g_bool["state_anchored"].append(r.state_anchored)
-        self.g_u.append(r.u)
+        self.rows.add(tick=tk.tick, stamp_ns=tk.stamp_ns, wall_rec=wall_rec, has_u=has_u, u=r.u, du=r.du,
+                      dplan=r.dplan, dwarm=r.dwarm, dstate=r.dstate, wall_s=r.wall_s, anchored=r.anchored,
+                      state_anchored=r.state_anchored)
         if self.worst > 0:
             du = -1.0 if np.isnan(r.du) else r.du
             if du > self.tol:
@@ -602,27 +607,37 @@ class _Streamer:
         if self.started:
             self._release(None)
         run = self.run
-        run.tick, run.stamp_ns = self.g_tick.get(), self.g_stamp.get()
-        run.wall_rec, run.has_recorded_u = self.g["wall_rec"].get(), self.g_bool["has_u"].get()
         run.n_state = self.n_state
         if self.resolver is not None:
-            for k in ("du", "dplan", "dwarm", "dstate", "wall_s"):
-                setattr(run, k, self.g[k].get())
-            run.anchored, run.state_anchored = self.g_bool["anchored"].get(), self.g_bool["state_anchored"].get()
-            run.u = self.g_u.get()
             run.notes = self.resolver.finish()
             run.effort_limit = self.resolver.effort_limit
         run.gaps = self.gaps.finish()
         kept = self.top_du.items()
         kept.update(self.top_norm.items())
         run.kept = kept
+        run.picks = self._picks()
         if self.pred is not None:
-            nv = len(run.joint_names)
-            cols = [g.get() if g is not None else np.zeros((0, nv)) for g in (self.p_eq, self.p_eqd, self.p_tau)]
-            run.prediction = summarize(run.joint_names, self.p_t.get(), *cols,
-                                       skipped=self.p_skipped, max_substep=self.pred.max_substep,
-                                       torque_source="effort" if self.use_eff else "command")
+            res = self.res if self.res is not None else Residuals(len(run.joint_names))
+            run.prediction = res.summary(run.joint_names, skipped=self.p_skipped, max_substep=self.pred.max_substep,
+                                         torque_source="effort" if self.use_eff else "command")
         return run
+
+    def _picks(self) -> list:
+        """The worst ticks, as :func:`gato.replay._worst` picks them from whole columns: the largest
+        command differences over the tolerance, then the largest model residuals."""
+        picks, seen = [], set()
+        for du, i, _ in self.top_du.ranked():
+            if len(picks) == self.worst:
+                return picks
+            picks.append((i, f"replayed command differs by {du:.3g} N*m"))
+            seen.add(i)
+        for norm, i, _ in self.top_norm.ranked():
+            if len(picks) == self.worst:
+                break
+            if i not in seen:
+                picks.append((i, f"model residual {norm:.3g} N*m (largest misprediction)"))
+                seen.add(i)
+        return picks
 
 
 def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=1e-9, worst=5,
@@ -663,7 +678,7 @@ def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=
     run.storage, run.complete = bs.storage, bool(bs.complete)
     run.bag_problems = list(bs.problems)
     run.counts = {k: int(bs.counts.get(v, 0)) for k, v in TOPICS.items()}
-    if run.T and not run.has_recorded_u.any():
+    if run.T and not any(c["has_u"].any() for _, c in run.rows.chunks()):
         run.problems.append(f"{TOPICS['command']}: no recorded command matches a tick: commands are not compared")
     return run
 
