@@ -1,75 +1,98 @@
 """Disturbance experiment (the reference's Fig. 5 protocol): iiwa14 figure-8 tracking with a
 constant, unmodelled external force on the EE, batch-as-identity wrench hypotheses.
 
-Per (force magnitude F, batch size B, direction seed): gato.MPC_GATO (the bsqp planner over
-gato.simloop.run_closed_loop, lockstep PinocchioWorld, RK4 at sim_dt = 1 ms, torques clamped
-to the URDF limits) tracks bench/fig8_problem's figure-8 (N = 32, dt = 31.25 ms, its cost
-weights, one SQP iteration per tick) from Q_START at rest for --sim-time seconds, with the
-ground-truth world force F * d (d a seeded uniform direction, applied from t = 0; the solver is
-never told). Configurations:
+The episodes are gato eval's ``disturbance_fig8`` study (gato.eval.wrench_studies; spec
+bench/specs/disturbance_fig8_iiwa14.yaml) run by gato eval's runner (local process pool, or
+Ray with --ray); this script only sets the grid from its arguments and prints / plots the table
+from the result rows. Per (force magnitude F, batch size B, direction): gato.MPC_GATO (lockstep
+PinocchioWorld, RK4 at 1 ms, torques clamped to the URDF limits) tracks bench/fig8_problem's
+figure-8 (N = 32, dt = 31.25 ms, its cost weights, one SQP iteration per tick) from Q_START at
+rest for --sim-time seconds, with the ground-truth world force F * d (d a seeded uniform
+direction, applied from t = 0; the solver is never told). Configurations:
 
     B = 1   plain MPC (no hypotheses)
     B = 8, 32   ForceHypothesisBatch(ForceEstimator(B, seed)): B wrench guesses, the one-step
-            rollout picks the winner each tick
+            rollout picks the winner each tick (--estimator cem / wid: the other samplers)
     B = 1 + wid  (extra row) IdentifiedWrenchBatch: one wrench identified by least squares
             from the 1 ms motion (OneStepWrenchIdentifier fed every substep)
 
 Reported: mean tracking error ||ee - reference knot 0|| over the whole run, and over t >= 2 s
 (after the estimators settled); median and spread over the directions. Writes a JSON and a
-PNG plot. Usage:
+PNG plot; the runner's store (--eval-out) makes a rerun resume. Usage:
 
     python bench/bench_disturbance.py --out /tmp/dist [--forces 0 20 40 60 80] [--batches 1 8 32]
-        [--dirs 3] [--sim-time 5.0] [--no-wid]
+        [--dirs 3] [--seed 0] [--sim-time 5.0] [--no-wid] [--estimator fe] [--workers 2] [--ray auto]
 """
 import argparse
 import json
 import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fig8_problem import DT, Q_START, WEIGHTS, figure8  # noqa: E402
-
-import gato  # noqa: E402
-from gato.mpc_gato import MPC_GATO  # noqa: E402
-
-IIWA = gato.robot_urdf("iiwa14")
-N = 32
+SPEC = Path(__file__).resolve().parent / "specs" / "disturbance_fig8_iiwa14.yaml"
 SETTLED_S = 2.0
 
 
-def directions(n, seed):
-    """n unit vectors drawn uniformly on the sphere (seeded)."""
-    v = np.random.default_rng(seed).standard_normal((n, 3))
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+def configs_of(batches, wid=True, estimator="fe"):
+    """[(label, B, mode)]: B = 1 plain ('none'), B > 1 with ``estimator``, and 'wid' (B = 1 identifier)."""
+    out = [(f"B={B}" + ("" if B == 1 or estimator == "fe" else f" {estimator}"), B, "none" if B == 1 else estimator)
+           for B in batches]
+    return out + ([("B=1+wid", 1, "wid")] if wid else [])
 
 
-def run(F, d, B, mode, sim_time, seed):
-    kw = dict(wrench_id=True) if mode == "wid" else dict(estimator="fe" if B > 1 else None)
-    m = MPC_GATO(None, IIWA, N=N, dt=DT, batch_size=B, params=dict(WEIGHTS), fe_seed=seed,
-                 constant_f_ext=np.r_[F * d, 0.0, 0.0, 0.0], verbose=False, **kw)
-    x0 = np.r_[Q_START, np.zeros(7)]
-    n = int(np.ceil(sim_time / DT)) + N + 2
-    traj = np.zeros((n, 6))
-    traj[:, :3] = figure8(m.solver.ee_pos(Q_START), DT * np.arange(n))
-    t0 = time.perf_counter()
-    _, st = m.run_mpc_fig8(x0, traj.reshape(-1), sim_dt=0.001, sim_time=sim_time, pace_by_solve_time=False)
-    wall = time.perf_counter() - t0
-    e, t = np.asarray(st["goal_distances_knot0"]), np.asarray(st["timestamps"])
-    h = m.controller.hypotheses
-    est = None
-    if h is not None:
-        hs = h.get_stats()
-        est = np.asarray(hs.get("smoothed_estimate", hs.get("estimate")))[:3].tolist()
-    return dict(F=F, B=B, mode=mode, dir=d.tolist(), mean=float(np.mean(e)), mean_settled=float(np.mean(e[t >= SETTLED_S])),
-                max=float(np.max(e)), n_ticks=int(st["n_ticks"]), wall_s=wall, force_estimate=est)
+def build_spec(forces, batches, dirs=3, seed=0, sim_time=5.0, wid=True, estimator="fe"):
+    """The gato eval spec of the grid: bench/specs/disturbance_fig8_iiwa14.yaml's controller
+    (its cost weights) with one configuration per (B, sampler) and one disturbance case per force."""
+    from gato.eval import parse_spec
+
+    raw = yaml.safe_load(SPEC.read_text())
+    solver = raw["planners"][0]["config"]["solver"]
+    est = {"none": "none", "fe": "fe", "cem": "cem", "wid": "wrench_id"}
+    planners = []
+    for label, B, mode in configs_of(batches, wid, estimator):
+        hyp = dict(estimator=est[mode] if not (mode == "wid" and B > 1) else "wid", batch_size=B, seed=int(seed))
+        planners.append(dict(label=label, planner="bsqp", config=dict(hypotheses=hyp, solver=dict(solver))))
+    raw.update(planners=planners, disturbances={f"F{F:g}": ([dict(kind="ee_force", magnitude=float(F))] if F else [])
+                                                for F in forces})
+    raw["task"] = dict(raw["task"], seeds=[int(seed)], n=int(dirs),
+                       options=dict(raw["task"]["options"], duration=float(sim_time), settled_s=SETTLED_S))
+    return parse_spec(raw)
 
 
-def main():
+def run_rows(spec, out, workers=1, ray=None):
+    """Run (or resume) ``spec`` with gato eval's runner; its rows (by episode index).
+    RuntimeError naming the episodes that failed; KeyboardInterrupt when interrupted."""
+    from gato.eval import run_eval
+
+    r = run_eval(spec, out, workers=workers, ray=ray, log=lambda m: print(m, file=sys.stderr, flush=True))
+    if r["interrupted"]:
+        raise KeyboardInterrupt
+    bad = [x for x in r["rows"] if x["status"] != "ok"]
+    if bad:
+        raise RuntimeError(f"{len(bad)} episodes failed (report: {r['report']}):\n{bad[0]['error']}")
+    return r["rows"]
+
+
+def run_grid(spec, out, workers=1, ray=None):
+    """The rows of :func:`run_rows` in the pre-port format ({F, B, mode, label, dir, mean,
+    mean_settled, max, n_ticks, wall_s, force_estimate})."""
+    mode = {p["label"]: p["config"]["hypotheses"] for p in spec.planners}
+    rows = []
+    for x in run_rows(spec, out, workers, ray):
+        h = mode[x["label"]]
+        m = {"none": "none", "wrench_id": "wid"}.get(h["estimator"], h["estimator"])
+        rows.append(dict(F=x["force"], B=h["batch_size"], mode=m, label=x["label"], dir=x["direction"],
+                         mean=x["mean_tracking_error"], mean_settled=x["mean_tracking_error_settled"],
+                         max=x["max_tracking_error"], n_ticks=x["n_ticks"], wall_s=x["wall_s"],
+                         force_estimate=x["force_estimate"]))
+    return rows
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="/tmp/bench_disturbance")
     ap.add_argument("--forces", type=float, nargs="+", default=[0, 20, 40, 60, 80])
@@ -78,36 +101,38 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sim-time", type=float, default=5.0)
     ap.add_argument("--no-wid", action="store_true")
-    a = ap.parse_args()
+    ap.add_argument("--estimator", default="fe", choices=("fe", "cem", "wid"), help="the sampler at B > 1")
+    ap.add_argument("--workers", type=int, default=1, help="gato eval local pool size (default 1)")
+    ap.add_argument("--ray", default=None, help="run on Ray: auto | ADDRESS | local")
+    ap.add_argument("--eval-out", default=None, help="gato eval output folder (default: <out>/eval)")
+    a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    dirs = directions(a.dirs, a.seed)
-    configs = [(B, "fe" if B > 1 else "none") for B in a.batches] + ([] if a.no_wid else [(1, "wid")])
-    rows = []
-    for F in a.forces:
-        for k, d in enumerate(dirs):
-            for B, mode in configs:
-                r = run(F, d, B, mode, a.sim_time, a.seed + k)
-                rows.append(r)
-                print(f"F={F:5.1f} N dir {k} B={B:2d} {mode:4s}: mean {1000 * r['mean']:6.1f} mm, "
-                      f"t>={SETTLED_S:.0f}s {1000 * r['mean_settled']:6.1f} mm, max {1000 * r['max']:6.1f} mm "
-                      f"({r['wall_s']:.1f} s)", flush=True)
+    spec = build_spec(a.forces, a.batches, a.dirs, a.seed, a.sim_time, not a.no_wid, a.estimator)
+    rows = run_grid(spec, a.eval_out or out / "eval", a.workers, a.ray)
+    configs = [(B, m) for _, B, m in configs_of(a.batches, not a.no_wid, a.estimator)]
+    for r in rows:
+        print(f"F={r['F']:5.1f} N B={r['B']:2d} {r['mode']:4s}: mean {1000 * r['mean']:6.1f} mm, "
+              f"t>={SETTLED_S:.0f}s {1000 * r['mean_settled']:6.1f} mm, max {1000 * r['max']:6.1f} mm", flush=True)
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent).stdout.strip()
     except OSError:
         commit = ""
     meta = dict(commit=commit, machine=platform.machine(), processor=platform.processor(), sim_time=a.sim_time,
-                dirs=dirs.tolist(), seed=a.seed, N=N, dt=DT, command=" ".join(sys.argv))
+                dirs=[s["direction"] for s in spec.scenarios("iiwa14")], seed=a.seed, command=" ".join(sys.argv))
     (out / "disturbance.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    table(rows, configs, a.forces)
+    print("\n".join(table(rows, configs, a.forces)))
     plot(rows, configs, a.forces, out / "disturbance.png")
 
 
 def table(rows, configs, forces):
-    head = "| F [N] | " + " | ".join(f"B = {B}{' + wid' if m == 'wid' else ''}" for B, m in configs) + " |"
-    print(head)
-    print("|" + "---|" * (len(configs) + 1))
+    """Markdown lines: per force, per configuration the median [min-max] over the directions of
+    the mean tracking error / the median of its mean over t >= 2 s (mm)."""
+    lines = ["| F [N] | " + " | ".join(f"B = {B}{' + wid' if m == 'wid' and B == 1 else ''}"
+                                       f"{f' {m}' if m not in ('none', 'fe') and not (m == 'wid' and B == 1) else ''}"
+                                       for B, m in configs) + " |",
+             "|" + "---|" * (len(configs) + 1)]
     for F in forces:
         cells = []
         for B, m in configs:
@@ -115,7 +140,8 @@ def table(rows, configs, forces):
                           and r["mode"] == m]) * 1000
             cells.append(f"{np.median(v[:, 0]):.1f} [{v[:, 0].min():.1f}-{v[:, 0].max():.1f}] / "
                          f"{np.median(v[:, 1]):.1f}")
-        print(f"| {F:.0f} | " + " | ".join(cells) + " |")
+        lines.append(f"| {F:.0f} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot(rows, configs, forces, path):
@@ -131,7 +157,8 @@ def plot(rows, configs, forces, path):
         lo = [np.median(x) - min(x) for x in v]
         hi = [max(x) - np.median(x) for x in v]
         ax.errorbar(forces, med, yerr=[lo, hi], marker="o", capsize=3,
-                    label=f"B = {B}" + (" + identified wrench" if m == "wid" else ""))
+                    label=f"B = {B}" + (" + identified wrench" if m == "wid" and B == 1 else
+                                        (f" {m}" if m not in ("none", "fe") else "")))
     ax.axhline(20.0, color="grey", ls="--", lw=0.8, label="2 cm")
     ax.set_xlabel("constant EE force [N]")
     ax.set_ylabel("mean tracking error [mm]")

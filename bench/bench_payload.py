@@ -1,6 +1,11 @@
 """Payload experiment (the reference's Fig. 7 protocol, sized to this machine): iiwa14
 pick-and-place with an unmodelled pendulum payload hanging from the EE.
 
+The episodes are gato eval's ``payload_pickplace`` study (gato.eval.wrench_studies; spec
+bench/specs/payload_pickplace_iiwa14.yaml) run by gato eval's runner (local process pool, or Ray
+with --ray; its store under --eval-out makes a rerun resume); this script only sets the grid from
+its arguments and prints / plots the table from the result rows.
+
 Per scenario (gato.tasks.pickplace_scenarios(seed=--seed): 3 goals, start pose jittered around
 the ready pose, a step or minimum-jerk reference ramp) and configuration, gato.MPC_GATO (bsqp
 planner, N = 32, dt = 31.25 ms, SolverParams() defaults, lockstep PinocchioWorld with the
@@ -26,64 +31,64 @@ so the first ticks carry the attachment transient; reported beside the strict cr
 
     python bench/bench_payload.py --out /tmp/payload --n 20 [--batches 1 8 32] [--mass 15]
         [--length 0.5] [--damping 0] [--rigid] [--grace 0.1] [--configs none:1 fe:8 wid:1 ...]
+        [--workers 2] [--ray auto] [--eval-out DIR]
 """
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
-import gato
-from gato import tasks
-from gato.mpc_gato import MPC_GATO
-
-IIWA = gato.robot_urdf("iiwa14")
-DT = 0.03125
+SPEC = Path(__file__).resolve().parent / "specs" / "payload_pickplace_iiwa14.yaml"
 
 
-def run(sc, B, estimator, pendulum, seed, rigid=False, grace=0.1):
-    load = dict(constant_f_ext=[0.0, 0.0, -9.81 * pendulum["mass"], 0.0, 0.0, 0.0]) if rigid else \
-        dict(pendulum_config=pendulum)
-    m = MPC_GATO(None, IIWA, N=32, dt=DT, batch_size=B, estimator=estimator, fe_seed=seed, verbose=False, **load)
-    x0 = np.r_[sc["q0"], np.zeros(7)]
-    lim = m.solver.limits
-    t0 = time.perf_counter()
-    try:
-        _, st = m.run_mpc_goals(x0, sc["goals"], goal_timeout=5.0, goal_threshold=0.05, velocity_threshold=1.0,
-                                pace_by_solve_time=False, goal_ramp=sc["ramp"])
-    except RuntimeError as e:  # the world diverged
-        return dict(success=False, success_after_grace=False, reason="diverged", detail=str(e)[:80], goals_reached=0,
-                    diverged=True,
-                    wall_s=time.perf_counter() - t0)
-    q, dq = np.asarray(st["joint_positions"]), np.asarray(st["joint_velocities"])
-    qlo, qhi, qdmax = (np.asarray(lim[k], dtype=float) for k in ("q_lo", "q_hi", "qd"))
-    pos_excess = float(max(np.max(qlo - q), np.max(q - qhi), 0.0)) if len(q) else 0.0
-    vel_ratio = np.max(np.abs(dq), axis=0) / qdmax if len(dq) else np.zeros(len(qdmax))
-    viol = []
-    if pos_excess > 1e-6:
-        viol.append(f"position +{pos_excess:.3f} rad")
-    if np.any(vel_ratio > 1.0 + 1e-6 / qdmax.min()):
-        viol.append(f"velocity {vel_ratio.max():.2f}x on joint {int(np.argmax(vel_ratio)) + 1}")
-    fallbacks = sum(1 for p in m.last_record.planner_stats if p.fallback)
-    t = np.asarray(st["timestamps"])
-    over = (np.any(q < qlo - 1e-6, axis=1) | np.any(q > qhi + 1e-6, axis=1)
-            | np.any(np.abs(dq) > qdmax + 1e-6, axis=1)) if len(q) else np.zeros(0, dtype=bool)
-    t_over = t[over] if len(t) == len(over) else np.zeros(0)
-    ok = bool(st["all_reached"]) and not viol and fallbacks == 0
-    ok_grace = bool(st["all_reached"]) and not np.any(t_over >= grace) and fallbacks == 0
-    reason = "" if ok else ", ".join(([] if st["all_reached"] else [f"{st['goals_reached']}/3 goals"]) + viol
-                                      + ([f"{fallbacks} fallbacks"] if fallbacks else []))
-    return dict(success=ok, success_after_grace=ok_grace, first_violation_t=float(t_over[0]) if len(t_over) else None,
-                last_violation_t=float(t_over[-1]) if len(t_over) else None,
-                reason=reason, goals_reached=int(st["goals_reached"]), diverged=False,
-                wall_s=time.perf_counter() - t0, time_to_all=st["time_to_all_reached"],
-                median_ref_distance=float(np.median(st["goal_distances_knot0"])), vel_ratio_max=float(vel_ratio.max()),
-                vel_joint=int(np.argmax(vel_ratio)) + 1, pos_excess=pos_excess, fallbacks=int(fallbacks))
+def parse_configs(entries):
+    """[(B, sampler or None)] of SAMPLER:B entries (none:1 fe:8 wid:32 ...); ValueError naming --configs."""
+    out = []
+    for c in entries:
+        try:
+            est, B = c.split(":")
+            out.append((int(B), None if est == "none" else est))
+        except ValueError:
+            raise ValueError(f"--configs: expected SAMPLER:B entries (none:1 fe:8 wid:32), got {c!r}") from None
+    return out
 
 
-def main():
+def build_spec(n, configs, seed=0, mass=15.0, length=0.5, damping=0.0, rigid=False, grace=0.1):
+    """The gato eval spec of the grid: bench/specs/payload_pickplace_iiwa14.yaml with one
+    configuration per (B, sampler) (label "B=<B> <sampler>") and the payload as its one
+    disturbance case (the pendulum, or with ``rigid`` its weight as a constant world force)."""
+    from gato.eval import parse_spec
+
+    raw = yaml.safe_load(SPEC.read_text())
+    raw["planners"] = [dict(label=f"B={B} {est or 'none'}", planner="bsqp",
+                            config=dict(hypotheses=dict(estimator=est or "none", batch_size=int(B), seed=int(seed))))
+                       for B, est in configs]
+    load = (dict(kind="constant_wrench", wrench=[0.0, 0.0, -9.81 * mass, 0.0, 0.0, 0.0]) if rigid else
+            dict(kind="pendulum", mass=float(mass), length=float(length), damping=float(damping)))
+    raw["disturbances"] = {("rigid" if rigid else "pendulum") + f"_{mass:g}kg": [load] if mass else []}
+    raw["task"] = dict(raw["task"], seeds=[int(seed)], n=int(n), options=dict(raw["task"]["options"], grace=grace))
+    return parse_spec(raw)
+
+
+def run_grid(spec, out, workers=1, ray=None):
+    """Run (or resume) ``spec`` with gato eval's runner; the rows with B, estimator (None for
+    none), scenario, ramp added. RuntimeError naming the episodes that failed."""
+    from bench_disturbance import run_rows
+
+    hyp = {p["label"]: p["config"]["hypotheses"] for p in spec.planners}
+    ramps = {s["id"]: s["ramp"] for s in spec.scenarios("iiwa14")}
+    rows = []
+    for x in run_rows(spec, out, workers, ray):
+        h = hyp[x["label"]]
+        rows.append(dict(x, B=h["batch_size"], estimator=None if h["estimator"] == "none" else h["estimator"],
+                         scenario=x["scenario_id"], ramp=ramps[x["scenario_id"]]))
+    return rows
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="/tmp/bench_payload")
     ap.add_argument("--n", type=int, default=20)
@@ -96,29 +101,24 @@ def main():
     ap.add_argument("--grace", type=float, default=0.1, help="limits judged from t >= grace [s] in 'after grace'")
     ap.add_argument("--configs", nargs="+", default=None,
                     help="SAMPLER:B entries (none:1 fe:8 wid:32 ...) instead of the --batches grid")
-    a = ap.parse_args()
+    ap.add_argument("--workers", type=int, default=1, help="gato eval local pool size (default 1)")
+    ap.add_argument("--ray", default=None, help="run on Ray: auto | ADDRESS | local")
+    ap.add_argument("--eval-out", default=None, help="gato eval output folder (default: <out>/eval)")
+    a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    import pinocchio as pin
-
-    model = pin.buildModelFromUrdf(str(IIWA))
-    scen = tasks.pickplace_scenarios(model, "iiwa14", a.n, seed=a.seed)
-    pend = {"mass": a.mass, "length": a.length, "damping": a.damping}
     if a.configs:
-        configs = [(int(c.split(":")[1]), None if c.split(":")[0] == "none" else c.split(":")[0]) for c in a.configs]
+        configs = parse_configs(a.configs)
     else:
         configs = [(1, None)] + [(B, e) for e in ("fe", "wid") for B in a.batches if not (B == 1 and e == "fe")]
-    rows = []
-    for B, est in configs:
-        for i, sc in enumerate(scen):
-            r = run(sc, B, est, pend, a.seed + i, rigid=a.rigid, grace=a.grace)
-            r.update(B=B, estimator=est, scenario=sc["id"], ramp=sc["ramp"])
-            rows.append(r)
-            print(f"B={B:2d} {str(est):4s} {sc['id']} ramp {sc['ramp']:.1f}: {'OK ' if r['success'] else 'FAIL'} "
-                  f"{r['reason']}{when(r)} ({r['wall_s']:.1f} s)", flush=True)
+    spec = build_spec(a.n, configs, a.seed, a.mass, a.length, a.damping, a.rigid, a.grace)
+    rows = run_grid(spec, a.eval_out or out / "eval", a.workers, a.ray)
+    for r in rows:
+        print(f"B={r['B']:2d} {str(r['estimator']):4s} {r['scenario']} ramp {r['ramp']:.1f}: "
+              f"{'OK ' if r['success'] else 'FAIL'} {r['reason']}{when(r)}", flush=True)
     (out / "payload.json").write_text(json.dumps(dict(args=vars(a), command=" ".join(sys.argv), rows=rows), indent=1,
                                                  default=str))
-    table(rows, configs)
+    print("\n".join(table(rows, configs)))
     plot(rows, configs, out / "payload.png", a)
 
 
@@ -134,23 +134,25 @@ def _cfg_rows(rows, B, est):
 
 
 def table(rows, configs):
-    print("| B | sampler | success | after grace | goals only | goals reached (mean of 3) | diverged | "
-          "velocity > limit | "
-          "position > limit | median distance [mm] | worst \\|dq\\| / limit (median) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    """Markdown lines: per configuration, success counts and why the others failed."""
+    lines = ["| B | sampler | success | after grace | goals only | goals reached (mean of 3) | diverged | "
+             "velocity > limit | position > limit | median distance [mm] | worst \\|dq\\| / limit (median) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for B, est in configs:
         rs = _cfg_rows(rows, B, est)
         fin = [r for r in rs if not r["diverged"]]
         n = len(rs)
         med = lambda k: f"{np.median([r[k] for r in fin]):.2f}" if fin else "-"  # noqa: E731
-        print(f"| {B} | {est or 'none'} | {sum(r['success'] for r in rs)}/{n} "
-              f"({100 * np.mean([r['success'] for r in rs]):.0f} %) | "
-              f"{sum(r['success_after_grace'] for r in rs)}/{n} | {sum(r['goals_reached'] == 3 for r in rs)}/{n} | "
-              f"{np.mean([r['goals_reached'] for r in rs]):.2f} | "
-              f"{sum(r['diverged'] for r in rs)}/{n} | {sum(r.get('vel_ratio_max', 0) > 1 for r in fin)}/{n} | "
-              f"{sum(r.get('pos_excess', 0) > 1e-6 for r in fin)}/{n} | "
-              f"{1000 * np.median([r['median_ref_distance'] for r in fin]) if fin else float('nan'):.0f} | "
-              f"{med('vel_ratio_max')} |")
+        lines.append(
+            f"| {B} | {est or 'none'} | {sum(r['success'] for r in rs)}/{n} "
+            f"({100 * np.mean([r['success'] for r in rs]):.0f} %) | "
+            f"{sum(r['success_after_grace'] for r in rs)}/{n} | {sum(r['goals_reached'] == 3 for r in rs)}/{n} | "
+            f"{np.mean([r['goals_reached'] for r in rs]):.2f} | "
+            f"{sum(r['diverged'] for r in rs)}/{n} | {sum(r['tick_qd_ratio'] > 1 for r in fin)}/{n} | "
+            f"{sum(r['pos_excess'] > 1e-6 for r in fin)}/{n} | "
+            f"{1000 * np.median([r['median_ref_distance'] for r in fin]) if fin else float('nan'):.0f} | "
+            f"{med('tick_qd_ratio')} |")
+    return lines
 
 
 def plot(rows, configs, path, a):

@@ -21,7 +21,8 @@ __all__ = ["ID_COLUMNS", "table", "summarize", "write_outputs"]
 ID_COLUMNS = ("index", "key", "robot", "label", "planner", "disturbance_case", "scenario_id", "seed", "status",
               "stop_reason", "sim_time")
 _TAIL = ("error", "wall_s")
-_INT = ("index", "seed", "goals_reached", "limit_violation_ticks", "diverged", "n_ticks", "peak_joint")
+_INT = ("index", "seed", "goals_reached", "limit_violation_ticks", "diverged", "n_ticks", "peak_joint", "success",
+        "success_after_grace", "fallbacks", "tick_qd_joint")
 
 
 def table(rows):

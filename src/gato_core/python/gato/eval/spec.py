@@ -22,8 +22,10 @@ Format (every key but ``planners`` and ``task`` has a default; docs/eval.md)::
     episode: {duration: 2.0}          # simulated seconds per episode (pickplace: at most timeout x goals)
     metrics: [mean_tracking_error, max_tracking_error, limit_violation, effort, solve_time_ms]
 
-Study kinds (``task.kind: step | limits_pickplace | limits_fig8``, gato.eval.studies) bring
-their own scenarios, controller construction and metrics; their planners take ``config``.
+Study kinds (``task.kind: step | limits_pickplace | limits_fig8 | disturbance_fig8 |
+payload_pickplace``, gato.eval.studies / gato.eval.wrench_studies) bring their own scenarios,
+controller construction and metrics; their planners take ``config`` (the wrench studies:
+``hypotheses: {estimator, batch_size, seed}``).
 
 Episodes are the product robots x planners x disturbance cases x scenarios. Each episode is a
 plain dict (JSON-able) holding everything a worker needs, and its ``key`` is the SHA-256 of
@@ -70,6 +72,20 @@ METRICS = {
     "plan_viol_q": "max over ticks of the winning plan's position-row violation (NaN without limit rows)",
     "plan_viol_qd": "max over ticks of the winning plan's velocity-row violation (NaN without limit rows)",
     "plan_viol_u": "max over ticks of the winning plan's torque-row violation (NaN without limit rows)",
+    # The wrench-hypothesis studies' columns (gato.eval.wrench_studies).
+    "mean_tracking_error_settled": "mean ||ee - reference knot 0|| over t >= task.options.settled_s [m] "
+                                   "(disturbance_fig8)",
+    "success": "1 when every goal was reached with no joint outside its URDF position / velocity limit at a "
+               "recorded tick, no planner fallback and no divergence, else 0 (payload_pickplace)",
+    "success_after_grace": "success with the limits judged from t >= task.options.grace only (payload_pickplace)",
+    "fallbacks": "ticks whose command came from the planner's fallback (payload_pickplace)",
+    "tick_qd_ratio": "max over recorded ticks and joints of |dq_j| / URDF velocity limit_j [1] (payload_pickplace)",
+    "tick_qd_joint": "the joint of tick_qd_ratio (0-based)",
+    "pos_excess": "max over recorded ticks and joints of the position outside its URDF range [rad]",
+    "median_ref_distance": "median over ticks of ||ee - reference knot 0|| [m] (payload_pickplace)",
+    "time_to_all_reached": "time until the last goal was reached [s] (null: not all reached)",
+    "first_violation_t": "time of the first recorded tick outside a position / velocity limit [s] (null: none)",
+    "last_violation_t": "time of the last recorded tick outside a position / velocity limit [s] (null: none)",
 }
 #: List-valued metric columns (one value per joint).
 VECTOR_METRICS = ("qd_ratio",)
@@ -289,10 +305,14 @@ def parse_spec(raw) -> Spec:
     if not isinstance(dist_raw, dict) or not dist_raw:
         raise _err("disturbances", "expected a mapping {case name: [disturbance, ...]}")
     dist = {}
+    own = STUDIES[task["kind"]].disturbance_check if study else None  # a study's own disturbance entries
     for case, lst in dist_raw.items():
         if not isinstance(lst, list):
             raise _err(f"disturbances.{case}", f"expected a list of disturbances, got {type(lst).__name__}")
-        dist[str(case)] = [_disturbance(d, f"disturbances.{case}[{j}]") for j, d in enumerate(lst)]
+        if own is not None:
+            dist[str(case)] = _jsonable(own(lst, f"disturbances.{case}"))
+        else:
+            dist[str(case)] = [_disturbance(d, f"disturbances.{case}[{j}]") for j, d in enumerate(lst)]
 
     world = _mapping(raw.get("world", {}) or {}, "world", ("kind", "sim_dt"))
     kind = world.get("kind", "pinocchio")

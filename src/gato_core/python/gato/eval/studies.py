@@ -65,6 +65,12 @@ class Study:
     scenarios: object = None
     run: object = None
     check: object = None
+    #: ``planner_check(kind, entry, path)``: validates a planner entry (default: the limit
+    #: studies' config keys of the module docstring).
+    planner_check: object = None
+    #: ``disturbance_check(case_list, path)`` -> the validated list: the study takes
+    #: disturbance cases (default None: it takes none).
+    disturbance_check: object = None
 
 
 def study_metrics(kind: str) -> tuple:
@@ -116,6 +122,11 @@ def _check_planner(kind: str, pl: dict, path: str) -> None:
     integ = cfg.get("integrator")
     if integ is not None and integ not in _INTEGRATORS:
         raise _err(f"{path}.config.integrator", f"expected one of {list(_INTEGRATORS)}, got {integ!r}")
+    check_solver(cfg, path)
+
+
+def check_solver(cfg: dict, path: str) -> None:
+    """A study planner entry's ``config.solver`` (SolverParams fields); ValueError naming it."""
     solver = cfg.get("solver", {}) or {}
     if not isinstance(solver, dict):
         raise _err(f"{path}.config.solver", f"expected a mapping of SolverParams fields, got {solver!r}")
@@ -130,14 +141,15 @@ def check_study(kind: str, task_options: dict, planners: list, world: dict, raw:
     has no disturbances or episode block); returns the completed task.options."""
     opts = _check_options(kind, task_options)
     for i, pl in enumerate(planners):
-        _check_planner(kind, pl, f"planners[{i}]")
+        (STUDIES[kind].planner_check or _check_planner)(kind, pl, f"planners[{i}]")
     dist = raw.get("disturbances")
-    if dist and any(v for v in dist.values()):
+    if dist and any(v for v in dist.values()) and STUDIES[kind].disturbance_check is None:
         raise _err("disturbances", f"the {kind} study takes no disturbances")
     if raw.get("episode"):
         raise _err("episode", f"the {kind} study sets its own length ("
-                              + ("task.options.periods" if kind == "limits_fig8" else "task.options.goal_s x goals")
-                              + "); remove episode")
+                              + {"limits_fig8": "task.options.periods", "disturbance_fig8": "task.options.duration",
+                                 "payload_pickplace": "task.options.goal_timeout x goals"}.get(
+                                  kind, "task.options.goal_s x goals") + "); remove episode")
     if STUDIES[kind].check is not None:
         STUDIES[kind].check(kind, opts, world)
     return opts
@@ -275,3 +287,9 @@ STUDIES = {
     "limits_fig8": Study("limits_fig8", "bench_limits' slow figure-8", dict(ratio=0.5, periods=1), _F8_METRICS,
                          _f8_scenarios, _run_f8, _check_limits),
 }
+
+# The wrench-hypothesis studies (issue 15's disturbance and payload experiments) live in their
+# own module (gato.eval.wrench_studies).
+from .wrench_studies import WRENCH_STUDIES  # noqa: E402
+
+STUDIES.update({kind: Study(**fields) for kind, fields in WRENCH_STUDIES.items()})

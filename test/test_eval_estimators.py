@@ -1,0 +1,263 @@
+"""gato eval's wrench-hypothesis study kinds (gato.eval.wrench_studies): issue 15's disturbance
+(``disturbance_fig8``) and payload (``payload_pickplace``) experiments as gato eval specs
+(bench/specs/disturbance_fig8_iiwa14.yaml, payload_pickplace_iiwa14.yaml).
+
+The shipped specs validate; a malformed hypotheses / disturbance field is named; a tiny episode
+through the runner's local pool gives, bit for bit, the numbers of the direct gato.MPC_GATO call
+the benchmark scripts made before they were ported (their code, inline here); and the local pool
+and a local Ray instance give the same table. Episodes are fractions of a second of simulated
+time."""
+import copy
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import import_or_skip
+
+import_or_skip("pyarrow", "pip install -r requirements/lock.txt (scripts/setup.sh)")
+import pyarrow.parquet as pq  # noqa: E402
+
+import gato  # noqa: E402
+from gato import eval as geval  # noqa: E402
+from gato.mpc_gato import MPC_GATO  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = ROOT / "bench" / "specs"
+sys.path.insert(0, str(ROOT / "bench"))
+DIST, PAY = "disturbance_fig8_iiwa14", "payload_pickplace_iiwa14"
+
+
+def _raw(name):
+    return yaml.safe_load((SPECS / f"{name}.yaml").read_text())
+
+
+def _tiny(name, n=1, options=None, labels=None, disturbances=None):
+    raw = _raw(name)
+    raw["task"] = dict(raw["task"], n=n, options={**raw["task"].get("options", {}), **(options or {})})
+    if labels is not None:
+        raw["planners"] = [p for p in raw["planners"] if p["label"] in labels]
+    if disturbances is not None:
+        raw["disturbances"] = disturbances
+    return geval.parse_spec(raw)
+
+
+def _run(spec, out, **kw):
+    r = geval.run_eval(spec, out, progress=False, **{"workers": 1, **kw})
+    assert r["ran"] == len(spec.episodes()) and not r["interrupted"]
+    assert all(x["status"] == "ok" for x in r["rows"]), [x["error"] for x in r["rows"]]
+    return r
+
+
+# ----------------------------------------------------------------- the shipped specs
+def test_shipped_wrench_specs_validate():
+    d = geval.load_spec(SPECS / f"{DIST}.yaml")
+    eps = d.episodes()
+    assert len(eps) == 4 * 5 * 3 and len({e["key"] for e in eps}) == len(eps)
+    assert [p["config"]["hypotheses"]["estimator"] for p in d.planners] == ["none", "fe", "fe", "wrench_id"]
+    assert list(d.disturbances) == ["F0", "F20", "F40", "F60", "F80"]
+    # The directions are bench_disturbance's: one seeded draw of n unit vectors.
+    dirs = np.array([s["direction"] for s in d.scenarios("iiwa14")])
+    v = np.random.default_rng(0).standard_normal((3, 3))
+    assert np.array_equal(dirs, v / np.linalg.norm(v, axis=1, keepdims=True))
+    p = geval.load_spec(SPECS / f"{PAY}.yaml")
+    assert len(p.episodes()) == 6 * 20
+    assert p.metrics[0] == "success" and p.disturbances["pendulum_15kg"][0]["mass"] == 15.0
+
+
+_HYP = "planners[0].config.hypotheses"
+
+
+@pytest.mark.parametrize("name, patch, field", [
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="pf", batch_size=8)))]),
+     f"{_HYP}.estimator"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="fe", batch_size=1)))]),
+     f"{_HYP}.batch_size"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="fe", batch_size=0)))]),
+     f"{_HYP}.batch_size"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="wrench_id", batch_size=8)))]),
+     f"{_HYP}.batch_size"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="cem", batch_size=8,
+                                                                            seed=-1)))]), f"{_HYP}.seed"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="fe", batch_size=8,
+                                                                            mode="weight")))]), f"{_HYP}.mode"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimatr="fe")))]), f"{_HYP}.estimatr"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses="fe"))]), _HYP),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(solver=dict(q_cots=1.0)))]),
+     "planners[0].config.solver.q_cots"),
+    (DIST, dict(planners=[dict(planner="bsqp", params=dict(q_cost=1.0))]), "planners[0].params"),
+    (DIST, dict(planners=[dict(planner="osc")]), "planners[0].planner"),
+    (DIST, dict(disturbances=dict(F20=[dict(kind="constant_wrench", wrench=[0, 0, 20, 0, 0, 0])])),
+     "disturbances.F20[0]"),
+    (DIST, dict(disturbances=dict(F20=[dict(kind="ee_force", magnitude=-20.0)])), "disturbances.F20[0].magnitude"),
+    (DIST, dict(disturbances=dict(F20=[dict(kind="ee_force", magnitude=20.0, direction=[0, 0, 0])])),
+     "disturbances.F20[0].direction"),
+    (DIST, dict(task=dict(kind="disturbance_fig8", options=dict(duration=0))), "task.options.duration"),
+    (DIST, dict(task=dict(kind="disturbance_fig8", options=dict(q_start=[0.0] * 6))), "task.options.q_start"),
+    (DIST, dict(world=dict(kind="mujoco", sim_dt=0.001)), "world.kind"),
+    (DIST, dict(world=dict(kind="pinocchio", sim_dt=0.05)), "world.sim_dt"),
+    (DIST, dict(episode=dict(duration=3.0)), "episode"),
+    (PAY, dict(disturbances=dict(p=[dict(kind="pendulum", mass=-15.0, length=0.5)])), "disturbances.p[0].mass"),
+    (PAY, dict(disturbances=dict(p=[dict(kind="point_payload", mass=1.0)])), "disturbances.p[0]"),
+    (PAY, dict(task=dict(kind="payload_pickplace", options=dict(grace=-1))), "task.options.grace"),
+    (PAY, dict(metrics=["mean_tracking_error_settled"]), "metrics[0]"),
+])
+def test_malformed_wrench_spec_names_the_bad_field(name, patch, field):
+    raw = {**_raw(name), **copy.deepcopy(patch)}
+    with pytest.raises(ValueError) as e:
+        geval.parse_spec(raw)
+    assert str(e.value).startswith(f"{field}:"), str(e.value)
+
+
+# ----------------------------------------------------------------- runner vs the direct calls
+def _bench_disturbance_run(F, d, B, mode, sim_time, seed, settled_s):
+    """bench/bench_disturbance.py's run() before the port to gato eval (verbatim but for the
+    settle time and the wall clock)."""
+    from fig8_problem import DT, Q_START, WEIGHTS, figure8
+
+    kw = dict(wrench_id=True) if mode == "wid" else dict(estimator="fe" if B > 1 else None)
+    m = MPC_GATO(None, gato.robot_urdf("iiwa14"), N=32, dt=DT, batch_size=B, params=dict(WEIGHTS), fe_seed=seed,
+                 constant_f_ext=np.r_[F * d, 0.0, 0.0, 0.0], verbose=False, **kw)
+    x0 = np.r_[Q_START, np.zeros(7)]
+    n = int(np.ceil(sim_time / DT)) + 32 + 2
+    traj = np.zeros((n, 6))
+    traj[:, :3] = figure8(m.solver.ee_pos(Q_START), DT * np.arange(n))
+    _, st = m.run_mpc_fig8(x0, traj.reshape(-1), sim_dt=0.001, sim_time=sim_time, pace_by_solve_time=False)
+    e, t = np.asarray(st["goal_distances_knot0"]), np.asarray(st["timestamps"])
+    h = m.controller.hypotheses
+    est = None
+    if h is not None:
+        hs = h.get_stats()
+        est = np.asarray(hs.get("smoothed_estimate", hs.get("estimate")))[:3].tolist()
+    return dict(mean=float(np.mean(e)), mean_settled=float(np.mean(e[t >= settled_s])), max=float(np.max(e)),
+                n_ticks=int(st["n_ticks"]), force_estimate=est)
+
+
+def test_disturbance_episode_through_the_runner_equals_the_direct_call(tmp_path):
+    """40 N, two directions, 0.4 s: B = 8 fe (sampler seeded per direction) and the B = 1
+    identifier; every figure equals the pre-port script's direct MPC_GATO call."""
+    spec = _tiny(DIST, n=2, options=dict(duration=0.4, settled_s=0.2), labels=("B=8", "B=1+wid"),
+                 disturbances=dict(F40=[dict(kind="ee_force", magnitude=40.0)]))
+    r = _run(spec, tmp_path)
+    assert len(r["rows"]) == 4
+    for row in r["rows"]:
+        h = next(p for p in spec.planners if p["label"] == row["label"])["config"]["hypotheses"]
+        k = int(row["scenario_id"].rsplit("_d", 1)[1])
+        mode = "wid" if h["estimator"] == "wrench_id" else "fe"
+        want = _bench_disturbance_run(40.0, np.asarray(row["direction"]), h["batch_size"], mode, 0.4, k, 0.2)
+        got = dict(mean=row["mean_tracking_error"], mean_settled=row["mean_tracking_error_settled"],
+                   max=row["max_tracking_error"], n_ticks=row["n_ticks"], force_estimate=row["force_estimate"])
+        assert got == want, row["label"]
+        assert row["force"] == 40.0 and row["stop_reason"] == "sim_time"
+    # The parquet table carries the study's columns; the two directions really differ.
+    table = pq.read_table(tmp_path / "results.parquet").to_pylist()
+    assert [t["mean_tracking_error"] for t in table] == [x["mean_tracking_error"] for x in r["rows"]]
+    assert table[0]["mean_tracking_error"] != table[1]["mean_tracking_error"]
+
+
+def _bench_payload_run(sc, B, estimator, pendulum, seed, goal_timeout):
+    """bench/bench_payload.py's run() before the port (its success criterion and diagnosis
+    columns), with a shorter goal timeout."""
+    m = MPC_GATO(None, gato.robot_urdf("iiwa14"), N=32, dt=0.03125, batch_size=B, estimator=estimator, fe_seed=seed,
+                 verbose=False, pendulum_config=pendulum)
+    x0 = np.r_[sc["q0"], np.zeros(7)]
+    lim = m.solver.limits
+    try:
+        _, st = m.run_mpc_goals(x0, sc["goals"], goal_timeout=goal_timeout, goal_threshold=0.05,
+                                velocity_threshold=1.0, pace_by_solve_time=False, goal_ramp=sc["ramp"])
+    except RuntimeError:
+        return dict(success=False, goals_reached=0, diverged=True)
+    q, dq = np.asarray(st["joint_positions"]), np.asarray(st["joint_velocities"])
+    qlo, qhi, qdmax = (np.asarray(lim[k], dtype=float) for k in ("q_lo", "q_hi", "qd"))
+    pos_excess = float(max(np.max(qlo - q), np.max(q - qhi), 0.0)) if len(q) else 0.0
+    vel_ratio = np.max(np.abs(dq), axis=0) / qdmax if len(dq) else np.zeros(len(qdmax))
+    viol = pos_excess > 1e-6 or np.any(vel_ratio > 1.0 + 1e-6 / qdmax.min())
+    fallbacks = sum(1 for p in m.last_record.planner_stats if p.fallback)
+    ok = bool(st["all_reached"]) and not viol and fallbacks == 0
+    return dict(success=ok, goals_reached=int(st["goals_reached"]), diverged=False,
+                median_ref_distance=float(np.median(st["goal_distances_knot0"])), vel_ratio_max=float(vel_ratio.max()),
+                vel_joint=int(np.argmax(vel_ratio)) + 1, pos_excess=pos_excess, fallbacks=int(fallbacks))
+
+
+def test_payload_episode_through_the_runner_equals_the_direct_call(tmp_path):
+    """One scenario, 0.2 s per goal, the 15 kg pendulum: plain B = 1 and the identified-weight
+    sampler at B = 1; the outcome and every diagnosis figure equal the pre-port direct call."""
+    spec = _tiny(PAY, n=1, options=dict(goal_timeout=0.2), labels=("B=1", "B=1 wid"))
+    r = _run(spec, tmp_path)
+    sc = spec.scenarios("iiwa14")[0]
+    pend = dict(mass=15.0, length=0.5, damping=0.0)
+    for row, est in zip(r["rows"], (None, "wid")):
+        want = _bench_payload_run(sc, 1, est, pend, 0, 0.2)
+        assert bool(row["success"]) == want["success"] and row["goals_reached"] == want["goals_reached"]
+        assert bool(row["diverged"]) == want["diverged"]
+        if not want["diverged"]:
+            assert (row["median_ref_distance"], row["tick_qd_ratio"], row["tick_qd_joint"] + 1, row["pos_excess"],
+                    row["fallbacks"]) == (want["median_ref_distance"], want["vel_ratio_max"], want["vel_joint"],
+                                          want["pos_excess"], want["fallbacks"])
+    # The hypothesis configuration changes the run (the sampler really acts).
+    assert r["rows"][0]["median_ref_distance"] != r["rows"][1]["median_ref_distance"]
+
+
+def test_wrench_study_gives_the_same_table_on_the_local_pool_and_on_ray(tmp_path):
+    """A tiny hypothesis spec (B = 8 fe and cem, 20 N, 0.2 s) on two local workers and on a
+    local Ray instance (ray.init(num_cpus=2)) gives the same table, wall clock aside."""
+    ray = import_or_skip("ray", "pip install -r requirements/lock.txt (scripts/setup.sh)")
+    raw = _raw(DIST)
+    solver = raw["planners"][0]["config"]["solver"]
+    raw["planners"] = [dict(label=f"B=8 {e}", planner="bsqp",
+                            config=dict(hypotheses=dict(estimator=e, batch_size=8, seed=3), solver=solver))
+                       for e in ("fe", "cem")]
+    raw["task"] = dict(raw["task"], n=1, options=dict(duration=0.2, settled_s=0.1))
+    raw["disturbances"] = dict(F20=[dict(kind="ee_force", magnitude=20.0)])
+    spec = geval.parse_spec(raw)
+    _run(spec, tmp_path / "pool", workers=2)
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    try:
+        _run(spec, tmp_path / "ray", ray="local")
+    finally:
+        if started:
+            ray.shutdown()
+
+    def table(d):
+        return [{k: v for k, v in x.items() if k != "wall_s"} for x in pq.read_table(d / "results.parquet").to_pylist()]
+
+    t = table(tmp_path / "pool")
+    assert len(t) == 2 and all(x["status"] == "ok" for x in t)
+    assert t == table(tmp_path / "ray")
+    assert t[0]["mean_tracking_error"] != t[1]["mean_tracking_error"]  # fe and cem differ
+    assert all(math.isfinite(x["mean_tracking_error_settled"]) for x in t)
+
+
+# ----------------------------------------------------------------- the bench scripts
+def test_bench_disturbance_builds_its_grid_and_table_from_the_runner(tmp_path):
+    """bench_disturbance's spec for --forces 0 60 --batches 1 --dirs 1 is the shipped spec's
+    controller; its table rows come from the runner's rows."""
+    import bench_disturbance as bd
+
+    spec = bd.build_spec([0, 60], [1], dirs=1, sim_time=0.2, wid=False)
+    assert [p["label"] for p in spec.planners] == ["B=1"]
+    assert spec.planners[0]["config"]["solver"] == _raw(DIST)["planners"][0]["config"]["solver"]
+    assert spec.disturbances == {"F0": [], "F60": [dict(kind="ee_force", magnitude=60.0)]}
+    rows = bd.run_grid(spec, tmp_path)
+    assert [(r["F"], r["B"], r["mode"]) for r in rows] == [(0.0, 1, "none"), (60.0, 1, "none")]
+    lines = bd.table(rows, [(1, "none")], [0, 60])
+    assert lines[0] == "| F [N] | B = 1 |" and lines[3].startswith(f"| 60 | {1000 * rows[1]['mean']:.1f} [")
+    assert rows[1]["mean"] > rows[0]["mean"]  # the unmodelled 60 N push costs the plain controller
+
+
+def test_bench_payload_configs_name_the_option():
+    import bench_payload as bp
+
+    assert bp.parse_configs(["none:1", "wid:8"]) == [(1, None), (8, "wid")]
+    with pytest.raises(ValueError, match="--configs"):
+        bp.parse_configs(["fe8"])
+    spec = bp.build_spec(2, [(1, None), (8, "fe")], rigid=True)
+    assert spec.disturbances == {"rigid_15kg": [dict(kind="constant_wrench", wrench=[0.0, 0.0, -9.81 * 15, 0, 0, 0])]}
+    assert [p["label"] for p in spec.planners] == ["B=1 none", "B=8 fe"]
