@@ -84,6 +84,9 @@ def _iiwa_rollouts(device, scene="robot", T=200, **engine_kw):
     eng = WarpRolloutEngine(m, device, **engine_kw)
     s_w, sd_w = eng.run(m, x0, warm, ctrl)
     assert eng.steps == n * T and eng.regrows == 0
+    graph = engine_kw.get("graph")
+    # None: graphs on a CUDA device only; a capture that failed would have turned them off
+    assert eng.graph == (device.startswith("cuda") if graph is None else graph)
     return m, d, s_ref, sd_ref, s_w, sd_w
 
 
