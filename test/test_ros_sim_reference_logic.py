@@ -54,6 +54,26 @@ def test_commands_are_mapped_by_name_and_bad_ones_rejected():
         sim.effort_from(np.r_[e[:6], np.nan])
 
 
+def test_joint_order_maps_both_ways_with_a_permuted_joint_names():
+    """gato_ros.joint_order.JointOrder (the sim and the controller logic map through it): a
+    permuted joint_names reports states in its order and reads commands by name."""
+    from gato_ros.joint_order import JointOrder
+
+    names = NAMES[3:] + NAMES[:3]
+    jo = JointOrder(names, NAMES, ROBOT)
+    v = np.arange(7.0)                                        # model (URDF) order
+    np.testing.assert_array_equal(v[jo.to_names], [3, 4, 5, 6, 0, 1, 2])
+    np.testing.assert_array_equal(v[jo.to_names][jo.index(names)], v)
+    assert jo.index(NAMES[:6]) is None and jo.missing(NAMES[:6]) == ["A7"]
+    with pytest.raises(ValueError, match="joint_names"):
+        JointOrder(NAMES[:6] + ["X"], NAMES, ROBOT)
+    sim = sl.SimWorldLogic({"robot": ROBOT, "joint_names": names})
+    sim.advance(sim.effort_from(np.arange(7.0)))              # joint_names order -> URDF order
+    np.testing.assert_array_equal(sim.u, [4, 5, 6, 0, 1, 2, 3])
+    np.testing.assert_array_equal(sim.joint_state().effort, np.arange(7.0))
+    assert sim.joint_state().names == names
+
+
 @pytest.mark.parametrize("world", ["mujoco", "pinocchio"])
 def test_same_commands_give_the_same_run_bit_for_bit(world, model):
     runs = []

@@ -90,6 +90,7 @@ from gato.controller_setup import COST_KEYS, SOLVER_KEYS
 from gato.safety import GravityHold
 
 from . import params as schema
+from .joint_order import JointOrder
 from .reference_logic import min_jerk
 from .types import JointStateSample, Plan, ReferenceWindow, SolveInput, ns_to_sec, sec_to_ns
 
@@ -194,13 +195,9 @@ class ControllerLogic:
             solver_joints = list(model.names)[1:]
             self.effort_limit = np.asarray(model.effortLimit, dtype=np.float64)
             self._ee_pos = _ee_position(model, gato.robot_info(robot)["ee_frame"])
-        names = list(cfg["joint_names"])
-        if sorted(names) != sorted(solver_joints):
-            raise ValueError(f"joint_names: {names} are not the joints of {robot}'s URDF {solver_joints}")
-        self.joint_names = names
-        self._solver_joints = solver_joints
-        # command order <- solver order
-        self._cmd_from_solver = np.array([solver_joints.index(n) for n in names])
+        self._order = JointOrder(cfg["joint_names"], solver_joints, robot)
+        self.joint_names, self._solver_joints = self._order.names, self._order.model_joints
+        self._cmd_from_solver = self._order.to_names  # command order <- solver order
         self.nq, self.nv = int(model.nq), int(model.nv)
         self._gravity = GravityHold(model, self.effort_limit)
         # the OSC: the planner itself (planner=osc) or the fallback (built now, not in the first fallback tick)
@@ -214,7 +211,6 @@ class ControllerLogic:
                              f"hypotheses); planner is {self.planner_name!r}")
         self.status = Status()
         self._pending: dict = {}
-        self._name_map: dict = {}
         self._last_stamp_ns = None     # stamp of the last accepted state
         self._good = None              # (stamp_ns, x (nx,) solver order, recv now_ns) of the last good state
         self._stale = False
@@ -339,19 +335,6 @@ class ControllerLogic:
         events.append((level, text))
         self._log(level, text)
 
-    def _map(self, names) -> np.ndarray | None:
-        key = tuple(names)
-        idx = self._name_map.get(key)
-        if idx is None:
-            pos = {n: i for i, n in enumerate(names)}
-            if not all(n in pos for n in self._solver_joints):
-                return None
-            idx = np.array([pos[n] for n in self._solver_joints])
-            if len(self._name_map) > 16:
-                self._name_map.clear()
-            self._name_map[key] = idx
-        return idx
-
     def on_joint_state(self, js: JointStateSample, now_ns: int) -> TickOutput | None:
         """A joint state arrived at node time ``now_ns``. Returns the output to publish, or None.
 
@@ -380,13 +363,12 @@ class ControllerLogic:
                 return self._tick(now_ns, events)
             return None
         n = len(js.names)
-        idx = self._map(js.names)
+        idx = self._order.index(js.names)
         if idx is None or len(js.position) != n or len(js.velocity) != n:
             st.rejected_names += 1
             if idx is None:
-                missing = [j for j in self._solver_joints if j not in set(js.names)]
-                why = (f"joint-name mismatch: /joint_states lacks {missing} (got {list(js.names)}); "
-                       f"expected {self.joint_names}")
+                why = (f"joint-name mismatch: /joint_states lacks {self._order.missing(js.names)} "
+                       f"(got {list(js.names)}); expected {self.joint_names}")
             else:
                 why = (f"joint-state arrays do not match the names: {n} names, {len(js.position)} positions, "
                        f"{len(js.velocity)} velocities")

@@ -34,6 +34,7 @@ from gato.safety import JointBrake, JointHold
 from gato.simloop import parse_link_mass_scale  # the node's bringup and the tests import it from here
 
 from . import params as schema
+from .joint_order import JointOrder
 from .types import JointStateSample, sec_to_ns
 from .watchdog import CommandWatchdog  # noqa: F401  (the node and tests import it from here)
 
@@ -45,7 +46,8 @@ class SimWorldLogic:
     names take their defaults for ``config["robot"]``. Raises ValueError on invalid values.
 
     ``sim``: the core :class:`gato.simloop.Simulation`; ``q``, ``dq`` its state (URDF order);
-    ``u`` (nv,) N*m the motor torques applied last; ``t_ns`` the stamp of the current tick."""
+    ``u`` (nv,) N*m the motor torques applied last; ``t_ns`` the stamp of the current tick;
+    ``order``: joint_names vs the URDF's order (:class:`gato_ros.joint_order.JointOrder`)."""
 
     def __init__(self, config: dict):
         robot = config.get("robot", "iiwa14")
@@ -76,12 +78,8 @@ class SimWorldLogic:
             raise
         self.kin = simloop.EEKinematics(urdf, ee)
         model = self.kin.model
-        self.urdf_joints = list(model.names)[1:]
-        names = list(cfg["joint_names"])
-        if sorted(names) != sorted(self.urdf_joints):
-            raise ValueError(f"joint_names: {names} are not the joints of {robot}'s URDF {self.urdf_joints}")
-        self.joint_names = names
-        self._to_urdf = np.array([names.index(n) for n in self.urdf_joints])  # urdf order <- names order
+        self.order = JointOrder(cfg["joint_names"], list(model.names)[1:], robot)
+        self.joint_names, self.urdf_joints = self.order.names, self.order.model_joints
         q0 = np.asarray(cfg["q0"], dtype=np.float64)
         if q0.shape != (model.nq,):
             raise ValueError(f"q0: expected {model.nq} joint positions [rad], got {q0.size}")
@@ -107,7 +105,7 @@ class SimWorldLogic:
 
     def joint_state(self) -> JointStateSample:
         """The current state, stamped t_k, in ``joint_names`` order (effort: the applied torques)."""
-        inv = np.argsort(self._to_urdf)  # names order <- urdf order
+        inv = self.order.to_names
         return JointStateSample(self.t_ns, list(self.joint_names), self.q[inv].copy(), self.dq[inv].copy(),
                                 self.u[inv].copy())
 
@@ -128,13 +126,12 @@ class SimWorldLogic:
         names = self.joint_names if names is None or len(names) == 0 else list(names)
         if e.size != len(names):
             raise ValueError(f"effort: {e.size} values for {len(names)} joints")
-        pos = {n: i for i, n in enumerate(names)}
-        missing = [j for j in self.urdf_joints if j not in pos]
-        if missing:
-            raise ValueError(f"effort: command lacks joints {missing}")
+        idx = self.order.index(names)
+        if idx is None:
+            raise ValueError(f"effort: command lacks joints {self.order.missing(names)}")
         if not np.all(np.isfinite(e)):
             raise ValueError("effort: contains NaN or Inf")
-        return e[[pos[j] for j in self.urdf_joints]]
+        return e[idx]
 
     def lockstep_accepts(self, stamp_ns: int) -> bool:
         """True when a command stamped ``stamp_ns`` answers the current tick; others are counted."""
