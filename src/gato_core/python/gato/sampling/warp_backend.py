@@ -11,7 +11,9 @@ default ``backend="cpu"`` never needs them. Differences from ``mujoco.rollout`` 
 Warp computes in float32, so states agree to float32 rounding amplified by the dynamics
 (docs/sampling.md gives the measured gap); the scene's ``mjDSBL_AUTORESET`` flag (set by
 :func:`gato.sampling.scenes.robot_spec` so a diverged rollout is not silently reset) is cleared
-on the device copy because ``mujoco_warp`` has no auto-reset at all; time is stepped in float32.
+on the device copy because ``mujoco_warp`` has no auto-reset at all; time is stepped in float32;
+contacts and constraint rows live in preallocated buffers (``nconmax``, ``njmax``) whose overflow
+the engine detects and handles (:class:`WarpRolloutEngine`).
 """
 from __future__ import annotations
 
