@@ -854,11 +854,11 @@ class BagStream:
     files read so far), ``total`` (messages on the requested topics the index lists inside the
     window, None when unknown), ``listed`` (topic -> messages the index lists; empty when
     unknown or for a window) and ``t_start_ns`` / ``t_end_ns`` (the bag's first / last log
-    time, None when unknown). Filled while iterating: ``counts`` (topic -> messages decoded),
-    ``problems``, ``complete`` (as in :class:`BagContents`).
+    time, None when unknown). Filled while iterating: ``counts`` (topic -> messages decoded, or
+    counted for the ``count_only`` topics), ``problems``, ``complete`` (as in :class:`BagContents`).
     """
 
-    def __init__(self, path: Path, storage: str, files: list, want, start_ns, end_ns):
+    def __init__(self, path: Path, storage: str, files: list, want, start_ns, end_ns, count_only=frozenset()):
         self.path, self.storage, self.files = path, storage, files
         self.msgtypes: dict[str, str] = {}
         self.fielddefs: dict[str, list[str]] = {}
@@ -870,7 +870,21 @@ class BagStream:
         self.t_start_ns: int | None = None
         self.t_end_ns: int | None = None
         self._want, self._start, self._end = want, start_ns, end_ns
+        self._count_only = frozenset(count_only)
         self._gen = None
+
+    def count_only(self, topics):
+        """Only count (not decode, not yield) the messages on ``topics`` from here on (see
+        :func:`stream_bag`): for a choice that needs ``msgtypes``, known once the bag is open (a
+        damaged bag's first message was already read then, to learn its types)."""
+        self._count_only = self._count_only | set(topics)
+
+    def _counted(self, topic) -> bool:
+        """True (and counted) for a message on a ``count_only`` topic: not decoded, not yielded."""
+        if topic in self._count_only:
+            self.counts[topic] = self.counts.get(topic, 0) + 1
+            return True
+        return False
 
     def __iter__(self):
         if self._gen is None:
@@ -885,11 +899,14 @@ class BagStream:
         return lines
 
 
-def stream_bag(path, topics=None, *, start_ns: int | None = None, end_ns: int | None = None) -> BagStream:
+def stream_bag(path, topics=None, *, start_ns: int | None = None, end_ns: int | None = None,
+               count_only=()) -> BagStream:
     """Open a bag for reading message by message (see :class:`BagStream`).
 
     ``path`` / ``topics`` as in :func:`read_bag`. ``start_ns`` / ``end_ns``: only messages with
-    ``start_ns <= log_time < end_ns`` (absolute log times [ns]; None: unbounded). Damaged bags do
+    ``start_ns <= log_time < end_ns`` (absolute log times [ns]; None: unbounded). ``count_only``:
+    requested topics whose messages are only counted (``counts``), neither decoded nor yielded
+    (decoding is most of the reading time; a corrupt message there is not noticed). Damaged bags do
     not raise (what can be read is yielded and ``problems`` says what was lost); raises
     ``FileNotFoundError`` when ``path`` does not exist, ``ValueError`` when it is not a bag or
     ``start_ns >= end_ns``.
@@ -903,7 +920,7 @@ def stream_bag(path, topics=None, *, start_ns: int | None = None, end_ns: int | 
         p = p.parent
     want = None if topics is None else ({topics} if isinstance(topics, str) else set(topics))
     storage, files, has_metadata = _layout(p)
-    bs = BagStream(p, storage, files, want, start_ns, end_ns)
+    bs = BagStream(p, storage, files, want, start_ns, end_ns, count_only)
     if has_metadata or p.is_file():
         try:
             reader, sel, rd, store = _open_anyreader(p, want)
@@ -1014,7 +1031,7 @@ def _stream_anyreader(bs: BagStream, reader, sel, rd: _Reading, store, files):
             for c, t, data in reader.messages(connections=sel, start=bs._start, stop=bs._end):
                 n += 1
                 last_t = t
-                if c.topic in skip:
+                if c.topic in skip or bs._counted(c.topic):
                     continue
                 msg = dec(store, c.topic, c.msgtype, bytes(data))
                 if msg is not None:
@@ -1068,6 +1085,8 @@ def _stream_scan(bs: BagStream, files: list, after_ns):
         rd.raw = []
         for topic, msgtype, t, data in raw:
             if topic in skip or (start is not None and t < start) or (bs._end is not None and t >= bs._end):
+                continue
+            if bs._counted(topic):
                 continue
             msg = dec(store, topic, msgtype, data)
             if msg is not None:

@@ -234,14 +234,15 @@ def _attach_outputs(ticks, bag, commands):
             tk.xu_recorded = np.asarray(plans[tk.stamp_ns].xu, dtype=np.float64)
 
 
-def tick_from_solve_input(m, cfg_prev, problems):
+def tick_from_solve_input(m, cfg_prev, problems, config=None):
     """(Tick or None, the configuration in force) from one SolveInput message; ``cfg_prev``: the
     configuration of the previous SolveInput (a message without one keeps it). What is wrong is
-    appended to ``problems``; None when the tick has no configuration at all. Shared by the
+    appended to ``problems``; None when the tick has no configuration at all. ``config``: the
+    already parsed ``config_json`` (the caller saw the same text before). Shared by the
     in-memory loader and the streaming replay (:mod:`gato.replay.stream`)."""
     key = TOPICS["solve_input"]
     try:
-        cfg = json.loads(str(m.config_json)) if str(m.config_json) else cfg_prev
+        cfg = config if config is not None else json.loads(str(m.config_json)) if str(m.config_json) else cfg_prev
     except json.JSONDecodeError as e:
         problems.append(f"{key}: tick {int(m.tick)} has an unreadable config_json ({e}); "
                         "the previous configuration is assumed")

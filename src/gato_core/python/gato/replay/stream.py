@@ -307,6 +307,7 @@ class _Streamer:
         self.started = False
         self.early: list = []                 # (topic, t, msg) before the first configured tick
         self.cfg_prev = None
+        self.cfg_text = None                  # the config_json text cfg_prev was parsed from
         self.seen_ticks: set = set()
         self.pending_ticks: list = []         # [(stamp, seq, log_t, Tick)] sorted by stamp
         self.seen_states: set = set()
@@ -378,9 +379,15 @@ class _Streamer:
         if s in self.seen_ticks:
             return None
         self.seen_ticks.add(s)
-        tk, cfg = tick_from_solve_input(m, self.cfg_prev, self.problems)
-        if tk is not None and self.cfg_prev is not None and cfg == self.cfg_prev:
-            tk.config = cfg = self.cfg_prev  # one object per configuration: the replayer compares by identity first
+        text = str(m.config_json)
+        if text and text == self.cfg_text:   # the same configuration as the previous tick: not parsed again
+            tk, cfg = tick_from_solve_input(m, self.cfg_prev, self.problems, config=self.cfg_prev)
+        else:
+            tk, cfg = tick_from_solve_input(m, self.cfg_prev, self.problems)
+            if tk is not None and self.cfg_prev is not None and cfg == self.cfg_prev:
+                tk.config = cfg = self.cfg_prev  # one object per configuration: the replayer compares by identity
+            if tk is not None and text:
+                self.cfg_text = text
         self.cfg_prev = cfg
         return tk
 
@@ -453,7 +460,7 @@ class _Streamer:
         eff = np.asarray(m.effort, dtype=np.float64)
         e = eff[sel] if len(eff) == len(names) else np.full(len(sel), np.nan)
         self.seq += 1
-        bisect.insort(self.pending_states, (s, self.seq, t_log, np.r_[pos[sel], vel[sel]], e))
+        bisect.insort(self.pending_states, (s, self.seq, t_log, np.concatenate((pos[sel], vel[sel])), e))
         self.run.n_states += 1
 
     def _queue_tick(self, tk, t_log):
@@ -654,7 +661,9 @@ def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=
     from ..bagio import stream_bag
 
     start_ns, end_ns = resolve_window(bag_path, start, end)
-    bs = stream_bag(bag_path, list(TOPICS.values()), start_ns=start_ns, end_ns=end_ns)
+    bs = stream_bag(bag_path, list(TOPICS.values()), start_ns=start_ns, end_ns=end_ns, count_only=_COUNT_ONLY)
+    if TOPICS["step_result"] in bs.msgtypes:   # else the recorded plan stands in for the step result
+        bs.count_only([TOPICS["plan"]])
     key = TOPICS["solve_input"]
     if key not in bs.msgtypes or _lacks(bs, key):
         return StreamRun(streamed=False, storage=bs.storage)
@@ -681,6 +690,11 @@ def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=
     if run.T and not any(c["has_u"].any() for _, c in run.rows.chunks()):
         run.problems.append(f"{TOPICS['command']}: no recorded command matches a tick: commands are not compared")
     return run
+
+
+#: Topics the streamed replay only counts (summary ``counts``): the ticks carry their reference
+#: window and configuration (the plan too where the bag has step results).
+_COUNT_ONLY = frozenset(TOPICS[k] for k in ("reference", "status", "snapshot", "parameter_events"))
 
 
 def _lacks(bs, topic) -> bool:
