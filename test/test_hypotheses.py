@@ -136,6 +136,34 @@ def test_force_batch_bad_input(model):
         IdentifiedWrenchBatch(OneStepWrenchIdentifier(model), model, n_actuated=9)
 
 
+def test_reference_api_options_become_a_batch_and_its_substep_feed(model):
+    """gato.hypotheses.from_options / wrench_id_options / substep_observers: the estimator and
+    wrench_id options of the reference API, without the driver."""
+    from gato import hypotheses as H
+
+    assert H.from_options(model, "EE", 1) is None and H.from_options(model, "EE", 4, estimator=None) is None
+    fe = H.from_options(model, "EE", 4, seed=5)
+    assert isinstance(fe.estimator, ForceEstimator) and fe.estimator.seed == 5 and fe.sensor_identifier is None
+    assert H.substep_observers(fe, 7, 7) == [] and H.substep_observers(None, 7, 7) == []
+    wid = H.from_options(model, "EE", 1, estimator="wid")
+    assert isinstance(wid.sensor_identifier, IdentifiedWrenchSampler)
+    ident = H.from_options(model, "EE", 1, wrench_id=H.wrench_id_options("weight", 1), n_actuated=7)
+    idf = ident.sensor_identifier
+    assert isinstance(idf, OneStepWrenchIdentifier) and idf.mode == "weight"
+    (feed,) = H.substep_observers(ident, 7, 7)
+    feed(Q0, DQ0, np.zeros(7), Q0 + 1e-3 * DQ0, DQ0, 1e-3)
+    assert idf.n_updates == 1
+    assert H.wrench_id_options(None, 8) is None and H.wrench_id_options(False, 8) is None
+    assert H.wrench_id_options(True, 1) == {"mode": "wrench"}
+    assert H.wrench_id_options({"alpha": 0.2}, 1) == {"alpha": 0.2}
+    with pytest.raises(ValueError, match="wrench_id.*B = 1"):
+        H.wrench_id_options(True, 4)
+    with pytest.raises(ValueError, match="wrench_id"):
+        H.wrench_id_options("torque", 1)
+    with pytest.raises(ValueError, match="estimator"):
+        H.from_options(model, "EE", 4, estimator="kalman")
+
+
 def test_identified_batch_tick_rate_fallback_and_sensor_rate_feed(model):
     """Without a sensor feed select() fits the control period's motion (coarse); with
     identify() fed since the last tick it leaves the fit alone."""
