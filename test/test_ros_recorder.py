@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 
+import numpy as np
 import pytest
 
 from conftest import import_or_skip, kill_tagged, start_python
@@ -403,3 +404,77 @@ def test_lost_ticks_are_reported_by_the_recorder_and_the_bag_is_split(tmp_path, 
     got = bagio_read(bag)
     assert got.counts["/test_ctrl/command"] == 74 and got.complete, got.problems
     assert len(list(bag.glob("gappy_*.mcap"))) >= 2
+
+
+SOLVING_CONTROLLER = r"""
+import time
+import numpy as np
+import rclpy
+from gato_msgs.msg import SolveInput
+
+rclpy.init()
+n = rclpy.create_node("test_ctrl")
+pub = n.create_publisher(SolveInput, "/test_ctrl/solve_input", 300)
+while pub.get_subscription_count() == 0:
+    rclpy.spin_once(n, timeout_sec=0.05)
+time.sleep(1.0)
+rng = np.random.default_rng(7)
+for tick in range(1, 251):
+    if tick in (150, 151):
+        continue          # hold ticks: no SolveInput; the next one follows a jump of the counter
+    m = SolveInput()
+    m.header.stamp.sec = tick
+    m.tick, m.joint_names, m.reset = tick, ["a"], tick in (1, 152)
+    m.x_measured = [float(tick), -float(tick)]
+    m.xu_warm = rng.standard_normal(5).tolist()
+    m.warm_rows, m.config_json = 1, '{"robot": "test"}'
+    m.solver_state_rows, m.solver_state = 1, rng.standard_normal(40).tolist()
+    m.capped_out = tick % 7 == 0
+    pub.publish(m)
+    time.sleep(0.004)
+print("PUBLISHED", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("period", [100, 1])
+def test_solver_state_is_kept_on_key_ticks_only(tmp_path, ros_env, period):
+    """--solver-state-period 100 (the default): the SolveInputs keep their solver state on the
+    first one, ticks 100 and 200, after the jump of the tick counter (a hold: 150-151 not
+    published) and on reset ticks; the others are stored without it, every other field as
+    published. Period 1: every solver state kept. The summary counts them."""
+    from gato.bagio import read_bag as bagio_read
+
+    marker = uuid.uuid4().hex
+    bag = tmp_path / "thin"
+    rec = start_recorder(["-o", str(bag), "--controller", "/test_ctrl", "--topics",
+                          "/test_ctrl/solve_input:gato_msgs/msg/SolveInput", "--solver-state-period", str(period)],
+                         ros_env, marker)
+    pub = start_python(SOLVING_CONTROLLER, {**ros_env, "GATO_TEST_MARKER": marker}, stderr=subprocess.STDOUT)
+    try:
+        Lines(pub).wait_for("PUBLISHED")
+        time.sleep(1.0)
+        assert stop(rec, signal.SIGINT) == 0
+    finally:
+        stop(pub, signal.SIGINT, 30)
+        kill_tagged("GATO_TEST_MARKER", marker)
+    text = rec.stdout.read()
+    got = bagio_read(bag)
+    msgs = [m for _, m in got.messages["/test_ctrl/solve_input"]]
+    assert [int(m.tick) for m in msgs] == [t for t in range(1, 251) if t not in (150, 151)], got.problems
+    rng = np.random.default_rng(7)
+    kept = []
+    for m in msgs:
+        warm, state = rng.standard_normal(5), rng.standard_normal(40)
+        np.testing.assert_array_equal(m.xu_warm, warm)
+        assert list(m.x_measured) == [m.tick, -m.tick] and m.config_json == '{"robot": "test"}'
+        assert bool(m.capped_out) == (m.tick % 7 == 0) and bool(m.reset) == (m.tick in (1, 152))
+        if int(m.solver_state_rows):
+            np.testing.assert_array_equal(m.solver_state, state)
+            kept.append(int(m.tick))
+        else:
+            assert len(m.solver_state) == 0
+    want = [t for t in range(1, 251) if t not in (150, 151)] if period == 1 else [1, 100, 152, 200]
+    assert kept == want
+    line = f"solver state kept on {len(want)} of 248 SolveInputs on /test_ctrl/solve_input"
+    assert (line in text) if period > 1 else ("solver state kept on" not in text), text[-3000:]

@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-bag-duration", type=float, default=0.0, metavar="S",
                     help="split once a file spans S seconds (like ros2 bag record --max-bag-duration; 0 = never; "
                          "mcap only)")
+    ap.add_argument("--solver-state-period", type=int, default=100, metavar="N",
+                    help="keep SolveInput's solver state (25 kB of 33 kB per tick on the iiwa14) on every N-th "
+                         "controller tick, resets, after gaps and at the start of each file (default 100; 1 = every "
+                         "tick, every message stored as received); a replay of consecutive ticks carries its own")
     ap.add_argument("--topics", nargs="+", default=[], metavar="T",
                     help="topics to record, 'TOPIC' (type from discovery) or 'TOPIC:pkg/msg/Type'; "
                          "replaces the default set unless --all-controller-topics is given too")
@@ -96,6 +100,8 @@ def main(argv=None) -> int:
         build_parser().error("--duration must be >= 0")
     if a.max_bag_size < 0 or a.max_bag_duration < 0:
         build_parser().error("--max-bag-size / --max-bag-duration must be >= 0")
+    if a.solver_state_period < 1:
+        build_parser().error("--solver-state-period must be >= 1")
     from .recorder_node import controller_graph_topics
 
     topics = list(a.topics)
@@ -108,7 +114,8 @@ def main(argv=None) -> int:
                  Parameter("controller_node", value=a.controller), Parameter("controller_name", value=a.controller_name),
                  Parameter("progress_period_s", value=float(a.progress)),
                  Parameter("compression", value=a.compression), Parameter("max_bag_size", value=int(a.max_bag_size)),
-                 Parameter("max_bag_duration", value=float(a.max_bag_duration))]
+                 Parameter("max_bag_duration", value=float(a.max_bag_duration)),
+                 Parameter("solver_state_period", value=int(a.solver_state_period))]
     if topics:
         overrides.append(Parameter("topics", Parameter.Type.STRING_ARRAY, topics))
     rclpy.init(args=full)

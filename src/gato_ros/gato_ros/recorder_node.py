@@ -51,6 +51,20 @@ Parameters:
     controller_name (string): the ros2_control forward command controller
         (default effort_controller): /<controller_name>/commands is in the default set.
     progress_period_s (double): period of the one-line progress log (wall clock, 0 = off).
+    solver_state_period (int): keep ``SolveInput.solver_state`` on <controller_node>/solve_input
+        every this many controller ticks (default 100: once a second at 100 Hz), see below;
+        1 = on every tick (every message stored exactly as received).
+
+The solver state (duals, rho, ADMM state: 3,145 float64 for the iiwa14, 25 kB of a 33 kB
+SolveInput, about half of a compressed bag: near-random numbers do not compress) is what a
+replay needs to continue exactly from a tick in the middle of a run. A replay of consecutive
+ticks carries its own, equal one (the solve is deterministic), so the recorder keeps it on key
+ticks only: every ``solver_state_period``-th tick (tick % period == 0), a tick with ``reset``,
+the first SolveInput it records, the first after a jump of the tick counter (hold ticks, lost
+messages) and the first of every storage file of a split bag. On the other SolveInputs it
+stores the same message with ``solver_state_rows`` 0 and an empty ``solver_state`` (re-serialized
+with the bag's own definition; every other field unchanged), which ``gato replay`` reads as
+"no solver state recorded for this tick". The summary says how many were thinned.
 
 Lost ticks are reported, never a silent hole: the recorder reads the controller's tick counter
 (``EffortCommand.tick``, one per command published) on ``<controller_node>/command`` and the
@@ -82,13 +96,14 @@ from rclpy.parameter import Parameter
 from .bag import typestore
 from .node_util import run
 
-__all__ = ["RecorderNode", "CONTROLLER_GRAPH_TOPICS", "SNAPSHOT_TOPIC", "controller_graph_topics", "main"]
+__all__ = ["RecorderNode", "SolverStateThinner", "CONTROLLER_GRAPH_TOPICS", "SNAPSHOT_TOPIC", "controller_graph_topics", "main"]
 
 SNAPSHOT_TOPIC = "/gato_recorder/parameter_snapshot"
 SIM_STATUS_TOPIC = "/gato_sim/status"    # the simulation world's command watchdog (sim bringup)
 PARAMETER_EVENT_TYPE = "rcl_interfaces/msg/ParameterEvent"
 COMMAND_TYPE = "gato_msgs/msg/EffortCommand"          # one tick counter per message (EffortCommand.tick)
 TICKS_TYPE = "gato_msgs/msg/ControlTicks"             # a batch of sequence numbers per message (seq[])
+SOLVE_INPUT_TYPE = "gato_msgs/msg/SolveInput"         # carries the solver state (thinned: solver_state_period)
 _DEPTH = 1000            # history depth of the subscriptions (reliable: what a slow callback may lag)
 _DISCOVERY_S = 0.2       # graph poll period (wall clock)
 _SNAPSHOT_DEBOUNCE_S = 0.2
@@ -176,6 +191,41 @@ class _GapCheck:
                 f"t={t1 / 1e9:.3f} s (ticks {a}..{b}; {self.time_kind}): not received by the recorder")
 
 
+class SolverStateThinner:
+    """Which SolveInputs keep their solver state (see the module docstring, solver_state_period).
+
+    Call it with each SolveInput's serialized CDR bytes, in recording order, and the index of
+    the storage file the message goes into; it returns the bytes to store: the same object on a
+    key tick, else the message re-serialized (with ``typestore``, the bag's definitions) with
+    ``solver_state_rows`` 0 and an empty ``solver_state``. Counters: ``seen``, ``thinned``."""
+
+    def __init__(self, period: int, typestore):
+        if int(period) < 1:
+            raise ValueError(f"period: must be >= 1, got {period}")
+        self.period, self._ts = int(period), typestore
+        self._last = None          # (tick, file index) of the previous SolveInput
+        self.seen = self.thinned = 0
+
+    def __call__(self, raw, file_index: int = 0):
+        try:
+            m = self._ts.deserialize_cdr(bytes(raw), SOLVE_INPUT_TYPE)
+            tick = int(m.tick)
+        except Exception:  # noqa: BLE001 - another message version: stored untouched
+            return raw
+        self.seen += 1
+        last, self._last = self._last, (tick, file_index)
+        key = (last is None or tick != last[0] + 1 or file_index != last[1] or bool(m.reset)
+               or tick % self.period == 0 or int(m.solver_state_rows) == 0)
+        if key:
+            return raw
+        import numpy as np
+
+        m.solver_state_rows = 0
+        m.solver_state = np.zeros(0, dtype=np.float64)
+        self.thinned += 1
+        return bytes(self._ts.serialize_cdr(m, SOLVE_INPUT_TYPE))
+
+
 class _Topic:
     """One recorded topic: its type, bag connection, subscription and counters."""
 
@@ -207,6 +257,10 @@ class RecorderNode(Node):
         compression = self.declare_parameter("compression", "zstd").value
         max_size = int(self.declare_parameter("max_bag_size", 0).value)
         max_dur = float(self.declare_parameter("max_bag_duration", 0.0).value)
+        state_period = int(self.declare_parameter("solver_state_period", 100).value)
+        if state_period < 1:
+            raise ValueError(f"solver_state_period: must be >= 1 (1 = keep the solver state on every tick), "
+                             f"got {state_period}")
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression: expected one of {', '.join(COMPRESSIONS)}, got {compression!r}")
         if max_size < 0 or max_dur < 0:
@@ -247,6 +301,9 @@ class RecorderNode(Node):
         # lost ticks: the controller's command topic (EffortCommand.tick) and every ControlTicks topic
         self._cmd_topic = f"{self.controller_node or '/gato_controller'}/command"
         self.checks: dict[str, _GapCheck] = {self._cmd_topic: _GapCheck(self._cmd_topic, "receipt times")}
+        self._solve_topic = f"{self.controller_node or '/gato_controller'}/solve_input"
+        self.solver_state_period = state_period
+        self._thinner = SolverStateThinner(state_period, self._ts)
         self._writer = BagWriter(path, storage=storage, compression=compression, max_bag_size=max_size,
                                  max_bag_duration_s=max_dur)
         self._writer.open()
@@ -349,6 +406,7 @@ class RecorderNode(Node):
         is_events = t.name == "/parameter_events" and self.controller_node
         is_cmd = t.name == self._cmd_topic and t.type == COMMAND_TYPE
         is_ticks = t.type == TICKS_TYPE
+        thin = t.name == self._solve_topic and t.type == SOLVE_INPUT_TYPE and self.solver_state_period > 1
         if is_ticks and t.name not in self.checks:
             self.checks[t.name] = _GapCheck(t.name, "tick stamps")
 
@@ -356,6 +414,8 @@ class RecorderNode(Node):
             if self._closed:
                 return
             now = self.get_clock().now().nanoseconds
+            if thin:
+                raw = self._thin_solve_input(raw, now)
             self._writer.write(t.conn, now, raw)
             t.count += 1
             t.bytes += len(raw)
@@ -523,6 +583,10 @@ class RecorderNode(Node):
         check = self.checks[self._cmd_topic]
         self._report_gap(check, check.feed(tick, now_ns))
 
+    def _thin_solve_input(self, raw, now_ns):
+        f = len(self._writer.files) + (1 if self._writer.splits_before(now_ns) else 0)   # this message's file
+        return self._thinner(raw, f)
+
     def _on_ticks(self, topic, raw, cls) -> None:
         """Check a ControlTicks batch's sequence numbers (within it and against the previous batch)."""
         from rclpy.serialization import deserialize_message
@@ -560,6 +624,11 @@ class RecorderNode(Node):
         lines = [f"[gato_recorder] bag {self.bag_path} ({self.storage}) closed: {self.count} messages, "
                  f"{_fmt_bytes(self.bytes)}, {wall:.1f} s; compression {self.compression}, {len(files)} file"
                  + ("s" if len(files) != 1 else "")]
+        th = self._thinner
+        if th.seen:
+            lines.append(f"  solver state kept on {th.seen - th.thinned} of {th.seen} "
+                         f"SolveInputs on {self._solve_topic} (key ticks: every {self.solver_state_period} ticks, "
+                         "resets, after a gap, first of each file; solver_state_period)")
         for c in self.checks.values():
             if c.topic != self._cmd_topic and not c.seen:
                 continue              # a ControlTicks topic nobody published
