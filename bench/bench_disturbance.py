@@ -12,7 +12,8 @@ direction, applied from t = 0; the solver is never told). Configurations:
 
     B = 1   plain MPC (no hypotheses)
     B = 8, 32   ForceHypothesisBatch(ForceEstimator(B, seed)): B wrench guesses, the one-step
-            rollout picks the winner each tick (--estimator cem / wid: the other samplers)
+            rollout picks the winner each tick (--estimator cem / wid / widi: the other samplers;
+            widi = IdentifiedWrenchSampler(inertial_rows=True), its full identified wrench in the batch)
     B = 1 + wid  (extra row) IdentifiedWrenchBatch: one wrench identified by least squares
             from the 1 ms motion (OneStepWrenchIdentifier fed every substep)
 
@@ -22,6 +23,7 @@ PNG plot; the runner's store (--eval-out) makes a rerun resume. Usage:
 
     python bench/bench_disturbance.py --out /tmp/dist [--forces 0 20 40 60 80] [--batches 1 8 32]
         [--dirs 3] [--seed 0] [--sim-time 5.0] [--no-wid] [--estimator fe] [--workers 2] [--ray auto]
+        [--configs none:1 fe:8 widi:8 wrench_id:1 ...]
 """
 import argparse
 import json
@@ -37,25 +39,48 @@ SPEC = Path(__file__).resolve().parent / "specs" / "disturbance_fig8_iiwa14.yaml
 SETTLED_S = 2.0
 
 
-def configs_of(batches, wid=True, estimator="fe"):
-    """[(label, B, mode)]: B = 1 plain ('none'), B > 1 with ``estimator``, and 'wid' (B = 1 identifier)."""
-    out = [(f"B={B}" + ("" if B == 1 or estimator == "fe" else f" {estimator}"), B, "none" if B == 1 else estimator)
-           for B in batches]
-    return out + ([("B=1+wid", 1, "wid")] if wid else [])
+#: Sampler names of --configs / the rows' ``mode``: the spec's hypotheses.estimator, plus widi
+#: (wid with inertial_rows: its full identified wrench in the batch).
+SAMPLERS = ("none", "fe", "cem", "wid", "widi", "wrench_id")
 
 
-def build_spec(forces, batches, dirs=3, seed=0, sim_time=5.0, wid=True, estimator="fe"):
+def config_label(B, mode):
+    """The table / spec label of a configuration: "B = 1 + wid" (the B = 1 identifier), "B = 8"
+    (fe or none), "B = 8 widi" (another sampler)."""
+    if mode == "wrench_id":
+        return f"B = {B} + wid"
+    return f"B = {B}" + ("" if mode in ("none", "fe") else f" {mode}")
+
+
+def configs_of(batches, wid=True, estimator="fe", entries=None):
+    """[(B, mode)]: ``entries`` (SAMPLER:B strings, ValueError naming --configs) or B = 1 plain,
+    B > 1 with ``estimator``, and (``wid``) the B = 1 identifier."""
+    if entries:
+        out = []
+        for c in entries:
+            m, _, B = c.partition(":")
+            if m not in SAMPLERS or not B.isdigit() or int(B) < 1:
+                raise ValueError(f"--configs: expected SAMPLER:B with SAMPLER in {list(SAMPLERS)}, got {c!r}")
+            out.append((int(B), m))
+        return out
+    return [(B, "none" if B == 1 else estimator) for B in batches] + ([(1, "wrench_id")] if wid else [])
+
+
+def build_spec(forces, configs, dirs=3, seed=0, sim_time=5.0):
     """The gato eval spec of the grid: bench/specs/disturbance_fig8_iiwa14.yaml's controller
-    (its cost weights) with one configuration per (B, sampler) and one disturbance case per force."""
+    (its cost weights) with one configuration per (B, sampler) of ``configs`` and one
+    disturbance case per force."""
     from gato.eval import parse_spec
 
     raw = yaml.safe_load(SPEC.read_text())
     solver = raw["planners"][0]["config"]["solver"]
-    est = {"none": "none", "fe": "fe", "cem": "cem", "wid": "wrench_id"}
     planners = []
-    for label, B, mode in configs_of(batches, wid, estimator):
-        hyp = dict(estimator=est[mode] if not (mode == "wid" and B > 1) else "wid", batch_size=B, seed=int(seed))
-        planners.append(dict(label=label, planner="bsqp", config=dict(hypotheses=hyp, solver=dict(solver))))
+    for B, mode in configs:
+        hyp = dict(estimator="wid" if mode == "widi" else mode, batch_size=B, seed=int(seed))
+        if mode == "widi":
+            hyp["inertial_rows"] = True
+        planners.append(dict(label=config_label(B, mode), planner="bsqp",
+                             config=dict(hypotheses=hyp, solver=dict(solver))))
     raw.update(planners=planners, disturbances={f"F{F:g}": ([dict(kind="ee_force", magnitude=float(F))] if F else [])
                                                 for F in forces})
     raw["task"] = dict(raw["task"], seeds=[int(seed)], n=int(dirs),
@@ -80,11 +105,11 @@ def run_rows(spec, out, workers=1, ray=None):
 def run_grid(spec, out, workers=1, ray=None):
     """The rows of :func:`run_rows` in the pre-port format ({F, B, mode, label, dir, mean,
     mean_settled, max, n_ticks, wall_s, force_estimate})."""
-    mode = {p["label"]: p["config"]["hypotheses"] for p in spec.planners}
+    hyp = {p["label"]: p["config"]["hypotheses"] for p in spec.planners}
     rows = []
     for x in run_rows(spec, out, workers, ray):
-        h = mode[x["label"]]
-        m = {"none": "none", "wrench_id": "wid"}.get(h["estimator"], h["estimator"])
+        h = hyp[x["label"]]
+        m = "widi" if h.get("inertial_rows") else h["estimator"]
         rows.append(dict(F=x["force"], B=h["batch_size"], mode=m, label=x["label"], dir=x["direction"],
                          mean=x["mean_tracking_error"], mean_settled=x["mean_tracking_error_settled"],
                          max=x["max_tracking_error"], n_ticks=x["n_ticks"], wall_s=x["wall_s"],
@@ -101,18 +126,21 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sim-time", type=float, default=5.0)
     ap.add_argument("--no-wid", action="store_true")
-    ap.add_argument("--estimator", default="fe", choices=("fe", "cem", "wid"), help="the sampler at B > 1")
+    ap.add_argument("--estimator", default="fe", choices=("fe", "cem", "wid", "widi"), help="the sampler at B > 1")
+    ap.add_argument("--configs", nargs="+", default=None,
+                    help=f"SAMPLER:B entries (SAMPLER in {', '.join(SAMPLERS)}) instead of --batches / --estimator "
+                         "/ --no-wid")
     ap.add_argument("--workers", type=int, default=1, help="gato eval local pool size (default 1)")
     ap.add_argument("--ray", default=None, help="run on Ray: auto | ADDRESS | local")
     ap.add_argument("--eval-out", default=None, help="gato eval output folder (default: <out>/eval)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    spec = build_spec(a.forces, a.batches, a.dirs, a.seed, a.sim_time, not a.no_wid, a.estimator)
+    configs = configs_of(a.batches, not a.no_wid, a.estimator, a.configs)
+    spec = build_spec(a.forces, configs, a.dirs, a.seed, a.sim_time)
     rows = run_grid(spec, a.eval_out or out / "eval", a.workers, a.ray)
-    configs = [(B, m) for _, B, m in configs_of(a.batches, not a.no_wid, a.estimator)]
     for r in rows:
-        print(f"F={r['F']:5.1f} N B={r['B']:2d} {r['mode']:4s}: mean {1000 * r['mean']:6.1f} mm, "
+        print(f"F={r['F']:5.1f} N B={r['B']:2d} {r['mode']:9s}: mean {1000 * r['mean']:6.1f} mm, "
               f"t>={SETTLED_S:.0f}s {1000 * r['mean_settled']:6.1f} mm, max {1000 * r['max']:6.1f} mm", flush=True)
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -129,9 +157,7 @@ def main(argv=None):
 def table(rows, configs, forces):
     """Markdown lines: per force, per configuration the median [min-max] over the directions of
     the mean tracking error / the median of its mean over t >= 2 s (mm)."""
-    lines = ["| F [N] | " + " | ".join(f"B = {B}{' + wid' if m == 'wid' and B == 1 else ''}"
-                                       f"{f' {m}' if m not in ('none', 'fe') and not (m == 'wid' and B == 1) else ''}"
-                                       for B, m in configs) + " |",
+    lines = ["| F [N] | " + " | ".join(config_label(B, m) for B, m in configs) + " |",
              "|" + "---|" * (len(configs) + 1)]
     for F in forces:
         cells = []
@@ -156,9 +182,7 @@ def plot(rows, configs, forces, path):
         med = [np.median(x) for x in v]
         lo = [np.median(x) - min(x) for x in v]
         hi = [max(x) - np.median(x) for x in v]
-        ax.errorbar(forces, med, yerr=[lo, hi], marker="o", capsize=3,
-                    label=f"B = {B}" + (" + identified wrench" if m == "wid" and B == 1 else
-                                        (f" {m}" if m not in ("none", "fe") else "")))
+        ax.errorbar(forces, med, yerr=[lo, hi], marker="o", capsize=3, label=config_label(B, m))
     ax.axhline(20.0, color="grey", ls="--", lw=0.8, label="2 cm")
     ax.set_xlabel("constant EE force [N]")
     ax.set_ylabel("mean tracking error [mm]")

@@ -86,6 +86,12 @@ _HYP = "planners[0].config.hypotheses"
     (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="fe", batch_size=8,
                                                                             mode="weight")))]), f"{_HYP}.mode"),
     (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimatr="fe")))]), f"{_HYP}.estimatr"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="fe", batch_size=8,
+                                                                            inertial_rows=True)))]),
+     f"{_HYP}.inertial_rows"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="wid", batch_size=8,
+                                                                            inertial_rows="yes")))]),
+     f"{_HYP}.inertial_rows"),
     (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses="fe"))]), _HYP),
     (DIST, dict(planners=[dict(planner="bsqp", config=dict(solver=dict(q_cots=1.0)))]),
      "planners[0].config.solver.q_cots"),
@@ -104,6 +110,7 @@ _HYP = "planners[0].config.hypotheses"
     (PAY, dict(disturbances=dict(p=[dict(kind="pendulum", mass=-15.0, length=0.5)])), "disturbances.p[0].mass"),
     (PAY, dict(disturbances=dict(p=[dict(kind="point_payload", mass=1.0)])), "disturbances.p[0]"),
     (PAY, dict(task=dict(kind="payload_pickplace", options=dict(grace=-1))), "task.options.grace"),
+    (PAY, dict(task=dict(kind="payload_pickplace", options=dict(clamp_torques="no"))), "task.options.clamp_torques"),
     (PAY, dict(metrics=["mean_tracking_error_settled"]), "metrics[0]"),
 ])
 def test_malformed_wrench_spec_names_the_bad_field(name, patch, field):
@@ -140,7 +147,7 @@ def _bench_disturbance_run(F, d, B, mode, sim_time, seed, settled_s):
 def test_disturbance_episode_through_the_runner_equals_the_direct_call(tmp_path):
     """40 N, two directions, 0.4 s: B = 8 fe (sampler seeded per direction) and the B = 1
     identifier; every figure equals the pre-port script's direct MPC_GATO call."""
-    spec = _tiny(DIST, n=2, options=dict(duration=0.4, settled_s=0.2), labels=("B=8", "B=1+wid"),
+    spec = _tiny(DIST, n=2, options=dict(duration=0.4, settled_s=0.2), labels=("B = 8", "B = 1 + wid"),
                  disturbances=dict(F40=[dict(kind="ee_force", magnitude=40.0)]))
     r = _run(spec, tmp_path)
     assert len(r["rows"]) == 4
@@ -235,14 +242,35 @@ def test_wrench_study_gives_the_same_table_on_the_local_pool_and_on_ray(tmp_path
     assert all(math.isfinite(x["mean_tracking_error_settled"]) for x in t)
 
 
+def test_inertial_rows_install_the_identified_wrench_sampler_fed_per_substep():
+    """hypotheses {estimator: wid, inertial_rows: true}: MPC_GATO's controller gets the
+    IdentifiedWrenchSampler(inertial_rows=True) batch, seeded seed + k, its identifier fed every
+    1 ms substep; under a constant 40 N push it identifies the force and tracks better than the
+    weight-only wid sampler (which cannot represent a lateral force)."""
+    from gato.estimators import IdentifiedWrenchSampler
+    from gato.eval import wrench_studies as ws
+
+    cfg = {"hypotheses": {"estimator": "wid", "batch_size": 4, "seed": 2, "inertial_rows": True}}
+    m = ws.make_mpc_gato(cfg, 1)
+    est = m.force_estimator
+    assert isinstance(est, IdentifiedWrenchSampler) and est.inertial_rows and est.seed == 3
+    assert m.wrench_identifier is est and m.batch_size == 4
+    d = [1.0, 0.0, 0.0]
+    r = ws.run_disturbance(40.0, d, cfg, 1, duration=0.25, settled_s=0.1)
+    assert np.allclose(r["force_estimate"], [40.0, 0.0, 0.0], atol=1.0), r["force_estimate"]
+    plain = ws.run_disturbance(40.0, d, {"hypotheses": {"estimator": "wid", "batch_size": 4, "seed": 2}}, 1,
+                               duration=0.25, settled_s=0.1)
+    assert r["mean_tracking_error"] < plain["mean_tracking_error"]
+
+
 # ----------------------------------------------------------------- the bench scripts
 def test_bench_disturbance_builds_its_grid_and_table_from_the_runner(tmp_path):
     """bench_disturbance's spec for --forces 0 60 --batches 1 --dirs 1 is the shipped spec's
     controller; its table rows come from the runner's rows."""
     import bench_disturbance as bd
 
-    spec = bd.build_spec([0, 60], [1], dirs=1, sim_time=0.2, wid=False)
-    assert [p["label"] for p in spec.planners] == ["B=1"]
+    spec = bd.build_spec([0, 60], bd.configs_of([1], wid=False), dirs=1, sim_time=0.2)
+    assert [p["label"] for p in spec.planners] == ["B = 1"]
     assert spec.planners[0]["config"]["solver"] == _raw(DIST)["planners"][0]["config"]["solver"]
     assert spec.disturbances == {"F0": [], "F60": [dict(kind="ee_force", magnitude=60.0)]}
     rows = bd.run_grid(spec, tmp_path)
@@ -250,6 +278,14 @@ def test_bench_disturbance_builds_its_grid_and_table_from_the_runner(tmp_path):
     lines = bd.table(rows, [(1, "none")], [0, 60])
     assert lines[0] == "| F [N] | B = 1 |" and lines[3].startswith(f"| 60 | {1000 * rows[1]['mean']:.1f} [")
     assert rows[1]["mean"] > rows[0]["mean"]  # the unmodelled 60 N push costs the plain controller
+    # --configs: the samplers by name (widi: wid with its inertial rows), bad entries named.
+    assert bd.configs_of([1], entries=["none:1", "widi:8", "wrench_id:1"]) == [(1, "none"), (8, "widi"),
+                                                                                (1, "wrench_id")]
+    spec = bd.build_spec([80], [(8, "widi")], dirs=1)
+    assert spec.planners[0]["label"] == "B = 8 widi"
+    assert spec.planners[0]["config"]["hypotheses"] == dict(estimator="wid", batch_size=8, seed=0, inertial_rows=True)
+    with pytest.raises(ValueError, match="--configs"):
+        bd.configs_of([1], entries=["pf:8"])
 
 
 def test_bench_payload_configs_name_the_option():

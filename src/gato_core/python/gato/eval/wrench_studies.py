@@ -21,14 +21,18 @@ Kinds (task.kind):
   hanging from the EE) or ``[{kind: constant_wrench, wrench}]`` (e.g. the weight alone), or
   ``[]``. Success: every goal reached, no joint outside its URDF position or velocity limit at
   any recorded tick, no planner fallback, no divergence; ``success_after_grace`` judges the
-  limits from t >= ``grace`` s only. bench/bench_payload.py, bench/specs/payload_pickplace_iiwa14.yaml.
+  limits from t >= ``grace`` s only; ``clamp_torques`` (default true): the world applies the
+  command clamped to the URDF effort limits (false: as commanded, MPC_GATO(clamp_torques=False)).
+  bench/bench_payload.py, bench/specs/payload_pickplace_iiwa14.yaml.
 
 Planner entries: ``planner: bsqp`` with ``config``:
 
 - ``hypotheses``: {``estimator``: none | fe | cem | wid | wrench_id, ``batch_size``: B,
   ``seed``: base seed, ``mode``: wrench | weight (wrench_id only)}. fe / cem: ForceEstimator /
   CEMForceEstimator under a ForceHypothesisBatch (B > 1); wid: IdentifiedWrenchSampler (any B);
-  wrench_id: the B = 1 IdentifiedWrenchBatch (OneStepWrenchIdentifier); none: no hypotheses
+  ``inertial_rows: true`` (wid only) adds its full identified wrench and the weight / wrench
+  blend as rows (:func:`make_mpc_gato`); wrench_id: the B = 1 IdentifiedWrenchBatch
+  (OneStepWrenchIdentifier); none: no hypotheses
   (B identical entries). The sampler of scenario k (0-based, within its seed) is seeded
   ``seed + k``: runs are deterministic.
 - ``solver``: SolverParams fields (absent: SolverParams() defaults); ``limits``: default |
@@ -49,7 +53,7 @@ __all__ = ["HYPOTHESIS_ESTIMATORS", "WRENCH_STUDIES", "mpc_gato_kwargs", "run_di
 #: hypotheses.estimator values -> MPC_GATO's (estimator, wrench_id) arguments.
 HYPOTHESIS_ESTIMATORS = ("none", "fe", "cem", "wid", "wrench_id")
 _CONFIG = ("hypotheses", "solver", "limits")
-_HYP = ("estimator", "batch_size", "seed", "mode")
+_HYP = ("estimator", "batch_size", "seed", "mode", "inertial_rows")
 _LIMITS = ("default", "off", "telemetry", "al", "barrier", "admm")
 _Q_START = [0.0, 0.5, 0.0, -1.2, 0.0, 0.6, 0.0]  # bench/fig8_problem.Q_START: the figures' start pose
 
@@ -66,18 +70,40 @@ def _err(path, msg):
 # ----------------------------------------------------------------- the controller of an entry
 def mpc_gato_kwargs(config: dict, k: int = 0) -> dict:
     """MPC_GATO keyword arguments (batch_size, estimator, wrench_id, fe_seed, params, limits)
-    of a planner entry's validated ``config`` for the scenario of index ``k`` in its seed."""
+    of a planner entry's validated ``config`` for the scenario of index ``k`` in its seed
+    (``inertial_rows`` needs :func:`make_mpc_gato`: MPC_GATO has no option for it)."""
     h = {"estimator": "none", "batch_size": 1, "seed": 0, **(config.get("hypotheses") or {})}
     est = h["estimator"]
     kw = dict(batch_size=int(h["batch_size"]), fe_seed=int(h["seed"]) + int(k), estimator=None, wrench_id=None)
     if est == "wrench_id":
         kw["wrench_id"] = h.get("mode", "wrench")
-    elif est != "none":
+    elif est != "none" and not h.get("inertial_rows"):
         kw["estimator"] = est
     kw["params"] = dict(config["solver"]) if config.get("solver") else None
     lim = config.get("limits", "default")
     kw["limits"] = None if lim == "default" else lim
     return kw
+
+
+def make_mpc_gato(config: dict, k: int = 0, **kw):
+    """The gato.MPC_GATO of a planner entry's ``config`` (scenario index k; ``kw``: its other
+    keywords: N, dt, constant_f_ext, pendulum_config, clamp_torques, ...). ``inertial_rows``
+    (wid only): the IdentifiedWrenchSampler(inertial_rows=True) batch (its full identified
+    wrench and the weight / wrench blend as rows 2, 3) replaces the hypothesis-free controller
+    MPC_GATO built at that B; MPC_GATO's substep observers feed its identifier (they take the
+    controller's batch when a run starts)."""
+    from ..estimators import IdentifiedWrenchSampler
+    from ..hypotheses import ForceHypothesisBatch
+    from ..interface import robot_urdf
+    from ..mpc_gato import MPC_GATO
+
+    m = MPC_GATO(None, robot_urdf("iiwa14"), verbose=False, **mpc_gato_kwargs(config, k), **kw)
+    h = config.get("hypotheses") or {}
+    if h.get("inertial_rows"):
+        s = m.solver
+        est = IdentifiedWrenchSampler(m.batch_size, s.model, s.ee_frame, seed=m.fe_seed, inertial_rows=True)
+        m.controller.hypotheses = ForceHypothesisBatch(est, s.model, s.ee_frame)
+    return m
 
 
 def _check_planner(kind: str, pl: dict, path: str) -> None:
@@ -106,6 +132,11 @@ def _check_planner(kind: str, pl: dict, path: str) -> None:
                                        "(B = 1: estimator none, wid or wrench_id)")
     if est == "wrench_id" and B != 1:
         raise _err(f"{hp}.batch_size", f"wrench_id is one identified wrench (B = 1), got {B}; use wid for a batch")
+    if "inertial_rows" in h:
+        if est != "wid":
+            raise _err(f"{hp}.inertial_rows", f"only the wid sampler has inertial rows, not {est!r}")
+        if not isinstance(h["inertial_rows"], bool):
+            raise _err(f"{hp}.inertial_rows", f"expected true or false, got {h['inertial_rows']!r}")
     if "mode" in h:
         if est != "wrench_id":
             raise _err(f"{hp}.mode", f"only the wrench_id estimator takes a mode, not {est!r}")
@@ -193,15 +224,12 @@ def run_disturbance(force, direction, config: dict, k: int = 0, *, duration=5.0,
     world force ``force`` [N] * ``direction`` (3,) (unit) on the EE origin. Returns
     stop_reason, sim_time [s], mean_tracking_error / max_tracking_error over the run and
     mean_tracking_error_settled over t >= settled_s [m], n_ticks, force_estimate (3,) N (the
-    hypothesis batch's smoothed estimate / identified wrench / CEM mean; None without one)."""
-    from ..interface import robot_urdf
-    from ..mpc_gato import MPC_GATO
+    hypothesis batch's smoothed estimate / full identified wrench / CEM mean; None without one)."""
     from ..references import Figure8
 
     q0 = np.asarray(_Q_START if q_start is None else q_start, dtype=np.float64)
     d = np.asarray(direction, dtype=np.float64)
-    m = MPC_GATO(None, robot_urdf("iiwa14"), N=int(N), dt=float(dt), constant_f_ext=np.r_[float(force) * d, 0, 0, 0],
-                 verbose=False, **mpc_gato_kwargs(config, k))
+    m = make_mpc_gato(config, k, N=int(N), dt=float(dt), constant_f_ext=np.r_[float(force) * d, 0, 0, 0])
     n = int(np.ceil(duration / dt)) + int(N) + 2
     traj = np.zeros((n, 6))
     curve = Figure8(m.solver.ee_pos(q0), half_widths[0], half_widths[1], theta=math.pi / 2, period=period)
@@ -212,8 +240,10 @@ def run_disturbance(force, direction, config: dict, k: int = 0, *, duration=5.0,
     est = None
     h = m.controller.hypotheses
     if h is not None:
-        hs = h.get_stats()  # the samplers' smoothed estimate, the identifiers' estimate, CEM's mean
-        v = next((hs[k] for k in ("smoothed_estimate", "estimate", "mu") if hs.get(k) is not None), None)
+        # fe: its smoothed estimate; the identifiers and wid: the full identified wrench (wid's
+        # "estimate" is the weight alone); CEM: its mean.
+        hs = h.get_stats()
+        v = next((hs[k] for k in ("smoothed_estimate", "wrench", "estimate", "mu") if hs.get(k) is not None), None)
         est = None if v is None else np.asarray(v, dtype=np.float64)[:3].tolist()
     return dict(stop_reason=st["stop_reason"], sim_time=float(st["sim_time"]), mean_tracking_error=float(np.mean(e)),
                 max_tracking_error=float(np.max(e)), mean_tracking_error_settled=float(np.mean(e[t >= settled_s])),
@@ -251,6 +281,8 @@ def _check_pay(kind, o, world):
     for key in ("goal_timeout", "goal_threshold", "velocity_threshold"):
         _num(o[key], f"task.options.{key}", lo=0.0, lo_open=True)
     _num(o["grace"], "task.options.grace", lo=0.0)
+    if not isinstance(o["clamp_torques"], bool):
+        raise _err("task.options.clamp_torques", f"expected true or false, got {o['clamp_torques']!r}")
 
 
 def _check_pay_case(case: list, path: str) -> list:
@@ -284,20 +316,18 @@ def _load_kwargs(case: list) -> dict:
 
 
 def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=5.0, goal_threshold=0.05,
-                velocity_threshold=1.0, grace=0.1, N=32, dt=0.03125, sim_dt=0.001) -> dict:
+                velocity_threshold=1.0, grace=0.1, N=32, dt=0.03125, sim_dt=0.001, clamp_torques=True) -> dict:
     """One pick-and-place run of the payload study: MPC_GATO (config: a planner entry's
     config, scenario index k) with ``load`` (MPC_GATO keywords: pendulum_config or
-    constant_f_ext; {} for none) runs ``sc`` (a gato.tasks.pickplace_scenarios dict). Returns
+    constant_f_ext; {} for none) runs ``sc`` (a gato.tasks.pickplace_scenarios dict);
+    ``clamp_torques``: the world applies the command clamped to the URDF effort (True) or as
+    commanded (False; MPC_GATO's clamp_torques). Returns
     stop_reason, sim_time [s] and the columns: success / success_after_grace (1 | 0),
     goals_reached, diverged, fallbacks, tick_qd_ratio (max over recorded ticks and joints of
     |dq| / limit) and tick_qd_joint (0-based), pos_excess [rad], median_ref_distance [m],
     time_to_all_reached [s], first/last_violation_t [s] (None: no excursion), n_ticks, and
     reason (why it failed, "" on success)."""
-    from ..interface import robot_urdf
-    from ..mpc_gato import MPC_GATO
-
-    m = MPC_GATO(None, robot_urdf("iiwa14"), N=int(N), dt=float(dt), verbose=False, **mpc_gato_kwargs(config, k),
-                 **load)
+    m = make_mpc_gato(config, k, N=int(N), dt=float(dt), clamp_torques=bool(clamp_torques), **load)
     x0 = np.r_[np.asarray(sc["q0"], dtype=np.float64), np.zeros(7)]
     lim = m.solver.limits
     nan = float("nan")
@@ -348,7 +378,7 @@ def _run_pay(ep):
     return run_payload(sc, ep["planner"]["config"], _load_kwargs(ep["disturbances"]), sc["k"],
                        goal_timeout=o["goal_timeout"], goal_threshold=o["goal_threshold"],
                        velocity_threshold=o["velocity_threshold"], grace=o["grace"], N=o["N"], dt=o["dt"],
-                       sim_dt=ep["world"]["sim_dt"])
+                       sim_dt=ep["world"]["sim_dt"], clamp_torques=o["clamp_torques"])
 
 
 #: The study kinds of this module: gato.eval.studies.Study fields by kind (studies.py builds
@@ -364,7 +394,8 @@ WRENCH_STUDIES = {
     "payload_pickplace": dict(
         kind="payload_pickplace",
         doc="iiwa14 pick-and-place with an unmodelled payload, wrench hypotheses (Fig. 7)",
-        options=dict(goal_timeout=5.0, goal_threshold=0.05, velocity_threshold=1.0, grace=0.1, N=32, dt=0.03125),
+        options=dict(goal_timeout=5.0, goal_threshold=0.05, velocity_threshold=1.0, grace=0.1, N=32, dt=0.03125,
+                     clamp_torques=True),
         metrics=_PAY_METRICS, scenarios=_pay_scenarios, run=_run_pay, check=_check_pay,
         planner_check=_check_planner, disturbance_check=_check_pay_case),
 }
