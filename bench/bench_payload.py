@@ -31,7 +31,7 @@ so the first ticks carry the attachment transient; reported beside the strict cr
 
     python bench/bench_payload.py --out /tmp/payload --n 20 [--batches 1 8 32] [--mass 15]
         [--length 0.5] [--damping 0] [--rigid] [--grace 0.1] [--configs none:1 fe:8 wid:1 ...]
-        [--workers 2] [--ray auto] [--eval-out DIR]
+        [--no-clamp] [--workers 2] [--ray auto] [--eval-out DIR]
 """
 import argparse
 import json
@@ -45,7 +45,8 @@ SPEC = Path(__file__).resolve().parent / "specs" / "payload_pickplace_iiwa14.yam
 
 
 def parse_configs(entries):
-    """[(B, sampler or None)] of SAMPLER:B entries (none:1 fe:8 wid:32 ...); ValueError naming --configs."""
+    """[(B, sampler or None)] of SAMPLER:B entries (none:1 fe:8 wid:32 widi:8 ...; widi: wid with its
+    inertial rows); ValueError naming --configs."""
     out = []
     for c in entries:
         try:
@@ -56,20 +57,25 @@ def parse_configs(entries):
     return out
 
 
-def build_spec(n, configs, seed=0, mass=15.0, length=0.5, damping=0.0, rigid=False, grace=0.1):
+def build_spec(n, configs, seed=0, mass=15.0, length=0.5, damping=0.0, rigid=False, grace=0.1, clamp=True):
     """The gato eval spec of the grid: bench/specs/payload_pickplace_iiwa14.yaml with one
     configuration per (B, sampler) (label "B=<B> <sampler>") and the payload as its one
-    disturbance case (the pendulum, or with ``rigid`` its weight as a constant world force)."""
+    disturbance case (the pendulum, or with ``rigid`` its weight as a constant world force);
+    ``clamp``: the world clamps the command to the URDF effort limits (task option clamp_torques)."""
     from gato.eval import parse_spec
 
     raw = yaml.safe_load(SPEC.read_text())
-    raw["planners"] = [dict(label=f"B={B} {est or 'none'}", planner="bsqp",
-                            config=dict(hypotheses=dict(estimator=est or "none", batch_size=int(B), seed=int(seed))))
-                       for B, est in configs]
+    raw["planners"] = []
+    for B, est in configs:
+        hyp = dict(estimator="wid" if est == "widi" else est or "none", batch_size=int(B), seed=int(seed))
+        if est == "widi":  # the wid sampler with its full identified wrench rows
+            hyp["inertial_rows"] = True
+        raw["planners"].append(dict(label=f"B={B} {est or 'none'}", planner="bsqp", config=dict(hypotheses=hyp)))
     load = (dict(kind="constant_wrench", wrench=[0.0, 0.0, -9.81 * mass, 0.0, 0.0, 0.0]) if rigid else
             dict(kind="pendulum", mass=float(mass), length=float(length), damping=float(damping)))
     raw["disturbances"] = {("rigid" if rigid else "pendulum") + f"_{mass:g}kg": [load] if mass else []}
-    raw["task"] = dict(raw["task"], seeds=[int(seed)], n=int(n), options=dict(raw["task"]["options"], grace=grace))
+    opts = dict(raw["task"]["options"], grace=grace, clamp_torques=bool(clamp))
+    raw["task"] = dict(raw["task"], seeds=[int(seed)], n=int(n), options=opts)
     return parse_spec(raw)
 
 
@@ -83,7 +89,8 @@ def run_grid(spec, out, workers=1, ray=None):
     rows = []
     for x in run_rows(spec, out, workers, ray):
         h = hyp[x["label"]]
-        rows.append(dict(x, B=h["batch_size"], estimator=None if h["estimator"] == "none" else h["estimator"],
+        est = "widi" if h.get("inertial_rows") else h["estimator"]
+        rows.append(dict(x, B=h["batch_size"], estimator=None if est == "none" else est,
                          scenario=x["scenario_id"], ramp=ramps[x["scenario_id"]]))
     return rows
 
@@ -99,6 +106,9 @@ def main(argv=None):
     ap.add_argument("--damping", type=float, default=0.0, help="pendulum joint damping [N*m*s/rad]")
     ap.add_argument("--rigid", action="store_true", help="the weight alone (constant force), no pendulum")
     ap.add_argument("--grace", type=float, default=0.1, help="limits judged from t >= grace [s] in 'after grace'")
+    ap.add_argument("--no-clamp", action="store_true",
+                    help="the world applies the command unclamped (the reference API's PinocchioWorld documents "
+                         "no effort clamp)")
     ap.add_argument("--configs", nargs="+", default=None,
                     help="SAMPLER:B entries (none:1 fe:8 wid:32 ...) instead of the --batches grid")
     ap.add_argument("--workers", type=int, default=1, help="gato eval local pool size (default 1)")
@@ -111,7 +121,7 @@ def main(argv=None):
         configs = parse_configs(a.configs)
     else:
         configs = [(1, None)] + [(B, e) for e in ("fe", "wid") for B in a.batches if not (B == 1 and e == "fe")]
-    spec = build_spec(a.n, configs, a.seed, a.mass, a.length, a.damping, a.rigid, a.grace)
+    spec = build_spec(a.n, configs, a.seed, a.mass, a.length, a.damping, a.rigid, a.grace, not a.no_clamp)
     rows = run_grid(spec, a.eval_out or out / "eval", a.workers, a.ray)
     for r in rows:
         print(f"B={r['B']:2d} {str(r['estimator']):4s} {r['scenario']} ramp {r['ramp']:.1f}: "

@@ -294,6 +294,8 @@ def test_bench_payload_configs_name_the_option():
     assert bp.parse_configs(["none:1", "wid:8"]) == [(1, None), (8, "wid")]
     with pytest.raises(ValueError, match="--configs"):
         bp.parse_configs(["fe8"])
-    spec = bp.build_spec(2, [(1, None), (8, "fe")], rigid=True)
+    spec = bp.build_spec(2, [(1, None), (8, "fe"), (8, "widi")], rigid=True, clamp=False)
     assert spec.disturbances == {"rigid_15kg": [dict(kind="constant_wrench", wrench=[0.0, 0.0, -9.81 * 15, 0, 0, 0])]}
-    assert [p["label"] for p in spec.planners] == ["B=1 none", "B=8 fe"]
+    assert [p["label"] for p in spec.planners] == ["B=1 none", "B=8 fe", "B=8 widi"]
+    assert spec.planners[2]["config"]["hypotheses"]["inertial_rows"] is True
+    assert spec.task["options"]["clamp_torques"] is False
