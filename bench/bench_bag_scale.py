@@ -256,6 +256,7 @@ def main(argv=None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     res = {"machine": f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
            "load_at_start": os.getloadavg(), "source_s": a.source_s}
+    print("load at start (1/5/15 min):", res["load_at_start"], flush=True)
     if a.loss_s > 0:
         res["loss"] = loss(a.out, a.loss_s, a.loss_rate)
         print("loss", json.dumps({k: v for k, v in res["loss"].items() if "tail" not in k and "err" not in k}),
@@ -272,6 +273,9 @@ def main(argv=None) -> int:
             res[f"tile_{n}"] = tile(src, bag, n)
         r = replay(bag, a.out / f"replay_{n}")
         r["throughput_ticks_s"] = r["ticks"] / r["replay_wall_s"] if r["ticks"] and r["replay_wall_s"] else None
+        # per CPU second of the replay process (imports and report included): what load does not change
+        r["ticks_per_cpu_s"] = r["ticks"] / r["cpu_s"] if r["ticks"] and r["cpu_s"] else None
+        r["load"] = os.getloadavg()
         res["replay"][n] = r
         print(n, json.dumps({k: v for k, v in r.items() if k != "tail"}), flush=True)
     if not a.no_window and a.ticks:
@@ -280,6 +284,7 @@ def main(argv=None) -> int:
         res["window_last_minute"] = r
         print("window", json.dumps({k: v for k, v in r.items() if k != "tail"}), flush=True)
     res["load_at_end"] = os.getloadavg()
+    print("load at end (1/5/15 min):", res["load_at_end"], flush=True)
     (a.out / "bench_bag_scale.json").write_text(json.dumps(res, indent=1, default=str))
     return 0
 

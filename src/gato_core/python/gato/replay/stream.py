@@ -1,7 +1,7 @@
 """Streaming replay: read, re-solve and compare a bag tick by tick in bounded memory.
 
 A robot bag of hours does not fit in memory (decoded, 20,000 ticks of the iiwa14 took
-1.7 GB), so ``gato replay`` never holds the bag: :func:`gato.bagio.stream_bag` yields the
+1.7 GB), so ``gato replay`` never holds the bag: :func:`gato.bagstream.stream_bag` yields the
 messages in log-time order and this module
 
 - builds each tick from its ``/gato_controller/solve_input`` (exactly as
@@ -239,7 +239,7 @@ def parse_bound(text):
 
 def _first_tick_at(path, t_ns: int, span_ns: int):
     """(tick, log_ns) of the first SolveInput logged in [t_ns, t_ns + span_ns), or None."""
-    from ..bagio import stream_bag
+    from ..bagstream import stream_bag
 
     for _, t, m in stream_bag(path, [TOPICS["solve_input"]], start_ns=t_ns, end_ns=t_ns + span_ns):
         return int(m.tick), t
@@ -265,7 +265,7 @@ def _log_time_of_tick(path, tick: int, lo: int, hi: int) -> int:
 
 def resolve_window(path, start=None, end=None):
     """(start_ns, end_ns) absolute log times of a ``--start`` / ``--end`` window (None: open)."""
-    from ..bagio import stream_bag
+    from ..bagstream import stream_bag
 
     if start is None and end is None:
         return None, None
@@ -658,7 +658,7 @@ def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=
     (nothing was replayed: use the in-memory reconstruction). Raises FileNotFoundError /
     ValueError when the path is not a bag or the window is empty.
     """
-    from ..bagio import stream_bag
+    from ..bagstream import stream_bag
 
     start_ns, end_ns = resolve_window(bag_path, start, end)
     bs = stream_bag(bag_path, list(TOPICS.values()), start_ns=start_ns, end_ns=end_ns, count_only=_COUNT_ONLY)
