@@ -3,7 +3,8 @@ thinning, the recorder's CPU, and a replay of what it wrote.
 
 1. ``python -m gato_ros.bringup_sim --duration D`` (the real lockstep bringup: MuJoCo world,
    controller, reference and the gato recorder, each its own process; iiwa14 at 100 Hz). Its
-   recorder runs with the defaults (zstd MCAP chunks, solver state kept every 100 ticks).
+   recorder runs with its defaults (zstd MCAP chunks; solver state on every tick since the
+   default became 1; it was 100 when the first figures of docs/benchmarks.md were taken).
 2. Beside it, started first, a second gato recorder (``python -m gato_ros.record_cli``, its own
    process, sim time) of the same default topic set with ``--solver-state-period 1``: every
    message as published (the reference for the variants below).
