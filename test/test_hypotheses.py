@@ -278,3 +278,20 @@ def test_wid_sampler_under_a_payload_weight():
     assert m.force_estimator.get_stats()["weight"] == pytest.approx(49.05, rel=0.03)
     # every tick but the first (which has no previous control to score) fed the radius back
     assert m.force_estimator.get_stats()["n_feedback"] == st["n_ticks"] - 1
+
+
+def test_force_batch_a_diverging_rollout_scores_inf_and_the_others_count(model):
+    """A hypothesis whose rollout leaves the finite numbers mid-interval scores +inf (the
+    solver refuses a non-finite state: the row must not take the others down); the true
+    wrench still wins. (A 32-row ForceEstimator batch at 80 N raised here once.)"""
+    import pinocchio as pin
+
+    cand = candidates()
+    cand[1, :3] = [1e300, 0.0, 0.0]
+    s = BSQP(IIWA, len(cand), 4, DT)
+    hyp = ForceHypothesisBatch(FixedBatch(cand), model, s.ee_frame)
+    u = pin.rnea(model, model.createData(), Q0, DQ0, np.zeros(7))
+    x_meas = interval(u)
+    hyp.apply(s, x_meas)
+    best = hyp.select(s, None, np.r_[Q0, DQ0], u, x_meas, 0.031)
+    assert best == 2 and hyp.last_errors[1] == np.inf and np.all(np.isfinite(np.delete(hyp.last_errors, 1)))

@@ -130,13 +130,20 @@ class HypothesisBatch(ABC):
 
     def _rollout(self, solver, x_prev, u_prev, dt) -> np.ndarray:
         """(B, nx): x_prev under u_prev for dt [s] through every entry's dynamics (the solver's
-        integrator, in ceil(dt / score_dt) substeps when score_dt is set)."""
+        integrator, in ceil(dt / score_dt) substeps when score_dt is set). A row whose rollout
+        leaves the finite numbers comes back NaN (it scores +inf); the other rows go on (the
+        solver refuses a non-finite state, so a diverged row is stepped from x_prev meanwhile)."""
         B = int(self.batch_size)
-        x_next = np.repeat(np.asarray(x_prev, dtype=np.float64).reshape(1, -1), B, axis=0)
+        x0 = np.repeat(np.asarray(x_prev, dtype=np.float64).reshape(1, -1), B, axis=0)
+        x_next = x0
         up = np.repeat(np.asarray(u_prev, dtype=np.float64).reshape(1, -1), B, axis=0)
         n = 1 if self.score_dt is None else max(1, int(math.ceil(float(dt) / self.score_dt - 1e-9)))
+        bad = np.zeros(B, dtype=bool)
         for _ in range(n):
-            x_next = np.asarray(solver.sim_forward(x_next, up, float(dt) / n), dtype=np.float64)
+            x_next = np.asarray(solver.sim_forward(np.where(bad[:, None], x0, x_next), up, float(dt) / n),
+                                dtype=np.float64)
+            bad |= ~np.all(np.isfinite(x_next), axis=1)
+        x_next[bad] = np.nan
         return x_next
 
     @abstractmethod
