@@ -166,10 +166,12 @@ class TickGaps:
     "mpc" whose tick has no SolveInput is a tick lost on the SolveInput topic (checked for
     the ticks between the first and the last SolveInput). :meth:`finish` returns the gaps as
     dicts: topic, missing (count), first/last missing tick, t0_ns / t1_ns (the stamps of the
-    messages around the gap).
+    messages around the gap). ``commands`` False: the bag has no command topic (the SolveInput
+    ticks are then not matched: nothing to match them with, and nothing is held per tick).
     """
 
-    def __init__(self):
+    def __init__(self, commands: bool = True):
+        self.commands = commands
         self.last = None                # (tick, stamp) of the latest command
         self.cmd_gaps: list = []
         self.mpc: dict = {}             # tick -> stamp of mpc commands whose SolveInput was not seen yet
@@ -190,7 +192,7 @@ class TickGaps:
                 self.mpc[tick] = stamp
 
     def solved(self, tick: int):
-        if self.mpc.pop(tick, None) is None:
+        if self.commands and self.mpc.pop(tick, None) is None:
             self.solved_early.add(tick)
         self.lo = tick if self.lo is None else min(self.lo, tick)
         self.hi = tick if self.hi is None else max(self.hi, tick)
@@ -336,7 +338,7 @@ class _Streamer:
         self.resolver = None
         self.n_state = 0
         self.t_range = (None, None)           # log-time range of the replayed part: progress fraction
-        self.gaps = TickGaps()
+        self.gaps = TickGaps(commands=TOPICS["command"] in self.has)
 
     # -------------------------------------------------------------- messages
     def feed(self, topic, t, m):
