@@ -184,6 +184,7 @@ def plot(rows, configs, forces, path):
         hi = [max(x) - np.median(x) for x in v]
         ax.errorbar(forces, med, yerr=[lo, hi], marker="o", capsize=3, label=config_label(B, m))
     ax.axhline(20.0, color="grey", ls="--", lw=0.8, label="2 cm")
+    ax.set_yscale("log")  # a direction that loses control is metres off; the rest sit near 1-2 cm
     ax.set_xlabel("constant EE force [N]")
     ax.set_ylabel("mean tracking error [mm]")
     ax.set_title("iiwa14 figure-8 under an unmodelled EE force")

@@ -57,8 +57,11 @@ def _run(spec, out, **kw):
 def test_shipped_wrench_specs_validate():
     d = geval.load_spec(SPECS / f"{DIST}.yaml")
     eps = d.episodes()
-    assert len(eps) == 4 * 5 * 3 and len({e["key"] for e in eps}) == len(eps)
-    assert [p["config"]["hypotheses"]["estimator"] for p in d.planners] == ["none", "fe", "fe", "wrench_id"]
+    assert len(eps) == 6 * 5 * 3 and len({e["key"] for e in eps}) == len(eps)
+    assert [p["config"]["hypotheses"]["estimator"] for p in d.planners] == ["none", "fe", "fe", "wid", "wid",
+                                                                              "wrench_id"]
+    assert [p["config"]["hypotheses"].get("inertial_rows", False) for p in d.planners] == [False] * 3 + [True] * 2 \
+        + [False]
     assert list(d.disturbances) == ["F0", "F20", "F40", "F60", "F80"]
     # The directions are bench_disturbance's: one seeded draw of n unit vectors.
     dirs = np.array([s["direction"] for s in d.scenarios("iiwa14")])
