@@ -826,15 +826,20 @@ def _decode(rd: _Reading, res: BagContents, prog: _Progress):
     for topic, msgs in res.messages.items():
         msgs.sort(key=lambda x: x[0])  # stable: equal times keep their recorded order
         res.counts[topic] = len(msgs)
-    for topic, k in sorted(failed.items()):
-        rd.problems.append(f"{topic}: {k} of {k + res.counts.get(topic, 0)} messages could not be "
-                           f"decoded (corrupt data; first: {_short(first_err[topic], 80)}): skipped")
-        rd.damaged = True
-    if not any(res.counts.values()):
-        what = "" if rd.want is None else " on the requested topics"
-        rd.problems.append(f"{res.path.name}: no readable messages{what}")
+    rd.problems += _decode_problems(failed, first_err, res.counts, rd.want, res.path.name)
+    rd.damaged = rd.damaged or bool(failed)
     res.problems = rd.problems
     res.complete = not rd.damaged
+
+
+def _decode_problems(failed: Counter, first_err: dict, counts: dict, want, name: str) -> list[str]:
+    """The problem lines of a decode: messages per topic that could not be decoded (``failed``,
+    the first error of each in ``first_err``), or no readable message at all."""
+    lines = [f"{topic}: {k} of {k + counts.get(topic, 0)} messages could not be decoded (corrupt data; "
+             f"first: {_short(first_err[topic], 80)}): skipped" for topic, k in sorted(failed.items())]
+    if not any(counts.values()):
+        lines.append(f"{name}: no readable messages{'' if want is None else ' on the requested topics'}")
+    return lines
 
 
 def __getattr__(name):

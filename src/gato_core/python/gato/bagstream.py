@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .bagio import (ZSTD_MAGIC, _decompress, _deserialize, _layout, _Progress, _Reading, _require, _scan_files,
-                    _short, _typestore)
+from .bagio import (ZSTD_MAGIC, _decode_problems, _decompress, _deserialize, _layout, _Progress, _Reading, _require,
+                    _scan_files, _short, _typestore)
 
 __all__ = ["BagStream", "stream_bag"]
 
@@ -190,13 +190,9 @@ class _Decoder:
 
     def finish(self):
         bs = self.bs
-        for topic, k in sorted(self.failed.items()):
-            bs.problems.append(f"{topic}: {k} of {k + bs.counts.get(topic, 0)} messages could not be "
-                               f"decoded (corrupt data; first: {_short(self.first_err[topic], 80)}): skipped")
+        bs.problems += _decode_problems(self.failed, self.first_err, bs.counts, bs._want, bs.path.name)
+        if self.failed:
             bs.complete = False
-        if not any(bs.counts.values()):
-            what = "" if bs._want is None else " on the requested topics"
-            bs.problems.append(f"{bs.path.name}: no readable messages{what}")
 
 
 def _stream_anyreader(bs: BagStream, reader, sel, rd: _Reading, store, files):
