@@ -581,7 +581,8 @@ void GatoController::drain_ticks() {
   try {
     ticks_pub_->publish(m);
   } catch (const std::exception& e) {  // the context is shutting down: the ticks are lost, the loop ends
-    RCLCPP_WARN_ONCE(get_node()->get_logger(), "~/ticks: publish failed (%s)", e.what());
+    // (a named logger: get_node() itself throws once the controller's node is gone)
+    RCLCPP_WARN_ONCE(rclcpp::get_logger("gato_plugin"), "~/ticks: publish failed (%s)", e.what());
   }
 }
 
