@@ -179,6 +179,21 @@ def test_lost_ticks_are_reported_never_a_silent_hole(tmp_path):
     assert s["ticks"] == 98 and "missing between" in (tmp_path / "out" / "report.md").read_text()
 
 
+def test_a_bag_without_step_results_compares_the_recorded_plans(tmp_path):
+    """``ros2 bag record`` of a topic list without /step_result: the plans stand in for the
+    recorded solutions, no recorded step times (an empty statistic, not an error)."""
+    bag = record_lockstep_run(tmp_path / "bag", seconds=0.5)
+    cut = tmp_path / "no_steps"
+    _copy_dropping(bag, cut, lambda topic, k: topic == TOPICS["step_result"])
+    rec, rp, pred = _in_memory(cut)
+    run = stream_replay(cut)
+    _assert_same(run, rec, rp, pred)
+    assert np.isnan(run.wall_rec).all() and np.nanmax(run.dplan) == 0.0
+    s = replay_bag(cut, tmp_path / "out", log=None)
+    assert s["matched"] and s["solve_time_recorded_s"] == {} and s["solve_time_replay_s"]["n"] == run.T
+    assert s["max_dplan"] == 0.0 and (tmp_path / "out" / "replay.png").exists()
+
+
 def test_outputs_logged_late_by_a_starved_recorder_are_still_attached(tmp_path):
     """A recorder starved on a loaded machine logs some ticks' commands and step results seconds
     after their SolveInput: the streaming replay waits for them (up to LOOKAHEAD_MAX_S) and

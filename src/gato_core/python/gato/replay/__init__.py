@@ -45,10 +45,12 @@ def _pct(rows, name) -> dict:
     """Median / p90 / max / n of the finite values of column ``name``, read in chunks (exact)."""
     from .rows import percentiles
 
-    n, (med, p90), mx = percentiles(lambda: (c[name] for _, c in rows.chunks()), [50, 90]) if rows.n else (0, (0, 0), 0)
-    if n == 0:
+    if rows.n == 0:
         return {}
-    return {"median": med, "p90": p90, "max": mx, "n": int(n)}
+    n, qs, mx = percentiles(lambda: (c[name] for _, c in rows.chunks()), [50, 90])
+    if n == 0:      # no finite value (e.g. no step results recorded)
+        return {}
+    return {"median": qs[0], "p90": qs[1], "max": mx, "n": int(n)}
 
 
 def _fmt_pct(d: dict, scale=1.0, unit="ms") -> str:

@@ -303,7 +303,7 @@ class _Streamer:
         self.la_max = int(LOOKAHEAD_MAX_S * 1e9)
         self.now = None
         self.cmd_max = None                   # the latest command stamp seen
-        self.has = set(bs.msgtypes)           # topics in the bag: a tick waits only for outputs that exist
+        self.has = _with_messages(bs)         # a tick waits only for outputs the bag has
         self.run = StreamRun(storage=bs.storage)
         self.problems = self.run.problems
         self.started = False
@@ -664,7 +664,7 @@ def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=
 
     start_ns, end_ns = resolve_window(bag_path, start, end)
     bs = stream_bag(bag_path, list(TOPICS.values()), start_ns=start_ns, end_ns=end_ns, count_only=_COUNT_ONLY)
-    if TOPICS["step_result"] in bs.msgtypes:   # else the recorded plan stands in for the step result
+    if TOPICS["step_result"] in _with_messages(bs):   # else the recorded plan stands in for the step result
         bs.count_only([TOPICS["plan"]])
     key = TOPICS["solve_input"]
     if key not in bs.msgtypes or _lacks(bs, key):
@@ -697,6 +697,12 @@ def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=
 #: Topics the streamed replay only counts (summary ``counts``): the ticks carry their reference
 #: window and configuration (the plan too where the bag has step results).
 _COUNT_ONLY = frozenset(TOPICS[k] for k in ("reference", "status", "snapshot", "parameter_events"))
+
+
+def _with_messages(bs) -> set:
+    """The bag's topics that hold messages: where the index counts them, those it counts on (a
+    topic recorded with no message, e.g. a filtered copy, is not waited for); else all."""
+    return {t for t in bs.msgtypes if bs.listed.get(t, 1) > 0}
 
 
 def _lacks(bs, topic) -> bool:
