@@ -197,19 +197,20 @@ def _tick_stats(rows, tol: float) -> dict:
             j = int(ov[0])
             first = (a + j, int(c["tick"][j]), int(c["stamp_ns"][j]), float(du[j]))
         over += int(ov.size)
-        for v, name in ((du, "du"), (dplan, "dplan")):
-            v = v[~np.isnan(v)]
-            if v.size:
-                m = float(v.max())
-                if name == "du":
-                    max_du = m if max_du is None else max(max_du, m)
-                else:
-                    max_dplan = m if max_dplan is None else max(max_dplan, m)
+        max_du, max_dplan = _nanmax(du, max_du), _nanmax(dplan, max_dplan)
         any_dplan = any_dplan or bool(np.isfinite(dplan).any())
         anchored += int(c["anchored"].sum())
         state_anchored += int(c["state_anchored"].sum())
     return dict(compared=compared, over=over, first=first, max_du=max_du if compared else None,
                 max_dplan=max_dplan if any_dplan else None, anchored=anchored, state_anchored=state_anchored)
+
+
+def _nanmax(v, m):
+    """max(m, the largest non-NaN value of ``v``) (inf counts, as in np.nanmax); m None: none yet."""
+    v = v[~np.isnan(v)]
+    if not v.size:
+        return m
+    return float(v.max()) if m is None else max(m, float(v.max()))
 
 
 def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dict:

@@ -385,10 +385,11 @@ class _Streamer:
         if text and text == self.cfg_text:   # the same configuration as the previous tick: not parsed again
             tk, cfg = tick_from_solve_input(m, self.cfg_prev, self.problems, config=self.cfg_prev)
         else:
+            n_problems = len(self.problems)
             tk, cfg = tick_from_solve_input(m, self.cfg_prev, self.problems)
             if tk is not None and self.cfg_prev is not None and cfg == self.cfg_prev:
                 tk.config = cfg = self.cfg_prev  # one object per configuration: the replayer compares by identity
-            if tk is not None and text:
+            if tk is not None and text and len(self.problems) == n_problems:   # parsed without a problem
                 self.cfg_text = text
         self.cfg_prev = cfg
         return tk
