@@ -41,7 +41,6 @@ Planner entries: ``planner: bsqp`` with ``config``:
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
