@@ -68,7 +68,7 @@ def test_shipped_wrench_specs_validate():
     v = np.random.default_rng(0).standard_normal((3, 3))
     assert np.array_equal(dirs, v / np.linalg.norm(v, axis=1, keepdims=True))
     p = geval.load_spec(SPECS / f"{PAY}.yaml")
-    assert len(p.episodes()) == 6 * 20
+    assert len(p.episodes()) == 8 * 20
     assert p.metrics[0] == "success" and p.disturbances["pendulum_15kg"][0]["mass"] == 15.0
 
 
