@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import json
 import time
 from dataclasses import dataclass, field
 
