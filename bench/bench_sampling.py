@@ -11,7 +11,8 @@ Parts (``--part``, default all):
   terms and the elite update). ``--threads`` rollout threads everywhere.
 * ``plan``: wall time of one MPC tick (``SimMPC.plan``, 2 iterations) at num_samples 64 / 256,
   horizon 0.5 s, fine stage and the coarse stage [(0.25, fine), (1.0, 4 x timestep)].
-* ``closed``: same seeded scenarios for both planners in MuJoCo (the same URDF -> MjSpec model):
+* ``closed`` (through ``gato eval``: bench/specs/sampling_{fig8,pickplace,box_push}_iiwa14.yaml,
+  gato.eval.planner_studies; episodes resume from ``--out``): same seeded scenarios for both planners in MuJoCo (the same URDF -> MjSpec model):
   figure-8 RMS EE tracking error (gato.tasks.fig8_scenarios, speed ratio 0.5, one period) and
   step-reference pick-and-place success (gato.tasks.pickplace_scenarios, ramp 0, 3 goals x 2 s;
   success: the EE within 2 cm of every goal at the end of its 2 s) for ``sampling`` and ``bsqp``
@@ -185,152 +186,71 @@ def plan_time(S, threads, coarse, timestep=TIMESTEP):
 
 
 # ------------------------------------------------------------------ closed loop
-def _sampling_run(config, ctrl_ref, model_spec, q0, num_steps):
-    mpc = SimMPC(config, MjSim(model_spec, 1, nthread=ARGS.threads), ctrl_ref)
-    ex = MjSim(mpc.model, 1)
-    d = ex.data[0]
-    d.qpos[:7] = q0
-    d.ctrl[:] = q0
-    mujoco.mj_forward(mpc.model, d)
-    (rows,), (plans,) = mpc.execute(ex, num_steps)
-    mpc.close()
-    return rows, plans, mpc.model
+# The episodes run through gato eval (study kinds sampling_fig8 / sampling_pickplace /
+# sampling_box_push, gato.eval.planner_studies: the loops this script ran before, moved there).
+SPECS = Path(__file__).resolve().parent / "specs"
 
 
-def fig8_sampling(sc):
-    cfg, qs, xyz, n = scenes.fig8_task(sc, timestep=0.005)
-    rows, plans, m = _sampling_run(cfg, qs, scenes.robot_spec(PLANT, timestep=0.005), sc["q0"], n)
-    lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
-    err = np.linalg.norm(rows["sensordata"][:, lay:lay + 3] - xyz[1:n + 1], axis=1)
-    return float(np.sqrt(np.mean(err ** 2)))
+def closed_spec(name, n, threads):
+    """bench/specs/<name>.yaml with n scenarios and ``threads`` rollout threads."""
+    import yaml
+
+    from gato.eval import parse_spec
+
+    raw = yaml.safe_load((SPECS / f"{name}.yaml").read_text())
+    raw["task"] = dict(raw["task"], n=int(n))
+    for p in raw["planners"]:
+        if p["planner"] == "sampling":
+            p["config"] = dict(p.get("config") or {}, threads=int(threads))
+    return parse_spec(raw)
 
 
-def _bsqp(urdf):
-    import gato
-    from bench_limits import DT, N, SOLVER
-    from gato.controller import MPCController
+def run_closed_spec(spec, out):
+    """Run (or resume) ``spec`` with gato eval's runner (one local worker: the rollouts use
+    ``threads`` threads themselves); rows by (scenario_id, label) and the scenario order."""
+    from gato.eval import run_eval
 
-    s = gato.BSQP(str(urdf), 1, N, DT, **SOLVER)
-    return s, MPCController(s), N, DT
-
-
-def fig8_bsqp(sc):
-    import gato
-    from gato.tasks import fig8_reference
-    from gato.worlds import MuJoCoWorld
-
-    urdf = gato.robot_urdf(PLANT)
-    s, ctrl, N, DT = _bsqp(urdf)
-    world = MuJoCoWorld(urdf, timestep=DT / 4)
-    ref, sim_time = fig8_reference(dict(sc, dt=DT), N, periods=1)
-    ref = ref.reshape(-1, 6)
-    u_max = np.asarray(s.limits["u"])
-    q, dq = np.array(sc["q0"]), np.zeros(7)
-    ctrl.reset(np.concatenate([q, dq]))
-    errs = []
-    for t in range(int(round(sim_time / DT))):
-        u = np.clip(np.asarray(ctrl.step(np.concatenate([q, dq]), ref[t:t + N].ravel()).u), -u_max, u_max)
-        for _ in range(4):
-            q, dq = world.step(q, dq, u, DT / 4)
-        errs.append(np.linalg.norm(s.ee_pos(q) - ref[t + 1, :3]))
-    return float(np.sqrt(np.mean(np.square(errs))))
+    r = run_eval(spec, out, workers=1, log=lambda m: print(m, file=sys.stderr, flush=True))
+    if r["interrupted"]:
+        raise KeyboardInterrupt
+    bad = [x for x in r["rows"] if x["status"] != "ok"]
+    if bad:
+        raise RuntimeError(f"{len(bad)} episodes failed (report: {r['report']}):\n{bad[0]['error']}")
+    order = list(dict.fromkeys(x["scenario_id"] for x in r["rows"]))
+    return {(x["scenario_id"], x["label"]): x for x in r["rows"]}, order
 
 
-def pickplace_sampling(sc, goal_s=2.0):
-    """Like the bsqp run, the planner knows only the current goal: per goal, the EE term's target,
-    the control term's and ctrl_ref's joint targets are that goal (its IK solution) held."""
-    cfg, qs, ee_ref, n = scenes.pickplace_task(sc, timestep=0.005, goal_s=goal_s)
-    mpc = SimMPC(cfg, MjSim(scenes.robot_spec(PLANT, timestep=0.005), 1, nthread=ARGS.threads), qs)
-    m = mpc.model
-    ex = MjSim(m, 1)
-    d = ex.data[0]
-    d.qpos[:7] = sc["q0"]
-    d.ctrl[:] = sc["q0"]
-    mujoco.mj_forward(m, d)
-    lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
-    per = int(round(goal_s / 0.005))
-    ee_term, ctrl_term = cfg.task("ee"), cfg.task("ctrl")
-    ends = []
-    for i, (g, qg) in enumerate(zip(sc["goals"], sc["q_goals"])):
-        ee_term.sensor_ref = g[None]
-        ctrl_term.ctrl_ref = qg[None]
-        for term in (ee_term, ctrl_term):
-            term.resolve(m)
-        mpc.set_ctrl_ref(qg[None])
-        (rows,), _ = mpc.execute(ex, per, t0=i * per)
-        ends.append(np.linalg.norm(rows["sensordata"][-1, lay:lay + 3] - g))
-    mpc.close()
-    return max(ends)
-
-
-def pickplace_bsqp(sc, goal_s=2.0):
-    import gato
-    from gato.worlds import MuJoCoWorld
-
-    urdf = gato.robot_urdf(PLANT)
-    s, ctrl, N, DT = _bsqp(urdf)
-    world = MuJoCoWorld(urdf, timestep=DT / 4)
-    u_max = np.asarray(s.limits["u"])
-    q, dq = np.array(sc["q0"]), np.zeros(7)
-    ctrl.reset(np.concatenate([q, dq]))
-    ends = []
-    for goal in sc["goals"]:
-        ref = np.tile(np.concatenate([goal, np.zeros(3)]), N)
-        for _ in range(int(round(goal_s / DT))):
-            u = np.clip(np.asarray(ctrl.step(np.concatenate([q, dq]), ref).u), -u_max, u_max)
-            for _ in range(4):
-                q, dq = world.step(q, dq, u, DT / 4)
-        ends.append(np.linalg.norm(s.ee_pos(q) - goal))
-    return max(ends)
-
-
-def box_push(sc):
-    spec, cfg, qs, q0, n = scenes.box_push_task(sc)
-    rows, plans, m = _sampling_run(cfg, qs, spec, q0, n)
-    d = mujoco.MjData(m)
-    d.qpos[:7] = q0
-    d.ctrl[:] = q0
-    for k in range(n):
-        d.ctrl[:] = qs[k]
-        mujoco.mj_step(m, d)
-    return float(np.linalg.norm(rows["qpos"][-1, 7:9] - sc["goal"])), float(np.linalg.norm(d.qpos[7:9] - sc["goal"]))
-
-
-def closed(n_f8, n_pp, n_box):
-    import pinocchio as pin
-
-    import gato
-    from gato.tasks import fig8_scenarios, pickplace_scenarios
-
-    model = pin.buildModelFromUrdf(str(gato.robot_urdf(PLANT)))
+def closed(n_f8, n_pp, n_box, out="eval_out/bench_sampling"):
     lines = ["| task | scenario | sampling | bsqp |", "|---|---|---|---|"]
-    for sc in fig8_scenarios(model, PLANT, n_f8, seed=0, dt=0.03125, ratio_range=(0.5, 0.5)):
-        a, b = fig8_sampling(sc), fig8_bsqp(sc)
-        lines.append(f"| figure-8 RMS EE err [mm] | {sc['id']} | {1e3 * a:.2f} | {1e3 * b:.2f} |")
+    rows, order = run_closed_spec(closed_spec("sampling_fig8_iiwa14", n_f8, ARGS.threads), Path(out) / "fig8")
+    for sid in order:
+        a, b = rows[(sid, "sampling")]["rms_tracking_error"], rows[(sid, "bsqp")]["rms_tracking_error"]
+        lines.append(f"| figure-8 RMS EE err [mm] | {sid} | {1e3 * a:.2f} | {1e3 * b:.2f} |")
         print(lines[-1], flush=True)
-    ok = {"sampling": 0, "bsqp": 0}
-    pps = pickplace_scenarios(model, PLANT, n_pp, seed=0, ramps=(0.0,))
-    for sc in pps:
-        a, b = pickplace_sampling(sc), pickplace_bsqp(sc)
-        ok["sampling"] += a < 0.02
-        ok["bsqp"] += b < 0.02
-        lines.append(f"| pick-and-place worst end-of-goal EE err [mm] | {sc['id']} | {1e3 * a:.1f} | {1e3 * b:.1f} |")
+    rows, order = run_closed_spec(closed_spec("sampling_pickplace_iiwa14", n_pp, ARGS.threads), Path(out) / "pickplace")
+    for sid in order:
+        a, b = rows[(sid, "sampling")]["end_goal_error_max"], rows[(sid, "bsqp")]["end_goal_error_max"]
+        lines.append(f"| pick-and-place worst end-of-goal EE err [mm] | {sid} | {1e3 * a:.1f} | {1e3 * b:.1f} |")
         print(lines[-1], flush=True)
-    lines.append(f"| pick-and-place success (< 20 mm at every goal) | {len(pps)} scenarios | "
-                 f"{ok['sampling']}/{len(pps)} | {ok['bsqp']}/{len(pps)} |")
+    ok = {lab: sum(rows[(sid, lab)]["success"] for sid in order) for lab in ("sampling", "bsqp")}
+    lines.append(f"| pick-and-place success (< 20 mm at every goal) | {len(order)} scenarios | "
+                 f"{ok['sampling']}/{len(order)} | {ok['bsqp']}/{len(order)} |")
     print(lines[-1], flush=True)
     lines += ["", "| box push | start (x, y) [m] | goal (x, y) [m] | sampling: final box err [mm] | "
               "open-loop scripted path [mm] |", "|---|---|---|---|---|"]
+    spec = closed_spec("sampling_box_push_iiwa14", n_box, ARGS.threads)
+    rows, order = run_closed_spec(spec, Path(out) / "box_push")
+    scs = {sc["id"]: sc for sc in spec.scenarios("iiwa14")}
     succ = base = 0
-    scs = scenes.box_push_scenarios(n_box, seed=0)
-    for sc in scs:
-        e, e0 = box_push(sc)
+    for sid in order:
+        r, sc = rows[(sid, "sampling")], scs[sid]
+        e, e0 = r["box_error"], r["box_error_open_loop"]
         succ += e < 0.03
         base += e0 < 0.03
-        lines.append(f"| {sc['id']} | ({sc['start'][0]:.3f}, {sc['start'][1]:.3f}) | ({sc['goal'][0]:.3f}, "
+        lines.append(f"| {sid} | ({sc['start'][0]:.3f}, {sc['start'][1]:.3f}) | ({sc['goal'][0]:.3f}, "
                      f"{sc['goal'][1]:.3f}) | {1e3 * e:.1f} | {1e3 * e0:.1f} |")
         print(lines[-1], flush=True)
-    lines.append(f"| success (< 30 mm) | {len(scs)} boxes | | {succ}/{len(scs)} | {base}/{len(scs)} |")
+    lines.append(f"| success (< 30 mm) | {len(order)} boxes | | {succ}/{len(order)} | {base}/{len(order)} |")
     print(lines[-1], flush=True)
     return lines
 
@@ -344,6 +264,8 @@ def main(argv=None):
     p.add_argument("--n-fig8", type=int, default=3)
     p.add_argument("--n-pickplace", type=int, default=3)
     p.add_argument("--n-box", type=int, default=10)
+    p.add_argument("--out", default="eval_out/bench_sampling", help="gato eval output folder of the closed part "
+                   "(episodes resume from it: remove it for a fresh run)")
     ARGS = p.parse_args(argv)
     samples = [int(s) for s in ARGS.samples.split(",")]
     print(f"mujoco {mujoco.__version__}, {os.cpu_count()} CPUs, threads {ARGS.threads}, load before {_load()}")
@@ -368,7 +290,7 @@ def main(argv=None):
                     print(f"| {S} | {1e3 * ts:g} | {st} | {med:.1f} | {lo:.1f} | {hi:.1f} |", flush=True)
     if ARGS.part in ("all", "closed"):
         print()
-        closed(ARGS.n_fig8, ARGS.n_pickplace, ARGS.n_box)
+        closed(ARGS.n_fig8, ARGS.n_pickplace, ARGS.n_box, ARGS.out)
     print(f"\nload after {_load()}")
 
 

@@ -75,7 +75,7 @@ METRICS = {
     # The wrench-hypothesis studies' columns (gato.eval.wrench_studies).
     "mean_tracking_error_settled": "mean ||ee - reference knot 0|| over t >= task.options.settled_s [m] "
                                    "(disturbance_fig8)",
-    "success": "1 when every goal was reached with no joint outside its URDF position / velocity limit at a "
+    "success": "sampling_pickplace / sampling_box_push: 1 when the error is < task.options.tol; payload_pickplace: 1 when every goal was reached with no joint outside its URDF position / velocity limit at a "
                "recorded tick, no planner fallback and no divergence, else 0 (payload_pickplace)",
     "success_after_grace": "success with the limits judged from t >= task.options.grace only (payload_pickplace)",
     "fallbacks": "ticks whose command came from the planner's fallback (payload_pickplace)",
@@ -86,6 +86,10 @@ METRICS = {
     "time_to_all_reached": "time until the last goal was reached [s] (null: not all reached)",
     "first_violation_t": "time of the first recorded tick outside a position / velocity limit [s] (null: none)",
     "last_violation_t": "time of the last recorded tick outside a position / velocity limit [s] (null: none)",
+    # bench_sampling's closed-loop columns (gato.eval.planner_studies).
+    "end_goal_error_max": "max over goals of ||ee - goal|| at the end of the goal's goal_s [m] (sampling_pickplace)",
+    "box_error": "final ||box (x, y) - goal|| [m] (sampling_box_push)",
+    "box_error_open_loop": "final box error of the scripted IK path played open loop [m] (sampling_box_push)",
 }
 #: List-valued metric columns (one value per joint).
 VECTOR_METRICS = ("qd_ratio",)

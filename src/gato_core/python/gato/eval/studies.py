@@ -148,7 +148,9 @@ def check_study(kind: str, task_options: dict, planners: list, world: dict, raw:
     if raw.get("episode"):
         raise _err("episode", f"the {kind} study sets its own length ("
                               + {"limits_fig8": "task.options.periods", "disturbance_fig8": "task.options.duration",
-                                 "payload_pickplace": "task.options.goal_timeout x goals"}.get(
+                                 "payload_pickplace": "task.options.goal_timeout x goals",
+                                 "sampling_fig8": "task.options.periods",
+                                 "sampling_box_push": "the task's steps"}.get(
                                   kind, "task.options.goal_s x goals") + "); remove episode")
     if STUDIES[kind].check is not None:
         STUDIES[kind].check(kind, opts, world)
@@ -293,3 +295,8 @@ STUDIES = {
 from .wrench_studies import WRENCH_STUDIES  # noqa: E402
 
 STUDIES.update({kind: Study(**fields) for kind, fields in WRENCH_STUDIES.items()})
+
+# bench_sampling's closed loop (sampling vs bsqp in MuJoCo) lives in gato.eval.planner_studies.
+from .planner_studies import PLANNER_STUDIES  # noqa: E402
+
+STUDIES.update({kind: Study(**fields) for kind, fields in PLANNER_STUDIES.items()})

@@ -1,0 +1,298 @@
+"""Study kinds of ``gato eval`` for bench/bench_sampling.py's closed loop: the sampling planner
+(gato.sampling.SimMPC) against the BSQP controller on the same seeded scenarios in MuJoCo.
+
+The episode functions here are the ones bench_sampling.py ran in its own loop (moved, not
+rewritten: the numbers are unchanged); the bench now builds a spec and calls gato.eval.
+
+Kinds (task.kind), all on ``world: {kind: mujoco}`` (the episodes set their own steps):
+
+- ``sampling_fig8``: gato.tasks.fig8_scenarios(dt 0.03125) at task.options.ratio of the
+  velocity limit, task.options.periods periods. ``sampling``: SimMPC on scenes.fig8_task
+  (5 ms MuJoCo steps); ``bsqp``: MPCController (gato.limit_scenarios LIMITS_N, LIMITS_DT,
+  LIMITS_SOLVER) on gato.worlds.MuJoCoWorld at LIMITS_DT / 4, torque clamped to the effort
+  limits. Metric: rms_tracking_error [m].
+- ``sampling_pickplace``: gato.tasks.pickplace_scenarios(ramps (0,)), task.options.goal_s per
+  goal; the planner knows only the current goal. Metrics: end_goal_error_max [m] (worst EE
+  distance to a goal at the end of its goal_s) and success (1 when it is < task.options.tol).
+- ``sampling_box_push``: scenes.box_push_scenarios, sampling only; metrics box_error [m]
+  (final box distance to its goal), box_error_open_loop [m] (the scripted IK path played open
+  loop), success (box_error < task.options.tol). task.options.steps (null: the task's own
+  length) truncates the episode (tests).
+
+Planner entries: ``planner: sampling`` with ``config: {threads}`` (MuJoCo rollout threads,
+default 2) or ``planner: bsqp`` with no config / params (fig8 and pickplace only).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .spec import _number as _num
+
+__all__ = ["PLANNER_STUDIES", "fig8_sampling", "fig8_bsqp", "pickplace_sampling", "pickplace_bsqp", "box_push"]
+
+PLANT = "iiwa14"
+_SAMPLING_CONFIG = ("threads",)
+
+
+def _err(path, msg):
+    return ValueError(f"{path}: {msg}")
+
+
+# ------------------------------------------------------------------ episode functions
+def _sampling_run(config, ctrl_ref, model_spec, q0, num_steps, threads):
+    import mujoco
+
+    from ..sampling import MjSim, SimMPC
+
+    mpc = SimMPC(config, MjSim(model_spec, 1, nthread=threads), ctrl_ref)
+    ex = MjSim(mpc.model, 1)
+    d = ex.data[0]
+    d.qpos[:7] = q0
+    d.ctrl[:] = q0
+    mujoco.mj_forward(mpc.model, d)
+    (rows,), (plans,) = mpc.execute(ex, num_steps)
+    mpc.close()
+    return rows, plans, mpc.model
+
+
+def fig8_sampling(sc, threads=2, periods=1):
+    """RMS EE tracking error [m] of SimMPC on a figure-8 scenario (5 ms MuJoCo steps)."""
+    from ..sampling import scenes
+
+    cfg, qs, xyz, n = scenes.fig8_task(sc, timestep=0.005, periods=periods)
+    rows, plans, m = _sampling_run(cfg, qs, scenes.robot_spec(PLANT, timestep=0.005), sc["q0"], n, threads)
+    lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
+    err = np.linalg.norm(rows["sensordata"][:, lay:lay + 3] - xyz[1:n + 1], axis=1)
+    return float(np.sqrt(np.mean(err ** 2)))
+
+
+def _bsqp(urdf):
+    from .. import BSQP
+    from ..controller import MPCController
+    from ..limit_scenarios import LIMITS_DT as DT, LIMITS_N as N, LIMITS_SOLVER as SOLVER
+
+    s = BSQP(str(urdf), 1, N, DT, **SOLVER)
+    return s, MPCController(s), N, DT
+
+
+def fig8_bsqp(sc, periods=1):
+    """RMS EE tracking error [m] of the BSQP controller on a figure-8 scenario."""
+    from ..interface import robot_urdf
+    from ..tasks import fig8_reference
+    from ..worlds import MuJoCoWorld
+
+    urdf = robot_urdf(PLANT)
+    s, ctrl, N, DT = _bsqp(urdf)
+    world = MuJoCoWorld(urdf, timestep=DT / 4)
+    ref, sim_time = fig8_reference(dict(sc, dt=DT), N, periods=periods)
+    ref = ref.reshape(-1, 6)
+    u_max = np.asarray(s.limits["u"])
+    q, dq = np.array(sc["q0"]), np.zeros(7)
+    ctrl.reset(np.concatenate([q, dq]))
+    errs = []
+    for t in range(int(round(sim_time / DT))):
+        u = np.clip(np.asarray(ctrl.step(np.concatenate([q, dq]), ref[t:t + N].ravel()).u), -u_max, u_max)
+        for _ in range(4):
+            q, dq = world.step(q, dq, u, DT / 4)
+        errs.append(np.linalg.norm(s.ee_pos(q) - ref[t + 1, :3]))
+    return float(np.sqrt(np.mean(np.square(errs))))
+
+
+def pickplace_sampling(sc, goal_s=2.0, threads=2):
+    """Worst end-of-goal EE error [m] of SimMPC. Like the bsqp run, the planner knows only the
+    current goal: per goal, the EE term's target, the control term's and ctrl_ref's joint targets
+    are that goal (its IK solution) held."""
+    import mujoco
+
+    from ..sampling import MjSim, SimMPC, scenes
+
+    cfg, qs, ee_ref, n = scenes.pickplace_task(sc, timestep=0.005, goal_s=goal_s)
+    mpc = SimMPC(cfg, MjSim(scenes.robot_spec(PLANT, timestep=0.005), 1, nthread=threads), qs)
+    m = mpc.model
+    ex = MjSim(m, 1)
+    d = ex.data[0]
+    d.qpos[:7] = sc["q0"]
+    d.ctrl[:] = sc["q0"]
+    mujoco.mj_forward(m, d)
+    lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
+    per = int(round(goal_s / 0.005))
+    ee_term, ctrl_term = cfg.task("ee"), cfg.task("ctrl")
+    ends = []
+    for i, (g, qg) in enumerate(zip(sc["goals"], sc["q_goals"])):
+        ee_term.sensor_ref = g[None]
+        ctrl_term.ctrl_ref = qg[None]
+        for term in (ee_term, ctrl_term):
+            term.resolve(m)
+        mpc.set_ctrl_ref(qg[None])
+        (rows,), _ = mpc.execute(ex, per, t0=i * per)
+        ends.append(np.linalg.norm(rows["sensordata"][-1, lay:lay + 3] - g))
+    mpc.close()
+    return max(ends)
+
+
+def pickplace_bsqp(sc, goal_s=2.0):
+    """Worst end-of-goal EE error [m] of the BSQP controller (step reference per goal)."""
+    from ..interface import robot_urdf
+    from ..worlds import MuJoCoWorld
+
+    urdf = robot_urdf(PLANT)
+    s, ctrl, N, DT = _bsqp(urdf)
+    world = MuJoCoWorld(urdf, timestep=DT / 4)
+    u_max = np.asarray(s.limits["u"])
+    q, dq = np.array(sc["q0"]), np.zeros(7)
+    ctrl.reset(np.concatenate([q, dq]))
+    ends = []
+    for goal in sc["goals"]:
+        ref = np.tile(np.concatenate([goal, np.zeros(3)]), N)
+        for _ in range(int(round(goal_s / DT))):
+            u = np.clip(np.asarray(ctrl.step(np.concatenate([q, dq]), ref).u), -u_max, u_max)
+            for _ in range(4):
+                q, dq = world.step(q, dq, u, DT / 4)
+        ends.append(np.linalg.norm(s.ee_pos(q) - goal))
+    return max(ends)
+
+
+def box_push(sc, threads=2, steps=None):
+    """(final box error, open-loop scripted path's final box error) [m] of a box push; ``steps``
+    (None: the task's length) truncates both runs."""
+    import mujoco
+
+    from ..sampling import scenes
+
+    spec, cfg, qs, q0, n = scenes.box_push_task(sc)
+    if steps is not None:
+        n = min(n, int(steps))
+    rows, plans, m = _sampling_run(cfg, qs, spec, q0, n, threads)
+    d = mujoco.MjData(m)
+    d.qpos[:7] = q0
+    d.ctrl[:] = q0
+    for k in range(n):
+        d.ctrl[:] = qs[k]
+        mujoco.mj_step(m, d)
+    return float(np.linalg.norm(rows["qpos"][-1, 7:9] - sc["goal"])), float(np.linalg.norm(d.qpos[7:9] - sc["goal"]))
+
+
+# ------------------------------------------------------------------ study plumbing
+def _arrays(v):
+    """A scenario back from its JSON-able episode form: numeric lists -> float arrays (exact:
+    the floats round-trip), recursively through dicts."""
+    if isinstance(v, dict):
+        return {k: _arrays(x) for k, x in v.items()}
+    if isinstance(v, list) and v and all(isinstance(x, (int, float, list)) and not isinstance(x, bool) for x in v):
+        try:
+            return np.asarray(v, dtype=float)
+        except ValueError:
+            return v
+    return v
+
+
+def _threads(ep):
+    return int(ep["planner"]["config"].get("threads", 2))
+
+
+def _check_planner_for(planners):
+    def check(kind, pl, path):
+        if pl["planner"] not in planners:
+            raise _err(f"{path}.planner", f"the {kind} study runs {list(planners)}; got {pl['planner']!r}")
+        if pl["params"]:
+            raise _err(f"{path}.params", f"the {kind} study builds its own planners; remove params")
+        cfg = pl["config"]
+        allowed = _SAMPLING_CONFIG if pl["planner"] == "sampling" else ()
+        unknown = sorted(set(cfg) - set(allowed))
+        if unknown:
+            raise _err(f"{path}.config.{unknown[0]}", f"unknown field of the {pl['planner']} planner in the {kind} "
+                                                      f"study; expected one of {list(allowed)}")
+        if "threads" in cfg:
+            _num(cfg["threads"], f"{path}.config.threads", lo=1, integer=True)
+    return check
+
+
+def _check_opts(kind, o, world):
+    if world["kind"] != "mujoco":
+        raise _err("world.kind", f"the {kind} study runs in MuJoCo, got {world['kind']!r}")
+    for k in ("ratio", "periods", "goal_s", "tol"):
+        if k in o:
+            _num(o[k], f"task.options.{k}", lo=0.0, lo_open=True)
+    if "n_goals" in o:
+        _num(o["n_goals"], "task.options.n_goals", lo=1, integer=True)
+    if o.get("steps") is not None:
+        _num(o["steps"], "task.options.steps", lo=1, integer=True)
+
+
+def _pin_model():
+    import pinocchio as pin
+
+    from ..interface import robot_urdf
+
+    return pin.buildModelFromUrdf(str(robot_urdf(PLANT)))
+
+
+def _robot_check(robot):
+    if robot != PLANT:
+        raise _err("robots", f"the sampling studies run the {PLANT} scenes, got {robot!r}")
+
+
+def _f8_scenarios(robot, o, seed, n):
+    from ..tasks import fig8_scenarios
+
+    _robot_check(robot)
+    return fig8_scenarios(_pin_model(), PLANT, n, seed=seed, dt=0.03125, ratio_range=(o["ratio"], o["ratio"]))
+
+
+def _pp_scenarios(robot, o, seed, n):
+    from ..tasks import pickplace_scenarios
+
+    _robot_check(robot)
+    return pickplace_scenarios(_pin_model(), PLANT, n, seed=seed, ramps=(0.0,), n_goals=o["n_goals"])
+
+
+def _box_scenarios(robot, o, seed, n):
+    from ..sampling import scenes
+
+    _robot_check(robot)
+    return scenes.box_push_scenarios(n, seed=seed)
+
+
+def _run_f8(ep):
+    sc, o = _arrays(ep["scenario"]), ep["task_options"]
+    if ep["planner"]["planner"] == "sampling":
+        e = fig8_sampling(sc, threads=_threads(ep), periods=o["periods"])
+    else:
+        e = fig8_bsqp(sc, periods=o["periods"])
+    return dict(stop_reason="reference_end", sim_time=float(o["periods"] * sc["params"]["period"]),
+                rms_tracking_error=e)
+
+
+def _run_pp(ep):
+    sc, o = _arrays(ep["scenario"]), ep["task_options"]
+    if ep["planner"]["planner"] == "sampling":
+        e = pickplace_sampling(sc, goal_s=o["goal_s"], threads=_threads(ep))
+    else:
+        e = pickplace_bsqp(sc, goal_s=o["goal_s"])
+    return dict(stop_reason="goals_done", sim_time=float(len(sc["goals"]) * o["goal_s"]),
+                end_goal_error_max=float(e), success=int(e < o["tol"]))
+
+
+def _run_box(ep):
+    sc, o = _arrays(ep["scenario"]), ep["task_options"]
+    e, e0 = box_push(sc, threads=_threads(ep), steps=o["steps"])
+    return dict(stop_reason="steps_done", sim_time=float("nan"), box_error=e, box_error_open_loop=e0,
+                success=int(e < o["tol"]))
+
+
+PLANNER_STUDIES = {
+    "sampling_fig8": dict(kind="sampling_fig8", doc="bench_sampling's figure-8: sampling vs bsqp in MuJoCo",
+                          options=dict(ratio=0.5, periods=1), metrics=("rms_tracking_error",),
+                          scenarios=_f8_scenarios, run=_run_f8, check=_check_opts,
+                          planner_check=_check_planner_for(("sampling", "bsqp"))),
+    "sampling_pickplace": dict(kind="sampling_pickplace",
+                               doc="bench_sampling's step pick-and-place: sampling vs bsqp in MuJoCo",
+                               options=dict(goal_s=2.0, n_goals=3, tol=0.02), metrics=("end_goal_error_max", "success"),
+                               scenarios=_pp_scenarios, run=_run_pp, check=_check_opts,
+                               planner_check=_check_planner_for(("sampling", "bsqp"))),
+    "sampling_box_push": dict(kind="sampling_box_push", doc="bench_sampling's box pushing (sampling)",
+                              options=dict(tol=0.03, steps=None),
+                              metrics=("box_error", "box_error_open_loop", "success"),
+                              scenarios=_box_scenarios, run=_run_box, check=_check_opts,
+                              planner_check=_check_planner_for(("sampling",))),
+}

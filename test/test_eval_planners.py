@@ -1,0 +1,143 @@
+"""bench_sampling's closed loop (sampling vs bsqp in MuJoCo) as gato eval study kinds
+(gato.eval.planner_studies): the runner's episodes equal the direct calls bit for bit, bad
+fields are named, and the local pool and a local Ray instance give the same table."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import import_or_skip
+
+import_or_skip("pyarrow", "pip install -r requirements/lock.txt (scripts/setup.sh)")
+import_or_skip("mujoco", "pip install -r requirements/lock.txt (scripts/setup.sh)")
+import pyarrow.parquet as pq  # noqa: E402
+
+from gato import eval as geval  # noqa: E402
+from gato.eval import planner_studies as ps  # noqa: E402
+
+SPECS = Path(__file__).resolve().parents[1] / "bench" / "specs"
+
+
+def _raw(kind):
+    return yaml.safe_load((SPECS / f"sampling_{kind}_iiwa14.yaml").read_text())
+
+
+def _tiny(kind, options, labels=None, n=1):
+    raw = _raw(kind)
+    raw["task"] = dict(raw["task"], n=n, options={**raw["task"].get("options", {}), **options})
+    if labels is not None:
+        raw["planners"] = [p for p in raw["planners"] if p["label"] in labels]
+    return geval.parse_spec(raw)
+
+
+def _table(out):
+    return pq.read_table(Path(out) / "results.parquet").to_pylist()
+
+
+def _run(spec, out, **kw):
+    r = geval.run_eval(spec, out, progress=False, **kw)
+    assert not r["interrupted"] and all(x["status"] == "ok" for x in r["rows"]), [x["error"] for x in r["rows"]]
+    return {x["label"]: x for x in _table(out)}
+
+
+def test_shipped_specs_parse_to_bench_sampling_counts():
+    """The three specs give bench_sampling's defaults: 3 figure-8 and 3 pick-and-place
+    scenarios x (sampling, bsqp), 10 boxes x sampling."""
+    for kind, n in (("fig8", 6), ("pickplace", 6), ("box_push", 10)):
+        assert len(geval.load_spec(SPECS / f"sampling_{kind}_iiwa14.yaml").episodes()) == n
+
+
+def test_fig8_through_the_runner_equals_direct_calls(tmp_path):
+    """A twentieth of a period: both planners' RMS errors equal the episode functions called
+    on the generator's own (unserialised) scenario."""
+    spec = _tiny("fig8", dict(periods=0.05))
+    rows = _run(spec, tmp_path, workers=1)
+    (sc,) = spec.scenarios("iiwa14")
+    import pinocchio as pin
+
+    import gato
+    from gato.tasks import fig8_scenarios
+
+    raw_sc = fig8_scenarios(pin.buildModelFromUrdf(str(gato.robot_urdf("iiwa14"))), "iiwa14", 1, seed=0,
+                            dt=0.03125, ratio_range=(0.5, 0.5))[0]
+    assert raw_sc["id"] == sc["id"]
+    assert rows["sampling"]["rms_tracking_error"] == ps.fig8_sampling(raw_sc, threads=2, periods=0.05)
+    assert rows["bsqp"]["rms_tracking_error"] == ps.fig8_bsqp(raw_sc, periods=0.05)
+    assert rows["bsqp"]["sim_time"] == pytest.approx(0.05 * raw_sc["params"]["period"])
+
+
+def test_pickplace_and_box_push_through_the_runner_equal_direct_calls(tmp_path):
+    import pinocchio as pin
+
+    import gato
+    from gato.sampling import scenes
+    from gato.tasks import pickplace_scenarios
+
+    spec = _tiny("pickplace", dict(goal_s=0.1))
+    rows = _run(spec, tmp_path / "pp", workers=1)
+    sc = pickplace_scenarios(pin.buildModelFromUrdf(str(gato.robot_urdf("iiwa14"))), "iiwa14", 1, seed=0,
+                             ramps=(0.0,))[0]
+    a, b = ps.pickplace_sampling(sc, goal_s=0.1, threads=2), ps.pickplace_bsqp(sc, goal_s=0.1)
+    assert (rows["sampling"]["end_goal_error_max"], rows["bsqp"]["end_goal_error_max"]) == (a, b)
+    assert (rows["sampling"]["success"], rows["bsqp"]["success"]) == (int(a < 0.02), int(b < 0.02))
+
+    spec = _tiny("box_push", dict(steps=20))
+    row = _run(spec, tmp_path / "box", workers=1)["sampling"]
+    e, e0 = ps.box_push(scenes.box_push_scenarios(1, seed=0)[0], threads=2, steps=20)
+    assert (row["box_error"], row["box_error_open_loop"], row["success"]) == (e, e0, int(e < 0.03))
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda r: r["planners"][0].update(config={"thread": 2}), "planners[0].config.thread"),
+    (lambda r: r["planners"][0].update(config={"threads": 0}), "planners[0].config.threads"),
+    (lambda r: r["planners"][1].update(planner="osc"), "planners[1].planner"),
+    (lambda r: r["planners"][1].update(params={"q_cost": 2.0}), "planners[1].params"),
+    (lambda r: r["task"]["options"].update(periods=-1), "task.options.periods"),
+    (lambda r: r["task"]["options"].update(speed=1), "task.options.speed"),
+    (lambda r: r.update(world={"kind": "pinocchio", "sim_dt": 0.001}), "world.kind"),
+    (lambda r: r.update(metrics=["box_error"]), "metrics[0]"),
+    (lambda r: r.update(episode={"duration": 1.0}), "episode"),
+])
+def test_bad_fields_are_named(edit, field):
+    raw = _raw("fig8")
+    edit(raw)
+    with pytest.raises(ValueError, match="^" + re.escape(field) + ":"):
+        geval.parse_spec(raw)
+
+
+def test_box_push_takes_the_sampling_planner_only():
+    raw = _raw("box_push")
+    raw["planners"].append({"label": "bsqp", "planner": "bsqp"})
+    with pytest.raises(ValueError, match=r"^planners\[1\]\.planner:"):
+        geval.parse_spec(raw)
+
+
+def test_local_pool_and_local_ray_give_the_same_table(tmp_path):
+    """The bsqp figure-8 episodes (fast) on the local pool (2 workers) and
+    on a local Ray instance give the one-worker table (wall clock aside)."""
+    ray = import_or_skip("ray", "pip install -r requirements/lock.txt (scripts/setup.sh)")
+    specs = [_tiny("fig8", dict(periods=0.05), labels=("bsqp",), n=2)]
+
+    def table(d):
+        return [{k: v for k, v in r.items() if k != "wall_s"} for r in _table(d)]
+
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    try:
+        for i, spec in enumerate(specs):
+            _run(spec, tmp_path / f"w1_{i}", workers=1)
+            _run(spec, tmp_path / f"w2_{i}", workers=2)
+            _run(spec, tmp_path / f"ray_{i}", ray="local")
+    finally:
+        if started:
+            ray.shutdown()
+    for i in range(len(specs)):
+        t1 = table(tmp_path / f"w1_{i}")
+        assert len(t1) == 2 and all(r["status"] == "ok" for r in t1)
+        assert table(tmp_path / f"w2_{i}") == t1 and table(tmp_path / f"ray_{i}") == t1
