@@ -145,6 +145,54 @@ def test_a_window_replays_the_same_ticks_as_the_full_replay(tmp_path):
         stream_replay(bag, start="0.8", end="0.2")
 
 
+def _copy_thinned(src, dst, period):
+    """A copy of ``src`` with the solver state kept only on every ``period``-th tick (and the
+    first), as the recorder's ``solver_state_period`` stores it."""
+    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+
+    from gato_ros.bag import typestore
+    from gato_ros.recorder_node import SolverStateThinner
+
+    thin = SolverStateThinner(period, typestore())
+    with Reader(src) as r, Writer(dst, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        conns = {c.id: w.add_connection(c.topic, c.msgtype, msgdef=c.msgdef.data, rihs01=c.digest)
+                 for c in r.connections}
+        for c, t, data in r.messages():
+            w.write(conns[c.id], t, thin(data) if c.topic == TOPICS["solve_input"] else data)
+    assert thin.thinned > 0
+    return thin
+
+
+def test_a_window_of_a_thinned_bag_replays_the_same_ticks_as_the_full_replay(tmp_path):
+    """Solver state kept every 25th tick: a window starting between key ticks re-solves silently
+    from the key tick before it, so its ticks equal the full replay's bit for bit (without that,
+    a mid-run start with a reset and warm-up differs)."""
+    src = record_lockstep_run(tmp_path / "bag", seconds=1.0)
+    bag = tmp_path / "thin"
+    _copy_thinned(src, bag, 25)
+    full = stream_replay(bag)
+    assert full.n_state < full.T, "the copy is thinned"
+    assert np.nanmax(full.du) <= 1e-9, "a full replay of a thinned bag matches"
+    for start, end in (("37t", "80t"), ("0.43", None), ("-0.3", "-0.1"), ("50t", "60t")):
+        win = stream_replay(bag, start=start, end=end)
+        assert 0 < win.T < full.T
+        pos = {s: i for i, s in enumerate(full.stamp_ns.tolist())}
+        idx = [pos[s] for s in win.stamp_ns.tolist()]
+        assert idx == list(range(idx[0], idx[0] + win.T)), "the window's ticks, none before it"
+        for k in ("u", "du", "dplan"):
+            assert np.array_equal(getattr(win, k), getattr(full, k)[idx], equal_nan=True), (start, k)
+        # the warm start / solver state differences: equal too, but for a window starting on a key
+        # tick, whose first tick installs the recorded state into a fresh controller (a mid-run start)
+        first = 1 if start == "50t" else 0
+        for k in ("dwarm", "dstate", "anchored", "state_anchored"):
+            assert np.array_equal(getattr(win, k)[first:], getattr(full, k)[idx[first:]], equal_nan=True), (start, k)
+        assert np.nanmax(win.du) <= 1e-9
+        if start == "37t":
+            assert win.tick[0] == 37 and win.tick[-1] == 79
+    s = replay_bag(bag, tmp_path / "out", log=None, start="37t")
+    assert s["matched"] and s["ticks"] == int((full.tick >= 37).sum()) and not s["gaps"]
+
+
 def _copy_dropping(src, dst, drop):
     """A copy of ``src`` without the messages ``drop(topic, index on the topic)`` selects (what a
     recorder that falls behind, or a lossy link, leaves)."""

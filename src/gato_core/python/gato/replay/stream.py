@@ -264,6 +264,39 @@ def _log_time_of_tick(path, tick: int, lo: int, hi: int) -> int:
     return got[1] if got is not None else hi
 
 
+def _key_tick_before(path, t_ns: int, span_ns: int = int(1e9)):
+    """The log time of the latest tick a re-solve can start from exactly, for a window starting
+    at log time ``t_ns``: the window's first SolveInput itself when it carries its solver state (or
+    is a reset), else the latest SolveInput logged before ``t_ns`` that does (a recorder with
+    ``solver_state_period`` > 1 keeps the state only on key ticks). Searched backwards through the
+    index in spans doubling from ``span_ns``; None when the window needs no earlier start or no
+    earlier key tick exists (the replay then starts mid-run at the window, as before)."""
+    from ..bagstream import stream_bag
+
+    def key(m):
+        return bool(m.reset) or int(getattr(m, "solver_state_rows", 0)) > 0
+
+    bs = stream_bag(path, [TOPICS["solve_input"]], start_ns=t_ns)
+    for _, _, m in bs:
+        if key(m):
+            return None
+        break
+    else:
+        return None
+    t0 = bs.t_start_ns
+    hi = t_ns
+    while t0 is not None and hi > t0:
+        lo = max(t0, hi - span_ns)
+        found = None
+        for _, t, m in stream_bag(path, [TOPICS["solve_input"]], start_ns=lo, end_ns=hi):
+            if key(m):
+                found = t
+        if found is not None:
+            return found
+        hi, span_ns = lo, span_ns * 2
+    return None
+
+
 def resolve_window(path, start=None, end=None):
     """(start_ns, end_ns) absolute log times of a ``--start`` / ``--end`` window (None: open)."""
     from ..bagstream import stream_bag
@@ -338,9 +371,15 @@ class _Streamer:
         self.n_state = 0
         self.t_range = (None, None)           # log-time range of the replayed part: progress fraction
         self.gaps = TickGaps(commands=TOPICS["command"] in self.has)
+        # A window of a thinned bag re-solves silently from the key tick before it: messages logged
+        # before ``report_from`` (log ns) only bring the controller up to the window's first tick.
+        self.report_from = None
 
     # -------------------------------------------------------------- messages
     def feed(self, topic, t, m):
+        if self.report_from is not None and t < self.report_from:
+            self._preroll(topic, t, m)
+            return
         if not self.started:
             if topic == TOPICS["solve_input"]:
                 tk = self._tick(m, t)
@@ -359,6 +398,36 @@ class _Streamer:
         self._msg(topic, t, m)
         self.now = t
         self._release(t)
+
+    def _preroll(self, topic, t, m):
+        """A message logged before the window, in a silent re-solve from an earlier key tick: the
+        ticks, their commands (recorded u, no gap counting) and step results / plans (the
+        iterations a budget-stopped solve did) are kept; joint states are not (the model-vs-reality
+        intervals are the window's)."""
+        if topic == TOPICS["solve_input"]:
+            tk = self._tick(m, t)
+            if tk is None:
+                return
+            tk.silent = True
+            if not self.started:
+                self._start(m, tk)
+                for e in self.early:          # the commands logged before it (all the pre-roll keeps)
+                    self._command(e[2], count=False)
+                self.early = []
+            self._queue_tick(tk, t)
+        elif topic == TOPICS["command"]:
+            if self.started:
+                self._command(m, count=False)
+            else:
+                self.early.append((topic, t, m))
+            return
+        elif topic in (TOPICS["step_result"], TOPICS["plan"]):
+            self._msg(topic, t, m)
+        else:
+            return
+        if self.started:
+            self.now = t
+            self._release(t)
 
     def _msg(self, topic, t, m):
         if topic == TOPICS["solve_input"]:
@@ -429,7 +498,7 @@ class _Streamer:
         if self.torque_source == "command":
             self.use_eff = False
 
-    def _command(self, m):
+    def _command(self, m, count=True):
         s = stamp_ns(m.header)
         if s in self.commands:
             return
@@ -441,7 +510,8 @@ class _Streamer:
         self.commands[s] = (eff[[names.index(j) for j in jn]], str(m.source))
         bisect.insort(self.cmd_t, s)
         self.cmd_max = s if self.cmd_max is None else max(self.cmd_max, s)
-        self.gaps.see(int(m.tick), s, str(m.source))
+        if count:
+            self.gaps.see(int(m.tick), s, str(m.source))
 
     def _state(self, m, t_log):
         s = stamp_ns(m.header)
@@ -539,7 +609,9 @@ class _Streamer:
         self.await_norm.pop(s0, None)
 
     def _solve(self, tk, t_log):
-        self.gaps.solved(tk.tick)
+        silent = getattr(tk, "silent", False)
+        if not silent:
+            self.gaps.solved(tk.tick)
         c = self.commands.get(tk.stamp_ns)
         if c is not None:
             tk.u_recorded, tk.source = c[0], c[1]
@@ -552,6 +624,10 @@ class _Streamer:
             tk.budget_hit = bool(st.budget_hit)
         elif plan is not None:
             tk.xu_recorded = np.asarray(plan.xu, dtype=np.float64)
+        if silent:   # before the window: re-solved only to reach its first tick's controller state
+            if self.resolver is not None:
+                self.resolver.step(tk)
+            return
         i = self.rows.n
         self.last_tick_stamp = tk.stamp_ns
         if tk.solver_state is not None:
@@ -663,7 +739,9 @@ def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=
     from ..bagstream import stream_bag
 
     start_ns, end_ns = resolve_window(bag_path, start, end)
-    bs = stream_bag(bag_path, list(TOPICS.values()), start_ns=start_ns, end_ns=end_ns, count_only=_COUNT_ONLY)
+    from_ns = _key_tick_before(bag_path, start_ns) if start_ns is not None else None
+    bs = stream_bag(bag_path, list(TOPICS.values()), start_ns=from_ns if from_ns is not None else start_ns,
+                    end_ns=end_ns, count_only=_COUNT_ONLY)
     if TOPICS["step_result"] in _with_messages(bs):   # else the recorded plan stands in for the step result
         bs.count_only([TOPICS["plan"]])
     key = TOPICS["solve_input"]
@@ -678,6 +756,8 @@ def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=
         problems.append(f"{t}: another message version (fields missing, listed above): not used")
     st = _Streamer(bs, robot=robot, urdf=urdf, torque_source=torque_source, tol=tol, worst=worst, progress=progress)
     st.problems.extend(problems)
+    if from_ns is not None:
+        st.report_from = start_ns
     st.run.window = (start_ns, end_ns, bs.t_start_ns, bs.t_end_ns)
     st.t_range = (start_ns if start_ns is not None else bs.t_start_ns, end_ns if end_ns is not None else bs.t_end_ns)
     for topic, t, m in bs:
