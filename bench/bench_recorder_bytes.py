@@ -3,18 +3,19 @@ thinning, the recorder's CPU, and a replay of what it wrote.
 
 1. ``python -m gato_ros.bringup_sim --duration D`` (the real lockstep bringup: MuJoCo world,
    controller, reference and the gato recorder, each its own process; iiwa14 at 100 Hz). Its
-   recorder runs with its defaults (zstd MCAP chunks; solver state on every tick since the
-   default became 1; it was 100 when the first figures of docs/benchmarks.md were taken).
+   recorder runs with its defaults (zstd MCAP chunks; solver state on every 100th tick, the
+   default again since a --start window replays exactly from a thinned bag).
 2. Beside it, started first, a second gato recorder (``python -m gato_ros.record_cli``, its own
    process, sim time) of the same default topic set with ``--solver-state-period 1``: every
    message as published (the reference for the variants below).
 3. That full bag is written again through the recorder's writer (gato_ros.bag.BagWriter) and its
    thinning (gato_ros.recorder_node.SolverStateThinner), compression none / zstd x solver state
-   on every tick / every 100th: bytes per second of run (bag log-time span) and per-topic raw
-   bytes.
+   on every tick / every 100th, and zstd levels 3-19 with every 100th: bytes per second of run
+   (bag log-time span), the writer's CPU and per-topic raw bytes.
 4. CPU: utime + stime of each recorder process, of the controller node and of the world
    (sampled from /proc until they exit), per second of wall clock and per second of run.
-5. ``gato replay`` of the bringup's own (thinned, compressed) bag: matched or not, max |du|.
+5. ``gato replay`` of the bringup's own (thinned, compressed) bag: matched or not, max |du|;
+   and a window of it (5.55-7 s, not on a key tick) against the same ticks of the full replay.
 
 Usage (a minute or two; not part of CI):
 
@@ -82,8 +83,9 @@ class CpuWatch(threading.Thread):
             time.sleep(0.2)
 
 
-def rewrite(src: Path, dst: Path, compression: str, period: int) -> dict:
-    """The bag ``src`` written again (compression, solver state every ``period`` ticks)."""
+def rewrite(src: Path, dst: Path, compression: str, period: int, level: int | None = None) -> dict:
+    """The bag ``src`` written again (compression, solver state every ``period`` ticks, zstd
+    ``level``: None the writer's default)."""
     from rosbags.rosbag2 import Reader
 
     from gato_ros.bag import BagWriter, typestore
@@ -95,7 +97,7 @@ def rewrite(src: Path, dst: Path, compression: str, period: int) -> dict:
     per_topic = {}
     t0 = time.process_time()
     with Reader(src) as r:
-        w = BagWriter(dst, compression=compression)
+        w = BagWriter(dst, compression=compression, **({} if level is None else {"zstd_level": level}))
         w.open()
         conns = {}
         for c in r.connections:
@@ -109,7 +111,7 @@ def rewrite(src: Path, dst: Path, compression: str, period: int) -> dict:
             per_topic[c.topic] = per_topic.get(c.topic, 0) + len(raw)
         w.close()
     size = sum(f.stat().st_size for f in dst.rglob("*.mcap"))
-    return {"compression": compression, "solver_state_period": period, "MB_per_s": round(size / span / 1e6, 3),
+    return {"compression": compression, "zstd_level": level, "solver_state_period": period, "MB_per_s": round(size / span / 1e6, 3),
             "writer_cpu_s_per_s": round((time.process_time() - t0) / span, 3), "run_s": round(span, 2),
             "raw_MB_per_s": {k: round(v / span / 1e6, 3) for k, v in sorted(per_topic.items(), key=lambda kv: -kv[1])}}
 
@@ -156,13 +158,33 @@ def run(out: Path, duration: float) -> dict:
     size = sum(f.stat().st_size for f in bag.rglob("*.mcap"))
     res["bringup_bag_MB_per_s"] = round(size / duration / 1e6, 3)
     res["variants"] = [rewrite(full, out / f"v_{c}_{p}", c, p) for c in ("none", "zstd") for p in (1, 100)]
+    res["variants"] += [rewrite(full, out / f"v_zstd{lv}_100", "zstd", 100, lv) for lv in (3, 9, 15, 19)]
     rp = subprocess.run([sys.executable, "-m", "gato", "replay", str(bag), "--out", str(out / "replay")],
                         env=env, capture_output=True, text=True, timeout=1800)
     s = json.loads((out / "replay" / "summary.json").read_text()) if (out / "replay" / "summary.json").exists() else {}
     res["replay_of_bringup_bag"] = {"rc": rp.returncode, "matched": s.get("matched"), "max_du": s.get("max_du"),
                                     "compared": s.get("compared"), "solver_state": s.get("solver_state"),
                                     "anchored": s.get("anchored")}
+    res["window_replay_of_bringup_bag"] = window_check(bag)
     return res
+
+
+def window_check(bag: Path, start: str = "5.55", end: str = "7") -> dict:
+    """A --start/--end window of ``bag`` against the same ticks of its full streamed replay."""
+    import numpy as np
+
+    from gato.replay import stream_replay
+
+    full = stream_replay(bag)
+    t0 = time.perf_counter()
+    win = stream_replay(bag, start=start, end=end)
+    wall = time.perf_counter() - t0
+    pos = {s: i for i, s in enumerate(full.stamp_ns.tolist())}
+    idx = [pos[s] for s in win.stamp_ns.tolist()]
+    return {"window": [start, end], "ticks": int(win.T), "first_tick": int(win.tick[0]) if win.T else None,
+            "max_abs_u_vs_full": float(np.max(np.abs(win.u - full.u[idx]))) if win.T else None,
+            "beyond_1e-9": int(np.sum(win.du > 1e-9)), "max_du": float(np.nanmax(win.du)) if win.T else None,
+            "wall_s": round(wall, 2)}
 
 
 def main(argv=None) -> int:

@@ -441,8 +441,8 @@ time.sleep(60)
 def test_solver_state_is_kept_on_key_ticks_only(tmp_path, ros_env, period):
     """--solver-state-period 100: the SolveInputs keep their solver state on the first one,
     ticks 100 and 200, after the jump of the tick counter (a hold: 150-151 not published) and
-    on reset ticks; the others are stored without it, every other field as published. Period 1
-    (the default): every solver state kept. The summary counts them."""
+    on reset ticks; the others are stored without it, every other field as published (100 is
+    the default). Period 1: every solver state kept. The summary counts them."""
     from gato.bagio import read_bag as bagio_read
 
     marker = uuid.uuid4().hex

@@ -52,8 +52,8 @@ Parameters:
         (default effort_controller): /<controller_name>/commands is in the default set.
     progress_period_s (double): period of the one-line progress log (wall clock, 0 = off).
     solver_state_period (int): keep ``SolveInput.solver_state`` on <controller_node>/solve_input
-        only every this many controller ticks, see below (default 1: on every tick, every message
-        stored exactly as received; 100 = once a second at 100 Hz).
+        only every this many controller ticks, see below (default 100: once a second at 100 Hz;
+        1 = on every tick, every message stored exactly as received).
 
 The solver state (duals, rho, ADMM state: 3,145 float64 for the iiwa14, 25 kB of a 33 kB
 SolveInput, about half of a compressed bag: near-random numbers do not compress) is what a
@@ -66,9 +66,9 @@ stores the same message with ``solver_state_rows`` 0 and an empty ``solver_state
 with the bag's own definition; every other field unchanged), which ``gato replay`` reads as
 "no solver state recorded for this tick". The summary says how many were thinned. A whole
 run replays exactly either way (iiwa14 lockstep bringup, N = 100: 0.61 instead of 1.0 MB/s
-compressed, docs/benchmarks.md); a ``gato replay --start`` window replays exactly only from a
-key tick (elsewhere the replay starts with a reset and warm-up there), which is why N = 1 is the
-default.
+compressed, docs/benchmarks.md), and so does a ``gato replay --start`` window: it re-solves
+silently from the latest key tick before the window (seeking there through the MCAP index), so
+N = 100 is the default.
 
 Lost ticks are reported, never a silent hole: the recorder reads the controller's tick counter
 (``EffortCommand.tick``, one per command published) on ``<controller_node>/command`` and the
@@ -261,7 +261,7 @@ class RecorderNode(Node):
         compression = self.declare_parameter("compression", "zstd").value
         max_size = int(self.declare_parameter("max_bag_size", 0).value)
         max_dur = float(self.declare_parameter("max_bag_duration", 0.0).value)
-        state_period = int(self.declare_parameter("solver_state_period", 1).value)
+        state_period = int(self.declare_parameter("solver_state_period", 100).value)
         if state_period < 1:
             raise ValueError(f"solver_state_period: must be >= 1 (1 = keep the solver state on every tick), "
                              f"got {state_period}")
