@@ -22,6 +22,12 @@ buffer, the rest in an unnamed temporary file) and the report reads them back in
 memory is the look-ahead window and the kept ticks, independent of the bag's length; the result
 equals the in-memory replay bit for bit (``test/test_replay_stream.py``).
 
+A ``--start`` window seeks through the MCAP index. When its first tick carries no solver state
+(the recorder keeps it on key ticks only, ``solver_state_period``), streaming starts at the
+latest key tick before the window and the ticks up to the window are re-solved silently (not
+reported; their joint states are not read), so the window's ticks equal the same ticks of a
+full replay.
+
 Bags without SolveInput (tick inputs reconstructed from commands, joint states and
 parameter snapshots: an older recorder or a filtered ``ros2 bag record``) are replayed in
 memory by :func:`gato.replay.replay_bag` as before: the reconstruction needs the whole run.
