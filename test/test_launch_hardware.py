@@ -300,6 +300,7 @@ def _mujoco_closed_loop(g: Graph, effort="effort_controller"):
         err = tracking_errors(p.js, p.refs)
         assert err.size >= 300, f"{err.size} joint states matched a reference window"
         assert np.all(np.isfinite(err)), err
+        print(f"closed loop ({effort}): mean EE tracking error {err.mean() * 1e3:.1f} mm, max {err.max() * 1e3:.1f} mm")
         assert float(err.mean()) < MEAN_ERROR_BOUND_M, \
             f"mean EE tracking error {err.mean() * 1e3:.1f} mm (max {err.max() * 1e3:.1f} mm) over {err.size} states"
         allowed = {"spawner_joint_state_broadcaster", "spawner_effort_controller", "gato_mujoco_startup"}
