@@ -365,6 +365,10 @@ def _plugin_params(node, tunable, value, new_value):
     assert new_value in ros2_param("get", node, tunable).stdout
     out = ros2_param("set", node, "mode", "embedded" if "embedded" not in node else "follow")
     assert "successful" not in out.stdout.lower(), out.stdout
+    # the spawners carry no parameters: the plugin's node gets use_sim_time from the MuJoCo
+    # controller manager, which runs on /clock
+    out = ros2_param("get", node, "use_sim_time")
+    assert out.returncode == 0 and "True" in out.stdout, (out.stdout, out.stderr)
 
 
 def _plugin_reads_the_measured_effort(node):
