@@ -90,15 +90,10 @@ def build_spec(forces, configs, dirs=3, seed=0, sim_time=5.0):
 
 def run_rows(spec, out, workers=1, ray=None):
     """Run (or resume) ``spec`` with gato eval's runner; its rows (by episode index).
-    RuntimeError naming the episodes that failed; KeyboardInterrupt when interrupted."""
-    from gato.eval import run_eval
+    gato.eval.EpisodesFailed naming the episodes that failed; KeyboardInterrupt when interrupted."""
+    from gato.eval import run_eval_strict
 
-    r = run_eval(spec, out, workers=workers, ray=ray, log=lambda m: print(m, file=sys.stderr, flush=True))
-    if r["interrupted"]:
-        raise KeyboardInterrupt
-    bad = [x for x in r["rows"] if x["status"] != "ok"]
-    if bad:
-        raise RuntimeError(f"{len(bad)} episodes failed (report: {r['report']}):\n{bad[0]['error']}")
+    r = run_eval_strict(spec, out, workers=workers, ray=ray, log=lambda m: print(m, file=sys.stderr, flush=True))
     return r["rows"]
 
 

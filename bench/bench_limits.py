@@ -78,15 +78,10 @@ def study_spec(name, n, seed, mechs=None):
 
 def run_spec(spec, out, workers=1, ray=None):
     """Run (or resume) ``spec`` with gato eval's runner; the rows by (scenario_id, label)
-    and the scenario order. RuntimeError naming the episodes that failed."""
-    from gato.eval import run_eval
+    and the scenario order. gato.eval.EpisodesFailed naming the episodes that failed."""
+    from gato.eval import run_eval_strict
 
-    r = run_eval(spec, out, workers=workers, ray=ray, log=lambda m: print(m, file=sys.stderr, flush=True))
-    if r["interrupted"]:
-        raise KeyboardInterrupt
-    bad = [x for x in r["rows"] if x["status"] != "ok"]
-    if bad:
-        raise RuntimeError(f"{len(bad)} episodes failed (report: {r['report']}):\n{bad[0]['error']}")
+    r = run_eval_strict(spec, out, workers=workers, ray=ray, log=lambda m: print(m, file=sys.stderr, flush=True))
     order = list(dict.fromkeys(x["scenario_id"] for x in r["rows"]))
     return {(x["scenario_id"], x["label"]): x for x in r["rows"]}, order
 

@@ -207,15 +207,11 @@ def closed_spec(name, n, threads):
 
 def run_closed_spec(spec, out):
     """Run (or resume) ``spec`` with gato eval's runner (one local worker: the rollouts use
-    ``threads`` threads themselves); rows by (scenario_id, label) and the scenario order."""
-    from gato.eval import run_eval
+    ``threads`` threads themselves); rows by (scenario_id, label) and the scenario order.
+    gato.eval.EpisodesFailed naming the episodes that failed; KeyboardInterrupt when interrupted."""
+    from gato.eval import run_eval_strict
 
-    r = run_eval(spec, out, workers=1, log=lambda m: print(m, file=sys.stderr, flush=True))
-    if r["interrupted"]:
-        raise KeyboardInterrupt
-    bad = [x for x in r["rows"] if x["status"] != "ok"]
-    if bad:
-        raise RuntimeError(f"{len(bad)} episodes failed (report: {r['report']}):\n{bad[0]['error']}")
+    r = run_eval_strict(spec, out, workers=1, log=lambda m: print(m, file=sys.stderr, flush=True))
     order = list(dict.fromkeys(x["scenario_id"] for x in r["rows"]))
     return {(x["scenario_id"], x["label"]): x for x in r["rows"]}, order
 

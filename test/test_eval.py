@@ -246,6 +246,32 @@ def test_an_episode_that_raises_is_reported_and_the_others_kept(tmp_path, faulty
     assert [x["errors"] for x in r["summary"] if x["metric"] == "effort"] == [0, 2]
 
 
+def test_strict_run_names_the_failed_episodes_after_writing_the_outputs(tmp_path, faulty_path):
+    spec = _spec(planners=[dict(label="ok", planner="bsqp"),
+                           dict(label="bad", planner="faulty_planners:Faulty", config=dict(mode="raise"))],
+                 disturbances={"none": []})
+    with pytest.raises(geval.EpisodesFailed) as e:
+        geval.run_eval_strict(spec, tmp_path, workers=2, progress=False)
+    assert isinstance(e.value, RuntimeError)  # callers that caught run_eval's RuntimeError still do
+    assert [(x["label"], x["scenario_id"], x["index"]) for x in e.value.failed] == [
+        ("bad", "iiwa14/fig8/0/0", 2), ("bad", "iiwa14/fig8/0/1", 3)]
+    msg = str(e.value)
+    assert msg.startswith(f"2 episodes failed (report: {e.value.report}): "
+                          "bad on iiwa14/fig8/0/0 (episode 2), bad on iiwa14/fig8/0/1 (episode 3)\n")
+    assert "injected planner fault" in msg and "ok on" not in msg
+    assert len(pq.read_table(tmp_path / "results.parquet")) == 4  # the outputs are there to inspect
+
+
+def test_strict_run_raises_on_interruption_and_returns_the_finished_run(tmp_path):
+    spec = _spec(disturbances={"none": []})
+    with pytest.raises(KeyboardInterrupt):
+        geval.run_eval_strict(spec, tmp_path, executor=_StopAfter(1), progress=False)
+    assert len(pq.read_table(tmp_path / "results.parquet")) == 1
+    r = geval.run_eval_strict(spec, tmp_path, workers=1, progress=False)
+    assert (r["ran"], r["skipped"], r["interrupted"]) == (3, 1, False)
+    assert [x["index"] for x in r["rows"]] == [0, 1, 2, 3] and all(x["status"] == "ok" for x in r["rows"])
+
+
 @pytest.mark.parametrize("executor", ["local", "ray"])
 def test_a_worker_killed_mid_episode_is_retried(tmp_path, faulty_path, executor, request):
     if executor == "ray":

@@ -4,6 +4,7 @@ driver, gato.simloop.run_closed_loop: locally in a process pool or on a Ray clus
     spec = gato.eval.load_spec("sweep.yaml")
     res = gato.eval.run_eval(spec, "eval_out/sweep")                  # local pool
     res = gato.eval.run_eval(spec, "eval_out/sweep", ray="auto")      # a running Ray cluster
+    res = gato.eval.run_eval_strict(spec, "eval_out/sweep")           # raises unless all ran ok
 
 Modules: spec (the YAML format, validation, episode keys), episode (one episode -> one row),
 studies (task kinds that bring their own closed loop and metrics: the joint-limit benches),
@@ -17,7 +18,8 @@ from pathlib import Path
 
 from .spec import DEFAULT_METRICS, METRICS, Spec, episode_key, load_spec, parse_spec
 
-__all__ = ["Spec", "METRICS", "DEFAULT_METRICS", "load_spec", "parse_spec", "episode_key", "run_eval"]
+__all__ = ["Spec", "METRICS", "DEFAULT_METRICS", "load_spec", "parse_spec", "episode_key", "run_eval",
+           "run_eval_strict", "EpisodesFailed"]
 
 
 def run_eval(spec: Spec, out, *, ray=None, workers=None, retries=2, progress=True, log=None, episodes=None,
@@ -46,3 +48,40 @@ def run_eval(spec: Spec, out, *, ray=None, workers=None, retries=2, progress=Tru
     state["executor"] = f"{ex.name} ({ex.workers} workers)"
     outs = write_outputs(Path(out), spec, rows, state)
     return dict(state, rows=rows, **outs)
+
+
+class EpisodesFailed(RuntimeError):
+    """Raised by :func:`run_eval_strict`: some episodes of the run came back with
+    ``status="error"``. ``failed``: their rows (by episode index); ``report``: the run's HTML
+    report (every traceback). The message names each failed episode (label, scenario,
+    index) and gives the first traceback."""
+
+    # Name this many episodes in the message: a sweep where everything fails stays readable.
+    SHOWN = 10
+
+    def __init__(self, failed: list, report):
+        self.failed, self.report = failed, report
+        names = [f"{x['label']} on {x['scenario_id']} (episode {x['index']})" for x in failed[:self.SHOWN]]
+        more = f", ... ({len(failed) - self.SHOWN} more)" if len(failed) > self.SHOWN else ""
+        super().__init__(f"{len(failed)} episodes failed (report: {report}): {', '.join(names)}{more}\n"
+                         f"first error ({failed[0]['label']} on {failed[0]['scenario_id']}):\n{failed[0]['error']}")
+
+
+def run_eval_strict(spec: Spec, out, **kwargs) -> dict:
+    """:func:`run_eval` for callers that need every episode: benchmarks whose tables are
+    only meaningful complete. Same arguments (``kwargs`` go to run_eval) and result; the
+    outputs under ``out`` are written first either way, so a failed or interrupted run can be
+    inspected and resumed.
+
+    Raises:
+        KeyboardInterrupt: the run was interrupted (run_eval reports Ctrl-C in its result
+            instead; here it propagates, so a script stops as if it had not been caught).
+        EpisodesFailed: one or more episodes have ``status="error"``; names them.
+    """
+    r = run_eval(spec, out, **kwargs)
+    if r["interrupted"]:
+        raise KeyboardInterrupt
+    failed = [x for x in r["rows"] if x["status"] != "ok"]
+    if failed:
+        raise EpisodesFailed(failed, r["report"])
+    return r
