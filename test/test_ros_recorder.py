@@ -17,6 +17,7 @@ second snapshot with the new value; the bag is closed cleanly (metadata.yaml) on
 SIGTERM and --duration; sqlite3 storage; an existing output folder is refused with the
 exact error. No wall-clock time is asserted; timeouts are generous (2 shared cores).
 """
+import contextlib
 import os
 import signal
 import subprocess
@@ -124,12 +125,6 @@ class Lines:
                 self._cv.wait(0.5)
 
 
-def start_recorder(args, env, marker):
-    return subprocess.Popen([sys.executable, "-m", "gato_ros.record_cli", *args],
-                            env={**env, "GATO_TEST_MARKER": marker}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
 def stop(proc, sig, timeout=60.0):
     if proc.poll() is None:
         proc.send_signal(sig)
@@ -139,6 +134,43 @@ def stop(proc, sig, timeout=60.0):
         proc.kill()
         proc.wait()
         pytest.fail(f"process did not exit within {timeout} s of {sig!r}")
+
+
+@contextlib.contextmanager
+def recording(args, env):
+    """The recorder CLI with ``args`` as a subprocess (stdout and stderr piped, text); yields
+    (process, marker). On exit every process tagged with the marker (the recorder and what a
+    test started with it) is killed, so a failing test leaves none behind."""
+    marker = uuid.uuid4().hex
+    proc = subprocess.Popen([sys.executable, "-m", "gato_ros.record_cli", *args],
+                            env={**env, "GATO_TEST_MARKER": marker}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        yield proc, marker
+    finally:
+        kill_tagged("GATO_TEST_MARKER", marker)
+
+
+def record_to_the_end(args, env):
+    """Run the recorder CLI until it ends by itself (``--duration``); (exit status, output)."""
+    with recording(args, env) as (rec, _):
+        rc = rec.wait(timeout=WAIT_S)
+    return rc, rec.stdout.read()
+
+
+def record_controller(args, env, controller):
+    """Record (``args``) while the stand-in ``controller`` script publishes; it prints
+    PUBLISHED when it has sent everything, and 1 s later the recorder is stopped with SIGINT
+    (asserted to exit 0). Returns the recorder's output."""
+    with recording(args, env) as (rec, marker):
+        pub = start_python(controller, {**env, "GATO_TEST_MARKER": marker}, stderr=subprocess.STDOUT)
+        try:
+            Lines(pub).wait_for("PUBLISHED")
+            time.sleep(1.0)                                   # the last messages reach the recorder
+            assert stop(rec, signal.SIGINT) == 0
+        finally:
+            stop(pub, signal.SIGINT, 30)
+    return rec.stdout.read()
 
 
 @pytest.fixture
@@ -205,19 +237,16 @@ def set_remote_parameter(node_name, name, value):
 def test_records_controller_graph_qos_definitions_and_parameter_snapshots(tmp_path, ros_env, publisher):
     from gato_ros.recorder_node import SNAPSHOT_TOPIC
 
-    bag, marker = tmp_path / "bag", uuid.uuid4().hex
-    rec = start_recorder(["-o", str(bag), "--controller", CTRL, "--all-controller-topics", "--topics", "/extra",
-                          "--progress", "1"], ros_env, marker)
-    out = Lines(rec)
-    try:
+    bag = tmp_path / "bag"
+    with recording(["-o", str(bag), "--controller", CTRL, "--all-controller-topics", "--topics", "/extra",
+                    "--progress", "1"], ros_env) as (rec, _):
+        out = Lines(rec)
         out.wait_for("parameter snapshot 1 of /test_ctrl")
         out.wait_for("recording: ")                       # the progress line
         set_remote_parameter(CTRL, "gain", 2.5)
         out.wait_for("parameter snapshot 2 of /test_ctrl")
         time.sleep(1.0)                                   # a few more messages on every topic
         assert stop(rec, signal.SIGINT) == 0, out.text()[-3000:]
-    finally:
-        kill_tagged("GATO_TEST_MARKER", marker)
     text = out.text()
     assert (bag / "metadata.yaml").is_file(), text[-3000:]
     assert f"bag {bag} (mcap) closed" in text             # the per-topic summary at close
@@ -259,15 +288,12 @@ def test_records_controller_graph_qos_definitions_and_parameter_snapshots(tmp_pa
 
 
 def test_sqlite3_storage_and_sigterm(tmp_path, ros_env, publisher):
-    bag, marker = tmp_path / "bag_sqlite", uuid.uuid4().hex
-    rec = start_recorder(["-o", str(bag), "--storage", "sqlite3", "--controller", CTRL], ros_env, marker)
-    out = Lines(rec)
-    try:
+    bag = tmp_path / "bag_sqlite"
+    with recording(["-o", str(bag), "--storage", "sqlite3", "--controller", CTRL], ros_env) as (rec, _):
+        out = Lines(rec)
         out.wait_for("parameter snapshot 1 of /test_ctrl")
         time.sleep(1.0)
         assert stop(rec, signal.SIGTERM) == 0, out.text()[-1500:]
-    finally:
-        kill_tagged("GATO_TEST_MARKER", marker)
     assert (bag / "metadata.yaml").is_file()
     assert "storage_identifier: sqlite3" in (bag / "metadata.yaml").read_text()
     assert list(bag.glob("*.db3"))
@@ -277,14 +303,9 @@ def test_sqlite3_storage_and_sigterm(tmp_path, ros_env, publisher):
 
 
 def test_duration_ends_the_recording(tmp_path, ros_env, publisher):
-    bag, marker = tmp_path / "bag_dur", uuid.uuid4().hex
-    rec = start_recorder(["-o", str(bag), "--topics", "/joint_states:sensor_msgs/msg/JointState",
-                          "--controller", "", "--duration", "3"], ros_env, marker)
-    try:
-        rc = rec.wait(timeout=WAIT_S)
-    finally:
-        kill_tagged("GATO_TEST_MARKER", marker)
-    text = rec.stdout.read()
+    bag = tmp_path / "bag_dur"
+    rc, text = record_to_the_end(["-o", str(bag), "--topics", "/joint_states:sensor_msgs/msg/JointState",
+                                  "--controller", "", "--duration", "3"], ros_env)
     assert rc == 0, text[-3000:]
     m = read_bag(bag)
     assert set(m) == {"/joint_states"} and len(m["/joint_states"][2]) > 0, text[-3000:]
@@ -341,14 +362,11 @@ def test_ros_args_reach_the_node(tmp_path, ros_env, publisher):
     """``--ros-args -p use_sim_time:=true``: with no /clock published, every receipt stamp is 0."""
     from rosbags.highlevel import AnyReader
 
-    bag, marker = tmp_path / "bag_sim", uuid.uuid4().hex
-    rec = start_recorder(["-o", str(bag), "--topics", "/joint_states:sensor_msgs/msg/JointState", "--controller",
-                          "", "--duration", "3", "--ros-args", "-p", "use_sim_time:=true"], ros_env, marker)
-    try:
-        rc = rec.wait(timeout=WAIT_S)
-    finally:
-        kill_tagged("GATO_TEST_MARKER", marker)
-    assert rc == 0, rec.stdout.read()[-3000:]
+    bag = tmp_path / "bag_sim"
+    rc, text = record_to_the_end(["-o", str(bag), "--topics", "/joint_states:sensor_msgs/msg/JointState",
+                                  "--controller", "", "--duration", "3", "--ros-args", "-p", "use_sim_time:=true"],
+                                 ros_env)
+    assert rc == 0, text[-3000:]
     with AnyReader([bag]) as reader:
         stamps = [t for _, t, _ in reader.messages()]
     assert stamps and set(stamps) == {0}
@@ -384,20 +402,10 @@ def test_lost_ticks_are_reported_by_the_recorder_and_the_bag_is_split(tmp_path, 
     duration into several zstd-compressed files, holds the 74 commands that arrived."""
     from gato.bagio import read_bag as bagio_read
 
-    marker = uuid.uuid4().hex
     bag = tmp_path / "gappy"
-    rec = start_recorder(["-o", str(bag), "--controller", "/test_ctrl", "--topics",
-                          "/test_ctrl/command:gato_msgs/msg/EffortCommand", "--max-bag-duration", "0.1"],
-                         ros_env, marker)
-    pub = start_python(GAPPY_CONTROLLER, {**ros_env, "GATO_TEST_MARKER": marker}, stderr=subprocess.STDOUT)
-    try:
-        Lines(pub).wait_for("PUBLISHED")
-        time.sleep(1.0)
-        assert stop(rec, signal.SIGINT) == 0
-    finally:
-        stop(pub, signal.SIGINT, 30)
-        kill_tagged("GATO_TEST_MARKER", marker)
-    text = rec.stdout.read()
+    text = record_controller(["-o", str(bag), "--controller", "/test_ctrl", "--topics",
+                              "/test_ctrl/command:gato_msgs/msg/EffortCommand", "--max-bag-duration", "0.1"],
+                             ros_env, GAPPY_CONTROLLER)
     assert "/test_ctrl/command: 5 ticks missing between" in text and "(ticks 30..34;" in text, text[-3000:]
     assert "/test_ctrl/command: 1 tick missing between" in text and "(ticks 60..60;" in text, text[-3000:]
     assert "6 ticks missing on /test_ctrl/command" in text, text[-3000:]
@@ -445,20 +453,10 @@ def test_solver_state_is_kept_on_key_ticks_only(tmp_path, ros_env, period):
     the default). Period 1: every solver state kept. The summary counts them."""
     from gato.bagio import read_bag as bagio_read
 
-    marker = uuid.uuid4().hex
     bag = tmp_path / "thin"
-    rec = start_recorder(["-o", str(bag), "--controller", "/test_ctrl", "--topics",
-                          "/test_ctrl/solve_input:gato_msgs/msg/SolveInput", "--solver-state-period", str(period)],
-                         ros_env, marker)
-    pub = start_python(SOLVING_CONTROLLER, {**ros_env, "GATO_TEST_MARKER": marker}, stderr=subprocess.STDOUT)
-    try:
-        Lines(pub).wait_for("PUBLISHED")
-        time.sleep(1.0)
-        assert stop(rec, signal.SIGINT) == 0
-    finally:
-        stop(pub, signal.SIGINT, 30)
-        kill_tagged("GATO_TEST_MARKER", marker)
-    text = rec.stdout.read()
+    text = record_controller(["-o", str(bag), "--controller", "/test_ctrl", "--topics",
+                              "/test_ctrl/solve_input:gato_msgs/msg/SolveInput", "--solver-state-period",
+                              str(period)], ros_env, SOLVING_CONTROLLER)
     got = bagio_read(bag)
     msgs = [m for _, m in got.messages["/test_ctrl/solve_input"]]
     assert [int(m.tick) for m in msgs] == [t for t in range(1, 251) if t not in (150, 151)], got.problems
