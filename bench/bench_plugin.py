@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from machine_stats import cpu_model
+
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src" / "gato_ros"))
@@ -47,16 +49,6 @@ def generate_launch_description():
              arguments=['joint_state_broadcaster', '--controller-manager', '/controller_manager']),
     ])
 """
-
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
 
 
 def one_run(args, env, workdir: Path) -> dict:

@@ -27,25 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+from machine_stats import cpu_model, pct
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
-
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def pct(a) -> dict:
-    a = np.asarray(a, dtype=np.float64)
-    return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
-            "p99": float(np.percentile(a, 99)), "max": float(a.max())}
 
 
 def main(argv=None) -> int:
