@@ -37,9 +37,21 @@ def parameter_snapshot_msg(cfg: dict, stamp_ns: int):
     return ev
 
 
+def dds_payload(raw: bytes, store, msgtype: str) -> bytes:
+    """``raw`` (rclpy's serialize_message of a ``msgtype``) cut to what a DDS subscriber receives
+    and the recorder stores: the message padded to 4 bytes. serialize_message sizes its buffer
+    by the type support's estimate, which also counts the alignment of an empty float64[]
+    (e.g. SolveInput.wrench_hypotheses without hypotheses), and leaves that many bytes of junk
+    at the end, beyond the 3 that rosbags (AnyReader, the recorder's SolverStateThinner) accept."""
+    md = store.get_msgdef(msgtype)
+    func = md.deserialize_cdr_le if raw[1] else md.deserialize_cdr_be
+    _, pos = func(raw[4:], 0, md.cls, store)
+    return raw[:4 + -(-pos // 4) * 4]
+
+
 def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap", controller=None, sim=None,
                         changes_at=None, solve_input=True, drop=(), snapshot=None, typestore_override=None,
-                        solve_input_encoder=None):
+                        solve_input_encoder=None, estimator=None):
     """Run ``seconds`` of simulated lockstep control and write a bag; returns the bag path.
 
     controller / sim: extra configuration of the controller / simulation-world logic.
@@ -49,6 +61,9 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
     snapshot: write the parameter snapshot (default: when solve_input is False).
     typestore_override / solve_input_encoder: write SolveInput with another message
         definition (typestore) and encoder ``(SolveInput value) -> raw CDR bytes``.
+    estimator: configuration of an estimator logic (gato_ros.estimator_logic) fed with the
+        joint states and commands; its estimates go to the controller (``hypotheses=estimator``)
+        before the tick's state, stamped, as the estimator node's WrenchStamped would.
     """
     from rclpy.serialization import serialize_message
     from rosbags.rosbag2 import StoragePlugin, Writer
@@ -62,6 +77,11 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
     ctrl = ControllerLogic({"robot": robot, "reference_sync": True, **(controller or {})})
     world = SimWorldLogic({"robot": robot, **(sim or {})})
     ref = ReferenceLogic({"robot": robot})
+    est = None
+    if estimator is not None:
+        from gato_ros.estimator_logic import EstimatorLogic
+
+        est = EstimatorLogic({"robot": robot, **estimator})
     ts = typestore()
     bag_dir = Path(bag_dir)
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
@@ -82,7 +102,7 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
         def put(topic, msg, t):
             if topic in conns:
                 raw = solve_input_encoder(msg) if (solve_input_encoder and topic.endswith("solve_input")) \
-                    else bytes(serialize_message(msg))
+                    else dds_payload(bytes(serialize_message(msg)), ts, topics[topic])
                 w.write(conns[topic], t, raw)
 
         if snapshot:
@@ -100,6 +120,10 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
             put("/joint_states", cv.joint_state_to_msg(js), t)
             win = ref.window(t)
             put("/ee_reference", cv.reference_to_msg(win), t)
+            if est is not None:
+                e = est.on_joint_state(js)
+                if e is not None:
+                    ctrl.on_wrench_estimate(e.wrench, t, e.stamp_ns)
             ctrl.on_reference(win, t)
             out = ctrl.on_joint_state(js, t)
             assert out is not None and out.effort is not None, f"no command at tick {k}"
@@ -111,6 +135,8 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
             if out.step is not None:
                 put("/gato_controller/step_result", cv.step_result_to_msg(out.step, out.stamp_ns), t)
                 put("/gato_controller/plan", cv.plan_to_msg(out.plan), t)
+            if est is not None and est.cfg["effort_source"] == "command":
+                est.on_effort(out.stamp_ns, ctrl.joint_names, out.effort)
             world.advance(world.effort_from(out.effort))
     return bag_dir
 

@@ -42,6 +42,13 @@ Safety rules (each tested in test/test_ros_controller_logic.py):
   was received before, the reference counts as lost: that tick and the following ones
   solve with the stale-reference rule at once, until a window arrives again (then the
   blend above applies).
+- **Wrench estimate in lockstep** (``estimate_sync`` with ``hypotheses=estimator``): a tick
+  also waits for the estimator's estimate stamped at its joint state (the fit of the interval
+  that state closes; none is awaited at a first state or after a state this controller did not
+  answer), so the solve never depends on DDS timing. When the world has re-sent the state
+  ``REFERENCE_LOST_RESENDS`` times without it, the tick solves under the last estimate received
+  (zero once older than ``estimate_timeout_s``), counted in ``estimates_missed``, logged and
+  named in the status reason, and ticks stop waiting until an estimate arrives again.
 - **Non-finite solver output**: MPCController's own fallback (gravity compensation at
   the measured state, ``source="fallback"``, counted in ``fallbacks``); a solver
   exception holds.
@@ -230,6 +237,11 @@ class ControllerLogic:
         self._plan_seq = 0             # plans emitted (gato_msgs/Plan seq)
         self._plan_epoch = 0           # cold starts (gato_msgs/Plan reset_epoch)
         self._feed = None              # hypotheses=estimator: the latest wrench estimate (wrench_hypotheses)
+        self._est: dict = {}           # estimate_sync: stamp_ns -> (6,) wrench estimate stamped at a joint state
+        self._est_lost = False         # estimate_sync: estimates stopped arriving (solve without waiting)
+        self._prev_state_stamp = None  # stamp of the state accepted before the latest one
+        self._last_cmd_stamp = None    # stamp of the latest command emitted
+        self.estimates_missed = 0      # estimate_sync: ticks that gave up waiting for their estimate
         self.status.params_json = self.params_json()
         self._config_json = self._make_config_json()
 
@@ -351,16 +363,8 @@ class ControllerLogic:
             if self._last_out is not None and self._last_out.stamp_ns == js.stamp_ns:
                 dup = TickOutput(**{**self._last_out.__dict__, "duplicate": True, "events": []})
                 return dup
-            if self._pending_tick_stamp == js.stamp_ns and self._ref_latest is not None and self._good is not None \
-                    and self._good[0] == js.stamp_ns:
-                # reference_sync: the world re-sent the state, the tick's window has not come
-                self._pending_resends += 1
-                if self._pending_resends < REFERENCE_LOST_RESENDS:
-                    return None
-                self._ref_lost = True
-                self._log("warn", f"EE reference for t={ns_to_sec(js.stamp_ns):.3f} s did not arrive (the joint "
-                          "state was re-sent): solving without waiting for references until one arrives")
-                return self._tick(now_ns, events)
+            if self._pending_tick_stamp == js.stamp_ns and self._good is not None and self._good[0] == js.stamp_ns:
+                return self._resent(js.stamp_ns, now_ns, events)
             return None
         n = len(js.names)
         idx = self._order.index(js.names)
@@ -385,6 +389,7 @@ class ControllerLogic:
                             f"{ns_to_sec(js.stamp_ns):.6f} s", events)
             return self._hold(js.stamp_ns, events)
         # accepted
+        self._prev_state_stamp = self._last_stamp_ns
         self._last_stamp_ns = js.stamp_ns
         if self._stale or self.status.state in ("hold", "refused"):
             self._need_reset = True
@@ -394,10 +399,11 @@ class ControllerLogic:
             self._hold_ref = ReferenceWindow(js.stamp_ns, self.cfg["dt"], self._ee_pos(x[:self.nq])[None, :])
         if self.cfg["trigger"] != "state":
             return None
-        if self.cfg["reference_sync"] and js.stamp_ns not in self._refs and not self._ref_lost:
+        wait_ref = self._waits_for_reference(js.stamp_ns)
+        if wait_ref or self._waits_for_estimate(js.stamp_ns):
             self._pending_resends = 0
             self._pending_tick_stamp = js.stamp_ns
-            if self._ref_latest is None:
+            if wait_ref and self._ref_latest is None:
                 self._set_state("waiting", "no EE reference received yet (reference_sync waits for the window "
                                 "stamped at each joint state's time)", events, "info")
             return None
@@ -415,10 +421,55 @@ class ControllerLogic:
                 del self._refs[k]
         if self._ref_latest is None or w.stamp_ns >= self._ref_latest.stamp_ns:
             self._ref_latest = w
-        if self._pending_tick_stamp is not None and self._pending_tick_stamp == w.stamp_ns and self._good is not None \
-                and self._good[0] == w.stamp_ns:
-            return self._tick(now_ns, [])
-        return None
+        return self._complete_pending(now_ns)
+
+    # ------------------------------------------------------------------ lockstep waits (reference_sync, estimate_sync)
+    def _waits_for_reference(self, stamp_ns: int) -> bool:
+        return bool(self.cfg["reference_sync"]) and stamp_ns not in self._refs and not self._ref_lost
+
+    def _waits_for_estimate(self, stamp_ns: int) -> bool:
+        """estimate_sync: the tick at ``stamp_ns`` waits for the estimate stamped there. One is due
+        when the previous state got a command from this controller (the estimator fits the interval
+        between the two with it); the first state after a start closes no interval."""
+        return (bool(self.cfg["estimate_sync"]) and not self._est_lost and stamp_ns not in self._est
+                and self._pending.get("hypotheses", self.cfg.get("hypotheses", "none")) == "estimator"
+                and self._prev_state_stamp is not None and self._last_cmd_stamp == self._prev_state_stamp)
+
+    def _complete_pending(self, now_ns: int) -> TickOutput | None:
+        """The tick waiting for its reference window / wrench estimate, once it has both."""
+        st = self._pending_tick_stamp
+        if st is None or self._good is None or self._good[0] != st:
+            return None
+        if self._waits_for_reference(st) or self._waits_for_estimate(st):
+            return None
+        return self._tick(now_ns, [])
+
+    def _resent(self, stamp_ns: int, now_ns: int, events: list) -> TickOutput | None:
+        """The world re-sent the state of the waiting tick: after REFERENCE_LOST_RESENDS re-sends what
+        it still waits for counts as lost (the reference once a window was received before; the
+        estimate) and the tick solves without it."""
+        wait_ref, wait_est = self._waits_for_reference(stamp_ns), self._waits_for_estimate(stamp_ns)
+        if not (wait_ref or wait_est):
+            return self._tick(now_ns, events)        # e.g. hypotheses switched off meanwhile
+        if wait_ref and self._ref_latest is None and not wait_est:
+            return None                              # no window received yet: wait for the first one
+        self._pending_resends += 1
+        if self._pending_resends < REFERENCE_LOST_RESENDS:
+            return None
+        if wait_ref and self._ref_latest is not None:
+            self._ref_lost = True
+            self._log("warn", f"EE reference for t={ns_to_sec(stamp_ns):.3f} s did not arrive (the joint "
+                      "state was re-sent): solving without waiting for references until one arrives")
+        if wait_est:
+            self._est_lost = True
+            self.estimates_missed += 1
+            self._log("warn", f"wrench estimate for t={ns_to_sec(stamp_ns):.3f} s did not arrive (the joint state "
+                      f"was re-sent {self._pending_resends} times): solving under the last estimate received "
+                      "(zero once older than estimate_timeout_s) without waiting for estimates until one arrives; "
+                      "this run is not reproducible from here")
+        if self._waits_for_reference(stamp_ns):
+            return None
+        return self._tick(now_ns, events)
 
     def on_timer(self, now_ns: int) -> TickOutput | None:
         """Timer callback (control_rate_hz). trigger=timer: the tick. trigger=state: the
@@ -498,7 +549,7 @@ class ControllerLogic:
 
     def _tick(self, now_ns: int, events: list) -> TickOutput | None:
         self._apply_pending()
-        self._sync_hypotheses(now_ns)
+        est_note = self._sync_hypotheses(now_ns, None if self._good is None else self._good[0])
         self._pending_tick_stamp = None
         if self._good is None:
             return None
@@ -512,7 +563,7 @@ class ControllerLogic:
         ref, blend_note = self._resume_blend(stamp, x, ref,
                                              (self._need_reset and self._fb is None) or self._ramp_pending)
         self._ramp_pending = False
-        note = "; ".join(n for n in (blend_note, note) if n)
+        note = "; ".join(n for n in (blend_note, note, est_note) if n)
         dt_el = None
         if self._prev_tick_stamp is not None and stamp > self._prev_tick_stamp:
             dt_el = ns_to_sec(stamp - self._prev_tick_stamp)
@@ -563,12 +614,16 @@ class ControllerLogic:
                     seq=self._plan_seq, reset_epoch=self._plan_epoch, integrator=str(self.solver.integrator))
         if np.all(warm == warm[:1]):
             warm = warm[:1]          # every entry starts from the same plan: store it once
+        # the (B, 6) world wrenches this step's hypothesis batch programmed and scored: replay re-solves under them
+        hyp = self.controller.hypotheses
+        wrenches = None if hyp is None or getattr(hyp, "batch_used", None) is None else np.array(hyp.batch_used)
         solve_input = SolveInput(stamp_ns=stamp, tick=self.status.ticks + 1, joint_names=self._solver_joints,
                                  x_measured=x, reference=ref, xu_warm=warm, dt_elapsed=dt_el or 0.0,
                                  budget_s=budget or 0.0, reset=reset, config_json=self._config_json,
                                  solver_state=None if carried is None else carried["solver"],
                                  capped_out=bool(carried and carried["capped_out"]),
-                                 force_reseed=bool(carried and carried["force_reseed"]))
+                                 force_reseed=bool(carried and carried["force_reseed"]),
+                                 wrench_hypotheses=wrenches)
         return self._emit(stamp, clamped[self._cmd_from_solver], source, events, step=res, plan=plan,
                           solve_input=solve_input, planner_step=pres, planner="bsqp")
 
@@ -704,6 +759,7 @@ class ControllerLogic:
         self.status.active_planner = planner
         self.status.fallback_reason = self._fb["reason"] if (self._fb is not None and source == "osc_fallback") \
             else ""
+        self._last_cmd_stamp = stamp_ns
         out = TickOutput(stamp_ns=stamp_ns, effort=np.asarray(effort, dtype=np.float64), source=source,
                          tick=self.status.ticks, step=step, plan=plan, solve_input=solve_input, events=events,
                          planner_step=planner_step, planner=planner)
@@ -726,12 +782,26 @@ class ControllerLogic:
         return asdict(self.status)
 
     # ------------------------------------------------------------------ external-wrench hypotheses
-    def on_wrench_estimate(self, wrench, now_ns: int) -> None:
+    def on_wrench_estimate(self, wrench, now_ns: int, stamp_ns: int | None = None) -> TickOutput | None:
         """The estimator node's latest wrench (6,) [force N; torque N*m], world axes at the EE
         frame origin, received at node time ``now_ns``; used by the next ticks while
-        ``hypotheses`` is ``estimator`` (gato_ros.wrench_hypotheses). ValueError when not 6
-        finite values (the node ignores such a message)."""
-        self._estimate_feed().set(wrench, now_ns)
+        ``hypotheses`` is ``estimator`` (gato_ros.wrench_hypotheses). ``stamp_ns``: its header
+        stamp (the joint state that closed the fitted interval): with ``estimate_sync`` a tick
+        waiting for it is completed and returned (else None). ValueError when not 6 finite
+        values (the node ignores such a message)."""
+        feed = self._estimate_feed()
+        feed.set(wrench, now_ns)
+        if stamp_ns is None:
+            return None
+        self._est[int(stamp_ns)] = feed.sampler.estimate.copy()
+        if len(self._est) > 64:
+            for k in sorted(self._est)[:-32]:
+                del self._est[k]
+        if self._est_lost:
+            self._est_lost = False
+            self._log("info", f"wrench estimates back at t={ns_to_sec(int(stamp_ns)):.3f} s: ticks wait for theirs "
+                      "again (estimate_sync)")
+        return self._complete_pending(now_ns)
 
     def _estimate_feed(self):
         if self._feed is None:
@@ -742,15 +812,23 @@ class ControllerLogic:
                                       timeout_s=self.cfg["estimate_timeout_s"])
         return self._feed
 
-    def _sync_hypotheses(self, now_ns: int) -> None:
+    def _sync_hypotheses(self, now_ns: int, stamp_ns: int | None = None) -> str:
         """Between ticks: install / remove the estimator's hypothesis batch per ``hypotheses``;
-        an expired estimate falls back to zero wrench; switching off zeroes the solver's f_ext."""
+        an expired estimate falls back to zero wrench; switching off zeroes the solver's f_ext.
+        estimate_sync: the estimate stamped ``stamp_ns`` (the tick's state) is the one in force.
+        Returns a status note ("" when nothing to say)."""
         want = self.cfg.get("hypotheses", "none") == "estimator"
         feed = self._feed
+        note = ""
         if want:
             feed = self._estimate_feed()      # zero wrench until the first estimate arrives
             feed.timeout_s = self.cfg["estimate_timeout_s"]
             feed.sampler.spread = self.cfg["hypothesis_spread_n"]
+            if self.cfg["estimate_sync"] and stamp_ns in self._est:
+                feed.sampler.set_estimate(self._est[stamp_ns])
+            elif self._est_lost and self.cfg["estimate_sync"]:
+                note = (f"wrench estimates not arriving ({self.estimates_missed} ticks gave up waiting): solving "
+                        "under the last one received")
             feed.refresh(now_ns)
             if self.controller.hypotheses is not feed.batch:
                 self.controller.hypotheses = feed.batch
@@ -760,6 +838,7 @@ class ControllerLogic:
             nb = int(self.solver.n_bodies()) if callable(getattr(self.solver, "n_bodies", None)) else 1
             self.solver.set_f_ext_B(np.zeros((int(self.solver.batch_size), 6 * nb)))
             self._log("info", "hypotheses: none (robot-only model)")
+        return note
 
     # ------------------------------------------------------------------ helpers for callers
     def ee_position(self, q) -> np.ndarray:

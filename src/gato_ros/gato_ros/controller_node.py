@@ -3,6 +3,8 @@
 Subscribes:
     joint_states (sensor_msgs/JointState): mapped by joint name, any order.
     ee_reference (gato_msgs/EEReference): the EE reference window.
+    ``wrench_topic`` (geometry_msgs/WrenchStamped): the estimator's wrench (hypotheses=estimator;
+        with estimate_sync a tick waits for the one stamped at its joint state).
 Publishes:
     /<controller_name>/commands (std_msgs/Float64MultiArray): joint torques [N*m] in
         ``joint_names`` order (ros2_control JointGroupEffortController convention).
@@ -123,9 +125,12 @@ class ControllerNode(Node):
     def _on_wrench(self, msg):
         f, t = msg.wrench.force, msg.wrench.torque
         try:
-            self.logic.on_wrench_estimate([f.x, f.y, f.z, t.x, t.y, t.z], self._now_ns())
+            out = self.logic.on_wrench_estimate([f.x, f.y, f.z, t.x, t.y, t.z], self._now_ns(),
+                                                cv.time_to_ns(msg.header.stamp))
         except ValueError as e:
             self.get_logger().error(f"wrench estimate rejected: {e}", throttle_duration_sec=1.0)
+            return
+        self._publish(out, self._t_recv)   # estimate_sync: the tick that waited for this estimate
 
     def _on_timer(self):
         out = self.logic.on_timer(self._now_ns())

@@ -382,12 +382,16 @@ def solve_input_to_msg(si: SolveInput):
         m.solver_state_rows = int(si.solver_state.shape[0])
         m.solver_state = _f64(si.solver_state)
     m.capped_out, m.force_reseed = bool(si.capped_out), bool(si.force_reseed)
+    if si.wrench_hypotheses is not None:
+        m.wrench_rows = int(si.wrench_hypotheses.shape[0])
+        m.wrench_hypotheses = _f64(si.wrench_hypotheses.reshape(-1))
     return m
 
 
 def solve_input_from_msg(m) -> SolveInput:
     """gato_msgs/SolveInput -> SolveInput. Raises ValueError when xu_warm is not warm_rows
-    whole rows, or solver_state not solver_state_rows whole rows."""
+    whole rows, solver_state not solver_state_rows whole rows, or wrench_hypotheses not
+    wrench_rows rows of 6. Fields an older message lacks read as not carried."""
     w = _np(m.xu_warm, np.float64)
     rows = int(m.warm_rows)
     if rows < 1 or w.size % rows:
@@ -395,10 +399,14 @@ def solve_input_from_msg(m) -> SolveInput:
     st, srows = _np(getattr(m, "solver_state", []), np.float64), int(getattr(m, "solver_state_rows", 0))
     if srows < 0 or (srows and st.size % srows) or (not srows and st.size):
         raise ValueError(f"SolveInput.solver_state: {st.size} values are not {srows} whole rows")
+    wr, wrows = _np(getattr(m, "wrench_hypotheses", []), np.float64), int(getattr(m, "wrench_rows", 0))
+    if wrows < 0 or wr.size != 6 * wrows:
+        raise ValueError(f"SolveInput.wrench_hypotheses: {wr.size} values are not {wrows} rows of 6")
     return SolveInput(stamp_ns=time_to_ns(m.header.stamp), tick=int(m.tick), joint_names=list(m.joint_names),
                       x_measured=_np(m.x_measured, np.float64), reference=_np(m.reference, np.float64),
                       xu_warm=w.reshape(rows, -1), dt_elapsed=float(m.dt_elapsed), budget_s=float(m.budget_s),
                       reset=bool(m.reset), config_json=str(m.config_json),
                       solver_state=st.reshape(srows, -1) if srows else None,
                       capped_out=bool(getattr(m, "capped_out", False)),
-                      force_reseed=bool(getattr(m, "force_reseed", False)))
+                      force_reseed=bool(getattr(m, "force_reseed", False)),
+                      wrench_hypotheses=wr.reshape(wrows, 6) if wrows else None)

@@ -91,6 +91,7 @@ class EstimatorLogic:
         self.skipped_gaps = 0
         self.n_published = 0
         self.last_clamped = False
+        self.last_estimate: WrenchEstimate | None = None
 
     # ------------------------------------------------------------------ input checks
     def _index(self, names, what: str) -> np.ndarray:
@@ -183,8 +184,16 @@ class EstimatorLogic:
         raw = idf.identify(q0, dq0, dq1, self._efforts[start_ns], dt, q_next=q1)
         self.last_clamped = idf.n_clamped > n_clamped
         self.n_published += 1
-        return WrenchEstimate(stamp_ns=end_ns, wrench=idf.estimate.copy(), raw=np.asarray(raw, dtype=np.float64),
-                              clamped=self.last_clamped, stats=self.stats())
+        self.last_estimate = WrenchEstimate(stamp_ns=end_ns, wrench=idf.estimate.copy(),
+                                            raw=np.asarray(raw, dtype=np.float64), clamped=self.last_clamped,
+                                            stats=self.stats())
+        return self.last_estimate
+
+    def estimate_at(self, stamp_ns: int) -> WrenchEstimate | None:
+        """The latest estimate when it is stamped ``stamp_ns`` (the interval that state closed),
+        else None: what a re-sent joint state is answered with (the node publishes it again)."""
+        e = self.last_estimate
+        return e if e is not None and e.stamp_ns == int(stamp_ns) else None
 
     # ------------------------------------------------------------------ output
     def stats(self) -> dict:
@@ -207,3 +216,4 @@ class EstimatorLogic:
         self._fitted.clear()
         self._last_stamp = None
         self.last_clamped = False
+        self.last_estimate = None

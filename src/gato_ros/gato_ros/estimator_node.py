@@ -10,6 +10,8 @@ Publishes:
         state that closed the fitted interval; one per fitted interval.
     ~/stats (std_msgs/String): the estimator's statistics as JSON (n_updates, n_clamped,
         clamped, ignored_stamps, skipped_gaps, rejected, force_norm, raw, ...), with every estimate.
+    A joint state that repeats the stamp of the latest estimate (a lockstep world re-sending it)
+    publishes that estimate again (estimate_sync controllers wait for it).
 Parameters: the estimator schema of :mod:`gato_ros.params` (docs/parameters.md), read-only.
 
 Bad input (a missing joint, wrong array lengths, NaN) is ignored, counted (``rejected`` in
@@ -57,10 +59,15 @@ class EstimatorNode(Node):
 
     def _on_joint_state(self, msg):
         try:
-            out = self.logic.on_joint_state(cv.joint_state_from_msg(msg))
+            js = cv.joint_state_from_msg(msg)
+            out = self.logic.on_joint_state(js)
         except ValueError as e:
             self._reject(f"joint state ignored: {e}")
             return
+        if out is None:
+            # a lockstep world re-sends a state nobody answered: publish its estimate again, so one
+            # lost on the way (DDS discovery at start-up) does not stall a controller waiting for it
+            out = self.logic.estimate_at(js.stamp_ns)
         self._publish(out)
 
     def _on_effort(self, msg):

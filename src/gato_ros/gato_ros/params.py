@@ -272,6 +272,12 @@ CONTROLLER = (
     Param("hypothesis_spread_n", "double", 5.0,
           "hypotheses=estimator, batch_size > 1: radius of the wrench hypotheses around the estimate", "N",
           range=(0.0, 1000.0), group="hypotheses"),
+    Param("estimate_sync", "bool", False,
+          "hypotheses=estimator, lockstep (trigger=state): wait for the estimate stamped at the joint state's "
+          "time (the estimator's fit of the interval that state closes) before solving, so the run is "
+          "reproducible; when the world has re-sent the state 3 times without it, the tick solves under the "
+          "last estimate received (logged, ~/status reason) and ticks stop waiting until one arrives again; "
+          "false: the latest estimate received (asynchronous)", read_only=True, group="hypotheses"),
 )
 
 # ---------------------------------------------------------------- the simulation-world node

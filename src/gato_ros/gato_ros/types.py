@@ -88,7 +88,9 @@ class SolveInput:
     controller was reset and warmed up at ``x_measured`` before the step. ``solver_state``
     (B, K) the solver state the step started from (:meth:`gato.BSQP.get_solver_state`),
     or None when not carried; ``capped_out`` / ``force_reseed``: the controller's flags
-    (:meth:`gato.MPCController.carried_state`).
+    (:meth:`gato.MPCController.carried_state`). ``wrench_hypotheses`` (B, 6) the external
+    wrenches the step solved under (world axes at the EE frame origin [N, N*m], one row per
+    batch entry: ``hypotheses=estimator``), or None without wrench hypotheses.
     """
 
     stamp_ns: int
@@ -104,6 +106,7 @@ class SolveInput:
     solver_state: np.ndarray | None = None
     capped_out: bool = False
     force_reseed: bool = False
+    wrench_hypotheses: np.ndarray | None = None
 
     def __post_init__(self):
         self.x_measured = np.asarray(self.x_measured, dtype=np.float64).reshape(-1)
@@ -113,3 +116,5 @@ class SolveInput:
         if self.solver_state is not None:
             st = np.asarray(self.solver_state, dtype=np.float64)
             self.solver_state = st.reshape(1, -1) if st.ndim == 1 else st
+        if self.wrench_hypotheses is not None:
+            self.wrench_hypotheses = np.asarray(self.wrench_hypotheses, dtype=np.float64).reshape(-1, 6)

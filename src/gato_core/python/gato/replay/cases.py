@@ -19,7 +19,10 @@ Arrays (K cases, nx = 2 nv, S = N (nx + nu) - nu): ``x`` (K, nx), ``goals`` (K, 
 ``xu_recorded`` / ``xu_standalone`` (K, S), ``pred_err_torque`` (K, nv) [N*m] (model
 residual at the tick, NaN where unknown), ``reason`` (K,) why each case was picked;
 scalars (0-d): ``urdf_sha256``, ``robot``, ``module_name``, ``solver_params_json``,
-``config_json``, ``gato_version``, ``joint_names`` (nv,).
+``config_json``, ``gato_version``, ``joint_names`` (nv,). ``wrench_hypotheses`` (K, B, 6)
+[N, N*m]: the external wrenches each tick solved under (world axes at the EE frame origin,
+``hypotheses=estimator``; NaN where the tick had none), programmed into the standalone solve
+too (a case file without the array: none).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import numpy as np
 
 from .. import controller_setup as setup
 from ..interface import module_name, robot_urdf
+from .resolve import install_wrenches
 
 __all__ = ["standalone_solve", "write_cases", "rerun_cases"]
 
@@ -37,10 +41,14 @@ _KEYS = ("x", "goals", "xu_warm", "dt_elapsed", "tick", "stamp_ns", "u_recorded"
          "xu_recorded", "xu_standalone", "config_json", "urdf_sha256")
 
 
-def standalone_solve(controller, x, goals, xu_warm, dt_elapsed=None):
-    """One standalone tick on ``controller`` (its solver state reset first): returns
+def standalone_solve(controller, x, goals, xu_warm, dt_elapsed=None, wrenches=None, robot=None):
+    """One standalone tick on ``controller`` (its solver state reset first), under the external
+    wrench hypotheses ``wrenches`` (B, 6) of robot ``robot`` (None or NaN: none): returns
     (u clamped (nu,), xu_best (S,))."""
     s = controller.solver
+    if wrenches is not None and not np.all(np.isfinite(wrenches)):
+        wrenches = None
+    install_wrenches(controller, wrenches, robot)
     controller.reset(x)
     controller.set_warm_start(xu_warm)
     r = controller.step(x, goals, dt_elapsed or None)
@@ -61,13 +69,17 @@ def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, 
     S = int(ctrl.solver.xu_size)
     nu = int(ctrl.solver.nu)
     arr = {k: [] for k in ("x", "goals", "xu_warm", "dt_elapsed", "tick", "stamp_ns", "u_recorded", "u_replayed",
-                           "u_standalone", "xu_recorded", "xu_standalone", "pred_err_torque", "config_json")}
+                           "u_standalone", "xu_recorded", "xu_standalone", "pred_err_torque", "config_json",
+                           "wrench_hypotheses")}
+    B = int(ctrl.solver.batch_size)
     for i, tk in zip(indices, ticks):
         warm = tk.xu_warm[0] if tk.xu_warm is not None else replay.warm[i]
         if tk.config != cfg:
             ctrl = setup.build_controller(tk.config, urdf=urdf)
             cfg = tk.config
-        u_s, xu_s = standalone_solve(ctrl, tk.x, tk.reference, warm, tk.dt_elapsed)
+        w = getattr(tk, "wrench_hypotheses", None)
+        u_s, xu_s = standalone_solve(ctrl, tk.x, tk.reference, warm, tk.dt_elapsed, w, cfg["robot"])
+        arr["wrench_hypotheses"].append(np.full((B, 6), np.nan) if w is None or np.shape(w) != (B, 6) else w)
         arr["x"].append(tk.x)
         arr["goals"].append(tk.reference)
         arr["xu_warm"].append(warm)
@@ -123,7 +135,9 @@ def rerun_cases(path, *, tol: float = 1e-9, urdf=None) -> dict:
         c = json.loads(str(z["config_json"][k]))
         if ctrl is None or c != cfg:
             ctrl, cfg = setup.build_controller(c, urdf=urdf), c
-        u, _ = standalone_solve(ctrl, z["x"][k], z["goals"][k], z["xu_warm"][k], float(z["dt_elapsed"][k]))
+        w = z["wrench_hypotheses"][k] if "wrench_hypotheses" in z.files else None
+        u, _ = standalone_solve(ctrl, z["x"][k], z["goals"][k], z["xu_warm"][k], float(z["dt_elapsed"][k]), w,
+                                robot)
         us.append(u)
         du.append(float(np.max(np.abs(u - z["u_standalone"][k]))))
     du = np.asarray(du)

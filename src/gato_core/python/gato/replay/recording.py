@@ -76,6 +76,9 @@ class Tick:
     ``budget_hit``. ``solver_state`` (B, K) the solver state the tick started from
     (:meth:`gato.BSQP.get_solver_state`) and the controller's ``capped_out`` /
     ``force_reseed`` flags, or None when the bag does not carry them (an older gato).
+    ``wrench_hypotheses`` (B, 6) the external wrenches the tick solved under (world axes at
+    the EE frame origin [N, N*m], ``hypotheses=estimator``), or None (no wrench hypotheses,
+    or a bag of an older gato).
     """
 
     stamp_ns: int
@@ -96,6 +99,7 @@ class Tick:
     solver_state: np.ndarray | None = None
     capped_out: bool = False
     force_reseed: bool = False
+    wrench_hypotheses: np.ndarray | None = None
 
 
 @dataclass
@@ -267,12 +271,21 @@ def tick_from_solve_input(m, cfg_prev, problems, config=None):
     elif srows or st.size:
         problems.append(f"{key}: tick {int(m.tick)}: solver_state ({st.size} values) is "
                         f"not {srows} whole rows: not installed")
+    # External-wrench hypotheses (newer SolveInput versions; absent: none recorded).
+    wr = np.asarray(getattr(m, "wrench_hypotheses", ()), dtype=np.float64)
+    wrows = int(getattr(m, "wrench_rows", 0))
+    wrenches = None
+    if wrows > 0 and wr.size == 6 * wrows:
+        wrenches = wr.reshape(wrows, 6)
+    elif wrows or wr.size:
+        problems.append(f"{key}: tick {int(m.tick)}: wrench_hypotheses ({wr.size} values) are not {wrows} rows "
+                        "of 6: replayed without them")
     tk = Tick(stamp_ns=stamp_ns(m.header), tick=int(m.tick), x=np.asarray(m.x_measured, dtype=np.float64),
               reference=np.asarray(m.reference, dtype=np.float64), xu_warm=warm,
               dt_elapsed=float(m.dt_elapsed) or None, budget_s=float(m.budget_s) or None,
               reset=bool(m.reset), config=cfg, solver_state=state,
               capped_out=bool(getattr(m, "capped_out", False)),
-              force_reseed=bool(getattr(m, "force_reseed", False)))
+              force_reseed=bool(getattr(m, "force_reseed", False)), wrench_hypotheses=wrenches)
     return tk, cfg
 
 

@@ -18,6 +18,15 @@ continues exactly from its first tick. Without it (an older controller) the repl
 starts a mid-run bag from a reset and warm-up, and the commands differ by what the
 state carried until the duals converge again.
 
+The external-wrench hypotheses a tick solved under (``hypotheses=estimator``: the
+controller's :class:`gato.hypotheses.ForceHypothesisBatch` over the estimator node's
+estimate, recorded as SolveInput ``wrench_hypotheses``, (B, 6) world axes) are handed to
+the replay's controller through the same batch class over :class:`RecordedWrenches`, so
+the same wrenches are programmed (``set_f_ext_B`` at the measured q) and scored; a tick
+without them runs the robot-only model (f_ext zeroed where a batch was installed before),
+as the node does when the parameter is switched off. A bag of an older controller solved
+with the estimator carries no wrenches: its ticks are replayed without them (noted).
+
 A float64 solve is deterministic: with the same inputs, state and build, the
 replayed command equals the recorded one bit for bit. Ticks cut short by a wall-clock
 budget are re-solved with the iteration count they recorded instead of the budget.
@@ -30,9 +39,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import controller_setup as setup
-from ..interface import robot_urdf
+from ..interface import robot_info, robot_urdf
 
-__all__ = ["TickReplay", "TickReplayer", "TickResult", "replay_ticks"]
+__all__ = ["TickReplay", "TickReplayer", "TickResult", "replay_ticks", "RecordedWrenches", "install_wrenches"]
 
 _READ_ONLY_REBUILD = ("robot", "N", "dt", "batch_size", "warm_start")
 
@@ -75,6 +84,65 @@ def _max_abs(a, b) -> float:
     return float(np.max(np.abs(a - b))) if a.size else 0.0
 
 
+class RecordedWrenches:
+    """The :mod:`gato.estimators` sampler contract (``batch_size``, ``generate_batch``,
+    ``update``, ``reset``, ``get_stats``) handing back recorded wrenches: ``batch`` (B, 6)
+    world axes at the EE frame origin [N, N*m], set per tick by the replay. ``update`` and
+    ``reset`` change nothing (the recording decides every tick's wrenches)."""
+
+    def __init__(self, batch_size: int):
+        self.batch_size = int(batch_size)
+        self.batch = np.zeros((self.batch_size, 6))
+
+    def set(self, batch) -> None:
+        """This tick's (B, 6) wrenches; ValueError when the shape is not (batch_size, 6)."""
+        b = np.asarray(batch, dtype=np.float64)
+        if b.shape != (self.batch_size, 6):
+            raise ValueError(f"wrench_hypotheses: shape {b.shape}, expected ({self.batch_size}, 6) (the solver's "
+                             "batch size)")
+        self.batch = b.copy()
+
+    def generate_batch(self) -> np.ndarray:
+        return self.batch.copy()
+
+    def update(self, best_idx, prediction_errors, batch_used=None) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    def get_stats(self) -> dict:
+        return {"batch": self.batch.copy()}
+
+
+def install_wrenches(ctrl, wrenches, robot: str, current=None):
+    """Make ``ctrl`` (a gato.MPCController) solve its next step under ``wrenches`` (B, 6) world
+    axes at the EE frame origin (recorded ``wrench_hypotheses``) through a
+    :class:`gato.hypotheses.ForceHypothesisBatch` over :class:`RecordedWrenches` (the batch class
+    and settings of the node's ``hypotheses=estimator``), or, for None, without wrench
+    hypotheses (the solver's f_ext zeroed where a batch was installed). ``current``: the
+    (sampler, batch) pair a previous call returned for the same controller (kept, so the
+    batch's state carries over as in the node). Returns the pair in use (or ``current``).
+    ValueError when ``wrenches`` is not (batch_size, 6)."""
+    s = ctrl.solver
+    B = int(s.batch_size)
+    if wrenches is None:
+        if ctrl.hypotheses is not None:
+            ctrl.hypotheses = None
+            nb = int(s.n_bodies()) if callable(getattr(s, "n_bodies", None)) else 1
+            s.set_f_ext_B(np.zeros((B, 6 * nb)))
+        return current
+    if current is None or current[0].batch_size != B:
+        from ..hypotheses import ForceHypothesisBatch
+
+        sampler = RecordedWrenches(B)
+        current = (sampler, ForceHypothesisBatch(sampler, s.model, robot_info(robot)["ee_frame"]))
+    current[0].set(wrenches)
+    if ctrl.hypotheses is not current[1]:
+        ctrl.hypotheses = current[1]
+    return current
+
+
 class TickReplayer:
     """Re-solves ticks one at a time, in order (what :func:`replay_ticks` does for a whole
     recording; ``gato replay`` streams a bag through it).
@@ -96,6 +164,24 @@ class TickReplayer:
         self.bad_state = 0
         self.first = True
         self.n = self.n_state = self.n_state_anchored = self.n_anchored = 0
+        self._wrenches = None      # (RecordedWrenches, its ForceHypothesisBatch) for self.ctrl
+        self.n_wrench = self.n_wrench_missing = self.bad_wrench = 0
+
+    def _sync_wrenches(self, tk) -> None:
+        """Install the tick's recorded wrench hypotheses (or none), as the node's
+        ``hypotheses`` parameter did between ticks (gato_ros.controller_logic)."""
+        w = tk.wrench_hypotheses
+        B = int(self.ctrl.solver.batch_size)
+        if w is not None and np.asarray(w).shape != (B, 6):
+            self.bad_wrench += 1
+            if self.bad_wrench == 1:
+                self.notes.append(f"tick {tk.tick}: the recorded wrench hypotheses have shape {np.asarray(w).shape}, "
+                                  f"not ({B}, 6) (the solver's batch size): replayed without them")
+            w = None
+        if w is None and tk.config.get("hypotheses", "none") != "none":
+            self.n_wrench_missing += 1
+        self.n_wrench += w is not None
+        self._wrenches = install_wrenches(self.ctrl, w, self.cfg["robot"], self._wrenches)
 
     def step(self, tk) -> "TickResult":
         """Re-solve tick ``tk`` (a :class:`gato.replay.Tick`) after the previous ones."""
@@ -111,11 +197,13 @@ class TickReplayer:
                 ctrl = self.ctrl = setup.build_controller(c, urdf=self.urdf)
                 s = ctrl.solver
                 self.first = True
+                self._wrenches = None
             else:
                 changes = {k: c[k] for k in setup.TUNABLE_KEYS if k in c and c.get(k) != cfg.get(k)}
                 if changes:
                     setup.apply_tunables(ctrl, changes)
             self.cfg = dict(c)
+        self._sync_wrenches(tk)
         if tk.reset or self.first:
             ctrl.reset(tk.x)
             if tk.reset or tk.solver_state is None or tk.xu_warm is None:
@@ -187,6 +275,10 @@ class TickReplayer:
         if self.n_state_anchored:
             self.notes.append(f"{self.n_state_anchored} ticks started from a solver state other than the recorded "
                               "one; the recorded one was installed for them")
+        if self.n_wrench_missing:
+            self.notes.append(f"{self.n_wrench_missing} ticks ran with wrench hypotheses (hypotheses="
+                              "estimator) but carry no recorded wrenches (SolveInput of an older controller): "
+                              "replayed under the robot-only model, so their commands differ from the recorded ones")
         if self.bad_state > 1:
             self.notes.append(f"{self.bad_state} ticks' recorded solver states did not fit the replay's solver")
         if self.n_anchored:
