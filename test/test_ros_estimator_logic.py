@@ -186,3 +186,129 @@ def test_feed_builds_a_force_hypothesis_batch_of_the_solver_size():
     np.testing.assert_array_equal(b[0], PUSH)
     np.testing.assert_array_equal(b[1], np.zeros(6))
     assert abs(np.linalg.norm(b[2, :3] - PUSH[:3]) - 2.0) < 1e-12
+
+
+def async_loop(estimate_sync, ticks, order_seed, batch_size=1):
+    """Lockstep figure-8 with the push, where each tick's joint state, reference window and
+    wrench estimate reach the controller in a seeded random order (the three arrive over DDS
+    from three nodes). Returns (commands (ticks, 7), estimates handed over, controller logic)."""
+    rng = np.random.default_rng(order_seed)
+    sim = SimWorldLogic({"robot": ROBOT, "world": "pinocchio", "external_wrench": list(PUSH)})
+    est = EstimatorLogic({"robot": ROBOT})
+    ctl = ControllerLogic({"robot": ROBOT, "reference_sync": True, "hypotheses": "estimator",
+                           "estimate_sync": estimate_sync, "batch_size": batch_size})
+    ref = ReferenceLogic({"robot": ROBOT})
+    cmds, n_est = [], 0
+    for k in range(ticks):
+        js = sim.joint_state()
+        t = js.stamp_ns
+        e = est.on_joint_state(js)            # the estimate stamped t (none at the first state)
+        n_est += e is not None
+        deliver = {"state": lambda: ctl.on_joint_state(js, t), "ref": lambda: ctl.on_reference(ref.window(t), t),
+                   "est": lambda: None if e is None else ctl.on_wrench_estimate(e.wrench, t, e.stamp_ns)}
+        outs = [deliver[what]() for what in rng.permutation(list(deliver))]
+        done = [o for o in outs if o is not None]
+        assert len(done) == 1 and done[0].source == "mpc", (k, outs)
+        cmds.append(done[0].effort)
+        est.on_effort(t, ctl.joint_names, done[0].effort)
+        sim.advance(sim.effort_from(done[0].effort, ctl.joint_names))
+    return np.array(cmds), n_est, ctl
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_estimate_sync_makes_lockstep_runs_independent_of_arrival_order(batch_size):
+    """estimate_sync: every tick solves under the estimate stamped at its state, whichever of
+    state, window and estimate comes first, so runs with different arrival orders give the same
+    commands bit for bit; without it an estimate that comes after its tick's state and window
+    is used one tick late and the commands depend on the order."""
+    a, n_a, ctl = async_loop(True, 40, order_seed=1, batch_size=batch_size)
+    b, n_b, _ = async_loop(True, 40, order_seed=2, batch_size=batch_size)
+    assert n_a == n_b == 39
+    np.testing.assert_array_equal(a, b)
+    assert ctl.estimates_missed == 0
+    np.testing.assert_array_equal(ctl._feed.sampler.estimate, ctl._est[max(ctl._est)])
+    c, _, _ = async_loop(False, 40, order_seed=1, batch_size=batch_size)
+    d, _, _ = async_loop(False, 40, order_seed=2, batch_size=batch_size)
+    assert np.max(np.abs(c - d)) > 1e-6
+
+
+def test_estimate_sync_waits_for_the_estimate_and_gives_up_after_resends():
+    """A tick waits for its estimate (not at the first state: no interval closed yet); when the
+    world has re-sent the state REFERENCE_LOST_RESENDS times without it, the tick solves under
+    the last estimate received, counted and named in the status; the next ticks do not wait
+    until an estimate arrives again."""
+    from gato_ros.controller_logic import REFERENCE_LOST_RESENDS
+
+    sim = SimWorldLogic({"robot": ROBOT, "world": "pinocchio", "external_wrench": list(PUSH)})
+    est = EstimatorLogic({"robot": ROBOT})
+    ctl = ControllerLogic({"robot": ROBOT, "hypotheses": "estimator", "estimate_sync": True})
+    logs = []
+    ctl._log = lambda level, text: logs.append((level, text))
+
+    def step(out):
+        est.on_effort(out.stamp_ns, ctl.joint_names, out.effort)
+        sim.advance(sim.effort_from(out.effort, ctl.joint_names))
+
+    js = sim.joint_state()
+    assert est.on_joint_state(js) is None
+    out = ctl.on_joint_state(js, js.stamp_ns)              # first state: nothing to wait for
+    assert out is not None and out.source == "mpc"
+    step(out)
+    for _ in range(3):                                     # the state waits, its estimate completes the tick
+        js = sim.joint_state()
+        e = est.on_joint_state(js)
+        assert ctl.on_joint_state(js, js.stamp_ns) is None
+        out = ctl.on_wrench_estimate(e.wrench, js.stamp_ns, e.stamp_ns)
+        assert out is not None and out.stamp_ns == js.stamp_ns
+        np.testing.assert_array_equal(out.solve_input.wrench_hypotheses, e.wrench[None, :])
+        step(out)
+    last = e.wrench
+    js = sim.joint_state()                                 # this tick's estimate is lost
+    est.on_joint_state(js)
+    assert ctl.on_joint_state(js, js.stamp_ns) is None
+    for _ in range(REFERENCE_LOST_RESENDS - 1):
+        assert ctl.on_joint_state(js, js.stamp_ns) is None  # the world re-sends the state
+    out = ctl.on_joint_state(js, js.stamp_ns)
+    assert out is not None and out.source == "mpc" and ctl.estimates_missed == 1
+    np.testing.assert_array_equal(out.solve_input.wrench_hypotheses, last[None, :])   # the previous estimate
+    assert "wrench estimates not arriving" in ctl.status.reason
+    assert any(lv == "warn" and "did not arrive" in t for lv, t in logs)
+    step(out)
+    js = sim.joint_state()                                 # estimates stay away: no more waiting
+    e = est.on_joint_state(js)
+    out = ctl.on_joint_state(js, js.stamp_ns)
+    assert out is not None and ctl.estimates_missed == 1
+    step(out)
+    js = sim.joint_state()                                 # one arrives again: the ticks wait again
+    e = est.on_joint_state(js)
+    assert ctl.on_wrench_estimate(e.wrench, js.stamp_ns, e.stamp_ns) is None   # it came before its state
+    out = ctl.on_joint_state(js, js.stamp_ns)
+    assert out is not None and "wrench estimates not arriving" not in ctl.status.reason
+    step(out)
+    js = sim.joint_state()
+    e = est.on_joint_state(js)
+    assert ctl.on_joint_state(js, js.stamp_ns) is None
+    assert ctl.on_wrench_estimate(e.wrench, js.stamp_ns, e.stamp_ns) is not None
+    # switched off while a tick waits: the re-sent state is solved without the estimate
+    step(ctl._last_out)
+    js = sim.joint_state()
+    assert ctl.on_joint_state(js, js.stamp_ns) is None
+    ctl.request_changes({"hypotheses": "none"})
+    out = ctl.on_joint_state(js, js.stamp_ns)
+    assert out is not None and out.solve_input.wrench_hypotheses is None
+
+
+def test_a_resent_state_gets_its_estimate_again():
+    """The estimator node answers a lockstep re-send with the estimate of that state (a lost
+    estimate is recovered the way the world recovers a lost state)."""
+    est = EstimatorLogic({"robot": ROBOT})
+    q0 = np.array(params.by_name(params.SIM)["q0"].default_for(ROBOT))
+    est.on_joint_state(_state(est, 0, q=q0))
+    assert est.estimate_at(0) is None
+    est.on_effort(0, [], np.zeros(7))
+    out = est.on_joint_state(_state(est, 10_000_000, q=q0))
+    assert est.on_joint_state(_state(est, 10_000_000, q=q0)) is None     # the re-send itself is not refitted
+    assert est.estimate_at(10_000_000) is out and est.n_published == 1
+    assert est.estimate_at(0) is None
+    est.reset()
+    assert est.estimate_at(10_000_000) is None
