@@ -1,7 +1,9 @@
 """The gato estimator node: a thin rclpy shell over :class:`gato_ros.estimator_logic.EstimatorLogic`.
 
 Subscribes:
-    joint_states (sensor_msgs/JointState): mapped by name, any order.
+    joint_states (sensor_msgs/JointState): mapped by name, any order; with effort_source
+        ``command`` only once a publisher of ``effort_topic`` is matched (a lockstep world,
+        which starts when its joint-state subscribers listen, then cannot run ahead of it).
     ``effort_topic`` (gato_msgs/EffortCommand, default /gato_controller/command) when
         ``effort_source`` is ``command``: the applied torque, stamped with the state it answers.
 Publishes:
@@ -50,12 +52,33 @@ class EstimatorNode(Node):
         self.rejected = 0
         self.pub_wrench = self.create_publisher(WrenchStamped, "~/wrench", qos())
         self.pub_stats = self.create_publisher(String, "~/stats", qos())
-        self.create_subscription(JointState, "joint_states", self._on_joint_state, qos(100))
+        self._JointState = JointState
+        self._js_sub = self._wait_timer = None
         if values["effort_source"] == "command":
-            self.create_subscription(EffortCommand, values["effort_topic"], self._on_effort, qos(100))
+            self._cmd_sub = self.create_subscription(EffortCommand, values["effort_topic"], self._on_effort, qos(100))
+            # Joint states only once the command publisher is matched: a lockstep world starts when
+            # its subscribers (this one among them) listen, so the first commands cannot be lost to
+            # discovery (a lost command leaves an interval unfitted, and a controller waiting for
+            # that estimate, estimate_sync, gives up). Wall clock: sim time stands still until then.
+            from rclpy.clock import Clock, ClockType
+
+            self._wait_timer = self.create_timer(0.02, self._subscribe_states,
+                                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
+        else:
+            self._subscribe_states()
         src = values["effort_topic"] if values["effort_source"] == "command" else "/joint_states effort"
         self.get_logger().info(f"gato estimator for {values['robot']}: mode={values['mode']}, applied torque from "
                                f"{src}, max_wrench={values['max_wrench']:g}")
+
+    def _subscribe_states(self):
+        if self._wait_timer is not None:
+            if self._cmd_sub.get_publisher_count() < 1:
+                return
+            self._wait_timer.cancel()
+            self.destroy_timer(self._wait_timer)
+            self._wait_timer = None
+            self.get_logger().info(f"{self.logic.cfg['effort_topic']} connected: subscribing to joint_states")
+        self._js_sub = self.create_subscription(self._JointState, "joint_states", self._on_joint_state, qos(100))
 
     def _on_joint_state(self, msg):
         try:
