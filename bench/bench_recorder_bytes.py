@@ -10,8 +10,9 @@ thinning, the recorder's CPU, and a replay of what it wrote.
    message as published (the reference for the variants below).
 3. That full bag is written again through the recorder's writer (gato_ros.bag.BagWriter) and its
    thinning (gato_ros.recorder_node.SolverStateThinner), compression none / zstd x solver state
-   on every tick / every 100th, and zstd levels 3-19 with every 100th: bytes per second of run
-   (bag log-time span), the writer's CPU and per-topic raw bytes.
+   on every tick / every 100th, zstd levels 3-19 with every 100th, and MCAP chunks of 1 / 2 / 8 MiB
+   (the default: 4 MiB): bytes per second of run (bag log-time span), the writer's CPU and
+   per-topic raw bytes.
 4. CPU: utime + stime of each recorder process, of the controller node and of the world
    (sampled from /proc until they exit), per second of wall clock and per second of run.
 5. ``gato replay`` of the bringup's own (thinned, compressed) bag: matched or not, max |du|;
@@ -83,9 +84,10 @@ class CpuWatch(threading.Thread):
             time.sleep(0.2)
 
 
-def rewrite(src: Path, dst: Path, compression: str, period: int, level: int | None = None) -> dict:
+def rewrite(src: Path, dst: Path, compression: str, period: int, level: int | None = None,
+            chunk_size: int | None = None) -> dict:
     """The bag ``src`` written again (compression, solver state every ``period`` ticks, zstd
-    ``level``: None the writer's default)."""
+    ``level`` and MCAP ``chunk_size`` [bytes]: None the writer's defaults)."""
     from rosbags.rosbag2 import Reader
 
     from gato_ros.bag import BagWriter, typestore
@@ -97,7 +99,8 @@ def rewrite(src: Path, dst: Path, compression: str, period: int, level: int | No
     per_topic = {}
     t0 = time.process_time()
     with Reader(src) as r:
-        w = BagWriter(dst, compression=compression, **({} if level is None else {"zstd_level": level}))
+        w = BagWriter(dst, compression=compression, **({} if level is None else {"zstd_level": level}),
+                      **({} if chunk_size is None else {"chunk_size": chunk_size}))
         w.open()
         conns = {}
         for c in r.connections:
@@ -111,7 +114,8 @@ def rewrite(src: Path, dst: Path, compression: str, period: int, level: int | No
             per_topic[c.topic] = per_topic.get(c.topic, 0) + len(raw)
         w.close()
     size = sum(f.stat().st_size for f in dst.rglob("*.mcap"))
-    return {"compression": compression, "zstd_level": level, "solver_state_period": period, "MB_per_s": round(size / span / 1e6, 3),
+    return {"compression": compression, "zstd_level": level, "chunk_size": chunk_size or w.chunk_size,
+            "solver_state_period": period, "MB_per_s": round(size / span / 1e6, 3),
             "writer_cpu_s_per_s": round((time.process_time() - t0) / span, 3), "run_s": round(span, 2),
             "raw_MB_per_s": {k: round(v / span / 1e6, 3) for k, v in sorted(per_topic.items(), key=lambda kv: -kv[1])}}
 
@@ -159,6 +163,9 @@ def run(out: Path, duration: float) -> dict:
     res["bringup_bag_MB_per_s"] = round(size / duration / 1e6, 3)
     res["variants"] = [rewrite(full, out / f"v_{c}_{p}", c, p) for c in ("none", "zstd") for p in (1, 100)]
     res["variants"] += [rewrite(full, out / f"v_zstd{lv}_100", "zstd", 100, lv) for lv in (3, 9, 15, 19)]
+    # MCAP chunk size (the writer's default 4 MiB, rosbag2's zstd_small; rosbags' own 1 MiB before)
+    res["variants"] += [rewrite(full, out / f"v_zstd_100_chunk{cs >> 20}M", "zstd", p, None, cs)
+                        for cs in (2**20, 2**21, 2**23) for p in (1, 100)]
     rp = subprocess.run([sys.executable, "-m", "gato", "replay", str(bag), "--out", str(out / "replay")],
                         env=env, capture_output=True, text=True, timeout=1800)
     s = json.loads((out / "replay" / "summary.json").read_text()) if (out / "replay" / "summary.json").exists() else {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["typestore", "gato_msgs_dir", "read_bag", "BagWriter", "COMPRESSIONS"]
+__all__ = ["typestore", "gato_msgs_dir", "read_bag", "BagWriter", "COMPRESSIONS", "ZSTD_LEVEL", "CHUNK_SIZE"]
 
 #: Compression choices of :class:`BagWriter`: "zstd" (MCAP: zstd-compressed chunks, what
 #: ``ros2 bag record --storage-preset-profile zstd_fast`` writes; sqlite3: rosbag2's per-message
@@ -22,6 +22,15 @@ COMPRESSIONS = ("zstd", "none")
 #: plans and solver states, near their entropy) level 6 writes 2 % fewer bytes for ~2x the
 #: compression CPU, which is still under 1 % of a core at 100 Hz (docs/benchmarks.md, issue 21).
 ZSTD_LEVEL = 6
+#: Uncompressed bytes per MCAP chunk (rosbags writes 1 MiB chunks; rosbag2's ``zstd_small`` storage
+#: preset writes 4 MiB, the mcap library's default is 768 KiB). zstd compresses each chunk on its
+#: own, so the copies between one tick's messages and the next (the plan in StepResult, Plan and
+#: the next SolveInput's warm start) are found only within a chunk: a chunk boundary stores them
+#: again. On the controller graph at 100 Hz (~37 ticks per 1 MiB) 4 MiB chunks write 5 % fewer
+#: bytes (0.608 -> 0.579 MB/s, docs/benchmarks.md, issue 21); the cost: a recorder killed with
+#: SIGKILL loses the chunk in memory (up to ~1.4 s of run instead of ~0.4 s), and a ``--start``
+#: window reads up to one chunk more before its first tick.
+CHUNK_SIZE = 4 * 1024 * 1024
 
 
 def gato_msgs_dir() -> Path:
@@ -61,6 +70,42 @@ def _writer_base():
     return Writer
 
 
+def _chunked_mcap_writer():
+    from rosbags.rosbag2.storage_mcap import McapWriter
+
+    class ChunkedMcapWriter(McapWriter):
+        """rosbags' McapWriter with a chunk size of :attr:`chunk_size` uncompressed bytes
+        (rosbags' own write() closes a chunk at 1 MiB, a constant: write() is its body with the
+        limit as an attribute; the records and the index are the base class's)."""
+
+        chunk_size = 2**20
+
+        def write(self, connection, timestamp, data):
+            from io import BytesIO
+
+            from rosbags.rosbag2.storage_mcap import write_record, write_uint16, write_uint32, write_uint64
+
+            # the body of McapWriter.write (rosbags 0.11), with the chunk limit as an attribute
+            self.message_start_time = min(timestamp, self.message_start_time)
+            self.message_end_time = max(timestamp, self.message_end_time)
+            self.channel_stats[connection.id] += 1
+            chunk = self.chunk
+            chunk.message_start_time = min(timestamp, chunk.message_start_time)
+            chunk.message_end_time = max(timestamp, chunk.message_end_time)
+            chunk.msgs[connection.id].append((timestamp, chunk.bio.tell()))
+            rec = BytesIO()
+            write_uint16(rec, connection.id)
+            write_uint32(rec, 0)          # sequence
+            write_uint64(rec, timestamp)  # log time
+            write_uint64(rec, timestamp)  # publish time
+            rec.write(data)
+            write_record(chunk.bio, 0x05, rec)
+            if chunk.bio.tell() > self.chunk_size:
+                self.close_chunk()
+
+    return ChunkedMcapWriter
+
+
 class BagWriter(_writer_base()):
     """A rosbags ``Writer`` (rosbag2 format version 9) that compresses and splits.
 
@@ -70,10 +115,13 @@ class BagWriter(_writer_base()):
         compression: "zstd" or "none" (see :data:`COMPRESSIONS`).
         max_bag_size: start a new storage file once the current one holds this many bytes
             (0: never; MCAP only). The check runs before each write, on the bytes flushed to the
-            file (chunks of 1 MiB), so a file ends up to one chunk above it, as with rosbag2.
+            file (chunks of ``chunk_size``), so a file ends up to one chunk above it, as with rosbag2.
         max_bag_duration_s: start a new file once the next message is this many seconds (log
             time) after the current file's first (0: never; MCAP only).
         zstd_level: zstd level of the MCAP chunks (1-22; default :data:`ZSTD_LEVEL`).
+        chunk_size: uncompressed bytes per MCAP chunk (default :data:`CHUNK_SIZE`, 4 MiB; at
+            least 4096). With ``max_bag_size`` a chunk is at most ``max_bag_size`` bytes, so a
+            file still ends within about one chunk of its limit.
 
     Storage files are named ``<bag>_<k>.mcap`` (k = 0, 1, ...), like rosbag2's; each is a
     complete MCAP file (summary, chunk index) once the next one starts. ``metadata.yaml``,
@@ -85,7 +133,7 @@ class BagWriter(_writer_base()):
     """
 
     def __init__(self, path, *, storage: str = "mcap", compression: str = "zstd", max_bag_size: int = 0,
-                 max_bag_duration_s: float = 0.0, zstd_level: int = ZSTD_LEVEL):
+                 max_bag_duration_s: float = 0.0, zstd_level: int = ZSTD_LEVEL, chunk_size: int = CHUNK_SIZE):
         from rosbags.rosbag2 import StoragePlugin
         from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 
@@ -101,6 +149,11 @@ class BagWriter(_writer_base()):
         if not 1 <= int(zstd_level) <= 22:
             raise ValueError(f"zstd_level: expected 1..22, got {zstd_level}")
         self.zstd_level = int(zstd_level)
+        if int(chunk_size) < 4096:
+            raise ValueError(f"chunk_size: expected >= 4096 bytes, got {chunk_size}")
+        self.chunk_size = min(int(chunk_size), int(max_bag_size)) if max_bag_size else int(chunk_size)
+        # an instance attribute, not the class's: rosbags' Writer.open() looks the plugin up here
+        self.STORAGE_PLUGINS = {**self.STORAGE_PLUGINS, StoragePlugin.MCAP: _chunked_mcap_writer()}
         super().__init__(path, version=9, storage_plugin=StoragePlugin.MCAP if storage == "mcap"
                          else StoragePlugin.SQLITE3)
         if compression == "zstd":
@@ -119,7 +172,10 @@ class BagWriter(_writer_base()):
         self._new_file()
 
     def _set_level(self):
-        """The MCAP chunks at zstd_level (rosbags compresses them with zstd.compress(data))."""
+        """The MCAP chunks at zstd_level (rosbags compresses them with zstd.compress(data)) and
+        chunk_size."""
+        if self.storage_name == "mcap":
+            self.storage.chunk_size = self.chunk_size
         if self.storage_name == "mcap" and self.compression == "zstd" and self.storage.compression == "zstd":
             import functools
 
@@ -164,12 +220,12 @@ class BagWriter(_writer_base()):
 
     def _split(self):
         """Close the current MCAP file (summary and index written) and continue in the next."""
-        from rosbags.rosbag2.storage_mcap import McapWriter
+        from rosbags.rosbag2 import StoragePlugin
 
         cur = self.files[-1]
         self.storage.close(self.version, f"gato_ros BagWriter: file {len(self.files) - 1} of a split bag")
         cur["size"] = cur["path"].stat().st_size
-        self.storage = McapWriter(self.path, self.compression_mode)
+        self.storage = self.STORAGE_PLUGINS[StoragePlugin.MCAP](self.path, self.compression_mode)
         self._set_level()
         self._new_file()
         # every file carries every schema and channel: each one reads on its own

@@ -45,6 +45,10 @@ Parameters:
         this many bytes, like ``ros2 bag record --max-bag-size`` (0 = never; MCAP only).
     max_bag_duration (double): split once a file spans this many seconds of log time, like
         ``ros2 bag record --max-bag-duration`` (0 = never; MCAP only).
+    chunk_size (int): uncompressed bytes per MCAP chunk (default 4 MiB, rosbag2's ``zstd_small``
+        preset; >= 4096). zstd finds the copies between consecutive ticks (the plan in StepResult,
+        Plan and the next SolveInput's warm start) only within a chunk: 1 MiB chunks write 5 %
+        more bytes on the controller graph. A recorder killed with SIGKILL loses the chunk in memory.
     controller_node (string): fully qualified name of the controller node (default
         /gato_controller): its parameters are snapshotted and its topics are in the
         default set; "" = no snapshot.
@@ -65,7 +69,7 @@ messages) and the first of every storage file of a split bag. On the other Solve
 stores the same message with ``solver_state_rows`` 0 and an empty ``solver_state`` (re-serialized
 with the bag's own definition; every other field unchanged), which ``gato replay`` reads as
 "no solver state recorded for this tick". The summary says how many were thinned. A whole
-run replays exactly either way (iiwa14 lockstep bringup, N = 100: 0.61 instead of 1.0 MB/s
+run replays exactly either way (iiwa14 lockstep bringup, N = 100: 0.58 instead of 0.97 MB/s
 compressed, docs/benchmarks.md), and so does a ``gato replay --start`` window: it re-solves
 silently from the latest key tick before the window (seeking there through the MCAP index), so
 N = 100 is the default.
@@ -262,6 +266,9 @@ class RecorderNode(Node):
         max_size = int(self.declare_parameter("max_bag_size", 0).value)
         max_dur = float(self.declare_parameter("max_bag_duration", 0.0).value)
         state_period = int(self.declare_parameter("solver_state_period", 100).value)
+        chunk_size = int(self.declare_parameter("chunk_size", 4 * 1024 * 1024).value)
+        if chunk_size < 4096:
+            raise ValueError(f"chunk_size: must be >= 4096 bytes, got {chunk_size}")
         if state_period < 1:
             raise ValueError(f"solver_state_period: must be >= 1 (1 = keep the solver state on every tick), "
                              f"got {state_period}")
@@ -309,7 +316,7 @@ class RecorderNode(Node):
         self.solver_state_period = state_period
         self._thinner = SolverStateThinner(state_period, self._ts)
         self._writer = BagWriter(path, storage=storage, compression=compression, max_bag_size=max_size,
-                                 max_bag_duration_s=max_dur)
+                                 max_bag_duration_s=max_dur, chunk_size=chunk_size)
         self._writer.open()
         self._closed = False
         self._t_start = time.monotonic()
