@@ -1,7 +1,8 @@
 """gato_ros mujoco_startup (the start-up sequence of hardware.launch.xml mujoco:=true) on its own:
-its refusals and its exits. The sequence itself (pause, reset to the keyframe, resume, activate
-both controllers) runs in test/test_launch_hardware.py against mujoco_ros2_control, and its
-refusal of controllers that are already active against the mock-hardware bringup there.
+its refusals and its exits. The sequence itself (pause, reset to the keyframe, activate both
+controllers while paused, in node mode wait for the first command, resume) runs in
+test/test_launch_hardware.py against mujoco_ros2_control, and its refusal of controllers that
+are already active against the mock-hardware bringup there.
 
 - a bad parameter: exit 1, one line naming the parameter;
 - nothing to talk to within timeout_s: exit 1, naming the step it waited in;
@@ -46,6 +47,9 @@ def test_bad_parameters_are_named(ros_env):
     out = subprocess.run(_cmd("controllers:=[a]", "mujoco_node:=relative"), env=ros_env, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 1 and "parameter mujoco_node" in out.stderr, (out.returncode, out.stderr)
+    out = subprocess.run(_cmd("controllers:=[a]", "command_topic:=effort_controller/commands"), env=ros_env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "parameter command_topic" in out.stderr, (out.returncode, out.stderr)
 
 
 def test_timeout_names_the_step(ros_env):

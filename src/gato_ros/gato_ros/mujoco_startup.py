@@ -9,10 +9,23 @@ comes too late. This node runs the sequence that works, once, then exits 0:
 1. wait until every controller in ``controllers`` is loaded and ``inactive``
    (the launch file spawns them with ``--inactive``);
 2. ``<mujoco_node>/set_pause`` true, ``<mujoco_node>/reset_world`` to ``keyframe``
-   (the robot at rest at the ready pose), ``set_pause`` false;
+   (the robot at rest at the ready pose);
 3. ``<controller_manager>/switch_controller``: activate all of them in ONE strict
    switch (``activate_asap``), so the state broadcaster and the command path start in
-   the same control cycle.
+   the same control cycle. The simulation stays paused: the controller manager runs on
+   simulated time and cycles only when the physics steps, so the node steps it
+   (``<mujoco_node>/step_simulation``, one physics step per tick) until the switch is done;
+4. with ``command_topic`` (the forward controller's commands topic: a controller node
+   outside the controller manager closes the loop), it keeps stepping one physics step
+   per tick, so the broadcaster publishes joint states, until the first command arrives
+   on that topic. A node that discovers the broadcaster late (DDS, a loaded machine)
+   costs wall time here, not simulated time: the arm does not fall meanwhile;
+5. ``set_pause`` false: the physics runs with the command path closed.
+
+Before this order, the physics resumed first and the controllers were activated a 10 Hz
+tick later: 0.1 s of falling at zero torque, the wrist (A6) at ~3 rad/s at the first
+command, more when the controller node's first command came late (0.6 s once: A1 at
+16 rad/s, the loop diverged; test_launch_hardware's node-mode run).
 
 The state machine runs on a steady-clock timer: with use_sim_time, a ROS timer would
 stop while the simulation is paused. A step that fails, or a sequence not done within
@@ -37,20 +50,26 @@ def make_node():
     Parameters: ``controllers`` (string[]: controllers to activate, at least one),
     ``keyframe`` (string: MJCF keyframe, default ``home``), ``controller_manager``
     (default ``/controller_manager``), ``mujoco_node`` (namespace of the simulation
-    services, default ``/mujoco_ros2_control_node``), ``timeout_s`` (double > 0, wall
-    clock for the whole sequence, default 120 s). ValueError naming the parameter for a
-    bad value."""
+    services, default ``/mujoco_ros2_control_node``), ``command_topic`` (string: a
+    std_msgs/Float64MultiArray commands topic whose first message, after the activation,
+    resumes the physics; "" (default): resume right after the activation), ``timeout_s``
+    (double > 0, wall clock for the whole sequence, default 120 s). ValueError naming the
+    parameter for a bad value."""
     from controller_manager_msgs.srv import ListControllers, SwitchController
-    from mujoco_ros2_control_msgs.srv import ResetWorld, SetPause
+    from mujoco_ros2_control_msgs.srv import ResetWorld, SetPause, StepSimulation
     from rclpy.clock import Clock, ClockType
     from rclpy.node import Node
     from rclpy.parameter import Parameter
+    from std_msgs.msg import Float64MultiArray
+
+    from .node_util import qos
 
     node = Node("gato_mujoco_startup")
     controllers = list(node.declare_parameter("controllers", Parameter.Type.STRING_ARRAY).value or [])
     keyframe = node.declare_parameter("keyframe", "home").value
     cm = node.declare_parameter("controller_manager", "/controller_manager").value
     mj = node.declare_parameter("mujoco_node", "/mujoco_ros2_control_node").value
+    command_topic = node.declare_parameter("command_topic", "").value
     timeout_s = float(node.declare_parameter("timeout_s", 120.0).value)
     if not controllers or not all(isinstance(c, str) and c for c in controllers):
         raise ValueError(f"parameter controllers: expected a non-empty list of controller names, got {controllers}")
@@ -61,36 +80,49 @@ def make_node():
     for name, v in (("controller_manager", cm), ("mujoco_node", mj)):
         if not isinstance(v, str) or not v.startswith("/"):
             raise ValueError(f"parameter {name}: expected an absolute node name (/...), got {v!r}")
-    seq = _Sequence(node, controllers, keyframe, timeout_s,
+    if not isinstance(command_topic, str) or (command_topic and not command_topic.startswith("/")):
+        raise ValueError(f"parameter command_topic: expected an absolute topic name (/...) or \"\", "
+                         f"got {command_topic!r}")
+    seq = _Sequence(node, controllers, keyframe, timeout_s, command_topic,
                     list_srv=node.create_client(ListControllers, f"{cm}/list_controllers"),
                     switch_srv=node.create_client(SwitchController, f"{cm}/switch_controller"),
                     pause_srv=node.create_client(SetPause, f"{mj}/set_pause"),
                     reset_srv=node.create_client(ResetWorld, f"{mj}/reset_world"),
+                    step_srv=node.create_client(StepSimulation, f"{mj}/step_simulation"),
                     types=dict(ListControllers=ListControllers, SwitchController=SwitchController,
-                               ResetWorld=ResetWorld, SetPause=SetPause))
+                               ResetWorld=ResetWorld, SetPause=SetPause, StepSimulation=StepSimulation))
+    if command_topic:
+        node.create_subscription(Float64MultiArray, command_topic, seq.on_command, qos())
     # Steady clock: the simulation (and /clock) is paused during part of the sequence.
     node.create_timer(0.1, seq.tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
     return node
 
 
 class _Sequence:
-    """The steps of the start-up, advanced from a 10 Hz steady timer; one request in flight."""
+    """The steps of the start-up, advanced from a 10 Hz steady timer; one request in flight
+    (and, while paused, one physics step request beside the switch)."""
 
-    def __init__(self, node, controllers, keyframe, timeout_s, *, list_srv, switch_srv, pause_srv, reset_srv,
-                 types):
+    def __init__(self, node, controllers, keyframe, timeout_s, command_topic, *, list_srv, switch_srv, pause_srv,
+                 reset_srv, step_srv, types):
         self.node, self.controllers, self.keyframe = node, controllers, keyframe
+        self.command_topic = command_topic
         self.deadline = time.monotonic() + timeout_s
         self.timeout_s = timeout_s
         self.list_srv, self.switch_srv, self.pause_srv, self.reset_srv = list_srv, switch_srv, pause_srv, reset_srv
+        self.step_srv = step_srv
         self.t = types
         self.step = "wait_controllers"
         self.pending = None          # (future, handler)
+        self.stepping = None         # the step_simulation future in flight
+        self.steps = 0               # physics steps taken while paused
+        self.commands = 0            # messages on command_topic since the activation
         self.last_states = {}
         node.done = False
         node.exit_code = 0
         self.log = node.get_logger()
+        then = f", wait for the first command on {command_topic}" if command_topic else ""
         self.log.info(f"waiting for {controllers} to be loaded and inactive, then: pause, reset to keyframe "
-                      f"'{keyframe}', resume, activate all at once")
+                      f"'{keyframe}', activate all at once{then}, resume")
 
     def _fail(self, what: str):
         self.log.error(f"start-up failed at step '{self.step}': {what}")
@@ -104,6 +136,30 @@ class _Sequence:
             return
         self.pending = (client.call_async(request), handler)
 
+    def on_command(self, _msg):
+        if self.step in ("activate", "first_command"):
+            self.commands += 1
+
+    def _step_done(self) -> bool:
+        """Collect a finished physics step request; False (the node failed) if it failed."""
+        if self.stepping is not None and self.stepping.done():
+            fut, self.stepping = self.stepping, None
+            if fut.exception() is not None or not fut.result().success:
+                why = repr(fut.exception()) if fut.exception() is not None else fut.result().message
+                self._fail(f"step_simulation failed: {why}")
+                return False
+            self.steps += 1
+        return True
+
+    def _step_physics(self) -> bool:
+        """One physics step of the paused simulation (the controller manager cycles once, the
+        broadcaster publishes at its own rate); False when a step request failed."""
+        if not self._step_done():
+            return False
+        if self.stepping is None and self.step_srv.service_is_ready():
+            self.stepping = self.step_srv.call_async(self.t["StepSimulation"].Request(steps=1))
+        return True
+
     def tick(self):
         if self.node.done:
             return
@@ -112,6 +168,8 @@ class _Sequence:
             if not fut.done():
                 if time.monotonic() > self.deadline:
                     self._fail(f"no answer within timeout_s={self.timeout_s} s")
+                elif self.step == "activate":
+                    self._step_physics()   # the switch happens in a control cycle: step the paused physics
                 return
             self.pending = None
             if fut.exception() is not None:
@@ -122,6 +180,8 @@ class _Sequence:
                 return
         if time.monotonic() > self.deadline:
             detail = f"; controller states {self.last_states}" if self.step == "wait_controllers" else ""
+            if self.step == "first_command":
+                detail = f"; no message on {self.command_topic} after {self.steps} physics steps while paused"
             self._fail(f"not done within timeout_s={self.timeout_s} s{detail}")
             return
         t = self.t
@@ -130,15 +190,25 @@ class _Sequence:
         elif self.step == "pause":
             self._call(self.pause_srv, t["SetPause"].Request(paused=True), self._expect("reset"))
         elif self.step == "reset":
-            self._call(self.reset_srv, t["ResetWorld"].Request(keyframe=self.keyframe), self._expect("resume"))
-        elif self.step == "resume":
-            self._call(self.pause_srv, t["SetPause"].Request(paused=False), self._expect("activate"))
+            self._call(self.reset_srv, t["ResetWorld"].Request(keyframe=self.keyframe), self._expect("activate"))
         elif self.step == "activate":
+            if not self.step_srv.service_is_ready():
+                return                  # the switch would wait for a physics step nobody can take
             req = t["SwitchController"].Request(activate_controllers=list(self.controllers), deactivate_controllers=[],
                                                 strictness=t["SwitchController"].Request.STRICT,
                                                 activate_asap=True)
             req.timeout.sec = 10
             self._call(self.switch_srv, req, self._on_switch)
+        elif self.step == "first_command":
+            if self.commands == 0:
+                self._step_physics()
+                return
+            self.log.info(f"first command on {self.command_topic} after {self.steps} physics steps while paused")
+            self.step = "resume"
+        if self.step == "resume":
+            if not self._step_done() or self.stepping is not None:
+                return                  # a step still in flight: resume after it
+            self._call(self.pause_srv, t["SetPause"].Request(paused=False), self._on_resume)
 
     def _on_list(self, res):
         self.last_states = {c.name: c.state for c in res.controller}
@@ -167,7 +237,15 @@ class _Sequence:
         if not res.ok:
             self._fail(f"switch_controller refused to activate {self.controllers} (see the controller manager log)")
             return
-        self.log.info(f"simulation reset to keyframe '{self.keyframe}' and {self.controllers} active")
+        self.log.info(f"{self.controllers} active (paused, {self.steps} physics steps)")
+        self.step = "first_command" if self.command_topic else "resume"
+
+    def _on_resume(self, res):
+        if not res.success:
+            self._fail(res.message or "the service reported failure")
+            return
+        self.log.info(f"simulation reset to keyframe '{self.keyframe}', {self.controllers} active, resumed after "
+                      f"{self.steps} physics steps while paused")
         self.step = "done"
         self.node.done = True
 
