@@ -2,16 +2,27 @@
 
 Each run is ``python -m gato_ros.bringup_sim --duration D`` (the real lockstep bringup: MuJoCo
 world, controller, reference and the gato recorder, each its own process; iiwa14 at 100 Hz)
-while ``--hogs`` processes spin ``while True: pass``. Reported per run: the commands the
-recorder names missing ("N ticks missing on /gato_controller/command", from the controller's
-tick counter), the bringup's wall time and the load average. ``--fastdds-profile FILE`` runs
-every ROS process of the bringup with ``FASTRTPS_DEFAULT_PROFILES_FILE=FILE`` (a transport
-experiment); runs with and without it alternate when ``--compare`` is given.
+while ``--hogs`` processes spin ``while True: pass``; beside it (started first) ``ros2 bag
+record`` of the controller graph (the gato recorder's default topics, as hardware.launch.xml's
+``record:=true`` records them), where the ros2 CLI is installed. Reported per run:
+the commands the gato recorder names missing ("N ticks missing on /gato_controller/command",
+from the controller's tick counter), the ticks missing from the ``ros2 bag record`` bag (gaps in
+EffortCommand.tick between its first and last command), the bringup's wall time and the load
+average.
+
+Variants (``--variants``, alternated within each round):
+
+- ``gato``: the nodes' own Fast DDS profile (share/gato_bringup/config/fastdds_gato.xml, 16 MB
+  shared-memory segment; gato_ros.node_util.use_fastdds_profile), the default;
+- ``default``: Fast DDS's defaults (512 KB segment): ``GATO_FASTDDS_PROFILE=off``, what the
+  nodes ran with before;
+- a path to a Fast DDS XML profile: every process of the run (recorders included) with
+  ``FASTDDS_DEFAULT_PROFILES_FILE=<path>``. (Fast DDS 3 reads only that variable; the older
+  FASTRTPS_DEFAULT_PROFILES_FILE, which this bench used first, is ignored by it.)
 
 Usage (about a minute per run; not part of CI):
 
-    python bench/bench_recorder_load.py --out /tmp/rec_load --runs 2 --hogs 2
-    python bench/bench_recorder_load.py --out /tmp/rec_load --runs 2 --hogs 2 --fastdds-profile shm.xml --compare
+    python bench/bench_recorder_load.py --out /tmp/rec_load --runs 3 --hogs 2 --variants default gato
 """
 from __future__ import annotations
 
@@ -20,52 +31,95 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+COMMAND_TOPIC = "/gato_controller/command"
 
-def one_run(out: Path, duration: float, hogs: int, profile: str | None) -> dict:
+
+def _bag_ticks(bag: Path) -> dict:
+    """Commands in a bag and the ticks missing between its first and last (EffortCommand.tick)."""
+    from gato_ros.bag import read_bag
+
+    msgs = read_bag(bag, [COMMAND_TOPIC]).get(COMMAND_TOPIC, [])
+    ticks = sorted({int(m.tick) for _, m in msgs})
+    if not ticks:
+        return {"commands": 0, "missing": None}
+    return {"commands": len(ticks), "missing": ticks[-1] - ticks[0] + 1 - len(ticks)}
+
+
+def one_run(out: Path, duration: float, hogs: int, variant: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
     env = dict(os.environ)
-    if profile:
-        env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(Path(profile).resolve())
+    env.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
+    if variant == "default":
+        env["GATO_FASTDDS_PROFILE"] = "off"
+    elif variant == "gato":
+        env.pop("GATO_FASTDDS_PROFILE", None)
+    else:
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(Path(variant).resolve())
+    rec = None
+    if shutil.which("ros2"):
+        from gato_ros.recorder_node import controller_graph_topics
+
+        topics = [t for t in controller_graph_topics() if t != "/robot_description"]
+        rec = subprocess.Popen(["ros2", "bag", "record", "-s", "mcap", "-o", str(out / "ros2bag"), "--topics",
+                                *topics], env=env, stdout=open(out / "ros2bag.log", "w"),
+                               stderr=subprocess.STDOUT, start_new_session=True)
+        time.sleep(3.0)
     spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
     try:
         load0 = os.getloadavg()[0]
         t0 = time.monotonic()
         p = subprocess.run([sys.executable, "-m", "gato_ros.bringup_sim", "--duration", str(duration), "--out",
-                            str(out)], env=env, capture_output=True, text=True, timeout=1800)
+                            str(out / "run")], env=env, capture_output=True, text=True, timeout=1800)
         wall = time.monotonic() - t0
+        load1 = os.getloadavg()[0]
     finally:
         for h in spin:
             h.kill()
             h.wait()
+        if rec is not None:
+            time.sleep(1.0)
+            os.killpg(rec.pid, signal.SIGINT)
+            try:
+                rec.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(rec.pid, signal.SIGKILL)
+                rec.wait()
     text = p.stdout + p.stderr
-    out.mkdir(parents=True, exist_ok=True)
     (out / "bringup.log").write_text(text)
     miss = re.findall(r"(\d+) ticks missing on /gato_controller/command", text)
-    return {"profile": profile, "rc": p.returncode, "missing": int(miss[-1]) if miss else None,
-            "wall_s": round(wall, 1), "load_1min": [round(load0, 2), round(os.getloadavg()[0], 2)]}
+    res = {"variant": variant, "rc": p.returncode, "gato_recorder_missing": int(miss[-1]) if miss else None,
+           "wall_s": round(wall, 1), "load_1min": [round(load0, 2), round(load1, 2)]}
+    if rec is not None:
+        try:
+            res["ros2_bag_record"] = _bag_ticks(out / "ros2bag")
+        except Exception as e:  # noqa: BLE001 - a bag that could not be read: said so in the result
+            res["ros2_bag_record"] = {"error": str(e)}
+    return res
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=2, help="rounds (each runs every variant once)")
     ap.add_argument("--duration", type=float, default=20.0, help="simulated seconds per run (100 ticks per s)")
     ap.add_argument("--hogs", type=int, default=2, help="busy-loop processes beside each run")
-    ap.add_argument("--fastdds-profile", default=None, metavar="XML")
-    ap.add_argument("--compare", action="store_true", help="alternate runs without and with --fastdds-profile")
+    ap.add_argument("--variants", nargs="+", default=["default", "gato"], metavar="V",
+                    help="default | gato | path to a Fast DDS XML profile (see above)")
     a = ap.parse_args(argv)
-    if a.compare and not a.fastdds_profile:
-        ap.error("--compare needs --fastdds-profile")
-    variants = [None, a.fastdds_profile] if a.compare else [a.fastdds_profile]
+    for v in a.variants:
+        if v not in ("default", "gato") and not Path(v).is_file():
+            ap.error(f"--variants: {v!r} is neither default, gato nor a file")
     res = []
     for i in range(a.runs):
-        for k, prof in enumerate(variants):
-            r = one_run(a.out / f"run{i}_{k}", a.duration, a.hogs, prof)
+        for k, v in enumerate(a.variants):
+            r = one_run(a.out / f"run{i}_{k}", a.duration, a.hogs, v)
             print(json.dumps(r), flush=True)
             res.append(r)
     (a.out / "result.json").write_text(json.dumps(res, indent=1))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 import sys
 
-__all__ = ["declare_schema", "run", "qos", "NODE_EXECUTABLES", "exit_on_startup_signal"]
+__all__ = ["declare_schema", "run", "qos", "NODE_EXECUTABLES", "exit_on_startup_signal", "use_fastdds_profile",
+           "FASTDDS_PROFILE"]
 
 #: The node executables (console scripts) of gato_ros.
 NODE_EXECUTABLES = ("controller_node", "sim_node", "reference_node", "recorder_node", "mujoco_startup",
@@ -71,6 +72,52 @@ class _Stop:
                 signal.signal(sig, h if h is not None else signal.SIG_DFL)
             except (ValueError, TypeError):
                 pass
+
+
+#: The Fast DDS profile of the gato nodes (share/gato_bringup/config/): Fast DDS's transports with a
+#: 16 MB shared-memory segment (its default, 512 KB, holds ~10 controller ticks: a reader stalled for
+#: ~0.1 s made the writer drop samples at the transport, which a keep-last(10) writer could not resend;
+#: docs/replay.md "Lost ticks", docs/benchmarks.md, issue 21).
+FASTDDS_PROFILE = "fastdds_gato.xml"
+_FASTDDS_RMWS = ("rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")
+
+
+def use_fastdds_profile(environ=None, cwd: str | None = None) -> str | None:
+    """Point Fast DDS at the gato profile (:data:`FASTDDS_PROFILE`) for this process, before
+    rclpy.init creates its participant: sets ``FASTDDS_DEFAULT_PROFILES_FILE`` in ``environ``
+    (default ``os.environ``) and returns the profile's path; returns None and changes nothing
+    where the user chose otherwise: another RMW (``RMW_IMPLEMENTATION`` not Fast DDS), a profile
+    of their own (``FASTDDS_DEFAULT_PROFILES_FILE`` set, or ``DEFAULT_FASTDDS_PROFILES.xml`` in
+    ``cwd``, which Fast DDS loads by itself), ``GATO_FASTDDS_PROFILE=off``, or gato_bringup not
+    installed. ``GATO_FASTDDS_PROFILE=<file>`` uses that file instead."""
+    import os
+
+    env = os.environ if environ is None else environ
+    choice = env.get("GATO_FASTDDS_PROFILE", "").strip()
+    if choice.lower() in ("off", "0", "false", "no"):
+        return None
+    if env.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp") not in _FASTDDS_RMWS:
+        return None
+    if env.get("FASTDDS_DEFAULT_PROFILES_FILE"):
+        return None
+    if os.path.isfile(os.path.join(cwd if cwd is not None else os.getcwd(), "DEFAULT_FASTDDS_PROFILES.xml")):
+        return None
+    path = choice or None
+    if path is None:
+        try:
+            from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+        except ImportError:
+            return None
+        try:
+            path = os.path.join(get_package_share_directory("gato_bringup"), "config", FASTDDS_PROFILE)
+        except PackageNotFoundError:
+            return None
+    if not os.path.isfile(path):
+        if choice:
+            raise ValueError(f"GATO_FASTDDS_PROFILE: {choice} is not a file")
+        return None
+    env["FASTDDS_DEFAULT_PROFILES_FILE"] = path
+    return path
 
 
 def qos(depth: int = 10):
@@ -148,6 +195,11 @@ def run(make_node, argv=None) -> int:
     code = 0
     try:
         try:
+            try:
+                use_fastdds_profile()      # before rclpy.init: Fast DDS reads it when the participant is made
+            except ValueError as e:
+                print(f"[gato_ros] error: {e}", file=sys.stderr, flush=True)
+                return 1
             rclpy.init(args=argv if argv is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
             try:
                 node = make_node()
