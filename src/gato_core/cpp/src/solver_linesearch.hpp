@@ -1,0 +1,109 @@
+// The merit of BatchSolverImpl's trial points (docs/solver_method.md, step 4):
+// trial_merit (one step size, scalar dynamics), trial_merits_lanes (all step sizes
+// through the multi-lane lean kernels, summed in the same order) and the public
+// merit(). The choice among the step sizes is in iterate() (solver_iteration.hpp).
+// Included by solver_impl.hpp only.
+#pragma once
+
+namespace gato {
+
+template <typename S, int NV>
+S BatchSolverImpl<S, NV>::trial_merit(Entry& e, S alpha) {
+  const int nx = nx_, nu = nu_;
+  e.trial = e.xu;
+  e.trial.noalias() += alpha * e.dz;
+  S cost = 0, defect = 0;
+  for (int k = 0; k < N_; ++k) {
+    const S* x = e.trial.data() + k * (nx + nu);
+    if (k < N_ - 1) {
+      const S* u = x + nx;
+      // One ABA pass gives f(x, u) and the EE position at x.
+      dynamics_step(*plant_, *e.ws, e.dyn, set_.integrator, dt_, x, u, fext_ptr(e.b, k),
+                    e.xnext.data(), e.ee[k].data());
+      defect += (Eigen::Map<const VecNX>(x + nx + nu, nx) - e.xnext).template lpNorm<1>();
+      cost += stage_cost_value(k, x, u, e.ee[k].data(), e.ref);
+    } else {
+      plant_->frame_position(*e.ws, x, e.ee[k].data());
+      cost += stage_cost_value(k, x, nullptr, e.ee[k].data(), e.ref);
+    }
+  }
+  defect += (Eigen::Map<const VecNX>(e.trial.data(), nx) - Eigen::Map<const VecNX>(e.xs, nx))
+                .template lpNorm<1>();
+  if (!groups_.empty()) cost += rows_cost(e, e.trial.data(), e.ee[N_ - 1].data(), false, admm_.merit);
+  const S m = cost + e.mu * defect;
+  return std::isfinite(double(m)) ? m : std::numeric_limits<S>::infinity();
+}
+
+// trial_merit at every alpha of `alphas` (kLineSearchSteps of them), W at a time
+// through the multi-lane lean kernels: the same sums in the same order as
+// trial_merit, so the merits differ only by the rounding of the dynamics.
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* out) {
+  constexpr int G = kLineSearchSteps;
+  const int nx = nx_, nu = nu_, W = lk_.W;
+  S cost[G] = {}, defect[G] = {}, ee_last[G][3] = {};
+  S *X = e.lanes.lx.data(), *U = e.lanes.lu.data(), *XN = e.lanes.lxn.data(), *EE = e.lanes.lee.data();
+  void* scr = e.lanes.lscr.data();
+  for (int k = 0; k < N_; ++k) {
+    const S* x = e.xu.data() + k * (nx + nu);
+    const S* dx = e.dz.data() + k * (nx + nu);
+    const bool last = k == N_ - 1;
+    for (int g0 = 0; g0 < G; g0 += W) {
+      for (int i = 0; i < nx; ++i)
+        for (int l = 0; l < W; ++l) X[i * W + l] = x[i] + alphas[g0 + l] * dx[i];
+      if (!last) {
+        for (int i = 0; i < nu; ++i)
+          for (int l = 0; l < W; ++l) U[i * W + l] = x[nx + i] + alphas[g0 + l] * dx[nx + i];
+        lk_.step(lview_, scr, int(set_.integrator), dt_, X, U, fext_ptr(e.b, k), XN, EE);
+      } else {
+        lk_.ee(lview_, scr, X, EE);  // q: the first nv rows of X
+      }
+      for (int l = 0; l < W; ++l) {
+        const int a = g0 + l;
+        const S alpha = alphas[a];
+        for (int i = 0; i < nx; ++i) e.t_nx2[i] = X[i * W + l];
+        S ee[3] = {EE[l], EE[W + l], EE[2 * W + l]};
+        if (!last) {
+          for (int i = 0; i < nu; ++i) e.t_nu[i] = U[i * W + l];
+          const S* x1 = x + nx + nu;
+          const S* dx1 = dx + nx + nu;
+          for (int i = 0; i < nx; ++i) {
+            e.t_nx[i] = x1[i] + alpha * dx1[i];
+            e.xnext[i] = XN[i * W + l];
+          }
+          defect[a] += (e.t_nx - e.xnext).template lpNorm<1>();
+          cost[a] += stage_cost_value(k, e.t_nx2.data(), e.t_nu.data(), ee, e.ref);
+        } else {
+          cost[a] += stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref);
+          for (int i = 0; i < 3; ++i) ee_last[a][i] = ee[i];
+        }
+      }
+    }
+  }
+  for (int a = 0; a < G; ++a) {
+    const S alpha = alphas[a];
+    for (int i = 0; i < nx; ++i) e.t_nx[i] = e.xu[i] + alpha * e.dz[i];
+    defect[a] += (e.t_nx - Eigen::Map<const VecNX>(e.xs, nx)).template lpNorm<1>();
+    if (!groups_.empty()) {
+      e.trial = e.xu;
+      e.trial.noalias() += alpha * e.dz;
+      cost[a] += rows_cost(e, e.trial.data(), ee_last[a], false, admm_.merit);
+    }
+    const S m = cost[a] + e.mu * defect[a];
+    out[a] = std::isfinite(double(m)) ? m : std::numeric_limits<S>::infinity();
+  }
+}
+
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::merit(const S* xu, const S* x_s, const S* ref, S* out) {
+  for (int b = 0; b < B_; ++b) {
+    Entry& e = *entries_[b];
+    e.xs = x_s + size_t(b) * nx_;
+    e.ref = ref + size_t(b) * 6 * N_;
+    e.xu = Eigen::Map<const Vec>(xu + size_t(b) * L_, L_);
+    e.dz.setZero();
+    out[b] = trial_merit(e, S(0));
+  }
+}
+
+}  // namespace gato
