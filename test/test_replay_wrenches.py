@@ -108,3 +108,25 @@ def test_an_old_bag_without_the_wrench_field_still_replays_exactly(tmp_path):
     s = replay_bag(bag, tmp_path / "out", log=None)
     assert s["compared"] == 40 and s["matched"] and s["max_du"] == 0.0, (s["max_du"], s["problems"])
     assert not any("wrench" in p for p in s["problems"]), s["problems"]
+
+
+def test_a_window_of_a_thinned_estimator_bag_replays_the_same_ticks(tmp_path):
+    """The recorder keeps the solver state on key ticks only (solver_state_period); a window
+    that starts between them re-solves the ticks before it silently, under their recorded
+    wrenches too, so its ticks equal the full replay's bit for bit."""
+    from gato.replay import stream_replay
+    from test_replay_stream import _copy_thinned
+
+    src = record_lockstep_run(tmp_path / "bag", seconds=0.8, sim={"external_wrench": PUSH}, estimator={},
+                              controller={**ESTIMATOR, "batch_size": 3})
+    bag = tmp_path / "thin"
+    _copy_thinned(src, bag, 25)
+    assert {int(m.wrench_rows) for m in solve_inputs(bag)} == {3}   # thinning keeps the wrenches
+    full = stream_replay(bag)
+    assert full.n_state < full.T and np.nanmax(full.du) == 0.0
+    win = stream_replay(bag, start="37t", end="70t")
+    pos = {s: i for i, s in enumerate(full.stamp_ns.tolist())}
+    idx = [pos[s] for s in win.stamp_ns.tolist()]
+    assert win.T == 33 and idx == list(range(idx[0], idx[0] + win.T))
+    for k in ("u", "du"):
+        assert np.array_equal(getattr(win, k), getattr(full, k)[idx], equal_nan=True), k
