@@ -129,3 +129,27 @@ def require_ros2_tools(*executables):
     for exe in executables:
         if shutil.which(exe) is None:
             pytest.fail(f"`{exe}` not found on PATH although the ROS 2 tools are present")
+
+
+def build_core_consumer(name, build_dir):
+    """Configure and build test/cpp/<name>, a C++ consumer of find_package(gato_core) (the
+    CMake package pip installed into the venv: scripts/setup.sh), in ``build_dir`` (Release,
+    one job); returns the path of its executable ``build_dir/<name>``. Fails the test, with
+    the tail of CMake's or the compiler's output, where a step fails."""
+    import shutil
+    from pathlib import Path
+
+    if shutil.which("cmake") is None or shutil.which("c++") is None:
+        pytest.fail("cmake and a C++ compiler are needed (scripts/setup.sh checks for both)")
+    prefix = Path(sys.prefix)
+    assert (prefix / "lib/cmake/gato_core/gato_coreConfig.cmake").is_file(), \
+        "gato_core's CMake package is not installed in the venv (scripts/setup.sh builds it)"
+    src, build = Path(__file__).parent / "cpp" / name, Path(build_dir)
+    env = dict(os.environ, CMAKE_PREFIX_PATH=f"{prefix}{os.pathsep}{os.environ.get('CMAKE_PREFIX_PATH', '')}")
+    cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert cfg.returncode == 0, cfg.stdout[-3000:] + cfg.stderr[-3000:]
+    bld = subprocess.run(["cmake", "--build", str(build), "-j", "1"], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert bld.returncode == 0, bld.stdout[-3000:] + bld.stderr[-3000:]
+    return build / name

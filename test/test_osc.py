@@ -534,27 +534,14 @@ def test_cpp_step_allocates_nothing_in_10k_calls(tmp_path):
     """A C++ consumer of find_package(gato_core) runs 10^4 OscKinematics::compute() +
     OscBatch::step() calls ([7, 6, 7] with wrench control; [7, 7] with both null-space projectors;
     NaN-stopped steps) while a malloc hook counts; its control allocation proves the hook counts."""
-    import shutil
     import subprocess
-    from pathlib import Path
 
-    if shutil.which("cmake") is None or shutil.which("c++") is None:
-        pytest.fail("cmake and a C++ compiler are needed (scripts/setup.sh checks for both)")
-    prefix = Path(sys.prefix)
-    assert (prefix / "lib/cmake/gato_core/gato_coreConfig.cmake").is_file(), \
-        "gato_core's CMake package is not installed in the venv (scripts/setup.sh builds it)"
-    src = Path(__file__).parent / "cpp" / "osc_alloc"
-    build = tmp_path / "build"
-    env = dict(os.environ, CMAKE_PREFIX_PATH=f"{prefix}{os.pathsep}{os.environ.get('CMAKE_PREFIX_PATH', '')}")
-    cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert cfg.returncode == 0, cfg.stdout[-3000:] + cfg.stderr[-3000:]
-    bld = subprocess.run(["cmake", "--build", str(build), "-j", "1"], env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert bld.returncode == 0, bld.stdout[-3000:] + bld.stderr[-3000:]
+    from conftest import build_core_consumer
+
+    exe = build_core_consumer("osc_alloc", tmp_path / "build")
     args = [str(gato.robot_urdf("iiwa14")), gato.robot_info("iiwa14")["ee_frame"],
             str(gato.robot_urdf("ur5e")), gato.robot_info("ur5e")["ee_frame"]]
-    run = subprocess.run([str(build / "osc_alloc"), *args], capture_output=True, text=True, timeout=120)
+    run = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     out = dict(line.split("=", 1) for line in run.stdout.split())
     assert int(out["control_allocs"]) >= 1, "the malloc hook does not count: the check would be meaningless"

@@ -4,17 +4,14 @@ Interpolation is checked against NumPy / SciPy references for each integrator; e
 safety rule has its own test; a C++ consumer of the installed CMake package counts heap
 allocations in 10^4 update() calls with a malloc hook.
 """
-import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.interpolate import CubicHermiteSpline
 
 import gato
+from conftest import build_core_consumer
 from gato.executor import INTEGRATORS, plan_executor
 
 ROBOT = "iiwa14"
@@ -401,30 +398,12 @@ def test_bad_settings_raise_value_errors_naming_them():
         ex.submit(seq=1, epoch=1, stamp_ns=0, knot_dt=H, integrator=0, x=np.zeros((4, 14)), u=np.zeros((4, 7)))
 
 
-def _cmake_prefix():
-    """Where pip installed the core's CMake package (the venv prefix)."""
-    return Path(sys.prefix)
-
-
 def test_update_allocates_nothing_in_10k_calls(tmp_path):
     """A C++ consumer of find_package(gato_core) runs 10^4 update() calls through every
     path while a malloc hook counts; its control allocation proves the hook counts."""
-    if shutil.which("cmake") is None or shutil.which("c++") is None:
-        pytest.fail("cmake and a C++ compiler are needed (scripts/setup.sh checks for both)")
-    prefix = _cmake_prefix()
-    assert (prefix / "lib/cmake/gato_core/gato_coreConfig.cmake").is_file(), \
-        "gato_core's CMake package is not installed in the venv (scripts/setup.sh builds it)"
-    src = Path(__file__).parent / "cpp" / "executor_alloc"
-    build = tmp_path / "build"
-    env = dict(os.environ, CMAKE_PREFIX_PATH=f"{prefix}{os.pathsep}{os.environ.get('CMAKE_PREFIX_PATH', '')}")
-    cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert cfg.returncode == 0, cfg.stdout[-3000:] + cfg.stderr[-3000:]
-    bld = subprocess.run(["cmake", "--build", str(build), "-j", "1"], env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert bld.returncode == 0, bld.stdout[-3000:] + bld.stderr[-3000:]
+    exe = build_core_consumer("executor_alloc", tmp_path / "build")
     info = gato.robot_info(ROBOT)
-    run = subprocess.run([str(build / "executor_alloc"), str(gato.robot_urdf(ROBOT)), info["ee_frame"]],
+    run = subprocess.run([str(exe), str(gato.robot_urdf(ROBOT)), info["ee_frame"]],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     out = dict(line.split("=", 1) for line in run.stdout.split())

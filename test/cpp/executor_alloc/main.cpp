@@ -15,7 +15,7 @@
 #include "gato/plan_executor.hpp"
 #include "gato/solver.hpp"  // the solver target links too (the plugin's embedded mode uses it)
 
-#include "../malloc_hook.hpp"  // g_counting, g_allocs, g_frees
+#include "../malloc_hook.hpp"  // g_counting, g_allocs, g_frees, count_control_allocation
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -32,15 +32,7 @@ int main(int argc, char** argv) {
   cfg.tunables.hold_damping.assign(nv, 2.0);
   gato::PlanExecutor ex(plant, cfg);
 
-  // Control: the hook must see an allocation made while counting.
-  g_counting = true;
-  {
-    std::vector<double> probe(100, 1.0);
-    if (probe[99] != 1.0) return 3;
-  }
-  g_counting = false;
-  std::printf("control_allocs=%ld\n", g_allocs);
-  g_allocs = g_frees = 0;
+  if (!count_control_allocation()) return 3;  // the hook must count, or the zeros prove nothing
 
   // Plans (writer side, filled before counting): a slow sinusoid, with gains.
   const double h = 0.02;
