@@ -30,19 +30,35 @@ def test_cpp_ros_program_starts_and_stops(ros_env):
     """ros2_control_node (a C++ program linked against the ROS wheels through the overlay's
     library path) starts, waits for /robot_description, and exits 0 on SIGINT."""
     import signal
-    import time
+    import threading
 
     require_ros2_tools()
     proc = subprocess.Popen(["ros2", "run", "controller_manager", "ros2_control_node"], env=ros_env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines, waiting = [], threading.Event()
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line)
+            if "Waiting for data on 'robot_description'" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        time.sleep(3.0)
-        assert proc.poll() is None, proc.stdout.read()
+        # SIGINT only once it is up and waiting for the description: on a loaded machine the
+        # `ros2` launcher alone can take seconds to import (a SIGINT there is Python's
+        # KeyboardInterrupt), and ros2_control_node aborts on a SIGINT during its own
+        # construction (RCLError "context is not valid" from a timer created after shutdown)
+        assert waiting.wait(60.0), "".join(lines)
+        assert proc.poll() is None, "".join(lines)
         os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole group
-        out, _ = proc.communicate(timeout=20)
+        proc.wait(timeout=20)
+        reader.join(timeout=5)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert "robot_description" in out, out
+    out = "".join(lines)
+    assert "Waiting for data on 'robot_description'" in out, out
     assert proc.returncode == 0, out
