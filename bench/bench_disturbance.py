@@ -28,12 +28,13 @@ PNG plot; the runner's store (--eval-out) makes a rerun resume. Usage:
 import argparse
 import json
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import yaml
+
+from run_info import short_commit
 
 SPEC = Path(__file__).resolve().parent / "specs" / "disturbance_fig8_iiwa14.yaml"
 SETTLED_S = 2.0
@@ -137,11 +138,7 @@ def main(argv=None):
     for r in rows:
         print(f"F={r['F']:5.1f} N B={r['B']:2d} {r['mode']:9s}: mean {1000 * r['mean']:6.1f} mm, "
               f"t>={SETTLED_S:.0f}s {1000 * r['mean_settled']:6.1f} mm, max {1000 * r['max']:6.1f} mm", flush=True)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip()
-    except OSError:
-        commit = ""
+    commit = short_commit()
     meta = dict(commit=commit, machine=platform.machine(), processor=platform.processor(), sim_time=a.sim_time,
                 dirs=[s["direction"] for s in spec.scenarios("iiwa14")], seed=a.seed, command=" ".join(sys.argv))
     (out / "disturbance.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))

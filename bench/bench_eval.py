@@ -21,10 +21,10 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import tempfile
 import time
-from pathlib import Path
+
+from run_info import short_commit
 
 
 def _spec(n, duration):
@@ -108,8 +108,7 @@ def main():
                      "episodes of >= 2 s)")
     print("\n" + "\n".join(lines))
     if args.out:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).resolve().parent).stdout.strip()
+        sha = short_commit()
         head = (f"\n## gato eval throughput: local process pool vs Ray, 1 and 2 workers "
                 f"({datetime.date.today().isoformat()}, {sha}, {platform.machine()})\n\n"
                 f"`python bench/bench_eval.py --episodes {args.episodes} --duration {args.duration} "

@@ -30,12 +30,13 @@ import argparse
 import datetime
 import json
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import yaml
+
+from run_info import short_commit
 
 PLANT = "iiwa14"
 SPEC = Path(__file__).resolve().parent / "specs" / "limits_step_sweep_iiwa14.yaml"
@@ -156,8 +157,7 @@ def main(argv=None):
     if args.hist:
         histogram(results, args.hist)
     if args.out:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).resolve().parent).stdout.strip()
+        sha = short_commit()
         head = (f"\n### Step-scenario sweep ({datetime.date.today().isoformat()}, {sha}, {platform.machine()})\n\n"
                 f"`python bench/bench_limit_sweep.py --n {args.n} --seed {args.seed} --configs {args.configs}`: "
                 "iiwa14, `step_scenarios` (two step goals, joint offsets up to 1.2 rad), default weights, "

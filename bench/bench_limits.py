@@ -36,11 +36,12 @@ import argparse
 import datetime
 import math
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+
+from run_info import short_commit
 
 # The closed loop and its constants live in gato.limit_scenarios (gato eval's workers import them);
 # the old names stay importable from here (test_rowgroups, earlier notebooks).
@@ -145,8 +146,7 @@ def main(argv=None):
     lines += f8_lines
     print("\n".join(lines[-len(f8_lines) - 4:]), flush=True)
     if args.out:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).resolve().parent).stdout.strip()
+        sha = short_commit()
         head = (f"\n## Joint limits in closed loop ({datetime.date.today().isoformat()}, {sha}, "
                 f"{platform.machine()})\n\n`python bench/bench_limits.py --n {args.n}`: iiwa14, N = {N}, "
                 f"dt = control period = {DT} s, PinocchioWorld RK4 x{SUBSTEPS}, torque clamped to the URDF "

@@ -26,7 +26,6 @@ import argparse
 import datetime
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ import pinocchio as pin
 
 import gato
 from gato.osc import ControllerOperationalSpace, ControllerOperationalSpaceModelFree
+from run_info import short_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test"))
@@ -170,8 +170,7 @@ def fmt(v):
 
 
 def report(rows, repeats, load0, load1):
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+    commit = short_commit()
     lines = [f"## Operational-space controller step time (issue 17; {datetime.date.today()}, {commit}, "
              f"{platform.machine()})", "",
              "Per-robot step time [us], median [min, max] over "

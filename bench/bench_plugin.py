@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from machine_stats import cpu_model
+from run_info import cpu_model, short_commit
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
               f"p99 {r['lat99'] / 1e3:.2f} ms, max {r['latmax'] / 1e3:.2f} ms; last solve {r['solve_us']:.0f} us, "
               f"{r['failures']} failed solves", flush=True)
     load1 = os.getloadavg()[0]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = short_commit()
     rows = "\n".join(f"| {i + 1} | {r['updates']} | {r['p50']:.1f} us | {r['p99']:.1f} us | {r['max']:.1f} us | "
                      f"{r['lat50'] / 1e3:.2f} / {r['lat99'] / 1e3:.2f} / {r['latmax'] / 1e3:.2f} ms | "
                      f"{r['plans']} | {r['holds']} | {r['overruns']} |" for i, r in enumerate(results))

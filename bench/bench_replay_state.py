@@ -19,10 +19,11 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
 import time
 
 import numpy as np
+
+from run_info import short_commit
 
 
 def _ticks(robot: str, n: int, capture: bool):
@@ -128,7 +129,7 @@ def main(argv=None):
             (sizes_with, ser_with), (sizes_without, ser_without) = _sizes(in1[10:]), _sizes(in0[10:])
             state_len = in1[-1].solver_state.size
     load1 = os.getloadavg()[0]
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    rev = short_commit()
     per_round = [float(np.median(w) - np.median(o)) * 1e6 for w, o in zip(with_t, without_t)]
     print(f"## Exact replay: what the solver state costs per tick ({time.strftime('%Y-%m-%d')}, {rev})\n")
     print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from machine_stats import cpu_model, pct
+from run_info import cpu_model, pct, short_commit
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
 
@@ -272,7 +272,7 @@ def main(argv=None) -> int:
         print(f"{label}:\n{fmt(r)}", flush=True)
     if a.out:
         loads = ", ".join(f"{r['load'][0]} / {r['load'][1]}" for r in results)
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        commit = short_commit()
         lines = [f"\n## Closed loop through ros2_control with MuJoCo physics, free-running ({time.strftime('%Y-%m-%d')}, "
                  f"{commit})\n\n",
                  f"Machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}; load average "

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from machine_stats import cpu_model, pct
+from run_info import cpu_model, pct
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
 

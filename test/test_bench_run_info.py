@@ -1,5 +1,6 @@
-"""bench/machine_stats.py: the CPU line and the latency percentile summary that the ROS
-benchmarks (bench_plugin, bench_ros_latency, bench_ros2_control_mujoco) print."""
+"""bench/run_info.py: the CPU line, the commit and the latency percentile summary that the
+benchmark scripts put in their reports."""
+import subprocess
 import sys
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from machine_stats import cpu_model, pct  # noqa: E402
+from run_info import cpu_model, pct, short_commit  # noqa: E402
 
 
 def test_pct_summarises_samples_with_numpy_percentiles():
@@ -29,3 +30,14 @@ def test_cpu_model_names_the_processor():
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file() and "model name" in cpuinfo.read_text():
         assert name in cpuinfo.read_text()
+
+
+def test_short_commit_is_head_from_any_working_directory(tmp_path, monkeypatch):
+    root = Path(__file__).resolve().parents[1]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root)
+    if head.returncode != 0:
+        assert short_commit() == ""          # no checkout (an exported tree): no commit to name
+        return
+    monkeypatch.chdir(tmp_path)              # outside the checkout
+    sha = short_commit()
+    assert len(sha) >= 7 and head.stdout.strip().startswith(sha)

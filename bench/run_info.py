@@ -1,7 +1,9 @@
-"""What the ROS benchmarks (bench_plugin, bench_ros_latency, bench_ros2_control_mujoco)
-print about the machine and their latency samples: the CPU model and a percentile summary.
-Imported from the benchmark scripts (bench/ is on sys.path when one runs)."""
+"""What the benchmark scripts' reports say about a run: the machine (cpu_model), the code
+(short_commit) and latency summaries (pct). Imported from the scripts (bench/ is on
+sys.path when one runs)."""
 import platform
+import subprocess
+from pathlib import Path
 
 import numpy as np
 
@@ -26,3 +28,14 @@ def pct(a) -> dict:
         return {"n": 0}
     return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
             "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+
+
+def short_commit() -> str:
+    """The short hash of the checkout's HEAD (git run in this folder, so from any working
+    directory); "" where git or the checkout is missing."""
+    try:
+        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                           cwd=Path(__file__).resolve().parent, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return r.stdout.strip() if r.returncode == 0 else ""
