@@ -28,14 +28,12 @@ import gato
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference.numpy_bsqp import LIMIT_MARGIN, RefProblem  # noqa: E402
+from solver_inputs import HOME as SOLVER_HOME, goal_ref, perturbed_state  # noqa: E402
+from solver_inputs import random_traj as _random_traj  # noqa: E402
 
 INTEGRATORS = ("euler", "semi_implicit", "rk4")
 ROBOTS = ("iiwa14", "indy7", "chain9")
-HOME = {
-    "iiwa14": np.array([0.1, 0.5, -0.2, -1.2, 0.3, 0.6, -0.4]),
-    "indy7": np.array([0.1, -0.3, -1.2, 0.2, -1.0, 0.3]),
-    "chain9": np.array([0.2, 0.4, -0.6, 0.3, 0.5, -0.2, 0.4, 0.3, -0.1]),
-}
+HOME = {**SOLVER_HOME, "chain9": np.array([0.2, 0.4, -0.6, 0.3, 0.5, -0.2, 0.4, 0.3, -0.1])}
 #: Every weight off: a term is switched on over this.
 ZERO = dict(q_cost=0.0, N_cost=0.0, qd_cost=0.0, u_cost=0.0, q_lim_cost=0.0, vel_lim_cost=0.0, ctrl_lim_cost=0.0)
 DT = 0.02
@@ -122,24 +120,11 @@ def build(urdfs, robot, term, N, *, integrator="euler", base=ZERO, seed=0, **par
 
 
 def state(robot, rng, qd_scale=0.3):
-    q0 = HOME[robot]
-    return np.concatenate([q0 + 0.05 * rng.standard_normal(q0.size), qd_scale * rng.standard_normal(q0.size)])
-
-
-def goal_ref(s, x, offset=(0.04, -0.03, 0.05)):
-    p = s.ee_pos(x[:s.nq]) + np.asarray(offset)
-    return np.tile(np.r_[p, 0.0, 0.0, 0.0], s.N)
+    return perturbed_state(HOME[robot], rng, qd_scale)
 
 
 def random_traj(s, x0, rng, u_scale=3.0):
-    """A dynamically inconsistent trajectory near x0 (nonzero defects everywhere)."""
-    xu = s.hold_trajectory(x0[None, :])[0]
-    st = s.nx + s.nu
-    for k in range(s.N):
-        xu[k * st:k * st + s.nx] += 0.02 * rng.standard_normal(s.nx)
-        if k < s.N - 1:
-            xu[k * st + s.nx:k * st + st] = u_scale * rng.standard_normal(s.nu)
-    return xu
+    return _random_traj(s, x0, rng, u_scale)
 
 
 def near_bounds(s, xu):

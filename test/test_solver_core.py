@@ -15,32 +15,16 @@ import gato
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference.numpy_bsqp import RefProblem  # noqa: E402
-
-ROBOTS = {
-    "iiwa14": np.array([0.1, 0.5, -0.2, -1.2, 0.3, 0.6, -0.4]),
-    "indy7": np.array([0.1, -0.3, -1.2, 0.2, -1.0, 0.3]),
-}
+from solver_inputs import HOME as ROBOTS, goal_ref, perturbed_state  # noqa: E402
+from solver_inputs import random_traj as _random_traj  # noqa: E402
 
 
 def state(robot, rng, qd_scale=0.3):
-    q0 = ROBOTS[robot]
-    return np.concatenate([q0 + 0.05 * rng.standard_normal(q0.size), qd_scale * rng.standard_normal(q0.size)])
-
-
-def goal_ref(solver, x, offset=(0.04, -0.03, 0.05)):
-    p = solver.ee_pos(x[:solver.nq]) + np.asarray(offset)
-    return np.tile(np.r_[p, 0.0, 0.0, 0.0], solver.N)
+    return perturbed_state(ROBOTS[robot], rng, qd_scale)
 
 
 def random_traj(solver, x0, rng, u_scale=5.0):
-    """A dynamically inconsistent trajectory near x0 (nonzero defects everywhere)."""
-    xu = solver.hold_trajectory(x0[None, :])[0]
-    s = solver.nx + solver.nu
-    for k in range(solver.N):
-        xu[k * s:k * s + solver.nx] += 0.02 * rng.standard_normal(solver.nx)
-        if k < solver.N - 1:
-            xu[k * s + solver.nx:k * s + s] = u_scale * rng.standard_normal(solver.nu)
-    return xu
+    return _random_traj(solver, x0, rng, u_scale)
 
 
 # ------------------------------------------------------------------ dynamics
