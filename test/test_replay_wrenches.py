@@ -78,7 +78,9 @@ def test_an_estimator_run_replays_bit_for_bit_with_the_recorded_wrenches(tmp_pat
 
     s = replay_bag(bag, tmp_path / "out", worst=3, log=None)
     assert s["compared"] == 60 and s["matched"] and s["max_du"] == 0.0, (s["max_du"], s["problems"])
-    assert s["anchored"] == 0 and s["state_anchored"] == 0
+    assert s["anchored"] == 0 and s["state_anchored"] == 0 and s["wrench_ticks"] == 50
+    assert "ticks solved under recorded wrench hypotheses (hypotheses=estimator) | 50" in \
+        Path(s["report"]).read_text()
     assert not any("wrench" in p for p in s["problems"]), s["problems"]
     # the worst ticks as standalone cases carry their wrenches and re-run the same
     z = np.load(s["cases"])
@@ -97,6 +99,7 @@ def test_without_the_recorded_wrenches_the_replay_differs_and_says_why(tmp_path)
     assert not hasattr(solve_inputs(bag)[0], "wrench_rows")
     s = replay_bag(bag, tmp_path / "out", log=None)
     assert s["compared"] == 40 and not s["matched"] and s["max_du"] > 1e-3, s["max_du"]
+    assert s["wrench_ticks"] == 0
     assert any("carry no recorded wrenches" in p for p in s["problems"]), s["problems"]
 
 
@@ -108,6 +111,7 @@ def test_an_old_bag_without_the_wrench_field_still_replays_exactly(tmp_path):
     s = replay_bag(bag, tmp_path / "out", log=None)
     assert s["compared"] == 40 and s["matched"] and s["max_du"] == 0.0, (s["max_du"], s["problems"])
     assert not any("wrench" in p for p in s["problems"]), s["problems"]
+    assert s["wrench_ticks"] == 0
 
 
 def test_a_window_of_a_thinned_estimator_bag_replays_the_same_ticks(tmp_path):

@@ -136,6 +136,7 @@ def _in_memory_run(bag_path, robot, urdf, torque_source, say):
                 has_u=np.array([tk.u_recorded is not None for tk in rec.ticks], dtype=bool))
     run.rows = _tick_columns(cols, T, 0)
     run.n_state = sum(tk.solver_state is not None for tk in rec.ticks)
+    run.n_wrench = sum(tk.wrench_hypotheses is not None for tk in rec.ticks)
     run.n_states = len(rec.state_t_ns)
     run.urdf = Path(urdf) if urdf else (robot_urdf(rec.robot) if rec.robot else None)
     cfg = rec.config or {}
@@ -254,6 +255,7 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
                        max_dplan=st["max_dplan"], anchored=st["anchored"], state_anchored=st["state_anchored"],
                        solver_state=("recorded" if run.n_state == run.T else "partly recorded" if run.n_state
                                      else "not recorded"),
+                       wrench_ticks=run.n_wrench,
                        first_over=None if first is None else {
                            "tick": first[1], "t_s": float((np.int64(first[2]) - np.int64(t_first)) / 1e9),
                            "stamp_ns": first[2], "du": first[3]},
@@ -380,6 +382,7 @@ def _write_report(out, bag_path, summary, run, pred, cases_path, html, window=No
                 ["ticks re-anchored to the recorded warm start", summary["anchored"]],
                 ["solver state (duals, rho, ADMM) in the bag", summary["solver_state"]],
                 ["ticks whose recorded solver state was installed", summary["state_anchored"]],
+                ["ticks solved under recorded wrench hypotheses (hypotheses=estimator)", summary["wrench_ticks"]],
                 ["MPC step time recorded, median / p90 / max", _fmt_pct(summary["solve_time_recorded_s"], 1e3)],
                 ["MPC step time replay, median / p90 / max", _fmt_pct(summary["solve_time_replay_s"], 1e3)]]
         r.table(["", "value"], rows)

@@ -110,6 +110,7 @@ class StreamRun:
     joint_names: list = field(default_factory=list)
     counts: dict = field(default_factory=dict)
     n_state: int = 0
+    n_wrench: int = 0                # ticks that carry their wrench hypotheses (SolveInput wrench_hypotheses)
     rows: Rows | None = None
     resolved: bool = False
     kept: dict = field(default_factory=dict)
@@ -374,7 +375,7 @@ class _Streamer:
         self.n_prune = 0
         self.p_skipped = 0
         self.resolver = None
-        self.n_state = 0
+        self.n_state = self.n_wrench = 0
         self.t_range = (None, None)           # log-time range of the replayed part: progress fraction
         self.gaps = TickGaps(commands=TOPICS["command"] in self.has)
         # A window of a thinned bag re-solves silently from the key tick before it: messages logged
@@ -638,6 +639,7 @@ class _Streamer:
         self.last_tick_stamp = tk.stamp_ns
         if tk.solver_state is not None:
             self.n_state += 1
+        self.n_wrench += tk.wrench_hypotheses is not None
         wall_rec = tk.wall_s if tk.wall_s is not None else np.nan
         has_u = tk.u_recorded is not None
         if self.resolver is None:
@@ -698,7 +700,7 @@ class _Streamer:
         if self.started:
             self._release(None)
         run = self.run
-        run.n_state = self.n_state
+        run.n_state, run.n_wrench = self.n_state, self.n_wrench
         if self.resolver is not None:
             run.notes = self.resolver.finish()
             run.effort_limit = self.resolver.effort_limit
