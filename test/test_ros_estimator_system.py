@@ -197,6 +197,13 @@ def test_estimator_node_ignores_bad_input_and_clamps_over_dds(tmp_path, ros_env)
         spin_until(lambda: len(listener.wrenches) >= 1, "the first estimate")
         f = listener.wrenches[-1].wrench.force
         assert abs(f.x) + abs(f.y) + abs(f.z) < 0.5, f
+        # a lockstep re-send of that state: the same estimate again (a lost one is recovered)
+        state(2 * S, q0)
+        spin_until(lambda: len(listener.wrenches) >= 2, "the estimate of the re-sent state")
+        again = listener.wrenches[-1]
+        assert (again.header.stamp.sec, again.header.stamp.nanosec) == (0, 2 * S) and again.wrench == \
+            listener.wrenches[-2].wrench
+        del listener.wrenches[-1]
         # bad input: ignored, counted, the node lives on
         q_nan = q0.copy()
         q_nan[2] = np.nan
