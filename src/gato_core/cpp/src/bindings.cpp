@@ -37,6 +37,26 @@ void check_shape(const Arr<S>& a, std::initializer_list<long> shape, const char*
   }
 }
 
+/// A copy of M as a C-ordered array of M's shape.
+template <typename S>
+py::array_t<S> to_array(const MatX<S>& M) {
+  py::array_t<S> a({long(M.rows()), long(M.cols())});
+  for (long i = 0; i < M.rows(); ++i)
+    for (long j = 0; j < M.cols(); ++j) a.mutable_at(i, j) = M(i, j);
+  return a;
+}
+
+/// The optional per-body external wrench argument f_ext (None: no wrench), shape (6 nbodies,)
+/// checked: its data, or nullptr for None. `keep` holds the converted array while the
+/// pointer is in use.
+template <typename S>
+const S* optional_fext(const py::object& fext, long nbodies, Arr<S>& keep) {
+  if (fext.is_none()) return nullptr;
+  keep = py::cast<Arr<S>>(fext);
+  check_shape<S>(keep, {6L * nbodies}, "f_ext");
+  return keep.data();
+}
+
 /// Settings from a gato._core.Settings, a dict of field overrides (the legacy form)
 /// or None (the defaults); ValueError naming an unknown key or a bad value.
 Settings settings_from(py::handle h) { return pytypes::settings_fields().from_py(h); }
@@ -227,21 +247,13 @@ void bind_solver(py::module_& m, const char* name) {
         py::array_t<S> pos(3);
         MatX<S> J(3, p.plant->nv());
         p.plant->ee_position_jacobian(*p.ws, q.data(), pos.mutable_data(), J);
-        MatX<S> Jt = J.transpose();  // row-major copy out
-        py::array_t<S> Ja({3L, long(p.plant->nv())});
-        for (int i = 0; i < 3; ++i) for (int j = 0; j < p.plant->nv(); ++j) Ja.mutable_at(i, j) = J(i, j);
-        return py::make_tuple(pos, Ja);
+        return py::make_tuple(pos, to_array<S>(J));
       })
       .def("forward_dynamics", [](P& p, const Arr<S>& q, const Arr<S>& v, const Arr<S>& tau, py::object fext) {
         const long nv = p.plant->nv();
         check_shape<S>(q, {nv}, "q"); check_shape<S>(v, {nv}, "qd"); check_shape<S>(tau, {nv}, "u");
         Arr<S> f;
-        const S* fp = nullptr;
-        if (!fext.is_none()) {
-          f = py::cast<Arr<S>>(fext);
-          check_shape<S>(f, {6L * p.plant->nbodies()}, "f_ext");
-          fp = f.data();
-        }
+        const S* fp = optional_fext<S>(fext, p.plant->nbodies(), f);
         py::array_t<S> out(nv);
         p.plant->forward_dynamics(*p.ws, q.data(), v.data(), tau.data(), fp, out.mutable_data());
         return out;
@@ -253,34 +265,19 @@ void bind_solver(py::module_& m, const char* name) {
         MatX<S> dq(nv, nv), dv(nv, nv), Mi(nv, nv);
         p.plant->forward_dynamics_derivatives(*p.ws, q.data(), v.data(), tau.data(), nullptr,
                                               qdd.mutable_data(), dq, dv, Mi);
-        auto out = [&](const MatX<S>& M) {
-          py::array_t<S> a({nv, nv});
-          for (int i = 0; i < nv; ++i) for (int j = 0; j < nv; ++j) a.mutable_at(i, j) = M(i, j);
-          return a;
-        };
-        return py::make_tuple(qdd, out(dq), out(dv), out(Mi));
+        return py::make_tuple(qdd, to_array<S>(dq), to_array<S>(dv), to_array<S>(Mi));
       })
       .def("linearize", [](P& p, const Arr<S>& x, const Arr<S>& u, py::object fext) {
         // One knot interval of the solver's integrator: (x+, A, B).
         const long nv = p.plant->nv(), nx = 2 * nv;
         check_shape<S>(x, {nx}, "x"); check_shape<S>(u, {nv}, "u");
         Arr<S> f;
-        const S* fp = nullptr;
-        if (!fext.is_none()) {
-          f = py::cast<Arr<S>>(fext);
-          check_shape<S>(f, {6L * p.plant->nbodies()}, "f_ext");
-          fp = f.data();
-        }
+        const S* fp = optional_fext<S>(fext, p.plant->nbodies(), f);
         py::array_t<S> xn(nx);
         MatX<S> A(nx, nx), B(nx, nv);
         dynamics_linearize(*p.plant, *p.ws, *p.dyn, p.solver->settings().integrator, p.solver->dt(),
                            x.data(), u.data(), fp, xn.mutable_data(), A, B);
-        py::array_t<S> Aa({nx, nx}), Ba({nx, nv});
-        for (int i = 0; i < nx; ++i) {
-          for (int j = 0; j < nx; ++j) Aa.mutable_at(i, j) = A(i, j);
-          for (int j = 0; j < nv; ++j) Ba.mutable_at(i, j) = B(i, j);
-        }
-        return py::make_tuple(xn, Aa, Ba);
+        return py::make_tuple(xn, to_array<S>(A), to_array<S>(B));
       }, py::arg("x"), py::arg("u"), py::arg("f_ext") = py::none());
 }
 
