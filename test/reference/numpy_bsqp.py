@@ -44,6 +44,27 @@ at the start of the iteration, the merit of the iterate after it (equal to
 merit_before on rejection) and rho after the trust-region update."""
 
 
+def line_search(merit, xu, dz):
+    """Step 4 of docs/solver_method.md: ``merit(xu + alpha dz)`` for every alpha of ALPHAS;
+    (alpha*, merit there) with alpha* the lowest, ties kept at the larger alpha."""
+    best_alpha, best_phi = None, np.inf
+    for alpha in ALPHAS:  # largest first: strict '<' keeps ties at the larger alpha
+        phi = merit(xu + alpha * dz)
+        if phi < best_phi:
+            best_alpha, best_phi = alpha, phi
+    return best_alpha, best_phi
+
+
+def trust_region(rho, drho, f, accepted):
+    """Step 5 of docs/solver_method.md (adapt_rho): the next (rho, drho) after a step that
+    was ``accepted`` or rejected, with the factor f."""
+    drho = min(drho / f, 1.0 / f) if accepted else max(drho * f, f)
+    rho = min(max(rho * drho, RHO_MIN), RHO_MAX)
+    if not accepted and rho >= RHO_MAX:
+        rho = RHO_RESET
+    return rho, drho
+
+
 # --------------------------------------------------------------------------
 # Barrier
 # --------------------------------------------------------------------------
@@ -593,22 +614,12 @@ class RefProblem:
             blocks = self.kkt_blocks(xu, x_s, ref)
             dz, _lam = self.solve_dense(blocks, self.rho)
             phi0 = self.merit(xu, x_s, ref)
-            best_alpha, best_phi = None, np.inf
-            for alpha in ALPHAS:  # largest first: strict '<' keeps ties at the larger alpha
-                phi = self.merit(xu + alpha * dz, x_s, ref)
-                if phi < best_phi:
-                    best_alpha, best_phi = alpha, phi
+            best_alpha, best_phi = line_search(lambda z: self.merit(z, x_s, ref), xu, dz)
             accepted = best_phi < phi0
             if accepted:
                 xu = xu + best_alpha * dz
             if self.adapt_rho:
-                if accepted:
-                    drho = min(drho / f, 1.0 / f)
-                else:
-                    drho = max(drho * f, f)
-                self.rho = min(max(self.rho * drho, RHO_MIN), RHO_MAX)
-                if not accepted and self.rho >= RHO_MAX:
-                    self.rho = RHO_RESET
+                self.rho, drho = trust_region(self.rho, drho, f, accepted)
             records.append(IterRecord(best_alpha if accepted else -1.0, phi0,
                                       best_phi if accepted else phi0, self.rho))
         return xu, records

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numpy_bsqp import ALPHAS, LIMIT_MARGIN, RHO_MAX, RHO_MIN, RHO_RESET
+from .numpy_bsqp import LIMIT_MARGIN, line_search, trust_region
 
 
 def relaxed_log(d, delta):
@@ -237,19 +237,12 @@ class RefRows:
                     phi0 = self.merit(xu, x_s, ref)
             else:
                 dz = self._solve(H, Cc, grad, c)
-            best_alpha, best_phi = None, np.inf
-            for alpha in ALPHAS:
-                phi = self.merit(xu + alpha * dz, x_s, ref)
-                if phi < best_phi:
-                    best_alpha, best_phi = alpha, phi
+            best_alpha, best_phi = line_search(lambda z: self.merit(z, x_s, ref), xu, dz)
             accepted = best_phi < phi0
             if accepted:
                 xu = xu + best_alpha * dz
             if p.adapt_rho:
-                drho = min(drho / f, 1.0 / f) if accepted else max(drho * f, f)
-                p.rho = min(max(p.rho * drho, RHO_MIN), RHO_MAX)
-                if not accepted and p.rho >= RHO_MAX:
-                    p.rho = RHO_RESET
+                p.rho, drho = trust_region(p.rho, drho, f, accepted)
             records.append((best_alpha if accepted else -1.0, phi0, best_phi if accepted else phi0, p.rho))
         self.finish(xu)
         return xu, records
