@@ -15,7 +15,9 @@ position or velocity limit at any recorded tick, no planner fallback and no dive
 
 Configurations: B = 1 plain MPC; B in --batches with the Fibonacci-sphere sampler
 (estimator="fe", ForceHypothesisBatch) and with the identified-weight sampler (estimator="wid",
-IdentifiedWrenchSampler, its identifier fed every 1 ms substep; at B = 1 the weight alone).
+IdentifiedWrenchSampler, its identifier fed every 1 ms substep; at B = 1 the weight alone); in
+--configs also widi (wid with its inertial rows) and swing (gato.estimators.PendulumSwingEstimator
+under gato.hypotheses.SwingWrenchBatch: the payload's wrench predicted knot by knot).
 
 Why a run failed is reported per criterion (diagnosis of the 0 % first attempt): goals reached,
 median distance to the active reference knot [m], the worst joint-velocity ratio |dq| / limit and
@@ -45,8 +47,8 @@ SPEC = Path(__file__).resolve().parent / "specs" / "payload_pickplace_iiwa14.yam
 
 
 def parse_configs(entries):
-    """[(B, sampler or None)] of SAMPLER:B entries (none:1 fe:8 wid:32 widi:8 ...; widi: wid with its
-    inertial rows); ValueError naming --configs."""
+    """[(B, sampler or None)] of SAMPLER:B entries (none:1 fe:8 wid:32 widi:8 swing:8 ...; widi: wid
+    with its inertial rows; swing: the swing-aware payload prediction); ValueError naming --configs."""
     out = []
     for c in entries:
         try:

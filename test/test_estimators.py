@@ -7,13 +7,15 @@ clamped to max_wrench and counted, never NaN.
 Sensor noise of the noisy identification test (per 1 ms sample, Gaussian, seeded): joint
 positions sigma 1e-4 rad, joint velocities 1e-3 rad/s, applied torques 0.1 N*m.
 """
+import math
+
 import numpy as np
 import pytest
 
 import gato
 from gato import tasks
 from gato.estimators import (CEMForceEstimator, ForceEstimator, IdentifiedWrenchSampler, OneStepWrenchIdentifier,
-                             trilaterate)
+                             PendulumSwingEstimator, trilaterate)
 from gato.worlds import PinocchioWorld
 
 IIWA = gato.robot_urdf("iiwa14")
@@ -357,3 +359,99 @@ def test_force_estimator_trilateration_row():
     b = small.generate_batch()
     small.update(0, score(b, truth), b)
     assert np.allclose(np.linalg.norm(small.generate_batch()[3:, :3] - small.estimate[:3], axis=1), small.radius)
+
+
+# ------------------------------------------------------------------ PendulumSwingEstimator
+def _swinging(model, n, amp=0.15):
+    """A computed-torque tracked joint sine (amp rad, 0.5 Hz) carrying an unmodelled 15 kg, 0.5 m
+    pendulum in the PinocchioWorld; yields (q, dq, dq_next, tau, q_next, true rod direction
+    EE -> bob (3,), world axes) per 1 ms step."""
+    import pinocchio as pin
+
+    world = PinocchioWorld(IIWA, pendulum=dict(mass=15.0, length=0.5))
+    data, fm = model.createData(), world.model
+    fd, bob = fm.createData(), fm.njoints - 1
+    q, dq = Q_READY.copy(), np.zeros(7)
+    for k in range(n):
+        qr = Q_READY + amp * np.sin(2 * np.pi * 0.5 * k * 1e-3 + np.arange(7))
+        tau = pin.rnea(model, data, q, dq, 400.0 * (qr - q) - 40.0 * dq)
+        qn, dqn = world.step(q, dq, tau, 1e-3)
+        ang, _ = world.pendulum_state
+        pin.forwardKinematics(fm, fd, np.r_[qn, ang])
+        o = fd.oMi[bob]
+        yield q, dq, dqn, tau, qn, (o.act(np.array([0.0, 0.0, -0.5])) - o.translation) / 0.5
+        q, dq = qn, dqn
+
+
+def test_swing_estimator_identifies_the_payload_and_follows_its_rod(model):
+    """Fed per 1 ms substep under a moving arm, the estimator finds the 15 kg payload's mass to
+    10 % (its low-passed weight) and keeps the rod direction within 3 degrees of the world's."""
+    est = PendulumSwingEstimator(1, model)
+    worst = 0.0
+    for k, (q, dq, dqn, tau, qn, u_true) in enumerate(_swinging(model, 1500)):
+        est.identify(q, dq, dqn, tau, 1e-3, q_next=qn)
+        if k >= 500:
+            worst = max(worst, math.degrees(math.acos(min(1.0, float(est.u @ u_true)))))
+    st = est.get_stats()
+    assert st["mass"] == pytest.approx(15.0, rel=0.10) and worst < 3.0, (st["mass"], worst)
+    assert est.min_length <= st["length"] <= est.max_length and est.n_updates == 1500
+    f = est.take_mean_force()
+    assert f.shape == (3,) and est.take_mean_force() is None  # the mean since the last call
+
+
+def test_swing_estimator_predicts_the_planned_reaction_scaled_by_inertial_gain(model):
+    """A payload hanging still under a still arm: the rows are its weight; along a planned
+    constant upward EE acceleration a, row 0 is m g - inertial_gain * m a on every interval
+    (the rigid reaction; the rod stays vertical), row 1 the identified wrench held constant (its
+    part beyond the weight times inertial_gain), and rows 2.. the swing at the length grid."""
+    world = PinocchioWorld(IIWA, pendulum=dict(mass=15.0, length=0.5))
+    import pinocchio as pin
+
+    data = model.createData()
+    J = pin.computeFrameJacobian(model, data, Q_READY, model.getFrameId("EE"), pin.LOCAL_WORLD_ALIGNED)
+    tau = pin.computeGeneralizedGravity(model, data, Q_READY) + J[:3].T @ np.array([0.0, 0.0, 15.0 * 9.81])
+    ests = [PendulumSwingEstimator(4, model, inertial_gain=g) for g in (0.0, 0.3, 1.0)]
+    q, dq = Q_READY.copy(), np.zeros(7)
+    for _ in range(800):
+        qn, dqn = world.step(q, dq, tau, 1e-3)
+        for e in ests:
+            e.identify(q, dq, dqn, tau, 1e-3, q_next=qn)
+        q, dq = qn, dqn
+    m = ests[0].mass
+    assert m == pytest.approx(15.0, rel=0.01)
+    v = np.zeros((9, 3))
+    v[:, 2] = 2.0 * 0.03125 * np.arange(9)  # 2 m/s^2 up
+    for e, gain in zip(ests, (0.0, 0.3, 1.0)):
+        p = e.predict(v, 0.03125)
+        assert p.shape == (4, 8, 6) and np.all(np.isfinite(p))
+        want = np.array([0.0, 0.0, -m * 9.81 - gain * m * 2.0])
+        assert np.allclose(p[0, :, :3], want, atol=0.02 * m), (gain, p[0, :2, :3])
+        wv, wr = np.array([0.0, 0.0, -m * 9.81]), e.identifier.wrench
+        assert np.allclose(p[1, :, :3], wv + gain * (wr[:3] - wv)) and np.allclose(p[1, :, 3:], gain * wr[3:])
+        assert np.allclose(p[2:, :, :3], want, atol=0.02 * m)
+        assert np.allclose(e.generate_batch()[0, :3], [0.0, 0.0, -m * 9.81], atol=0.02 * m)
+    assert ests[0].row_lengths()[1] != ests[0].row_lengths()[1]  # NaN: the constant row
+
+
+def test_swing_estimator_bad_input(model):
+    with pytest.raises(ValueError, match="length_scales"):
+        PendulumSwingEstimator(4, model, length_scales=[1.0])
+    with pytest.raises(ValueError, match="inertial_gain"):
+        PendulumSwingEstimator(1, model, inertial_gain=1.5)
+    with pytest.raises(ValueError, match="prior_length"):
+        PendulumSwingEstimator(1, model, prior_length=5.0)
+    with pytest.raises(ValueError, match="substeps"):
+        PendulumSwingEstimator(1, model, substeps=0)
+    with pytest.raises(ValueError, match="ee_frame"):
+        PendulumSwingEstimator(1, model, "nope")
+    est = PendulumSwingEstimator(2, model)
+    with pytest.raises(ValueError, match="ee_vel"):
+        est.predict(np.zeros((1, 3)), 0.03)
+    with pytest.raises(ValueError, match="ee_vel"):
+        est.predict(np.full((3, 3), np.nan), 0.03)
+    with pytest.raises(ValueError, match="dt"):
+        est.predict(np.zeros((3, 3)), 0.0)
+    with pytest.raises(ValueError, match="best_idx"):
+        est.update(2, [0.0, 0.0])
+    with pytest.raises(ValueError, match="q"):
+        est.identify(np.zeros(3), np.zeros(7), np.zeros(7), np.zeros(7), 1e-3)

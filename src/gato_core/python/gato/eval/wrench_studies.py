@@ -27,12 +27,14 @@ Kinds (task.kind):
 
 Planner entries: ``planner: bsqp`` with ``config``:
 
-- ``hypotheses``: {``estimator``: none | fe | cem | wid | wrench_id, ``batch_size``: B,
+- ``hypotheses``: {``estimator``: none | fe | cem | wid | wrench_id | swing, ``batch_size``: B,
   ``seed``: base seed, ``mode``: wrench | weight (wrench_id only)}. fe / cem: ForceEstimator /
   CEMForceEstimator under a ForceHypothesisBatch (B > 1); wid: IdentifiedWrenchSampler (any B);
   ``inertial_rows: true`` (wid only) adds its full identified wrench and the weight / wrench
   blend as rows (:func:`make_mpc_gato`); wrench_id: the B = 1 IdentifiedWrenchBatch
-  (OneStepWrenchIdentifier); none: no hypotheses
+  (OneStepWrenchIdentifier); swing (any B): the PendulumSwingEstimator under a
+  SwingWrenchBatch (the identified payload's wrench predicted knot by knot along the planned
+  motion; :func:`make_mpc_gato`); none: no hypotheses
   (B identical entries). The sampler of scenario k (0-based, within its seed) is seeded
   ``seed + k``: runs are deterministic.
 - ``solver``: SolverParams fields (absent: SolverParams() defaults); ``limits``: default |
@@ -50,7 +52,7 @@ __all__ = ["HYPOTHESIS_ESTIMATORS", "WRENCH_STUDIES", "mpc_gato_kwargs", "run_di
            "force_directions"]
 
 #: hypotheses.estimator values -> MPC_GATO's (estimator, wrench_id) arguments.
-HYPOTHESIS_ESTIMATORS = ("none", "fe", "cem", "wid", "wrench_id")
+HYPOTHESIS_ESTIMATORS = ("none", "fe", "cem", "wid", "wrench_id", "swing")
 _CONFIG = ("hypotheses", "solver", "limits")
 _HYP = ("estimator", "batch_size", "seed", "mode", "inertial_rows")
 _LIMITS = ("default", "off", "telemetry", "al", "barrier", "admm")
@@ -76,7 +78,7 @@ def mpc_gato_kwargs(config: dict, k: int = 0) -> dict:
     kw = dict(batch_size=int(h["batch_size"]), fe_seed=int(h["seed"]) + int(k), estimator=None, wrench_id=None)
     if est == "wrench_id":
         kw["wrench_id"] = h.get("mode", "wrench")
-    elif est != "none" and not h.get("inertial_rows"):
+    elif est not in ("none", "swing") and not h.get("inertial_rows"):
         kw["estimator"] = est
     kw["params"] = dict(config["solver"]) if config.get("solver") else None
     lim = config.get("limits", "default")
@@ -89,10 +91,11 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
     keywords: N, dt, constant_f_ext, pendulum_config, clamp_torques, ...). ``inertial_rows``
     (wid only): the IdentifiedWrenchSampler(inertial_rows=True) batch (its full identified
     wrench and the weight / wrench blend as rows 2, 3) replaces the hypothesis-free controller
-    MPC_GATO built at that B; MPC_GATO's substep observers feed its identifier (they take the
-    controller's batch when a run starts)."""
-    from ..estimators import IdentifiedWrenchSampler
-    from ..hypotheses import ForceHypothesisBatch
+    MPC_GATO built at that B; ``estimator: swing``: the SwingWrenchBatch over a
+    PendulumSwingEstimator (B rows, seeded like the others) replaces it likewise. MPC_GATO's
+    substep observers feed its identifier (they take the controller's batch when a run starts)."""
+    from ..estimators import IdentifiedWrenchSampler, PendulumSwingEstimator
+    from ..hypotheses import ForceHypothesisBatch, SwingWrenchBatch
     from ..interface import robot_urdf
     from ..mpc_gato import MPC_GATO
 
@@ -102,6 +105,10 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
         s = m.solver
         est = IdentifiedWrenchSampler(m.batch_size, s.model, s.ee_frame, seed=m.fe_seed, inertial_rows=True)
         m.controller.hypotheses = ForceHypothesisBatch(est, s.model, s.ee_frame)
+    elif h.get("estimator") == "swing":
+        s = m.solver
+        est = PendulumSwingEstimator(m.batch_size, s.model, s.ee_frame, seed=m.fe_seed)
+        m.controller.hypotheses = SwingWrenchBatch(est, s.model, s.ee_frame)
     return m
 
 
