@@ -128,3 +128,63 @@ def test_repo_root_and_load_registry(tmp_path, monkeypatch):
     assert builder.load_registry()["iiwa14"]["nq"] == 7
     gato.register_robot("my_arm", gato.robot_urdf("indy7"), ee_frame="EE")
     assert builder.load_registry()["my_arm"]["nv"] == 6           # registered robots are listed
+
+
+def test_codegen_writes_the_description_and_registers_the_robot(tmp_path, monkeypatch):
+    monkeypatch.setenv("GATO_CACHE_DIR", str(tmp_path / "cache"))
+    rotated = tmp_path / "arm.urdf"
+    names = _rotate_inertials(gato.robot_urdf("iiwa14"), rotated, seed=5)
+    meta = builder.codegen(rotated, "my_arm", ee_frame="EE")
+    folder = tmp_path / "cache" / "robots" / meta["codegen_key"] / "my_arm"
+    assert meta["urdf_path"] == str(folder / "my_arm.urdf") and meta["nq"] == 7
+    desc = __import__("json").loads((folder / "description.json").read_text())
+    assert desc["canonicalized_links"] == names and desc["contact_frames"] == ["EE"]
+    ref = pin.buildModelFromUrdf(str(gato.robot_urdf("iiwa14")))
+    np.testing.assert_array_equal(desc["q_max"], ref.upperPositionLimit)
+    np.testing.assert_array_equal(desc["tau_max"], ref.effortLimit)
+    assert builder.rotated_inertial_origins(folder / "my_arm.urdf") == []
+    # registered: BSQP by name, on the generated (canonical) URDF, same plans as iiwa14's
+    assert gato.robot_info("my_arm")["codegen_key"] == meta["codegen_key"]
+    s = gato.BSQP(gato.robot_urdf("my_arm"), 1, 8, 0.03, plant_type="my_arm", max_sqp_iters=2)
+    s0 = gato.BSQP(gato.robot_urdf("iiwa14"), 1, 8, 0.03, max_sqp_iters=2)
+    x = np.r_[0.1 * np.ones(7), np.zeros(7)][None]
+    ref_ee = np.tile(np.r_[s0.ee_pos(x[0, :7]) + [0.05, 0, 0], 0, 0, 0], (1, 8))
+    np.testing.assert_allclose(s.solve(x, ref_ee).xu, s0.solve(x, ref_ee).xu, rtol=0, atol=1e-9)
+    # same inputs -> same key and folder; another option -> another key
+    assert builder.codegen(rotated, "my_arm", ee_frame="EE")["codegen_key"] == meta["codegen_key"]
+    other = builder.codegen(rotated, "my_arm", ee_frame="A7", out_dir=tmp_path / "gen", register=False)
+    assert other["codegen_key"] != meta["codegen_key"] and (tmp_path / "gen" / "my_arm" / "my_arm.urdf").is_file()
+    assert gato.robot_info("my_arm")["ee_frame"] == "EE"            # register=False left the manifest alone
+
+
+def test_codegen_and_build_reject_bad_input(tmp_path, monkeypatch):
+    monkeypatch.setenv("GATO_CACHE_DIR", str(tmp_path / "cache"))
+    urdf = gato.robot_urdf("iiwa14")
+    for kwargs, msg in ((dict(ee_frame="nope"), "ee_frame: frame 'nope' not found"),
+                        (dict(contact_frames=["EE", "x"]), "contact_frames: frame 'x' not found"),
+                        (dict(floating_base=True), "floating_base: the CPU backend"),
+                        (dict(algorithm_list=["aba"]), "algorithm_list: the CPU backend"),
+                        (dict(collision_res=-1.0), "collision_res: expected None or a sphere spacing")):
+        with pytest.raises(ValueError, match=msg):
+            builder.codegen(urdf, "arm", **kwargs)
+    with pytest.raises(ValueError, match="name: expected an identifier"):
+        builder.codegen(urdf, "my arm")
+    with pytest.raises(FileNotFoundError, match="none.urdf"):
+        builder.codegen(tmp_path / "none.urdf", "arm")
+    for kwargs, msg in ((dict(N=[8, 1]), "N: expected an integer >= 2"), (dict(arch="90"), "arch: '90'"),
+                        (dict(exact_hessian=True), "'fc' / 'eh' variants are CUDA builds")):
+        with pytest.raises(ValueError, match=msg):
+            gato.build(urdf, **kwargs)
+    assert not (tmp_path / "cache" / "manifest.json").exists()        # nothing registered on bad input
+
+
+def test_build_makes_the_robot_usable_by_name(tmp_path, monkeypatch):
+    from gato import _cache
+
+    monkeypatch.setenv("GATO_CACHE_DIR", str(tmp_path / "cache"))
+    arm = tmp_path / "panda_like.urdf"
+    arm.write_bytes(gato.robot_urdf("indy7").read_bytes())
+    assert gato.build(arm, N=[8, 16]) == [("panda_like", 8), ("panda_like", 16)]
+    assert set(_cache.available_cached()) == {("panda_like", 8, "default"), ("panda_like", 16, "default")}
+    s = gato.BSQP(gato.robot_urdf("panda_like"), 2, 16, 0.03, plant_type="panda_like")
+    assert s.nq == 6 and s.plant_type == "panda_like"

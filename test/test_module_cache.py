@@ -1,9 +1,11 @@
 """gato._cache module identity: GPU arch detection, toolchain identity, module keys, resolve.
 No compiler is run except `--version` probes."""
+import json
 import os
 import shutil
 import stat
 import sys
+from pathlib import Path
 
 import pinocchio
 import pytest
@@ -72,8 +74,10 @@ def test_module_key_changes_with_every_input_and_only_then(plant, tmp_path, monk
     differs(entry, 32, "fc", folder, None)                           # variant
     differs(entry, 32, "default", folder, "90")                      # toolchain (CUDA arch)
     differs(dict(entry, ee_frame="A7"), 32, "default", folder, None)  # robot options
-    (folder / "limits.json").write_text('{"q_max": 1}')
-    differs(entry, 32, "default", folder, None)                      # the generated description
+    (folder / "notes.json").write_text('{"unrelated": 1}')          # other files beside the URDF do not count
+    assert _cache.module_key(entry, 32, "default", folder, None)[0] == key
+    (folder / "description.json").write_text('{"q_max": [1]}')
+    differs(entry, 32, "default", folder, None)                      # the generated description (codegen)
     urdf = folder / "arm.urdf"
     urdf.write_text(urdf.read_text().replace('<mass value="5"/>', '<mass value="5.5"/>', 1))
     differs(entry, 32, "default", folder, None)                      # URDF bytes
@@ -121,3 +125,41 @@ def test_resolve_finds_shipped_and_registered_robots(tmp_path, monkeypatch):
     assert _cache.resolve("iiwa14", cache=tmp_path / "other")[0]["nq"] == 7
     arm.unlink()                                                      # its URDF is gone
     assert _cache.resolve("iiwa14") is None
+
+
+def test_ensure_find_load_and_available_cached(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("GATO_CACHE_DIR", str(cache))
+    urdf = tmp_path / "arm.urdf"
+    shutil.copy(gato.robot_urdf("iiwa14"), urdf)
+    gato.register_robot("arm", urdf, ee_frame="EE")
+    assert _cache.find_module("arm", 8) is None and _cache.available_cached() == {}
+    assert _cache.load_module("arm", 8, build_if_missing=False) is None
+    meta_path = _cache.ensure_module("arm", 8, quiet=True)
+    meta = json.loads(meta_path.read_text())
+    key, inputs = _cache.module_key(_cache.resolve("arm")[0], 8, "default", urdf.parent, None)
+    assert meta_path == cache / "modules" / "arm" / key / "meta.json"
+    assert meta["module"] == gato.module_name("arm", 8) and meta["inputs"] == inputs
+    assert meta["core"] == gato._core.__file__ and meta["check"]["xu_size"] == 8 * 21 - 7
+    mtime = meta_path.stat().st_mtime_ns
+    assert _cache.ensure_module("arm", 8, quiet=True) == meta_path                # made once
+    assert meta_path.stat().st_mtime_ns == mtime
+    assert _cache.find_module("arm", 8) == meta_path and _cache.find_module("arm", 16) is None
+    assert _cache.load_module("arm", 8) is gato._core
+    assert _cache.load_module("no_such_robot", 8) is None
+    assert _cache.load_module("arm", 16) is gato._core                             # made on demand
+    assert _cache.available_cached() == {("arm", 8, "default"): Path(gato._core.__file__).name,
+                                         ("arm", 16, "default"): Path(gato._core.__file__).name}
+    # a changed URDF makes every entry stale: not found, not listed, made again under a new key
+    urdf.write_text(urdf.read_text().replace('<mass value="5"/>', '<mass value="5.5"/>', 1))
+    assert _cache.find_module("arm", 8) is None and _cache.available_cached() == {}
+    assert _cache.ensure_module("arm", 8, quiet=True) != meta_path
+    # a different core binary makes the entry stale too
+    monkeypatch.setattr(_cache, "_core_sha256", lambda: "0" * 64)
+    assert _cache.find_module("arm", 8) is None
+    with pytest.raises(ValueError, match="name: robot 'nope' is not registered"):
+        _cache.ensure_module("nope", 8)
+    with pytest.raises(ValueError, match="variant: 'fc' modules are CUDA builds"):
+        _cache.ensure_module("arm", 8, "fc")
+    with pytest.raises(ValueError, match="arch: '90'"):
+        _cache.ensure_module("arm", 8, arch="90")

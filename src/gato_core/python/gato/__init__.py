@@ -8,6 +8,7 @@ from ._native import core as _core  # noqa: F401  (gato._core: the C++ core this
 from .config import SolverParams
 from .interface import BSQP, SolveResult, SolverStats, available, module_name, robot_info, robot_urdf
 from ._cache import register_robot
+from .builder import build  # codegen + solver cache entries of a URDF (gato.builder)
 from .controller import MPCController, StepResult
 from .policy import GoalReference, MPCPolicy, TrajectoryReference
 from . import fingerprint, tasks, worlds  # dynamics fingerprint, task generators, simulation worlds (numpy-only imports)
@@ -20,7 +21,7 @@ from .mpc_gato import MPC_GATO  # closed-loop simulation driver (numpy-only impo
 __version__ = "0.1.0"
 
 __all__ = ["BSQP", "SolverParams", "SolveResult", "SolverStats", "available", "module_name",
-           "robot_info", "robot_urdf", "register_robot",
+           "robot_info", "robot_urdf", "register_robot", "build",
            "MPCController", "StepResult", "MPCPolicy", "TrajectoryReference", "GoalReference",
            "fingerprint", "tasks", "worlds", "MPC_GATO", "planner", "references", "simloop", "sampling", "osc",
            "estimators", "hypotheses"]

@@ -80,6 +80,13 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, ee_frame: str = "
     entry = dict(nq=model.nq, nv=model.nv, ee_frame=ee_frame, urdf=urdf.name, urdf_path=str(urdf),
                  description="", floating_base=False, urdf_sha256=digest,
                  joints=list(model.names)[1:])
+    return store_entry(name, entry, cache)
+
+
+def store_entry(name: str, entry: dict, cache: Path | None = None) -> dict:
+    """Write ``entry`` under ``name`` into the cache manifest (atomically); returns it."""
+    cache = Path(cache or cache_dir())
+    manifest = load_manifest(cache)
     manifest[name] = entry
     cache.mkdir(parents=True, exist_ok=True)
     tmp = cache / "manifest.json.tmp"
@@ -185,6 +192,13 @@ def _robot_urdf_path(robot: dict, plant_root: Path) -> Path | None:
     return None
 
 
+def _description_digest(urdf: Path | None) -> str | None:
+    """sha256 of the ``description.json`` that :func:`gato.builder.codegen` writes beside the
+    robot's URDF (limits, frames, options), None when there is none."""
+    path = urdf.parent / "description.json" if urdf is not None else None
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path is not None and path.is_file() else None
+
+
 def module_key(robot: dict, N: int, variant: str, plant_root: Path, arch: str | None) -> tuple[str, dict]:
     """Content key of one solver configuration + the readable inputs it was derived from.
 
@@ -192,14 +206,14 @@ def module_key(robot: dict, N: int, variant: str, plant_root: Path, arch: str | 
         robot: registry / manifest entry (``urdf`` or ``urdf_path``, ``ee_frame``, ...).
         N: horizon length (int >= 2).
         variant: "default" | "fc" | "eh".
-        plant_root: folder holding the robot's description (:func:`resolve`); its
-            ``.urdf`` / ``.json`` / ``.xacro`` files are hashed (meshes do not shape
-            the dynamics).
+        plant_root: folder holding the robot's description (:func:`resolve`); the URDF
+            is looked up there when the entry has no ``urdf_path``.
         arch: CUDA architecture or None (CPU).
 
     Returns ``(key, inputs)``: ``key`` 24 hex digits of sha256 over ``inputs``, which
-    holds the URDF sha256, the robot options, N, variant, the plant-folder and
-    native-source digests, :func:`native_root` and :func:`toolchain_identity`.
+    holds the URDF sha256, the robot options, N, variant, the digest of the
+    ``description.json`` beside the URDF (codegen's output; None without one), the
+    native-source digest, :func:`native_root` and :func:`toolchain_identity`.
     """
     if not isinstance(robot, dict):
         raise ValueError(f"robot: expected a registry entry (dict), got {type(robot).__name__}")
@@ -217,7 +231,7 @@ def module_key(robot: dict, N: int, variant: str, plant_root: Path, arch: str | 
                                          "nq", "nv", "joints")}
     root = native_root()
     inputs = dict(urdf_sha256=sha256_file(urdf) if urdf else robot["urdf_sha256"], options=options,
-                  N=N, variant=variant, plant_digest=_tree_digest(Path(plant_root), {".urdf", ".json", ".xacro"}),
+                  N=N, variant=variant, description_digest=_description_digest(urdf),
                   native_root=str(root), native_digest=_native_digest(root),
                   toolchain=toolchain_identity(arch))
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
@@ -243,3 +257,143 @@ def resolve(name: str, cache: Path | None = None) -> tuple[dict, Path] | None:
     if urdf is None or not urdf.is_file():
         return None
     return dict(entry), urdf.resolve().parent
+
+
+# --- cached solver configurations (CPU: checked configurations of the shared core) ---------
+#
+# The reference caches one compiled CUDA module per (robot, N, variant). The CPU backend's one
+# compiled core (gato._core) serves them all, so a cache entry here is the record that this
+# core ran this robot at this N: modules/<name>/<module_key>/meta.json holds the key's inputs,
+# the core file and its sha256, and the result of a check solve. An entry counts only while
+# its key (sources, toolchain, URDF, options) AND the loaded core binary are unchanged.
+
+def _core_file() -> Path:
+    from ._native import core
+    return Path(core.__file__).resolve()
+
+
+@functools.lru_cache(maxsize=4)
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _core_sha256() -> str:
+    core = _core_file()
+    st = core.stat()
+    return _file_sha256(str(core), st.st_mtime_ns, st.st_size)
+
+
+def _resolved(name: str, cache: Path | None) -> tuple[dict, Path]:
+    found = resolve(name, cache)
+    if found is None:
+        raise ValueError(f"name: robot {name!r} is not registered or its URDF is missing "
+                         "(gato.register_robot / gato.builder.codegen add one)")
+    return found
+
+
+def _entry_dir(name: str, key: str, cache: Path | None) -> Path:
+    return Path(cache or cache_dir()) / "modules" / name / key
+
+
+def _current_meta(meta_path: Path) -> dict | None:
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return meta if meta.get("core_sha256") == _core_sha256() else None
+
+
+def find_module(name: str, N: int, variant: str = "default", cache: Path | None = None) -> Path | None:
+    """The cache entry (``meta.json``) for (name, N, variant) if one was made from the
+    CURRENT inputs and core binary; stale entries from older sources, toolchains, URDFs
+    or core builds are ignored. None when there is none or the robot is unknown."""
+    found = resolve(name, cache)
+    if found is None:
+        return None
+    key, _ = module_key(found[0], N, variant, found[1], None)
+    path = _entry_dir(name, key, cache) / "meta.json"
+    return path if path.is_file() and _current_meta(path) is not None else None
+
+
+def ensure_module(name: str, N: int, variant: str = "default", *, cache: Path | None = None,
+                  arch: str | None = None, jobs: int = 2, quiet: bool = False) -> Path:
+    """Return the cache entry (``meta.json``) for (name, N, variant), making it once if missing.
+
+    Making it = building a one-solve :class:`gato.BSQP` of the robot at N on the
+    loaded core, running one solve (hold at q = 0, reference = the EE there) and
+    recording the key's inputs, the core file and the check's outcome. Only
+    "default" exists on the CPU backend; ``arch`` must be None (nothing is
+    compiled for a GPU); ``jobs`` has no effect (nothing is compiled per robot).
+    Raises ValueError naming the argument for an unknown robot or bad N/variant/arch,
+    RuntimeError when the check solve does not produce a finite trajectory.
+    """
+    if variant != "default":
+        raise ValueError(f"variant: {variant!r} modules are CUDA builds; the CPU backend runs 'default'")
+    if arch is not None:
+        raise ValueError(f"arch: {arch!r} is a CUDA architecture; the CPU backend compiles no GPU code")
+    entry, plant_root = _resolved(name, cache)
+    key, inputs = module_key(entry, N, variant, plant_root, None)
+    folder = _entry_dir(name, key, cache)
+    meta_path = folder / "meta.json"
+    if meta_path.is_file() and _current_meta(meta_path) is not None:
+        return meta_path
+    import numpy as np
+
+    from .interface import BSQP, module_name, robot_urdf
+
+    urdf = entry.get("urdf_path") or str(plant_root / entry["urdf"])
+    if not Path(urdf).is_file():
+        urdf = str(robot_urdf(name))
+    solver = BSQP(urdf, 1, N, 0.01, ee_frame=entry.get("ee_frame", "EE"), max_sqp_iters=2, threads=1)
+    x = np.zeros((1, solver.nx))
+    ref = np.tile(np.r_[solver.ee_pos(np.zeros(solver.nq)), 0.0, 0.0, 0.0], (1, N))
+    res = solver.solve(x, ref)
+    if not np.all(np.isfinite(res.xu)):
+        raise RuntimeError(f"ensure_module: the check solve of {name!r} at N={N} gave a non-finite trajectory")
+    core = _core_file()
+    meta = dict(name=name, N=N, variant=variant, module=module_name(name, N, variant), module_key=key,
+                inputs=inputs, core=str(core), core_sha256=_core_sha256(),
+                check=dict(sqp_iters=int(res.stats.sqp_iters[0]), xu_size=int(solver.xu_size)))
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / "meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=1, sort_keys=True))
+    os.replace(tmp, meta_path)
+    if not quiet:
+        print(f"[gato] checked {meta['module']} on {core.name}: {meta_path}", file=sys.stderr)
+    return meta_path
+
+
+def load_module(name: str, N: int, variant: str = "default", *, cache: Path | None = None,
+                build_if_missing: bool = True):
+    """The native module that runs (name, N, variant): the shared core ``gato._core``, once
+    its cache entry exists (made now when ``build_if_missing``). None when the robot is not
+    registered, or when the entry is missing and ``build_if_missing`` is False."""
+    if resolve(name, cache) is None:
+        return None
+    if find_module(name, N, variant, cache) is None:
+        if not build_if_missing:
+            return None
+        ensure_module(name, N, variant, cache=cache, quiet=True)
+    from ._native import core
+    return core
+
+
+def available_cached(cache: Path | None = None) -> dict:
+    """``{(plant, N, variant): core file name}`` of the cache entries made from the current
+    inputs and core binary (entries whose robot, sources or core changed are left out)."""
+    root = Path(cache or cache_dir()) / "modules"
+    out = {}
+    if not root.is_dir():
+        return out
+    for meta_path in sorted(root.glob("*/*/meta.json")):
+        meta = _current_meta(meta_path)
+        if meta is None:
+            continue
+        try:
+            name, N, variant = meta["name"], int(meta["N"]), meta["variant"]
+        except (KeyError, TypeError, ValueError):
+            continue
+        if find_module(name, N, variant, cache) == meta_path:
+            out[(name, N, variant)] = Path(meta["core"]).name
+    return out

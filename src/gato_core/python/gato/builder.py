@@ -8,6 +8,8 @@ and recording it; nothing is compiled per robot (docs/architecture.md,
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import xml.etree.ElementTree as ET
@@ -17,7 +19,10 @@ import numpy as np
 
 from .robots import all_robots
 
-__all__ = ["repo_root", "load_registry", "rotated_inertial_origins", "canonicalize_inertials"]
+__all__ = ["repo_root", "load_registry", "rotated_inertial_origins", "canonicalize_inertials", "codegen", "build"]
+
+#: Version of what :func:`codegen` writes; part of every codegen key.
+GENERATOR_VERSION = 1
 
 _HERE = Path(__file__).resolve().parent
 _INERTIA_KEYS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
@@ -144,3 +149,115 @@ def canonicalize_inertials(urdf_path, out_path) -> list[str]:
     tree.write(tmp, encoding="utf-8", xml_declaration=True)
     os.replace(tmp, out)  # atomic: out_path is never half written (and may be urdf_path itself)
     return rewritten
+
+
+def _check_frames(model, urdf: Path, ee_frame: str, contact_frames) -> list[str]:
+    if not isinstance(ee_frame, str) or not model.existFrame(ee_frame):
+        raise ValueError(f"ee_frame: frame {ee_frame!r} not found in {urdf}")
+    frames = [ee_frame] if contact_frames is None else list(contact_frames)
+    for f in frames:
+        if not isinstance(f, str) or not model.existFrame(f):
+            raise ValueError(f"contact_frames: frame {f!r} not found in {urdf}")
+    return frames
+
+
+def codegen(urdf_path, name, ee_frame="EE", algorithm_list=None, out_dir=None, register=True,
+            collision_res=0.15, contact_frames=None, floating_base=False) -> dict:
+    """Generate a robot's description for the CPU backend and register it; returns its metadata.
+
+    Writes ``<out_dir>/<name>/``: ``<name>.urdf`` (the URDF with canonical
+    inertials, :func:`canonicalize_inertials`; the model the solver loads) and
+    ``description.json`` (nq, nv, joint names, position limits [rad or m],
+    velocity limits [rad/s or m/s], effort limits [N m or N], ee_frame,
+    contact_frames, the source URDF's sha256, the codegen key). ``out_dir``
+    defaults to ``<cache>/robots/<codegen_key>`` (the key hashes the URDF bytes,
+    the options and GENERATOR_VERSION). ``register=True`` records the robot in
+    the per-host manifest, so ``gato.BSQP(urdf, ..., plant_type=name)`` works at
+    once; the entry's ``urdf_path`` is the generated URDF.
+
+    CPU backend: dynamics are pinocchio's, evaluated at run time, so there is no
+    per-algorithm code to select (``algorithm_list`` None or "all") and no
+    collision spheres are generated (``collision_res`` is recorded, the solver
+    has no clearance rows). Fixed base only (``floating_base`` False).
+    Raises ValueError naming the argument for any bad input.
+    """
+    import pinocchio as pin
+
+    from . import _cache
+    from .robots import sha256_file
+
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"name: expected an identifier (module suffix), got {name!r}")
+    if floating_base:
+        raise ValueError("floating_base: the CPU backend supports fixed-base robots only")
+    if algorithm_list not in (None, "all"):
+        raise ValueError(f"algorithm_list: the CPU backend evaluates every algorithm with pinocchio at run "
+                         f"time; only None or 'all' apply, got {algorithm_list!r}")
+    if collision_res is not None and (isinstance(collision_res, bool) or not isinstance(collision_res, (int, float))
+                                      or not math.isfinite(collision_res) or collision_res <= 0):
+        raise ValueError(f"collision_res: expected None or a sphere spacing > 0 m, got {collision_res!r}")
+    src, _ = _parse_urdf(urdf_path)
+    src = src.resolve()
+    try:
+        model = pin.buildModelFromUrdf(str(src))
+    except Exception as e:  # pinocchio raises ValueError / RuntimeError on a broken URDF
+        raise ValueError(f"urdf_path: {src} could not be loaded as a robot model ({e})") from e
+    frames = _check_frames(model, src, ee_frame, contact_frames)
+    digest = sha256_file(src)
+    options = dict(ee_frame=ee_frame, contact_frames=frames, collision_res=collision_res,
+                   floating_base=False, generator=GENERATOR_VERSION)
+    key = hashlib.sha256(json.dumps(dict(urdf_sha256=digest, name=name, **options),
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    root = Path(out_dir) if out_dir is not None else _cache.cache_dir() / "robots" / key
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    urdf_out = folder / f"{name}.urdf"
+    rewritten = canonicalize_inertials(src, urdf_out)
+    description = dict(name=name, nq=model.nq, nv=model.nv, joints=list(model.names)[1:],
+                       q_min=model.lowerPositionLimit.tolist(), q_max=model.upperPositionLimit.tolist(),
+                       v_max=model.velocityLimit.tolist(), tau_max=model.effortLimit.tolist(),
+                       ee_frame=ee_frame, contact_frames=frames, collision_res=collision_res, collision=False,
+                       source_urdf=str(src), urdf_sha256=digest, codegen_key=key,
+                       canonicalized_links=rewritten, generator=GENERATOR_VERSION)
+    tmp = folder / "description.json.tmp"
+    tmp.write_text(json.dumps(description, indent=1))
+    os.replace(tmp, folder / "description.json")
+    meta = dict(nq=model.nq, nv=model.nv, ee_frame=ee_frame, urdf=urdf_out.name, urdf_path=str(urdf_out),
+                description="", floating_base=False, urdf_sha256=digest, joints=description["joints"],
+                contact_frames=frames, collision_res=collision_res, codegen_key=key, plant_dir=str(root),
+                source_urdf=str(src))
+    if register:
+        _cache.store_entry(name, meta)
+    return meta
+
+
+def build(urdf_path, name=None, N=(32,), ee_frame="EE", arch=None, jobs=4, build_dir=None, collision_res=0.15,
+          contact_frames=None, floating_base=False, contact_forces=False, exact_hessian=False) -> list:
+    """Codegen + make the solver cache entries of a URDF for each horizon in ``N``.
+
+    ``name`` defaults to the URDF stem. Runs :func:`codegen` (registering the
+    robot in the per-host cache), then :func:`gato._cache.ensure_module` for
+    every N: a check solve on the shared CPU core, recorded under the module
+    key. Afterwards ``gato.BSQP(urdf, N=n, plant_type=name)`` just works.
+    ``contact_forces`` / ``exact_hessian`` ("fc" / "eh" variants) and ``arch``
+    are CUDA-only and raise ValueError; ``jobs`` / ``build_dir`` configure a
+    compile and have no effect here (nothing is compiled per robot).
+    Returns the list of (name, N) pairs made.
+    """
+    from . import _cache
+
+    if contact_forces or exact_hessian:
+        raise ValueError("contact_forces/exact_hessian: the 'fc' / 'eh' variants are CUDA builds; "
+                         "the CPU backend runs 'default'")
+    if arch is not None:
+        raise ValueError(f"arch: {arch!r} is a CUDA architecture; the CPU backend compiles no GPU code")
+    horizons = [N] if isinstance(N, int) else list(N)
+    if not horizons or any(isinstance(n, bool) or not isinstance(n, int) or n < 2 for n in horizons):
+        raise ValueError(f"N: expected an integer >= 2 or a non-empty list of them, got {N!r}")
+    if name is None:
+        name = Path(os.fspath(urdf_path)).stem
+    codegen(urdf_path, name, ee_frame=ee_frame, collision_res=collision_res, contact_frames=contact_frames,
+            floating_base=floating_base)
+    for n in horizons:
+        _cache.ensure_module(name, n, quiet=True)
+    return [(name, n) for n in horizons]
