@@ -163,3 +163,11 @@ def test_ensure_find_load_and_available_cached(tmp_path, monkeypatch):
         _cache.ensure_module("arm", 8, "fc")
     with pytest.raises(ValueError, match="arch: '90'"):
         _cache.ensure_module("arm", 8, arch="90")
+
+
+def test_register_robot_build_makes_the_cache_entries(tmp_path, monkeypatch):
+    monkeypatch.setenv("GATO_CACHE_DIR", str(tmp_path))
+    gato.register_robot("arm6", gato.robot_urdf("indy7"), ee_frame="EE", N=[8, 12], build=True)
+    assert set(_cache.available_cached()) == {("arm6", 8, "default"), ("arm6", 12, "default")}
+    gato.register_robot("arm7", gato.robot_urdf("iiwa14"), ee_frame="EE", N=[8])   # build=False: none yet
+    assert _cache.find_module("arm7", 8) is None

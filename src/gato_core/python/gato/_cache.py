@@ -52,11 +52,17 @@ def robot_entry(name: str, cache: Path | None = None) -> dict | None:
 
 def register_robot(name: str, urdf_path: str | os.PathLike, *, ee_frame: str = "EE",
                    floating_base: bool = False, cache_dir_override: Path | None = None,
-                   force: bool = False, **_ignored) -> dict:
+                   force: bool = False, N=(32,), variant: str = "default", build: bool = False,
+                   **_ignored) -> dict:
     """Record a robot (URDF + EE frame) in the cache manifest; returns its entry.
 
     The URDF is loaded once to check it (fixed base, the EE frame exists).
     Re-registering a name with a different URDF needs ``force=True``.
+    ``build=True`` also makes the cache entry of each horizon in ``N``
+    (:func:`ensure_module`: a check solve, no compile); otherwise the first
+    :func:`load_module` / :func:`ensure_module` makes it. The reference's compile
+    settings (``collision_res``, ``contact_frames``, ``arch``, ``jobs``) have no
+    effect on the CPU backend.
     """
     import pinocchio as pin
 
@@ -80,7 +86,12 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, ee_frame: str = "
     entry = dict(nq=model.nq, nv=model.nv, ee_frame=ee_frame, urdf=urdf.name, urdf_path=str(urdf),
                  description="", floating_base=False, urdf_sha256=digest,
                  joints=list(model.names)[1:])
-    return store_entry(name, entry, cache)
+    store_entry(name, entry, cache)
+    if build:
+        horizons = [N] if isinstance(N, int) else list(N)
+        for n in horizons:
+            ensure_module(name, n, variant, cache=cache, quiet=True)
+    return entry
 
 
 def store_entry(name: str, entry: dict, cache: Path | None = None) -> dict:
