@@ -33,7 +33,7 @@ so the first ticks carry the attachment transient; reported beside the strict cr
 
     python bench/bench_payload.py --out /tmp/payload --n 20 [--batches 1 8 32] [--mass 15]
         [--length 0.5] [--damping 0] [--rigid] [--grace 0.1] [--configs none:1 fe:8 wid:1 ...]
-        [--no-clamp] [--workers 2] [--ray auto] [--eval-out DIR]
+        [--no-clamp] [--solver vel_lim_cost=0.1 ...] [--workers 2] [--ray auto] [--eval-out DIR]
 """
 import argparse
 import json
@@ -59,11 +59,27 @@ def parse_configs(entries):
     return out
 
 
-def build_spec(n, configs, seed=0, mass=15.0, length=0.5, damping=0.0, rigid=False, grace=0.1, clamp=True):
+def parse_solver(entries):
+    """{field: number} of KEY=VALUE SolverParams entries (vel_lim_cost=0.1 ...); ValueError naming --solver."""
+    out = {}
+    for e in entries or ():
+        key, sep, val = e.partition("=")
+        try:
+            if not sep or not key:
+                raise ValueError
+            out[key] = float(val)
+        except ValueError:
+            raise ValueError(f"--solver: expected KEY=NUMBER entries (vel_lim_cost=0.1), got {e!r}") from None
+    return out
+
+
+def build_spec(n, configs, seed=0, mass=15.0, length=0.5, damping=0.0, rigid=False, grace=0.1, clamp=True,
+               solver=None):
     """The gato eval spec of the grid: bench/specs/payload_pickplace_iiwa14.yaml with one
     configuration per (B, sampler) (label "B=<B> <sampler>") and the payload as its one
     disturbance case (the pendulum, or with ``rigid`` its weight as a constant world force);
-    ``clamp``: the world clamps the command to the URDF effort limits (task option clamp_torques)."""
+    ``clamp``: the world clamps the command to the URDF effort limits (task option clamp_torques);
+    ``solver``: SolverParams fields {name: value} of every configuration (None: the defaults)."""
     from gato.eval import parse_spec
 
     raw = yaml.safe_load(SPEC.read_text())
@@ -72,7 +88,8 @@ def build_spec(n, configs, seed=0, mass=15.0, length=0.5, damping=0.0, rigid=Fal
         hyp = dict(estimator="wid" if est == "widi" else est or "none", batch_size=int(B), seed=int(seed))
         if est == "widi":  # the wid sampler with its full identified wrench rows
             hyp["inertial_rows"] = True
-        raw["planners"].append(dict(label=f"B={B} {est or 'none'}", planner="bsqp", config=dict(hypotheses=hyp)))
+        cfg = dict(hypotheses=hyp, **({"solver": dict(solver)} if solver else {}))
+        raw["planners"].append(dict(label=f"B={B} {est or 'none'}", planner="bsqp", config=cfg))
     load = (dict(kind="constant_wrench", wrench=[0.0, 0.0, -9.81 * mass, 0.0, 0.0, 0.0]) if rigid else
             dict(kind="pendulum", mass=float(mass), length=float(length), damping=float(damping)))
     raw["disturbances"] = {("rigid" if rigid else "pendulum") + f"_{mass:g}kg": [load] if mass else []}
@@ -113,6 +130,8 @@ def main(argv=None):
                          "no effort clamp)")
     ap.add_argument("--configs", nargs="+", default=None,
                     help="SAMPLER:B entries (none:1 fe:8 wid:32 ...) instead of the --batches grid")
+    ap.add_argument("--solver", nargs="+", default=None,
+                    help="KEY=VALUE SolverParams fields for every configuration (e.g. vel_lim_cost=0.1)")
     ap.add_argument("--workers", type=int, default=1, help="gato eval local pool size (default 1)")
     ap.add_argument("--ray", default=None, help="run on Ray: auto | ADDRESS | local")
     ap.add_argument("--eval-out", default=None, help="gato eval output folder (default: <out>/eval)")
@@ -123,7 +142,8 @@ def main(argv=None):
         configs = parse_configs(a.configs)
     else:
         configs = [(1, None)] + [(B, e) for e in ("fe", "wid") for B in a.batches if not (B == 1 and e == "fe")]
-    spec = build_spec(a.n, configs, a.seed, a.mass, a.length, a.damping, a.rigid, a.grace, not a.no_clamp)
+    spec = build_spec(a.n, configs, a.seed, a.mass, a.length, a.damping, a.rigid, a.grace, not a.no_clamp,
+                      parse_solver(a.solver))
     rows = run_grid(spec, a.eval_out or out / "eval", a.workers, a.ray)
     for r in rows:
         print(f"B={r['B']:2d} {str(r['estimator']):4s} {r['scenario']} ramp {r['ramp']:.1f}: "

@@ -331,3 +331,9 @@ def test_bench_payload_configs_name_the_option():
     assert [p["label"] for p in spec.planners] == ["B=1 none", "B=8 fe", "B=8 widi"]
     assert spec.planners[2]["config"]["hypotheses"]["inertial_rows"] is True
     assert spec.task["options"]["clamp_torques"] is False
+    assert bp.parse_solver(["vel_lim_cost=0.1"]) == {"vel_lim_cost": 0.1} and bp.parse_solver(None) == {}
+    with pytest.raises(ValueError, match="--solver"):
+        bp.parse_solver(["vel_lim_cost"])
+    spec = bp.build_spec(2, [(8, "swing")], solver={"vel_lim_cost": 0.1})
+    assert spec.planners[0]["config"] == {"hypotheses": {"estimator": "swing", "batch_size": 8, "seed": 0},
+                                          "solver": {"vel_lim_cost": 0.1}}
