@@ -13,7 +13,8 @@ average.
 Variants (``--variants``, alternated within each round):
 
 - ``gato``: the nodes' own Fast DDS profile (share/gato_bringup/config/fastdds_gato.xml, 16 MB
-  shared-memory segment; gato_ros.node_util.use_fastdds_profile), the default;
+  shared-memory segment, 4,096-sample port queue; gato_ros.node_util.use_fastdds_profile), the
+  default (``ros2 bag record`` beside keeps Fast DDS's defaults either way: it is no gato node);
 - ``default``: Fast DDS's defaults (512 KB segment): ``GATO_FASTDDS_PROFILE=off``, what the
   nodes ran with before;
 - a path to a Fast DDS XML profile: every process of the run (recorders included) with

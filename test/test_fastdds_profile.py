@@ -1,5 +1,6 @@
 """The gato nodes' Fast DDS profile (share/gato_bringup/config/fastdds_gato.xml, applied by
-gato_ros.node_util.use_fastdds_profile before rclpy.init): a 16 MB shared-memory segment, so a
+gato_ros.node_util.use_fastdds_profile before rclpy.init): a 16 MB shared-memory segment and a
+4,096-sample port queue, so a
 reader that stalls (a recorder or `ros2 bag record` on a loaded machine) loses none of a gato
 node's samples (issue 21: with Fast DDS's 512 KB segment the writer dropped samples at the
 transport and its keep-last(10) history could not resend them). The user's own choice (another
@@ -30,7 +31,7 @@ def _installed_profile():
         pytest.skip("gato_bringup is not installed (scripts/setup.sh; source scripts/activate.sh)")
 
 
-def test_the_profile_is_fast_dds_defaults_with_a_16_mb_segment():
+def test_the_profile_is_fast_dds_defaults_with_a_16_mb_segment_and_a_long_port_queue():
     path = _installed_profile()
     root = ET.parse(path).getroot()
     ns = {"p": "http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles"}
@@ -39,6 +40,8 @@ def test_the_profile_is_fast_dds_defaults_with_a_16_mb_segment():
     assert sorted(kinds.values()) == ["SHM", "UDPv4"]            # Fast DDS's builtin set, nothing removed
     seg = root.find("p:transport_descriptors/p:transport_descriptor/p:segment_size", ns)
     assert int(seg.text) == 16 * 1024 * 1024
+    port = root.find("p:transport_descriptors/p:transport_descriptor/p:port_queue_capacity", ns)
+    assert int(port.text) == 4096
     udp = [d for d in root.iterfind("p:transport_descriptors/p:transport_descriptor", ns)
            if d.find("p:type", ns).text == "UDPv4"][0]
     assert udp.find("p:interfaceWhiteList", ns) is None          # no interface restriction of its own

@@ -127,6 +127,12 @@ def main(argv=None) -> int:
                  Parameter("chunk_size", value=int(a.chunk_size))]
     if topics:
         overrides.append(Parameter("topics", Parameter.Type.STRING_ARRAY, topics))
+    from .node_util import use_fastdds_profile
+
+    try:
+        use_fastdds_profile()      # the gato nodes' Fast DDS profile (its port queue), before rclpy.init
+    except ValueError as e:
+        build_parser().error(str(e))
     rclpy.init(args=full)
     node, config_error = None, False
     try:
