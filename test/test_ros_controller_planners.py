@@ -122,6 +122,26 @@ def test_deadline_misses_in_a_row_switch_to_the_osc_and_back_after_the_hysteresi
     assert lg.status.fallbacks == 3 and lg.status.fallback_switches == 1
 
 
+def test_a_cold_start_forgives_moderately_late_ticks_but_not_a_stall():
+    """In the fallback_grace_ticks planner ticks after a cold start, only ticks later than two
+    periods (10 ms here) count toward fallback_after_misses."""
+    lg = make(fallback_after_misses=2, fallback_grace_ticks=4)
+    for k in range(4):                       # the cold start's ticks: 15 ms late each, forgiven
+        assert tick(lg, k).source == "mpc"
+        lg.record_publish(0.015)
+    assert lg.status.deadline_misses == 4 and lg.status.fallback_switches == 0
+    for k in (4, 5):                         # after the grace the same lateness counts: two in a row
+        assert tick(lg, k).source == "mpc"
+        lg.record_publish(0.015)
+    assert tick(lg, 6).source == "osc_fallback" and lg.status.fallback_reason == "deadline"
+    stalled = make(fallback_after_misses=2, fallback_grace_ticks=4)
+    for k in (0, 1):                         # a stall (50 ms) counts inside the grace too
+        assert tick(stalled, k).source == "mpc"
+        stalled.record_publish(0.05)
+    assert tick(stalled, 2).source == "osc_fallback"
+    assert json.loads(stalled.status.params_json)["fallback_grace_ticks"] == 4
+
+
 def test_deadline_misses_do_not_switch_in_lockstep_or_when_disabled():
     for cfg in ({"reference_sync": False, "fallback_after_misses": 0}, {"reference_sync": False, "fallback": "off"}):
         lg = make(**cfg)

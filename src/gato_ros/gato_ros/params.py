@@ -216,6 +216,12 @@ CONTROLLER = (
           "(0 = deadline misses never switch); not with reference_sync (lockstep: the world waits for the "
           "command, so a late tick costs no tracking and a switch would make the run machine-dependent)", "ticks",
           range=(0, 1000), group="planner"),
+    Param("fallback_grace_ticks", "integer", 10,
+          "planner ticks after each cold start (start-up, return from the OSC fallback or a hold) in which only a "
+          "tick later than two periods counts toward fallback_after_misses: the first solves without a warm start "
+          "take several times longer, and counting every late one sent the planner straight back to the fallback "
+          "on a loaded machine; a stalled solver still switches at once",
+          "ticks", range=(0, 100000), group="planner"),
     Param("fallback_recover_ticks", "integer", 50,
           "hysteresis: ticks the OSC fallback keeps control before the planner is tried again (cold start at the "
           "measured state)", "ticks", range=(1, 100000), group="planner"),
