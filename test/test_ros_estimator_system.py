@@ -88,33 +88,31 @@ def run(tmp_path, ros_env, hypotheses, listener=None):
 @pytest.mark.slow
 def test_estimator_node_identifies_the_push_and_the_controller_tracks_better(tmp_path, ros_env):
     share()
-    s_none, _ = run(tmp_path, ros_env, "none")
-    listener = WrenchListener(int(ros_env["ROS_DOMAIN_ID"]))
-    try:
-        s_est, out = run(tmp_path, ros_env, "estimator", listener)
-        for _ in range(20):                       # what is still queued locally
-            listener.ex.spin_once(timeout_sec=0.05)
-    finally:
-        listener.close()
+    from gato_ros.bag import read_bag
 
-    w = listener.wrenches
-    # This listener joins the graph as the run starts and may miss its first second (discovery on a
-    # loaded machine: CI once received estimates only from t = 2.7 s); the estimator's own count
-    # below shows one fit per 10 ms tick.
-    assert len(w) >= 100, (len(w), out[-3000:])
-    assert {m.header.frame_id for m in w} == {"world"}
-    t = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in w])
-    f = np.array([[m.wrench.force.x, m.wrench.force.y, m.wrench.force.z] for m in w])
-    tq = np.array([[m.wrench.torque.x, m.wrench.torque.y, m.wrench.torque.z] for m in w])
-    assert np.all(np.isfinite(f)) and np.all(np.isfinite(tq))
+    s_none, _ = run(tmp_path, ros_env, "none")
+    s_est, out = run(tmp_path, ros_env, "estimator")
+
+    # The estimate as the controller received it over DDS and solved under it: every tick's
+    # SolveInput carries the wrench rows (world axes, EE origin). (A listener in this process
+    # joined the graph as the run started and raced discovery: once it got nothing in a whole
+    # CI run; the estimator's own WrenchStamped topic to a third party is the next test's.)
+    ins = [m for _, m in read_bag(tmp_path / "estimator_bag", ["/gato_controller/solve_input"])
+           ["/gato_controller/solve_input"]]
+    assert len(ins) >= 0.9 * DURATION_S * 100, (len(ins), out[-3000:])
+    t_all = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in ins])
+    rows = np.array([int(m.wrench_rows) for m in ins])
+    # hypotheses:=estimator at B = 1: one row, the estimate itself, on every tick after the first second
+    assert set(rows[t_all >= SETTLED_S]) == {1}, set(rows[t_all >= SETTLED_S])
+    t = t_all[rows == 1]
+    wr = np.array([np.asarray(m.wrench_hypotheses, dtype=float)[:6] for m, r in zip(ins, rows) if r == 1])
+    f = wr[:, :3]
+    assert np.all(np.isfinite(wr))
     late = t >= SETTLED_S
-    assert late.sum() >= 100
-    # converged: every estimate after the first second within 15 % of the applied 10 N
+    assert late.sum() >= 0.9 * (DURATION_S - SETTLED_S) * 100, late.sum()
+    # converged: every estimate solved under after the first second within 15 % of the applied 10 N
     err = np.linalg.norm(f[late] - PUSH, axis=1)
     assert err.max() <= 0.15 * np.linalg.norm(PUSH), (err.max(), f[late][np.argmax(err)])
-    st = json.loads(listener.stats[-1].data)
-    assert st["n_clamped"] == 0 and st["rejected"] == 0 and st["n_updates"] >= len(w) - 1, st
-    assert st["n_updates"] >= 0.9 * DURATION_S * 100, st     # a fit per 10 ms tick (stats come with every fit)
 
     # the controller solved under the estimate: tracking error drops against hypotheses:=none
     def settled_mean(s):
