@@ -14,7 +14,8 @@ no-ops (``select`` returns 0), so a single-hypothesis controller is a plain MPC.
 
 Concrete wrench hypotheses build on this base class: :class:`ForceHypothesisBatch` (B sampled
 wrench guesses from a :mod:`gato.estimators` sampler, scored by the one-step rollout) and
-:class:`IdentifiedWrenchBatch` (one wrench identified by least squares from the motion).
+:class:`IdentifiedWrenchBatch` (one wrench identified by least squares from the motion); the
+swing-aware :class:`SwingWrenchBatch` lives in :mod:`gato.swing` and is re-exported here.
 """
 from __future__ import annotations
 
@@ -424,151 +425,6 @@ class IdentifiedWrenchBatch(HypothesisBatch):
         return self.identifier
 
 
-class SwingWrenchBatch(HypothesisBatch):
-    """Swing-aware payload hypotheses: each row's wrench PREDICTED knot by knot over the horizon.
-
-    The other wrench batches hold their wrench constant over the horizon; a swinging payload's
-    reaction is not constant, and a controller planning under a frozen wrench pumps the swing.
-    Here a :class:`gato.estimators.PendulumSwingEstimator` (fed at sensor rate, like the
-    identifiers) predicts each row's wrench per horizon interval along the EE motion of the
-    previous tick's winning plan (shifted one knot; knot 0 the measured state), and :meth:`apply`
-    uploads the (B, N, 6) band, each knot's wrench re-expressed at that knot's planned
-    configuration (a world-fixed force turns in the EE joint frame as the arm moves).
-
-    Selection (B > 1): the rows differ in what they predict, not in the wrench now, so the
-    one-step rollout cannot tell them apart; each row is scored by how well its earlier
-    predictions (as programmed, inertial gain included) matched the wrench that was then
-    identified: for h = 1 .. ``lookback`` ticks
-    back, interval h - 1 of the band predicted h ticks ago against the mean identified force
-    over the last tick [N], averaged over h and low-passed over ticks (``score_tau`` s); the
-    lowest score wins. B = 1: row 0, no scoring.
-
-    Args:
-        estimator: a PendulumSwingEstimator (``batch_size``, ``identify``, ``predict``,
-            ``take_mean_force``, ``update``, ``reset``, ``get_stats``).
-        model: the solver's pinocchio Model (robot only); ee_frame: the frame the payload hangs from.
-        lookback: ticks of prediction compared (>= 1); score_tau: score filter time constant [s] (> 0).
-
-    Attributes: ``band`` (B, N, 6) world-axes wrenches of the last apply, ``scores`` (B,) [N].
-    """
-
-    def __init__(self, estimator, model, ee_frame="EE", *, lookback=4, score_tau=0.1):
-        self.batch_size = _check_estimator(estimator)
-        for attr in ("identify", "predict", "take_mean_force"):
-            if not callable(getattr(estimator, attr, None)):
-                raise ValueError(f"estimator: expected a gato.estimators.PendulumSwingEstimator, got "
-                                 f"{type(estimator).__name__} (no {attr}())")
-        if isinstance(lookback, bool) or not isinstance(lookback, (int, np.integer)) or lookback < 1:
-            raise ValueError(f"lookback: expected an integer >= 1, got {lookback!r}")
-        if isinstance(score_tau, bool) or not isinstance(score_tau, (int, float)) or not math.isfinite(score_tau) \
-                or score_tau <= 0:
-            raise ValueError(f"score_tau: expected a time constant > 0 s, got {score_tau!r}")
-        self.estimator = estimator
-        self.lookback, self.score_tau = int(lookback), float(score_tau)
-        self._inject = _WrenchInjection(model, ee_frame)
-        self.model, self.ee_frame = model, ee_frame
-        self.reset()
-
-    def reset(self) -> None:
-        super().reset()
-        self.estimator.reset()
-        self._plan = None  # (N, nq + nv) knot states of the last winning plan, shifted one knot
-        self._bands = []  # the last `lookback` bands' forces, newest first: (B, N, 3) each
-        self.band = None
-        self.scores = np.zeros(self.batch_size)
-
-    def _knot_states(self, solver, x) -> np.ndarray:
-        N, nq, nv = int(solver.N), self.model.nq, self.model.nv
-        xa = np.asarray(x, dtype=np.float64).reshape(-1)[:nq + nv]
-        if self._plan is None or self._plan.shape != (N, nq + nv):
-            xs = np.repeat(xa[None, :], N, axis=0)
-        else:
-            xs = self._plan.copy()
-            xs[0] = xa
-        return xs
-
-    def apply(self, solver, x) -> None:
-        """Predict every row's wrench over the horizon along the planned motion and upload the
-        (B, N, 6) band, knot k re-expressed at knot k's planned q."""
-        import pinocchio as pin
-
-        m, inj = self.model, self._inject
-        N, B = int(solver.N), self.batch_size
-        if int(getattr(solver, "batch_size", -1)) != B:
-            raise ValueError(f"solver: batch_size {getattr(solver, 'batch_size', None)!r} differs from the "
-                             f"hypotheses' {B}")
-        xs = self._knot_states(solver, x)
-        if not np.all(np.isfinite(xs)):
-            raise ValueError(f"x: expected a finite state [q; qd] with nq = {m.nq} positions first")
-        vel = np.zeros((N, 3))
-        slots_R, slots_lever = [], []
-        j = m.frames[inj.fid].parentJoint
-        for k in range(N):
-            q, dq = xs[k, :m.nq], xs[k, m.nq:]
-            pin.forwardKinematics(m, inj.data, q, dq)
-            vel[k] = pin.getFrameVelocity(m, inj.data, inj.fid, pin.LOCAL_WORLD_ALIGNED).linear
-            oMj = inj.data.oMi[j]
-            slots_R.append(oMj.rotation.copy())
-            slots_lever.append((oMj * m.frames[inj.fid].placement).translation - oMj.translation)
-        pred = np.asarray(self.estimator.predict(vel, float(solver.dt)), dtype=np.float64)  # (B, N - 1, 6)
-        band = np.concatenate([pred, pred[:, -1:]], axis=1)  # the last slot: the last interval's
-        self.band = band
-        self._bands.insert(0, pred[:, :, :3].copy())
-        del self._bands[self.lookback + 1:]
-        slots = np.zeros((B, N, 6))
-        for k in range(N):
-            R, lever = slots_R[k], slots_lever[k]
-            f, t = band[:, k, :3], band[:, k, 3:]
-            slots[:, k] = np.concatenate([(t + np.cross(lever[None, :], f)) @ R, f @ R], axis=1)
-        nb = int(solver.n_bodies()) if callable(getattr(solver, "n_bodies", None)) else None
-        if nb is None or not 0 <= inj.body < nb:
-            solver.set_f_ext_B(slots)
-        else:
-            full = np.zeros((B, N, 6 * nb))
-            full[:, :, 6 * inj.body:6 * inj.body + 6] = slots
-            solver.set_f_ext_B(full)
-
-    def select(self, solver, result, x_prev, u_prev, x_meas, dt) -> int:
-        """Score the rows' past predictions against the identified force (above), keep the
-        winner's plan (shifted one knot) for the next prediction; returns the winner."""
-        from .interface import shift_plan
-
-        B = self.batch_size
-        f_now = self.estimator.take_mean_force()
-        if B > 1 and f_now is not None and len(self._bands) > 1:
-            hs = range(1, len(self._bands))
-            err = np.mean([np.linalg.norm(self._bands[h][:, h - 1] - f_now[None, :], axis=1) for h in hs], axis=0)
-            a = float(dt) / (self.score_tau + float(dt))
-            self.scores = (1.0 - a) * self.scores + a * err
-        best = int(np.argmin(self.scores)) if B > 1 else 0
-        self.last_errors = self.scores.copy()
-        xu = np.asarray(result.xu, dtype=np.float64)
-        nx, nu, N = int(solver.nx), int(solver.nu), int(solver.N)
-        row = xu[best]
-        if np.all(np.isfinite(row)):
-            plan = shift_plan(row, nx, nu, N)
-            self._plan = np.stack([plan[k * (nx + nu):k * (nx + nu) + nx] for k in range(N)])[:, :self.model.nq
-                                                                                             + self.model.nv]
-        return best
-
-    def update(self, best_id, errors) -> None:
-        """Count the winner in the estimator."""
-        self.estimator.update(int(best_id), errors, None if self.band is None else self.band[:, 0])
-
-    def get_stats(self) -> dict:
-        """The estimator's stats plus scores (B,) [N] and band (B, N, 6) of the last apply."""
-        st = dict(self.estimator.get_stats())
-        st.update(super().get_stats())
-        st["scores"] = self.scores.copy()
-        st["band"] = None if self.band is None else self.band.copy()
-        return st
-
-    @property
-    def sensor_identifier(self):
-        """The estimator (fed per measurement)."""
-        return self.estimator
-
-
 # ----------------------------------------------------------------- from the reference API's options
 #: The wrench samplers of the reference API's ``estimator`` option (gato.MPC_GATO).
 ESTIMATORS = ("fe", "wid", "cem")
@@ -635,3 +491,13 @@ def substep_observers(batch, nq: int, nv: int) -> list:
         idf.identify(q[:nq], dq[:nv], dq_next[:nv], np.asarray(u, dtype=np.float64)[:nv], sim_dt, q_next=q_next[:nq])
 
     return [observe]
+
+
+def __getattr__(name):
+    # PEP 562: the swing-aware batch lives in gato.swing (which subclasses HypothesisBatch from here),
+    # re-exported here so ``from gato.hypotheses import SwingWrenchBatch`` keeps working.
+    if name == "SwingWrenchBatch":
+        from .swing import SwingWrenchBatch
+
+        return SwingWrenchBatch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
