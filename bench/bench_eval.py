@@ -25,6 +25,7 @@ import tempfile
 import time
 
 from run_info import short_commit
+from benchmarks_doc import append_section
 
 
 def _spec(n, duration):
@@ -115,8 +116,7 @@ def main():
                 f"--repeats {args.repeats}` (the 4 configurations interleaved in each round; rate = episodes / "
                 "wall time of the run_eval call, local worker start-up inside, ray.init outside). On a loaded "
                 "machine the load column says how far the figures are from an idle machine's.\n\n")
-        with open(args.out, "a") as fh:
-            fh.write(head + "\n".join(lines) + "\n")
+        append_section(args.out, head + "\n".join(lines) + "\n")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(args=vars(args), load_before=load0, load_after=load1, results=res), f, indent=1)

@@ -37,6 +37,7 @@ import numpy as np
 import yaml
 
 from run_info import short_commit
+from benchmarks_doc import append_section
 
 PLANT = "iiwa14"
 SPEC = Path(__file__).resolve().parent / "specs" / "limits_step_sweep_iiwa14.yaml"
@@ -164,8 +165,7 @@ def main(argv=None):
                 "N = 32, dt = 0.01 s, MuJoCoWorld 1 ms, torque clamped to the URDF effort; peaks sampled "
                 "after every world step; run by gato eval (bench/specs/limits_step_sweep_iiwa14.yaml). "
                 "Simulated figures, deterministic; no timings.\n\n")
-        with open(args.out, "a") as fh:
-            fh.write(head + "\n".join(lines) + "\n")
+        append_section(args.out, head + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

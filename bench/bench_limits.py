@@ -42,6 +42,7 @@ from pathlib import Path
 import yaml
 
 from run_info import short_commit
+from benchmarks_doc import append_section
 
 # The closed loop and its constants live in gato.limit_scenarios (gato eval's workers import them);
 # the old names stay importable from here (test_rowgroups, earlier notebooks).
@@ -153,8 +154,7 @@ def main(argv=None):
                 "effort; `limits=` of MPCController (`default` = LIMIT_DEFAULTS[\"admm\"]); run by gato eval "
                 "(bench/specs/limits_pickplace_iiwa14.yaml, limits_fig8_iiwa14.yaml). Simulated figures, "
                 "deterministic; no timings.\n\n")
-        with open(args.out, "a") as fh:
-            fh.write(head + "\n".join(lines) + "\n")
+        append_section(args.out, head + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

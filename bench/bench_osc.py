@@ -36,6 +36,7 @@ import pinocchio as pin
 import gato
 from gato.osc import ControllerOperationalSpace, ControllerOperationalSpaceModelFree
 from run_info import short_commit
+from benchmarks_doc import append_section
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test"))
@@ -200,8 +201,7 @@ def main():
     text = report(rows, a.repeats, load0, os.getloadavg()[0])
     print(text)
     if a.out:
-        with open(a.out, "a") as f:
-            f.write("\n" + text)
+        append_section(a.out, "\n" + text)
 
 
 if __name__ == "__main__":

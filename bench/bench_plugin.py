@@ -8,9 +8,9 @@ configures and activates gato_plugin (follow mode) and feeds it a fresh 32-knot 
 a 3 s warm-up. The plugin measures its own update() (reading the interfaces, the executor,
 writing the commands) into a 0.5 us histogram and reports median / p99 / max since
 activation on ~/status (gato_msgs/ControllerStatus); this script prints the last status of
-each run and appends a section to docs/benchmarks.md with --out (never rewritten).
+each run and appends a section to docs/benchmarks_ros.md with --out (never rewritten).
 
-    source scripts/activate.sh && python bench/bench_plugin.py [--seconds 60] [--runs 3] [--out docs/benchmarks.md]
+    source scripts/activate.sh && python bench/bench_plugin.py [--seconds 60] [--runs 3] [--out docs/benchmarks_ros.md]
 """
 import argparse
 import datetime
@@ -27,6 +27,7 @@ import numpy as np
 import yaml
 
 from run_info import cpu_model, short_commit
+from benchmarks_doc import append_section
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,8 +199,7 @@ def main(argv=None) -> int:
         "|---|---|---|---|---|---|---|---|---|\n" + rows + "\n")
     print(section)
     if args.out:
-        with open(args.out, "a") as f:
-            f.write(section)
+        append_section(args.out, section)
     return 0
 
 

@@ -24,9 +24,9 @@ skips ``--warmup`` simulated seconds and measures ``--seconds`` simulated second
   ros2_control plugin): the same graph with the plugin in place of the forward controller;
   tracking, deadline misses and the in-node / plugin latencies its ControllerStatus reports.
 
-Prints a summary and appends a section to docs/benchmarks.md with --out (never rewritten).
+Prints a summary and appends a section to docs/benchmarks_ros.md with --out (never rewritten).
 
-    source scripts/activate.sh && python bench/bench_ros2_control_mujoco.py [--seconds 30] [--out docs/benchmarks.md]
+    source scripts/activate.sh && python bench/bench_ros2_control_mujoco.py [--seconds 30] [--out docs/benchmarks_ros.md]
 """
 import argparse
 import json
@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from run_info import cpu_model, pct, short_commit
+from benchmarks_doc import append_section
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
 
@@ -316,8 +317,7 @@ def main(argv=None) -> int:
                      "Applied by the next broadcast: the effort state interfaces MuJoCo reports in a joint state "
                      "equal the command that answered the previous one; the rest show it one "
                      "broadcast later or more (the controller node answered after the next broadcast's cycle).\n")
-        with open(a.out, "a") as f:
-            f.write("".join(lines))
+        append_section(a.out, "".join(lines))
         print(json.dumps(results, indent=1))
     return 0
 

@@ -13,9 +13,9 @@ for every tick:
   hop out of the controller more than the in-node figure, and one subscriber's view).
 
 Prints median / p90 / p99 / max and deadline misses, and appends a section to
-docs/benchmarks.md with --out (the file is never rewritten).
+docs/benchmarks_ros.md with --out (the file is never rewritten).
 
-    source scripts/activate.sh && python bench/bench_ros_latency.py [--seconds 20] [--out docs/benchmarks.md]
+    source scripts/activate.sh && python bench/bench_ros_latency.py [--seconds 20] [--out docs/benchmarks_ros.md]
 """
 import argparse
 import json
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from run_info import cpu_model, pct
+from benchmarks_doc import append_section
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
 
@@ -130,8 +131,7 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     if a.out:
-        with open(a.out, "a") as f:                # append: never rewrite the file
-            f.write(("\n" if a.out.exists() and a.out.stat().st_size else "") + text)
+        append_section(a.out, ("\n" if a.out.exists() and a.out.stat().st_size else "") + text)
         print(f"appended to {a.out}")
     return 0
 

@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from fig8_problem import DT, Q_START, TICKS, WEIGHTS, figure8, ref_window  # noqa: E402
+from benchmarks_doc import append_section  # noqa: E402
 
 CROC_VENV = ROOT / "build" / "croc-venv"
 
@@ -206,8 +207,7 @@ def main():
     report = "\n".join(lines)
     print("\n" + report)
     if args.out:
-        with open(args.out, "a") as f:
-            f.write("\n" + report + "\n")
+        append_section(args.out, "\n" + report + "\n")
 
 
 if __name__ == "__main__":

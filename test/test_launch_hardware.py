@@ -13,7 +13,7 @@ hardware.launch.xml``, gato controller as the rclpy node, iiwa14, figure-8 refer
   the home keyframe and activating both controllers; /clock flows; the loop closes through
   ros2_control: the end effector follows the figure-8 (mean tracking error under a generous
   bound measured from /joint_states and /ee_reference, in simulated time, no wall-clock
-  assertion; docs/benchmarks.md has the measured figure).
+  assertion; docs/benchmarks_ros.md has the measured figure).
 
 - MuJoCo with the gato ros2_control plugin (controller:=plugin, mode:=follow | embedded): the
   start-up node activates the broadcaster and the plugin together; the plugin claims the effort
@@ -47,7 +47,7 @@ JOINTS = ["A1", "A2", "A3", "A4", "A5", "A6", "A7"]
 TOPIC_TIMEOUT_S = 180.0    # process start-up (pinocchio, MuJoCo) and discovery on 2 shared cores
 CLI_TIMEOUT_S = 60.0
 # Closed loop through ros2_control + MuJoCo: measured 15-20 mm mean in every mode (node, plugin
-# follow, plugin embedded; docs/benchmarks.md); the bound is the 30 mm target, which
+# follow, plugin embedded; docs/benchmarks_ros.md); the bound is the 30 mm target, which
 # leaves room for a loaded CI machine (held ticks) and fails an open or unstable loop (a
 # falling arm is off by decimetres) or a wrong EE frame (44 mm: the embedded plugin tracked
 # the last link's origin before it took the robot's EE frame).

@@ -227,7 +227,7 @@ CONTROLLER = (
           "measured state)", "ticks", range=(1, 100000), group="planner"),
     Param("osc_stiffness", "double", 400.0, "OSC (planner osc and the fallback): EE position stiffness per axis, "
           "inertia-decoupled; the default (with osc_damping 40) stays stable with up to 25 ms of state-to-command "
-          "latency at 100 Hz, 900 / 60 (the 1 kHz gains) up to 15 ms only (docs/benchmarks.md)", "1/s^2",
+          "latency at 100 Hz, 900 / 60 (the 1 kHz gains) up to 15 ms only (docs/benchmarks_ros.md)", "1/s^2",
           range=(0.0, 1e5), group="osc"),
     Param("osc_damping", "double", 40.0, "OSC: EE position damping per axis, inertia-decoupled", "1/s",
           range=(0.0, 1e4), group="osc"),
