@@ -47,6 +47,32 @@ def _stamp(h) -> int:
     return int(h.stamp.sec) * 10**9 + int(h.stamp.nanosec)
 
 
+def _world_held(sim_statuses, t_ns) -> np.ndarray:
+    """(len(t_ns),) bool: the world applied its own command-timeout behaviour (hold / brake) at
+    these state stamps [ns], from its SimStatus transitions (stamped in simulated time)."""
+    edges = sorted((_stamp(m.header), m.state == "timeout") for _, m in sim_statuses)
+    out = np.zeros(len(t_ns), dtype=bool)
+    for (t0, on), (t1, _) in zip(edges, edges[1:] + [(np.iinfo(np.int64).max, False)]):
+        if on:
+            out |= (t_ns >= t0) & (t_ns < t1)
+    return out
+
+
+def _blend_ticks(commands, statuses) -> dict:
+    """{command stamp [ns]: True when the controller was blending its EE reference back from the
+    measured EE position on that tick}: the status the controller publishes right after each
+    command (or, the recorder's two topics not being ordered between them, the one just before)
+    gives it away ("resuming" in its reason)."""
+    st_t = np.array([t for t, _ in statuses], dtype=np.int64)
+    st_blend = np.array(["resuming" in m.reason for _, m in statuses], dtype=bool)
+    out = {}
+    for t, m in commands:
+        j = int(np.searchsorted(st_t, t))
+        near = st_blend[max(j - 1, 0):j + 1]
+        out[_stamp(m.header)] = bool(near.any())
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("planner", ["osc", "sampling"])
 def test_lockstep_bringup_runs_with_the_planner(tmp_path, ros_env, planner):
@@ -156,7 +182,8 @@ def test_stalled_solver_switches_to_the_osc_fallback_and_back(tmp_path, ros_env)
 
     # --- the bag: the switch and the return are recorded; tracking during the fallback
     s = summarize_bag(bag, ROBOT)
-    msgs = read_bag(bag, ["/gato_controller/command", "/gato_controller/status", "/gato_controller/step_result"])
+    msgs = read_bag(bag, ["/gato_controller/command", "/gato_controller/status", "/gato_controller/step_result",
+                          "/gato_sim/status"])
     source = {_stamp(m.header): m.source for _, m in msgs["/gato_controller/command"]}
     t_ns = np.round(s["series"]["t"] * 1e9).astype(np.int64)
     err = s["series"]["err"]
@@ -165,21 +192,32 @@ def test_stalled_solver_switches_to_the_osc_fallback_and_back(tmp_path, ros_env)
     err = err[ticked]
     fb = src == "osc_fallback"
     assert fb.sum() >= 150, s["command_sources"]
-    e_fb = err[fb]
-    episodes, cur = [], []                       # consecutive OSC fallback ticks
-    for x, e in zip(src, err):
+    # ticks on which the controller tracked its resume blend (a late EE reference on a loaded machine:
+    # "resuming: EE reference blended from the measured EE position over 0.50 s"), read from the status
+    # published beside each command; there the error to the raw reference measures the blend, not the OSC
+    blend = _blend_ticks(msgs["/gato_controller/command"], msgs["/gato_controller/status"])
+    blending = np.array([blend.get(int(t), False) for t in t_ns[ticked]])
+    # ticks on which the world held the arm itself (its command watchdog: commands that the
+    # recorder got reached the world late on a loaded machine; CI saw a 0.27 s hold in a fallback
+    # episode); the commands of those ticks moved nothing
+    held = _world_held(msgs["/gato_sim/status"], t_ns[ticked])
+    e_fb = err[fb & ~held]
+    unsettled = blending | held
+    episodes, cur = [], []                       # consecutive OSC fallback ticks: (error, blending)
+    for x, e, bl in zip(src, err, unsettled):
         if x == "osc_fallback":
-            cur.append(e)
+            cur.append((e, bl))
         elif cur:
             episodes.append(cur)
             cur = []
-    complete = [e for e in episodes if len(e) >= 50]        # fallback_recover_ticks = 50 (the default)
-    ends = [max(e[-10:]) for e in complete]
+    complete = [ep for ep in episodes if len(ep) >= 50]     # fallback_recover_ticks = 50 (the default)
+    settled = [ep for ep in complete if not any(bl for _, bl in ep[-10:])]
+    ends = [max(e for e, _ in ep[-10:]) for ep in settled]
     print(f"OSC fallback ticks: {fb.sum()} in {len(episodes)} episodes, EE error mean {e_fb.mean() * 1e3:.2f} mm, "
           f"max {e_fb.max() * 1e3:.2f} mm, last 10 ticks of each complete episode max "
           f"{max(ends, default=float('nan')) * 1e3:.2f} mm; whole run mean {err.mean() * 1e3:.2f} mm, max {err.max() * 1e3:.2f} mm")
     assert e_fb.mean() <= FALLBACK_MEAN_BOUND and e_fb.max() <= FALLBACK_MAX_BOUND, (e_fb.mean(), e_fb.max())
-    assert len(complete) >= 2 and max(ends) <= FALLBACK_END_BOUND, ends
+    assert len(settled) >= 2 and max(ends) <= FALLBACK_END_BOUND, (len(complete), ends)
     mpc_run = 0                                  # BSQP commands again after the fallback: 50 ticks in a row
     for x in src[int(np.flatnonzero(fb)[0]):]:
         mpc_run = mpc_run + 1 if x == "mpc" else 0
@@ -191,7 +229,10 @@ def test_stalled_solver_switches_to_the_osc_fallback_and_back(tmp_path, ros_env)
     first_osc = seq.index("osc")
     assert "bsqp" in seq[:first_osc] and "bsqp" in seq[first_osc:]  # bsqp -> osc -> bsqp, recorded
     assert any(s.fallback_reason == "deadline" and s.state == "fallback" for s in statuses)
-    assert statuses[-1].active_planner == "bsqp" and statuses[-1].fallback_reason == ""
+    # BSQP back in control after the fault was cleared, recorded (the run may end in another fallback:
+    # three late ticks in a row on a loaded machine are a real deadline miss)
+    assert any(s.active_planner == "bsqp" and s.state == "running" and s.fallback_reason == ""
+               and s.ticks >= t_back for s in statuses)
     # every OSC fallback tick published its StepResult (the planner's fields) like a BSQP tick
     osc_steps = [m for _, m in msgs["/gato_controller/step_result"] if m.solve.stats.linsys == "osc"]
     assert len(osc_steps) >= 140
