@@ -40,8 +40,7 @@ from benchmarks_doc import append_section
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test"))
-from reference.numpy_osc import (osc_torque, pinocchio_tool_state, quat_mul, quat_to_R,  # noqa: E402
-                                 rotation_error, selection)
+from reference.numpy_osc import osc_torque, pinocchio_tool_state, rotation_error, selection  # noqa: E402
 
 ROBOT = "iiwa14"
 FLEETS = (1, 16, 128)

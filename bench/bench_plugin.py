@@ -16,7 +16,6 @@ import argparse
 import datetime
 import os
 import platform
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import yaml
 
 from run_info import cpu_model, short_commit
 from benchmarks_doc import append_section
+from proc_util import stop_group
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,13 +129,7 @@ def one_run(args, env, workdir: Path) -> dict:
     finally:
         node.destroy_node()
         rclpy.shutdown()
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_group(proc, timeout=30)
         log.close()
 
 
@@ -182,7 +176,7 @@ def main(argv=None) -> int:
     rows = "\n".join(f"| {i + 1} | {r['updates']} | {r['p50']:.1f} us | {r['p99']:.1f} us | {r['max']:.1f} us | "
                      f"{r['lat50'] / 1e3:.2f} / {r['lat99'] / 1e3:.2f} / {r['latmax'] / 1e3:.2f} ms | "
                      f"{r['plans']} | {r['holds']} | {r['overruns']} |" for i, r in enumerate(results))
-    feed = (f"the plugin's own solver thread (BSQP, N=32, dt=0.03125 s, 100 Hz, no reference: EE hold)"
+    feed = ("the plugin's own solver thread (BSQP, N=32, dt=0.03125 s, 100 Hz, no reference: EE hold)"
             if args.mode == "embedded" else f"a 32-knot plan from this script every {args.plan_period * 1000:g} ms")
     section = (
         f"\n## ros2_control plugin ({args.mode} mode) at {args.rate} Hz: update() time, plan latency (issue 13; "

@@ -31,12 +31,13 @@ import os
 import platform
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+
+from proc_util import stop_group
 
 ROOT = Path(__file__).resolve().parents[1]
 ROBOT = "iiwa14"
@@ -85,16 +86,6 @@ def _pid_of(tag: str, needle: str) -> int | None:
         except OSError:
             continue
     return None
-
-
-def _stop(proc, timeout=60.0):
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def _seqs(bag: Path, topic: str):
@@ -162,11 +153,11 @@ def run(out: Path, seconds: float) -> dict:
         load1 = os.getloadavg()[0]
         for name in ("gato", "ros2bag"):
             if name in procs:
-                _stop(procs[name])
+                stop_group(procs[name])
     finally:
         for name in ("gato", "ros2bag", "launch"):
             if name in procs:
-                _stop(procs[name])
+                stop_group(procs[name])
         for f in logs.values():
             f.close()
     res = {"seconds": round(wall, 1), "update_rate_hz": 1000, "load_1min": [round(load0, 2), round(load1, 2)],

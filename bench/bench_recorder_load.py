@@ -32,11 +32,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from proc_util import stop_group
 
 COMMAND_TOPIC = "/gato_controller/command"
 
@@ -86,12 +87,7 @@ def one_run(out: Path, duration: float, hogs: int, variant: str) -> dict:
             h.wait()
         if rec is not None:
             time.sleep(1.0)
-            os.killpg(rec.pid, signal.SIGINT)
-            try:
-                rec.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(rec.pid, signal.SIGKILL)
-                rec.wait()
+            stop_group(rec, timeout=60)
     text = p.stdout + p.stderr
     (out / "bringup.log").write_text(text)
     miss = re.findall(r"(\d+) ticks missing on /gato_controller/command", text)

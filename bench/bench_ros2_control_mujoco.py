@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ import numpy as np
 
 from run_info import cpu_model, pct, short_commit
 from benchmarks_doc import append_section
+from proc_util import stop_group
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
 
@@ -158,12 +158,7 @@ def run_once(a, extra_args) -> dict:
         t_wall = time.monotonic() - t_wall
     finally:
         load_after = os.getloadavg()
-        os.killpg(launch.pid, signal.SIGINT)
-        try:
-            rc = launch.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(launch.pid, signal.SIGKILL)
-            rc = launch.wait()
+        rc = stop_group(launch, timeout=60)
         node.destroy_node()
         rclpy.shutdown()
 

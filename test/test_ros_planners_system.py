@@ -4,7 +4,7 @@ ROS domain on loopback, recorded to a bag).
 
 - ``planner:=osc`` and ``planner:=sampling``: a lockstep figure-8 run on iiwa14 commanded by
   that planner only (command sources, StepResult / SolverStats / status in the bag), tracking
-  within the bound stated at the test (measured figures in docs/benchmarks.md);
+  within the bound stated at the test (measured figures in docs/benchmarks_ros.md);
 - the OSC fallback, free-running: this process stalls the BSQP solver through the tunable
   fault-injection parameter ``fault_solver_delay_s`` (every solve 30 ms late at 100 Hz), the
   node switches to the OSC after ``fallback_after_misses`` deadline misses in a row (status
@@ -31,7 +31,7 @@ from test_ros_system import RUN_TIMEOUT_S, WAIT_S, assert_clean_exit, finish, ru
 pytestmark = pytest.mark.ros
 ROBOT = "iiwa14"
 # Tracking bounds [m] on the default figure-8 (0.1 m half-amplitudes, 4 s period), lockstep,
-# 3 s from rest. Measured over 10 s (docs/benchmarks.md): osc 0.6 mm mean, sampling 4.0 mm.
+# 3 s from rest. Measured over 10 s (docs/benchmarks_ros.md): osc 0.6 mm mean, sampling 4.0 mm.
 LOCKSTEP_MEAN_BOUND = {"osc": 0.01, "sampling": 0.03}
 # OSC fallback ticks of the free-running run, EE error bounds [m]. Measured over 4 runs with the
 # node's OSC defaults (load average 7-10 on 2 cores): mean 2.7-9.7 mm; max 16-84 mm, at or just
