@@ -16,15 +16,13 @@ benchmark: on a shared machine the rate depends on what else runs.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
 
-from run_info import short_commit
+from run_info import stamp
 from benchmarks_doc import append_section
 
 
@@ -109,9 +107,8 @@ def main():
                      "episodes of >= 2 s)")
     print("\n" + "\n".join(lines))
     if args.out:
-        sha = short_commit()
         head = (f"\n## gato eval throughput: local process pool vs Ray, 1 and 2 workers "
-                f"({datetime.date.today().isoformat()}, {sha}, {platform.machine()})\n\n"
+                f"({stamp()})\n\n"
                 f"`python bench/bench_eval.py --episodes {args.episodes} --duration {args.duration} "
                 f"--repeats {args.repeats}` (the 4 configurations interleaved in each round; rate = episodes / "
                 "wall time of the run_eval call, local worker start-up inside, ray.init outside). On a loaded "

@@ -27,16 +27,14 @@ number is a simulated-physics outcome and deterministic.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import sys
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from run_info import short_commit
+from run_info import stamp
 from benchmarks_doc import append_section
 
 PLANT = "iiwa14"
@@ -158,8 +156,7 @@ def main(argv=None):
     if args.hist:
         histogram(results, args.hist)
     if args.out:
-        sha = short_commit()
-        head = (f"\n### Step-scenario sweep ({datetime.date.today().isoformat()}, {sha}, {platform.machine()})\n\n"
+        head = (f"\n### Step-scenario sweep ({stamp()})\n\n"
                 f"`python bench/bench_limit_sweep.py --n {args.n} --seed {args.seed} --configs {args.configs}`: "
                 "iiwa14, `step_scenarios` (two step goals, joint offsets up to 1.2 rad), default weights, "
                 "N = 32, dt = 0.01 s, MuJoCoWorld 1 ms, torque clamped to the URDF effort; peaks sampled "

@@ -33,15 +33,13 @@ deterministic (seeded scenarios, bit-deterministic solves).
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
-import platform
 import sys
 from pathlib import Path
 
 import yaml
 
-from run_info import short_commit
+from run_info import stamp
 from benchmarks_doc import append_section
 
 # The closed loop and its constants live in gato.limit_scenarios (gato eval's workers import them);
@@ -147,9 +145,8 @@ def main(argv=None):
     lines += f8_lines
     print("\n".join(lines[-len(f8_lines) - 4:]), flush=True)
     if args.out:
-        sha = short_commit()
-        head = (f"\n## Joint limits in closed loop ({datetime.date.today().isoformat()}, {sha}, "
-                f"{platform.machine()})\n\n`python bench/bench_limits.py --n {args.n}`: iiwa14, N = {N}, "
+        head = (f"\n## Joint limits in closed loop ({stamp()})\n\n"
+                f"`python bench/bench_limits.py --n {args.n}`: iiwa14, N = {N}, "
                 f"dt = control period = {DT} s, PinocchioWorld RK4 x{SUBSTEPS}, torque clamped to the URDF "
                 "effort; `limits=` of MPCController (`default` = LIMIT_DEFAULTS[\"admm\"]); run by gato eval "
                 "(bench/specs/limits_pickplace_iiwa14.yaml, limits_fig8_iiwa14.yaml). Simulated figures, "

@@ -23,9 +23,7 @@ shared 2-core machine: the report records the load average.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -35,7 +33,7 @@ import pinocchio as pin
 
 import gato
 from gato.osc import ControllerOperationalSpace, ControllerOperationalSpaceModelFree
-from run_info import short_commit
+from run_info import stamp
 from benchmarks_doc import append_section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,9 +168,7 @@ def fmt(v):
 
 
 def report(rows, repeats, load0, load1):
-    commit = short_commit()
-    lines = [f"## Operational-space controller step time (issue 17; {datetime.date.today()}, {commit}, "
-             f"{platform.machine()})", "",
+    lines = [f"## Operational-space controller step time (issue 17; {stamp()})", "",
              "Per-robot step time [us], median [min, max] over "
              f"{repeats} repeats, iiwa14 fleets, every feature on (decoupling, gravity, wrench FF + FB with "
              "rotated selection frames, null space). C++ = the gato.osc Python call (validation included) on "

@@ -13,9 +13,7 @@ each run and appends a section to docs/benchmarks_ros.md with --out (never rewri
     source scripts/activate.sh && python bench/bench_plugin.py [--seconds 60] [--runs 3] [--out docs/benchmarks_ros.md]
 """
 import argparse
-import datetime
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -25,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from run_info import cpu_model, short_commit
+from run_info import cpu_model, stamp
 from benchmarks_doc import append_section
 from proc_util import stop_group
 
@@ -172,7 +170,6 @@ def main(argv=None) -> int:
               f"p99 {r['lat99'] / 1e3:.2f} ms, max {r['latmax'] / 1e3:.2f} ms; last solve {r['solve_us']:.0f} us, "
               f"{r['failures']} failed solves", flush=True)
     load1 = os.getloadavg()[0]
-    commit = short_commit()
     rows = "\n".join(f"| {i + 1} | {r['updates']} | {r['p50']:.1f} us | {r['p99']:.1f} us | {r['max']:.1f} us | "
                      f"{r['lat50'] / 1e3:.2f} / {r['lat99'] / 1e3:.2f} / {r['latmax'] / 1e3:.2f} ms | "
                      f"{r['plans']} | {r['holds']} | {r['overruns']} |" for i, r in enumerate(results))
@@ -180,7 +177,7 @@ def main(argv=None) -> int:
             if args.mode == "embedded" else f"a 32-knot plan from this script every {args.plan_period * 1000:g} ms")
     section = (
         f"\n## ros2_control plugin ({args.mode} mode) at {args.rate} Hz: update() time, plan latency (issue 13; "
-        f"{datetime.date.today()}, {commit}, {platform.machine()})\n\n"
+        f"{stamp()})\n\n"
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load0:.1f} before / {load1:.1f} after "
         "(shared machine: other jobs ran).\n"
         f"Command: `python bench/bench_plugin.py --mode {args.mode} --seconds {args.seconds:g} --runs {args.runs}` "

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -38,6 +37,7 @@ import uuid
 from pathlib import Path
 
 from proc_util import stop_group
+from run_info import host, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 ROBOT = "iiwa14"
@@ -191,9 +191,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     a = ap.parse_args(argv)
     res = run(a.out, a.seconds)
-    res["machine"] = f"{platform.node()} {os.cpu_count()} cores, {platform.python_version()}"
+    res["machine"] = host()
     print(json.dumps(res, indent=1))
-    (a.out / "result.json").write_text(json.dumps(res, indent=1))
+    write_result(a.out, res)
     return 0
 
 

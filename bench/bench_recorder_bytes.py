@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -35,6 +34,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from run_info import host, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -200,9 +201,9 @@ def main(argv=None) -> int:
     ap.add_argument("--duration", type=float, default=20.0)
     a = ap.parse_args(argv)
     res = run(a.out, a.duration)
-    res["machine"] = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
+    res["machine"] = host()
     print(json.dumps(res, indent=1))
-    (a.out / "result.json").write_text(json.dumps(res, indent=1))
+    write_result(a.out, res)
     return 0
 
 

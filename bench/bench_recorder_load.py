@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from proc_util import stop_group
+from run_info import write_result
 
 COMMAND_TOPIC = "/gato_controller/command"
 
@@ -119,7 +120,7 @@ def main(argv=None) -> int:
             r = one_run(a.out / f"run{i}_{k}", a.duration, a.hogs, v)
             print(json.dumps(r), flush=True)
             res.append(r)
-    (a.out / "result.json").write_text(json.dumps(res, indent=1))
+    write_result(a.out, res)
     return 0
 
 

@@ -1,6 +1,10 @@
-"""What the benchmark scripts' reports say about a run: the machine (cpu_model), the code
-(short_commit) and latency summaries (pct). Imported from the scripts (bench/ is on
-sys.path when one runs)."""
+"""What the benchmark scripts' reports say about a run: the machine (cpu_model, host), the code
+(short_commit), the date-commit-architecture stamp of a section heading (stamp), latency
+summaries (pct), and the result file of a run (write_result). Imported from the scripts (bench/ is
+on sys.path when one runs)."""
+import datetime
+import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -39,3 +43,21 @@ def short_commit() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return r.stdout.strip() if r.returncode == 0 else ""
+
+
+def stamp() -> str:
+    """'YYYY-MM-DD, <short commit>, <architecture>': what a benchmark section's heading says of
+    when, on which code and on what kind of machine its figures were measured."""
+    return f"{datetime.date.today().isoformat()}, {short_commit()}, {platform.machine()}"
+
+
+def host() -> str:
+    """'<host name> <n> cores, Python <x.y.z>': the machine line of a result file."""
+    return f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def write_result(out_dir: Path, res) -> Path:
+    """Write ``res`` (anything JSON can hold) to ``out_dir``/result.json, indented; the path."""
+    path = Path(out_dir) / "result.json"
+    path.write_text(json.dumps(res, indent=1))
+    return path

@@ -1,5 +1,9 @@
-"""bench/run_info.py: the CPU line, the commit and the latency percentile summary that the
-benchmark scripts put in their reports."""
+"""bench/run_info.py: the CPU line, the commit, the heading stamp, the host line, the result file
+and the latency percentile summary that the benchmark scripts put in their reports."""
+import datetime
+import json
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -8,7 +12,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from run_info import cpu_model, pct, short_commit  # noqa: E402
+from run_info import cpu_model, host, pct, short_commit, stamp, write_result  # noqa: E402
 
 
 def test_pct_summarises_samples_with_numpy_percentiles():
@@ -41,3 +45,19 @@ def test_short_commit_is_head_from_any_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)              # outside the checkout
     sha = short_commit()
     assert len(sha) >= 7 and head.stdout.strip().startswith(sha)
+
+
+def test_stamp_names_the_date_the_commit_and_the_architecture():
+    day, sha, arch = stamp().split(", ")
+    assert datetime.date.fromisoformat(day) in (datetime.date.today(), datetime.date.today() - datetime.timedelta(1))
+    assert sha == short_commit() and arch == platform.machine()
+
+
+def test_host_names_the_machine_cores_and_python():
+    assert host() == f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def test_write_result_writes_json_in_the_folder(tmp_path):
+    res = {"machine": host(), "runs": [{"rc": 0, "wall_s": 1.5}]}
+    path = write_result(tmp_path, res)
+    assert path == tmp_path / "result.json" and json.loads(path.read_text()) == res
