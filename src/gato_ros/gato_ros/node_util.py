@@ -5,8 +5,8 @@ from __future__ import annotations
 import signal
 import sys
 
-__all__ = ["declare_schema", "run", "qos", "NODE_EXECUTABLES", "exit_on_startup_signal", "use_fastdds_profile",
-           "FASTDDS_PROFILE"]
+__all__ = ["declare_schema", "run", "arm_exit_guard", "EXIT_GRACE_S", "qos", "NODE_EXECUTABLES",
+           "exit_on_startup_signal", "use_fastdds_profile", "FASTDDS_PROFILE"]
 
 #: The node executables (console scripts) of gato_ros.
 NODE_EXECUTABLES = ("controller_node", "sim_node", "reference_node", "recorder_node", "mujoco_startup",
@@ -72,6 +72,58 @@ class _Stop:
                 signal.signal(sig, h if h is not None else signal.SIG_DFL)
             except (ValueError, TypeError):
                 pass
+
+
+#: Seconds a node may take to exit after SIGINT / SIGTERM before its exit guard ends it (below ros2
+#: launch's 5 s SIGINT-to-SIGTERM escalation and the launch runner's 10 s).
+EXIT_GRACE_S = 4.0
+
+
+def arm_exit_guard(name: str, grace_s: float = EXIT_GRACE_S) -> bool:
+    """Make this process exit (code 0) at most ``grace_s`` s after its first SIGINT / SIGTERM,
+    even when its main thread is blocked in native code and never returns to Python (a DDS call
+    that does not return: Python's signal handlers, and any watchdog thread in Python, would wait
+    for it forever). A native thread (libgato_exit_guard.so, built with gato_ros) reads the
+    signal numbers Python's C-level handler writes to :func:`signal.set_wakeup_fd`; when the
+    grace runs out it prints one line naming ``name`` and every Python thread's stack
+    (faulthandler, on SIGUSR2) to stderr, then calls ``_exit(0)``. Call it from the main
+    thread, once. Returns False (nothing armed) where the library is not installed (gato_ros
+    not built by colcon) or another wakeup fd is in use."""
+    import ctypes
+    import faulthandler
+    import os
+
+    if not grace_s or grace_s <= 0:
+        raise ValueError(f"grace_s: expected a positive number of seconds, got {grace_s!r}")
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+        lib = os.path.join(get_package_prefix("gato_ros"), "lib", "libgato_exit_guard.so")
+    except (ImportError, PackageNotFoundError):
+        return False
+    if not os.path.isfile(lib):
+        return False
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    if signal.set_wakeup_fd(w, warn_on_full_buffer=False) != -1:    # someone else's: leave it
+        signal.set_wakeup_fd(-1)
+        os.close(r)
+        os.close(w)
+        return False
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
+    dll = ctypes.CDLL(lib)
+    dll.gato_exit_guard_arm.argtypes = [ctypes.c_int, ctypes.c_double, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    dll.gato_exit_guard_arm.restype = ctypes.c_int
+    return dll.gato_exit_guard_arm(r, float(grace_s), name.encode(), 0, int(signal.SIGUSR2)) == 0
+
+
+def _node_name(argv) -> str:
+    """The node name of a ``--ros-args -r __node:=NAME`` remap in argv, else the program's name."""
+    import os
+
+    for a in argv:
+        if a.startswith("__node:="):
+            return a.split(":=", 1)[1]
+    return os.path.basename(argv[0]) if argv else "gato node"
 
 
 #: The Fast DDS profile of the gato nodes (share/gato_bringup/config/): Fast DDS's transports with a
@@ -175,7 +227,7 @@ def declare_schema(node, params_schema) -> dict:
     return values
 
 
-def run(make_node, argv=None) -> int:
+def run(make_node, argv=None, exit_grace_s: float | None = EXIT_GRACE_S) -> int:
     """rclpy.init, build the node with ``make_node()``, spin until SIGINT / SIGTERM or until
     the node sets ``node.done = True``; then close / destroy it and shut down. Returns the
     exit code: ``node.exit_code`` (default 0); 0 after SIGINT / SIGTERM, whenever it arrives
@@ -185,12 +237,18 @@ def run(make_node, argv=None) -> int:
     The signals are handled here, not by rclpy (``SignalHandlerOptions.NO``): rclpy's handler
     invalidates the context at once, so a callback publishing at that moment failed with
     ``RCLError: publisher's context is invalid`` (exit 1). Here the first signal lets the
-    callback in progress finish, then the loop ends and the node is closed in order."""
+    callback in progress finish, then the loop ends and the node is closed in order.
+
+    ``exit_grace_s``: the exit guard (:func:`arm_exit_guard`): a node still running that long
+    after the first signal (blocked in native code) exits 0 anyway; None: no guard (the
+    recorder: closing its bag may take longer and must not be cut)."""
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
     stop = _Stop()
+    if exit_grace_s is not None:
+        arm_exit_guard(_node_name(argv if argv is not None else sys.argv), exit_grace_s)
     node = None
     code = 0
     try:

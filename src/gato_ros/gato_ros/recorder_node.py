@@ -673,7 +673,7 @@ class RecorderNode(Node):
 
 
 def main(argv=None) -> int:
-    return run(RecorderNode, argv)
+    return run(RecorderNode, argv, exit_grace_s=None)   # closing the bag must never be cut short
 
 
 if __name__ == "__main__":
