@@ -174,6 +174,34 @@ void bind_solver(py::module_& m, const char* name) {
         s.get_row_state(which, out.mutable_data());
         return out;
       })
+      .def("set_collision", [](P& p, const std::vector<int>& frames, const Arr<double>& centres,
+                               const Arr<double>& radii, const Arr<double>& obstacles) {
+        p.solver->set_collision(frames, to_vec<S>(centres), to_vec<S>(radii), to_vec<S>(obstacles));
+      }, py::arg("frames"), py::arg("centres"), py::arg("radii"), py::arg("obstacles"),
+         "Collision model: sphere frame ids (n), centres (n*3, frame coordinates), radii (n), "
+         "obstacle table (11 numbers per obstacle; docs/constraints.md).")
+      .def_property_readonly("n_spheres", [](const P& p) { return p.solver->n_spheres(); })
+      .def("collision_clearance", [](P& p, const Arr<S>& q) {
+        check_shape<S>(q, {p.plant->nq()}, "q");
+        const int n = p.solver->n_spheres(), nv = p.plant->nv();
+        py::array_t<S> d(n);
+        py::array_t<S> J({long(n), long(nv)});
+        p.solver->collision_clearance(q.data(), d.mutable_data(), J.mutable_data());
+        return py::make_tuple(d, J);
+      }, py::arg("q"), "Sphere clearances (n) [m] at q and their Jacobian (n, nv).")
+      .def("points_kinematics", [](P& p, const Arr<S>& q, const std::vector<int>& frames, const Arr<S>& local) {
+        check_shape<S>(q, {p.plant->nq()}, "q");
+        const int n = int(frames.size()), nv = p.plant->nv();
+        check_shape<S>(local, {n, 3}, "local");
+        for (int f : frames)
+          if (f < 0 || f >= p.plant->nframes()) throw py::value_error("frames: frame id out of range");
+        py::array_t<S> pos({long(n), 3L});
+        py::array_t<S> J({long(n), 3L, long(nv)});
+        p.plant->points_kinematics(*p.ws, q.data(), n, frames.data(), local.data(), pos.mutable_data(),
+                                   J.mutable_data());
+        return py::make_tuple(pos, J);
+      }, py::arg("q"), py::arg("frames"), py::arg("local"),
+         "World positions (n, 3) of points fixed in frames and their position Jacobians (n, 3, nv).")
       .def("get_admm_rho_scale", [](const P& p) {
         py::array_t<double> out(p.solver->batch());
         p.solver->get_admm_rho_scale(out.mutable_data());

@@ -370,6 +370,43 @@ void Plant<S>::ee_position_jacobian(PlantWorkspace<S>& ws, const S* q, S* p, Mat
 }
 
 template <typename S>
+int Plant<S>::nframes() const {
+  return int(impl_->model.nframes);
+}
+
+template <typename S>
+void Plant<S>::points_kinematics(PlantWorkspace<S>& ws, const S* q, int n, const int* frames, const S* local,
+                                 S* pos, S* J) const {
+  using V3 = Eigen::Matrix<S, 3, 1>;
+  auto& w = detail::cast(ws);
+  const auto& m = impl_->model;
+  Eigen::Map<const Vec> Q(q, m.nq);
+  if (J) {
+    pinocchio::computeJointJacobians(m, w.data, Q);  // also runs forward kinematics
+  } else {
+    pinocchio::forwardKinematics(m, w.data, Q);
+  }
+  const int nv = m.nv;
+  for (int i = 0; i < n; ++i) {
+    const auto& fr = m.frames[static_cast<pinocchio::FrameIndex>(frames[i])];
+    const auto& oMi = w.data.oMi[fr.parentJoint];
+    const V3 p = oMi.act(fr.placement.act(V3(Eigen::Map<const V3>(local + 3 * i))));
+    Eigen::Map<V3>(pos + 3 * i) = p;
+    if (!J) continue;
+    // The point moves with its joint: v_p = v_joint_origin + omega x (p - joint origin).
+    w.J6.setZero();
+    pinocchio::getJointJacobian(m, w.data, fr.parentJoint, pinocchio::LOCAL_WORLD_ALIGNED, w.J6);
+    const V3 r = p - oMi.translation();
+    for (int j = 0; j < nv; ++j) {
+      const V3 vo = w.J6.col(j).template head<3>();
+      const V3 om = w.J6.col(j).template tail<3>();
+      const V3 vp = vo + om.cross(r);
+      for (int a = 0; a < 3; ++a) J[(size_t(i) * 3 + a) * nv + j] = vp[a];
+    }
+  }
+}
+
+template <typename S>
 void Plant<S>::inverse_dynamics(PlantWorkspace<S>& ws, const S* q, const S* v, const S* qdd,
                                 const S* fext, S* tau) const {
   auto& w = detail::cast(ws);

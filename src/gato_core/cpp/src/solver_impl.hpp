@@ -15,6 +15,7 @@
 #include "gato/barrier.hpp"
 #include "gato/lean_model.hpp"
 #include "gato/solver.hpp"
+#include "collision.hpp"
 #include "cost_terms.hpp"
 #include "small_dense.hpp"
 
@@ -82,6 +83,10 @@ class BatchSolverImpl final : public BatchSolver<S> {
   const AdmmConfig& admm_config() const override { return admm_; }
   void get_row_state(int which, S* out) const override;
   void get_admm_rho_scale(double* out) const override;
+  void set_collision(const std::vector<int>& frames, const std::vector<double>& centres,
+                     const std::vector<double>& radii, const std::vector<double>& obstacles) override;
+  int n_spheres() const override { return col_.n; }
+  void collision_clearance(const S* q, S* d, S* J) override;
   int state_size() const override;
   void get_state(double* out) const override;
   void set_state(const double* in) override;
@@ -110,6 +115,9 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void fold(const Group& G, Entry& e, int k, S rho) const;
   void G_dz(const Group& G, const Entry& e, int k, S* out) const;
   void project(const Group& G, const S* v, S* out) const;
+  // Clearances of the collision spheres at knot k of state x (into out); jac: also their
+  // Jacobian rows into e.rows.cJ (the KKT point's linearization).
+  void collision_rows(Entry& e, int k, const S* x, S* out, bool jac) const;
   S rows_cost(Entry& e, const S* xu, const S* ee, bool derivs, bool admm_term);
   void admm_prepare(Entry& e);
   void admm_gradient(Entry& e);
@@ -160,6 +168,15 @@ class BatchSolverImpl final : public BatchSolver<S> {
   std::vector<Group> groups_;
   AdmmConfig admm_;
   bool has_admm_ = false, need_ee_ = false;
+  // Collision model (set_collision): spheres fixed in frames and the world obstacles.
+  struct CollisionModel {
+    int n = 0;                // spheres
+    std::vector<int> frames;  // frame id per sphere
+    std::vector<S> local;     // centres in frame coordinates (n x 3)
+    std::vector<S> radius;    // (n)
+    std::vector<S> obs;       // obstacle table (n_obs x collision::kObstacleStride)
+    int n_obs = 0;
+  } col_;
   int admm_cap_ = 0;  // inner iterations per SQP iteration (cap)
   // Multi-lane lean forward dynamics for the line search (gato/lean_model.hpp).
   bool lanes_ = false;
@@ -263,6 +280,8 @@ struct BatchSolverImpl<S, NV>::Entry {
     std::vector<VecNX> qv_base;  // the stage gradients before the ADMM term
     std::vector<VecNU> rv_base;
     MatJ Jee;      // EE Jacobian at knot N-1 of the KKT point
+    // COLLISION rows: their Jacobians at the KKT point (N x n_spheres x nv) and scratch.
+    std::vector<S> cJ, cpos, cJp;
     Vec3 ee_fin;   // EE position at knot N-1 of the returned plan
     unsigned char need_init[kMaxRowGroups] = {}, need_clip[kMaxRowGroups] = {};
     S rprim[kMaxRowGroups] = {}, rdual[kMaxRowGroups] = {}, zmax[kMaxRowGroups] = {};

@@ -40,8 +40,29 @@ void BatchSolverImpl<S, NV>::row_values(const Group& G, int b, int k, const S* x
       }
       break;
     }
+    case RowKind::kCollision:
+      collision_rows(*entries_[b], k, x, out, false);
+      break;
     default:
       for (int i = 0; i < G.n; ++i) out[i] = 0;
+  }
+}
+
+// Clearance of every collision sphere at knot k (state x); with jac, the rows'
+// Jacobians d g_i / d q = n_i' J_i (nearest obstacle's unit normal times the sphere
+// centre's position Jacobian) into e.rows.cJ at knot k.
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::collision_rows(Entry& e, int k, const S* x, S* out, bool jac) const {
+  const int n = col_.n, nv = nv_;
+  plant_->points_kinematics(*e.ws, x, n, col_.frames.data(), col_.local.data(), e.rows.cpos.data(),
+                            jac ? e.rows.cJp.data() : nullptr);
+  S grad[3];
+  for (int i = 0; i < n; ++i) {
+    out[i] = collision::sphere_clearance(col_.obs.data(), col_.n_obs, &e.rows.cpos[3 * i], col_.radius[i], grad);
+    if (!jac) continue;
+    S* row = &e.rows.cJ[(size_t(k) * n + i) * nv];
+    const S* Jp = &e.rows.cJp[size_t(i) * 3 * nv];
+    for (int j = 0; j < nv; ++j) row[j] = grad[0] * Jp[j] + grad[1] * Jp[nv + j] + grad[2] * Jp[2 * nv + j];
   }
 }
 
@@ -67,6 +88,13 @@ void BatchSolverImpl<S, NV>::add_GT(const Group& G, Entry& e, int k, const S* v)
       for (int i = 0; i < G.n; ++i) {
         if (v[i] == S(0)) continue;
         for (int j = 0; j < nu_; ++j) e.rv[k][j] += G.C[size_t(i) * nu_ + j] * v[i];
+      }
+      break;
+    case RowKind::kCollision:
+      for (int i = 0; i < G.n; ++i) {
+        if (v[i] == S(0)) continue;
+        const S* ji = &e.rows.cJ[(size_t(k) * G.n + i) * nv_];
+        for (int j = 0; j < nv_; ++j) e.qv[k][j] += ji[j] * v[i];
       }
       break;
     default:
@@ -100,6 +128,14 @@ void BatchSolverImpl<S, NV>::add_GT_diag_G(const Group& G, Entry& e, int k, cons
         const S* ci = G.C.data() + size_t(i) * nu_;
         for (int a = 0; a < nu_; ++a)
           for (int c = 0; c < nu_; ++c) e.R[k](a, c) += h[i] * ci[a] * ci[c];
+      }
+      break;
+    case RowKind::kCollision:
+      for (int i = 0; i < G.n; ++i) {
+        if (h[i] == S(0)) continue;
+        const S* ji = &e.rows.cJ[(size_t(k) * G.n + i) * nv_];
+        for (int a = 0; a < nv_; ++a)
+          for (int c = 0; c < nv_; ++c) e.Q[k](a, c) += h[i] * ji[a] * ji[c];
       }
       break;
     default:
@@ -149,6 +185,13 @@ void BatchSolverImpl<S, NV>::fold(const Group& G, Entry& e, int k, S rho) const 
       for (int a = 0; a < nu_; ++a)
         for (int c = 0; c < nu_; ++c) e.R[k](a, c) += rho * G.CtC(a, c);
       break;
+    case RowKind::kCollision:
+      for (int i = 0; i < G.n; ++i) {
+        const S* ji = &e.rows.cJ[(size_t(k) * G.n + i) * nv_];
+        for (int a = 0; a < nv_; ++a)
+          for (int c = 0; c < nv_; ++c) e.Q[k](a, c) += rho * ji[a] * ji[c];
+      }
+      break;
     default:
       break;
   }
@@ -184,6 +227,14 @@ void BatchSolverImpl<S, NV>::G_dz(const Group& G, const Entry& e, int k, S* out)
       }
       break;
     }
+    case RowKind::kCollision:
+      for (int i = 0; i < G.n; ++i) {
+        const S* ji = &e.rows.cJ[(size_t(k) * G.n + i) * nv_];
+        S v = 0;
+        for (int j = 0; j < nv_; ++j) v += ji[j] * dx[j];
+        out[i] = v;
+      }
+      break;
     default:
       for (int i = 0; i < G.n; ++i) out[i] = 0;
   }
@@ -214,7 +265,11 @@ S BatchSolverImpl<S, NV>::rows_cost(Entry& e, const S* xu, const S* ee, bool der
     if (G.mech == RowMech::kAdmm && !admm_term) continue;
     const S w = G.w;
     for (int k = G.klo; k < G.khi; ++k) {
-      row_values(G, e.b, k, xu, ee, g);
+      if (derivs && G.kind == RowKind::kCollision) {
+        collision_rows(e, k, xu + size_t(k) * (nx_ + nu_), g, true);  // the KKT point: linearize too
+      } else {
+        row_values(G, e.b, k, xu, ee, g);
+      }
       const int base = rix(gi, k, 0);
       if (G.mech == RowMech::kAdmm) {
         const S rho = w * e.rows.rho_scale;
@@ -317,7 +372,11 @@ void BatchSolverImpl<S, NV>::admm_prepare(Entry& e) {
     const S rho = G.w * e.rows.rho_scale;
     for (int k = G.klo; k < G.khi; ++k) {
       const int base = rix(gi, k, 0);
-      row_values(G, e.b, k, e.xu.data(), e.ee[N_ - 1].data(), &e.rows.g0[base]);
+      if (G.kind == RowKind::kCollision) {
+        collision_rows(e, k, e.x(k), &e.rows.g0[base], true);
+      } else {
+        row_values(G, e.b, k, e.xu.data(), e.ee[N_ - 1].data(), &e.rows.g0[base]);
+      }
       if (e.rows.need_init[gi]) {
         project(G, &e.rows.g0[base], &e.rows.rz[base]);
         for (int i = 0; i < G.n; ++i) e.rows.ry[base + i] = 0;
@@ -551,7 +610,7 @@ void BatchSolverImpl<S, NV>::set_row_groups(const std::vector<RowGroupSpec>& spe
     const RowGroupSpec& sp = specs[gi];
     Group& G = gs[gi];
     const std::string id = "group " + std::to_string(gi) + ": ";
-    if (sp.kind < 0 || sp.kind > int(RowKind::kLinU)) bad(id + "kind not supported on the CPU backend");
+    if (sp.kind < 0 || sp.kind > int(RowKind::kCollision)) bad(id + "kind not supported on the CPU backend");
     if (sp.mech < 0 || sp.mech > int(RowMech::kAl)) bad(id + "unknown mechanism");
     G.kind = RowKind(sp.kind);
     G.mech = RowMech(sp.mech);
@@ -597,6 +656,8 @@ void BatchSolverImpl<S, NV>::set_row_groups(const std::vector<RowGroupSpec>& spe
         }
     }
     if (G.cone && (G.kind != RowKind::kLinU || G.n != 3)) bad(id + "cones are LIN_U groups of 3 rows");
+    if (G.kind == RowKind::kCollision && (col_.n == 0 || G.n != col_.n))
+      bad(id + "collision rows need the collision model (set_collision) and one row per sphere");
   }
   groups_ = std::move(gs);
   has_admm_ = false;
@@ -642,6 +703,53 @@ void BatchSolverImpl<S, NV>::set_row_groups(const std::vector<RowGroupSpec>& spe
   stats_.admm_r_dual.assign(B_, 0.0);
   stats_.admm_iters.assign(B_, 0);
   stats_.admm_linsys_iters.assign(B_, 0);
+}
+
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::set_collision(const std::vector<int>& frames, const std::vector<double>& centres,
+                                           const std::vector<double>& radii, const std::vector<double>& obstacles) {
+  auto bad = [](const std::string& m) { throw std::invalid_argument("collision model: " + m); };
+  const int n = int(frames.size());
+  constexpr int K = collision::kObstacleStride;
+  if (n > kMaxRowsPerGroup) bad("at most " + std::to_string(kMaxRowsPerGroup) + " spheres (one row each)");
+  if (centres.size() != size_t(3) * n || radii.size() != size_t(n)) bad("centres (n x 3) and radii (n)");
+  if (obstacles.size() % K != 0) bad("obstacles need " + std::to_string(K) + " numbers each");
+  for (int i = 0; i < n; ++i) {
+    if (frames[i] < 0 || frames[i] >= plant_->nframes()) bad("frame id out of range");
+    if (!(radii[i] >= 0) || !std::isfinite(radii[i])) bad("radii must be finite and >= 0");
+  }
+  for (double v : centres)
+    if (!std::isfinite(v)) bad("centres must be finite");
+  for (size_t j = 0; j < obstacles.size(); j += K) {
+    const int t = int(obstacles[j]);
+    if (obstacles[j] != t || t < collision::kSphere || t > collision::kPlane) bad("unknown obstacle type");
+    for (int i = 1; i < K; ++i)
+      if (!std::isfinite(obstacles[j + i])) bad("obstacle parameters must be finite");
+  }
+  for (const Group& G : groups_)
+    if (G.kind == RowKind::kCollision && G.n != n) bad("the installed collision group has another sphere count");
+  col_.n = n;
+  col_.frames = frames;
+  col_.local.assign(centres.begin(), centres.end());
+  col_.radius.assign(radii.begin(), radii.end());
+  col_.obs.assign(obstacles.begin(), obstacles.end());
+  col_.n_obs = int(obstacles.size() / K);
+  for (auto& ep : entries_) {
+    ep->rows.cJ.assign(size_t(N_) * n * nv_, S(0));
+    ep->rows.cpos.assign(size_t(3) * n, S(0));
+    ep->rows.cJp.assign(size_t(3) * n * nv_, S(0));
+  }
+}
+
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::collision_clearance(const S* q, S* d, S* J) {
+  Entry& e = *entries_[0];
+  const int n = col_.n;
+  if (n == 0) return;
+  std::vector<S> x(nx_, S(0));
+  std::copy(q, q + nv_, x.begin());
+  collision_rows(e, 0, x.data(), d, J != nullptr);
+  if (J) std::copy(e.rows.cJ.begin(), e.rows.cJ.begin() + size_t(n) * nv_, J);
 }
 
 template <typename S, int NV>

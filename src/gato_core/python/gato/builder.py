@@ -176,9 +176,15 @@ def codegen(urdf_path, name, ee_frame="EE", algorithm_list=None, out_dir=None, r
     once; the entry's ``urdf_path`` is the generated URDF.
 
     CPU backend: dynamics are pinocchio's, evaluated at run time, so there is no
-    per-algorithm code to select (``algorithm_list`` None or "all") and no
-    collision spheres are generated (``collision_res`` is recorded, the solver
-    has no clearance rows). Fixed base only (``floating_base`` False).
+    per-algorithm code to select (``algorithm_list`` None or "all"). ``collision_res``
+    (m, default 0.15) spherizes the URDF's ``<collision>`` geometry (gato.spherize:
+    a conservative cover, one sphere per ``collision_res`` slab of each moving link)
+    into ``spheres.json`` beside the description: the COLLISION clearance rows'
+    sphere set (BSQP.enable_collision); ``collision`` in the metadata says whether it
+    was written (False, with ``collision_note`` in description.json, when the URDF has
+    no collision geometry on a moving link or a mesh is missing). None writes no
+    spheres. Fixed base only
+    (``floating_base`` False).
     Raises ValueError naming the argument for any bad input.
     """
     import pinocchio as pin
@@ -213,10 +219,22 @@ def codegen(urdf_path, name, ee_frame="EE", algorithm_list=None, out_dir=None, r
     folder.mkdir(parents=True, exist_ok=True)
     urdf_out = folder / f"{name}.urdf"
     rewritten = canonicalize_inertials(src, urdf_out)
+    collision, collision_note = False, None
+    if collision_res is not None:
+        from .spherize import cached_spheres, write_spheres
+
+        try:
+            spheres = cached_spheres(src, collision_res)
+        except ValueError as e:  # no collision geometry on a moving link, or a mesh not shipped
+            collision_note = str(e)
+        else:
+            write_spheres(spheres, folder / "spheres.json")
+            collision = True
     description = dict(name=name, nq=model.nq, nv=model.nv, joints=list(model.names)[1:],
                        q_min=model.lowerPositionLimit.tolist(), q_max=model.upperPositionLimit.tolist(),
                        v_max=model.velocityLimit.tolist(), tau_max=model.effortLimit.tolist(),
-                       ee_frame=ee_frame, contact_frames=frames, collision_res=collision_res, collision=False,
+                       ee_frame=ee_frame, contact_frames=frames, collision_res=collision_res,
+                       collision=collision, collision_note=collision_note,
                        source_urdf=str(src), urdf_sha256=digest, codegen_key=key,
                        canonicalized_links=rewritten, generator=GENERATOR_VERSION)
     tmp = folder / "description.json.tmp"
@@ -224,7 +242,8 @@ def codegen(urdf_path, name, ee_frame="EE", algorithm_list=None, out_dir=None, r
     os.replace(tmp, folder / "description.json")
     meta = dict(nq=model.nq, nv=model.nv, ee_frame=ee_frame, urdf=urdf_out.name, urdf_path=str(urdf_out),
                 description="", floating_base=False, urdf_sha256=digest, joints=description["joints"],
-                contact_frames=frames, collision_res=collision_res, codegen_key=key, plant_dir=str(root),
+                contact_frames=frames, collision_res=collision_res, collision=collision,
+                codegen_key=key, plant_dir=str(root),
                 source_urdf=str(src))
     if register:
         _cache.store_entry(name, meta)

@@ -68,7 +68,10 @@ def robot_info(plant_type: str) -> dict:
     path = robot_urdf(plant_type)
     out["urdf"] = str(path) if path else meta.get("urdf")
     out.setdefault("contact_frames", [meta["ee_frame"]])
-    out.setdefault("collision", False)
+    # COLLISION rows: the shipped robots are spherized at run time at the default collision_res
+    # (gato.spherize); a codegen'd robot records whether its spheres.json was written.
+    out.setdefault("collision_res", 0.15)
+    out.setdefault("collision", out["collision_res"] is not None)
     out.setdefault("codegen_key", meta.get("urdf_sha256", "")[:16])
     return out
 

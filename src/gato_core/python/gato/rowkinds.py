@@ -22,7 +22,7 @@ QD_BOX = int(_core.RowKind.QD_BOX)            #: joint velocity box, rows qd_k (
 U_BOX = int(_core.RowKind.U_BOX)              #: joint torque box, rows u_k (controls 0..N-2)
 EE_TERMINAL = int(_core.RowKind.EE_TERMINAL)  #: EE terminal position equality, rows p(q_{N-1}) - target
 LIN_U = int(_core.RowKind.LIN_U)              #: linear control rows C u_k + d (optionally a second-order cone)
-COLLISION = int(_core.RowKind.COLLISION)      #: collision clearance rows (CUDA builds only; not on the CPU backend)
+COLLISION = int(_core.RowKind.COLLISION)      #: collision clearance rows d_i(q_k) >= margin, one per sphere
 CONTACT_POS = int(_core.RowKind.CONTACT_POS)  #: contact-frame position rows (CUDA builds only; not on the CPU)
 
 KIND_NAMES = {int(v): k.lower() for k, v in _core.RowKind.__members__.items()}

@@ -81,6 +81,14 @@ class Plant {
   void frame_position(PlantWorkspace<S>& ws, const S* q, S* p, int fid = -1) const;
   /// EE position (3) and its 3 x nv world-aligned position Jacobian.
   void ee_position_jacobian(PlantWorkspace<S>& ws, const S* q, S* p, MatRef J) const;
+  /// World positions pos (n x 3, row-major) of n points fixed in frames: point i is
+  /// local[3i .. 3i+2] (m) in the coordinates of frame frames[i] (a frame id). J
+  /// (nullable): their world-aligned position Jacobians, n x 3 x nv row-major
+  /// (collision sphere centres; docs/constraints.md).
+  void points_kinematics(PlantWorkspace<S>& ws, const S* q, int n, const int* frames, const S* local,
+                         S* pos, S* J) const;
+  /// Number of frames (valid frame ids are 0 .. nframes()-1).
+  int nframes() const;
   /// The canonical model of the lean articulated-body algorithm (lean_aba.hpp),
   /// or nullptr when a joint is not a 1-DoF revolute / prismatic one. The
   /// solver's line search evaluates several trial points at once with it.

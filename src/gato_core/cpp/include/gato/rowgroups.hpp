@@ -22,7 +22,7 @@ enum class RowKind : int {
   kUBox = 2,        // g = u_k                (nu rows)
   kEeTerminal = 3,  // g = p(q_{N-1}) - target (3 rows, knot N-1)
   kLinU = 4,        // g = C u_k + d          (m rows; cone: ||[g1, g2]|| <= g0)
-  kCollision = 5,   // reserved (CUDA builds)
+  kCollision = 5,   // g_i = clearance of collision sphere i at q_k (one row per sphere; lo = margin)
   kContactPos = 6,  // reserved (CUDA builds)
 };
 
@@ -33,7 +33,7 @@ enum class RowMech : int { kTelemetry = 0, kBarrier = 1, kAdmm = 2, kAl = 3 };
 enum class AdmmLinSys : int { kPcg = 0, kBdsvFactor = 1 };
 
 inline constexpr int kMaxRowGroups = 8;      // groups per solver
-inline constexpr int kMaxRowsPerGroup = 16;  // rows per group (dense row-state layout)
+inline constexpr int kMaxRowsPerGroup = 32;  // rows per group (dense row-state layout; collision spheres)
 
 /// One row group as the host describes it (double precision; the solver keeps
 /// an S-typed copy). Knot window [knot_lo, knot_hi): knots for the state
@@ -52,6 +52,7 @@ struct RowGroupSpec {
   int admm_iters = 0;                // raises the inner-iteration cap when larger than AdmmConfig::iters
   std::vector<double> C, d;          // LIN_U: (n_rows x nu) row-major, (n_rows)
   std::vector<double> target;        // EE terminal: (B x 3)
+  // COLLISION rows use the solver's collision model (BatchSolver::set_collision); n_rows = its spheres.
   // One-shot state actions applied by set_row_groups.
   bool reset_state = false;          // zero this group's AL duals and ADMM (z, y); re-init next solve
   bool admm_reinit = false;          // ADMM (z, y) re-initialized at the next solve

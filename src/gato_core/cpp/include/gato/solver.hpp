@@ -115,6 +115,18 @@ class BatchSolver {
   /// (B) adapted ADMM rho scale.
   virtual void get_admm_rho_scale(double* out) const = 0;
 
+  /// Collision model of the COLLISION row group (docs/constraints.md): n spheres fixed in
+  /// frames (frame ids (n), centres in frame coordinates (n x 3) [m], radii (n) [m]) and
+  /// the world obstacle table (11 numbers per obstacle: type, 10 parameters; the layout
+  /// of src/collision.hpp). Throws std::invalid_argument on bad sizes, ids or values.
+  virtual void set_collision(const std::vector<int>& frames, const std::vector<double>& centres,
+                             const std::vector<double>& radii, const std::vector<double>& obstacles) = 0;
+  /// Number of collision spheres of the installed model (0 without one).
+  virtual int n_spheres() const = 0;
+  /// Clearances d (n_spheres) of the spheres at configuration q (nq) [m] and their
+  /// Jacobian J (n_spheres x nv, row-major; nullable). Host-side, between solves.
+  virtual void collision_clearance(const S* q, S* d, S* J) = 0;
+
   /// The state one solve hands to the next (what exact replay from any tick needs),
   /// per entry state_size() doubles: the Schur duals lambda (N*nx, knot-major), the
   /// trust-region rho, its adaptation factor, the ADMM rho scale, then per installed
