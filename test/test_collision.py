@@ -276,6 +276,46 @@ def test_a_knot_mask_switches_the_rows_off():
     assert s.get_row_groups()[g]["mask"].shape == (N,)
 
 
+def test_margin_elastic_rows_and_exact_replay_state():
+    """The generic group calls act on the collision group: set_row_group_bounds moves the margin
+    (a 5 cm margin keeps >= 5 cm - 5 mm), sigma > 0 makes the AL rows elastic (the duals saturate
+    at sigma), and get_solver_state / set_solver_state carry its duals so a second solver
+    continues bit for bit."""
+    def make(mech, **kw):
+        s = solver()
+        s.enable_limit_al() if mech == "al" else s.enable_limit_admm()
+        p0, c, obs = _obstacle_setup(s)
+        s.set_collision_environment(spheres=obs)
+        g = s.enable_collision(mech=mech, **kw)
+        return s, g, np.tile(np.concatenate([_goal_through(s, p0, c), np.zeros(3)]), N)[None]
+
+    def plan_min(s, xu):
+        return min(s.collision_clearance(xu[0][k * 21:k * 21 + 7])[0].min() for k in range(1, N))
+
+    s, g, ref = make("admm")
+    n = s.get_row_groups()[g]["n_rows"]
+    s.set_row_group_bounds(g, np.full(n, 0.05), np.full(n, np.inf))
+    xu = None
+    for _ in range(12):
+        xu = s.solve(X0[None], ref, xu).xu
+    assert plan_min(s, xu) >= 0.05 - 0.005
+
+    s, g, ref = make("al", sigma=0.05)
+    for _ in range(12):
+        xu = s.solve(X0[None], ref, xu).xu
+    lam = s.get_collision_row_duals()["lam_lo"]
+    assert lam.max() == pytest.approx(0.05) and plan_min(s, xu) < 0.0   # elastic: the cap lets it through
+
+    a, g, ref = make("admm")
+    xu = None
+    for _ in range(3):
+        xu = a.solve(X0[None], ref, xu).xu
+    b, _, _ = make("admm")
+    b.set_solver_state(a.get_solver_state())
+    np.testing.assert_array_equal(a.solve(X0[None], ref, xu).xu, b.solve(X0[None], ref, xu).xu)
+    np.testing.assert_array_equal(a.get_collision_admm_state()["y"], b.get_collision_admm_state()["y"])
+
+
 # ------------------------------------------------------------------ closed loop
 def _closed_loop(with_rows, T=3.0, tick=0.02):
     """Lockstep MPC on PinocchioWorld (RK4, sim_dt = tick): the EE reference moves at 0.15 m/s
