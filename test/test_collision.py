@@ -175,6 +175,39 @@ def test_clearance_is_the_nearest_obstacle_of_all_kinds_together():
 
 
 # ------------------------------------------------------------------ solves
+def test_the_kkt_blocks_gain_the_al_terms_of_the_violated_rows():
+    """debug_setup_kkt with a fresh AL collision group (duals 0, rho w) at a plan whose spheres
+    go through the obstacle: the position gradient gains sum_i -w (margin - d_i)+ J_i and the
+    position block sum_i w J_i' J_i over the violated rows, per knot 1..N-1 (the NumPy oracle of
+    the PHR term with the C++ clearance rows), and nothing else changes."""
+    w, margin = 50.0, 0.02
+    base, rows = solver(), solver()
+    for s in (base, rows):
+        s.enable_limit_al()
+    p0, c, obs = _obstacle_setup(rows)
+    rows.set_collision_environment(spheres=obs)
+    rows.enable_collision(mech="al", rho=w, margin=margin)
+    ref = np.tile(np.concatenate([_goal_through(rows, p0, c), np.zeros(3)]), N)[None]
+    xu = None
+    for _ in range(6):
+        xu = base.solve(X0[None], ref, xu).xu          # the rows-off plan: through the obstacle
+    fresh = solver()                                    # the limit groups' duals at 0, as in `rows`
+    fresh.enable_limit_al()
+    a, b = fresh.debug_setup_kkt(xu, X0[None], ref), rows.debug_setup_kkt(xu, X0[None], ref)
+    dq, dQ = b["q"][0] - a["q"][0], b["Q"][0] - a["Q"][0]
+    n_viol = 0
+    for k in range(N):
+        q = xu[0][k * 21:k * 21 + 7]
+        d, J = rows.collision_clearance(q)
+        v = np.maximum(margin - d, 0.0) if k >= 1 else np.zeros_like(d)
+        n_viol += int((v > 0).sum())
+        np.testing.assert_allclose(dq[k, :7], -w * v @ J, atol=1e-9)
+        np.testing.assert_allclose(dQ[k, :7, :7], w * J[v > 0].T @ J[v > 0], atol=1e-9)
+        assert np.all(dq[k, 7:] == 0) and np.all(dQ[k, 7:, :] == 0) and np.all(dQ[k, :, 7:] == 0)
+    assert n_viol > 0
+    np.testing.assert_array_equal(a["R"], b["R"])
+
+
 def _goal_through(s, p0, obstacle_c):
     """A constant goal on the far side of the obstacle (the straight EE path crosses it)."""
     return p0 + 2.0 * (obstacle_c - p0)
