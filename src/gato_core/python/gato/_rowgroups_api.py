@@ -292,7 +292,8 @@ class RowGroupAPI:
 
     def set_row_group_mask(self, g, mask) -> None:
         """Per-knot row-activity mask of group g: (N, n_rows) bool (row i live at knot k), or
-        (N,) for vector kinds (cones). The knot window applies first. An inactive (knot, row):
+        (N,) for vector kinds (cones, the collision group: every sphere at knot k). The knot
+        window applies first. An inactive (knot, row):
         ADMM keeps its proximal fold but no z/y update, gradient, merit or residual;
         AL / barrier / telemetry contribute nothing and its AL dual is reset. ADMM re-inits
         (z, y) at the next solve. None restores all-True."""
