@@ -508,6 +508,9 @@ class RowGroupAPI:
         """The robot's collision spheres (gato.spherize), loaded once: the ``spheres.json`` that
         gato.builder.codegen wrote beside the description, else spherized from the URDF (cached)."""
         if getattr(self, "_spheres", None) is None:
+            if not hasattr(self._s, "set_collision"):
+                raise ValueError(f"set_collision_environment: the {getattr(self, 'backend', '?')!r} backend has "
+                                 "no collision rows (the CPU backend has them)")
             from pathlib import Path
 
             from . import spherize
