@@ -117,14 +117,19 @@ else
 fi
 
 # --- 2. gato_core: the C++ core and the Python package ----------------------
-CORE_HASH=$(cd src/gato_core && find . -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.py' -o -name '*.txt' -o -name '*.toml' -o -name '*.json' -o -name '*.urdf' -o -name '*.in' \) -not -path './build/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+# The CUDA backend's module gato._cuda builds where nvcc is found (GATO_CUDA=AUTO; ON
+# requires nvcc, OFF skips it; docs/cuda.md): the choice and the compiler are in the hash.
+GATO_CUDA="${GATO_CUDA:-AUTO}"
+case "$GATO_CUDA" in AUTO|ON|OFF) ;; *) die "GATO_CUDA: expected AUTO, ON or OFF, got '$GATO_CUDA'" ;; esac
+CUDA_KEY="$GATO_CUDA $(command -v nvcc || echo no-nvcc)"
+CORE_HASH=$( (cd src/gato_core && find . -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.py' -o -name '*.txt' -o -name '*.toml' -o -name '*.json' -o -name '*.urdf' -o -name '*.in' \) -not -path './build/*' -print0 | sort -z | xargs -0 sha256sum; echo "$CUDA_KEY") | sha256sum | cut -c1-16)
 if ! stamp_ok core "$CORE_HASH"; then
   say "building gato_core (C++ core + pybind11; first build: a few minutes)"
   # No build isolation: the venv already holds the pinned build dependencies,
   # and the persistent build dir makes rebuilds incremental.
   CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
     python -m pip install -q --no-build-isolation --no-deps \
-      -Cbuild-dir="$ROOT/build/gato_core" ./src/gato_core
+      -Cbuild-dir="$ROOT/build/gato_core" -Ccmake.define.GATO_CUDA="$GATO_CUDA" ./src/gato_core
   stamp_set core "$CORE_HASH"
 fi
 

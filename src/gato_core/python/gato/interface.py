@@ -14,6 +14,7 @@ import numpy as np
 
 from ._native import core as _core
 from ._arrays import batch_array, from_numpy, kind_of, to_numpy, vector
+from .cuda_backend import check_backend, solver_class
 from .config import DEFAULT_INTEGRATOR, DEFAULT_LINSYS, INTEGRATOR_MODES, LINSYS_MODES, SolverParams
 from .results import SolveResult, SolverStats
 from ._rowgroups_api import (ADMM_LINSYS_MODES, MAX_ROW_GROUPS, MAX_ROWS_PER_GROUP,  # noqa: F401 (re-exported)
@@ -107,6 +108,9 @@ class BSQP(RowGroupAPI):
         dtype: np.float64 (default) or np.float32.
         integrator: "euler" (constant acceleration; default) | "semi_implicit" | "rk4".
         threads: worker threads over the batch (default: min(B, CPU count)).
+        backend: "cpu" (default) | "cuda" (the GPU batch, gato._cuda; RuntimeError where it is not
+            built or no CUDA device is usable) | "cuda_host" (the CUDA core run on the host, for
+            tests); see :mod:`gato.cuda_backend` and docs/cuda.md.
 
     Layouts: ``xcur_B`` (B, nx) with x = [q; qd]; the reference (B, 6N), per knot
     [x, y, z, 0, 0, 0] metres (world frame; orientation slots reserved); the
@@ -124,7 +128,8 @@ class BSQP(RowGroupAPI):
 
     def __init__(self, model_path, batch_size, N, dt, params=None, *, plant_type=None, variant=None,
                  rho_batch=None, mu_batch=None, pcg_tol_batch=None, ee_frame=None, dtype=np.float64,
-                 integrator=DEFAULT_INTEGRATOR, threads=None, **overrides):
+                 integrator=DEFAULT_INTEGRATOR, threads=None, backend="cpu", **overrides):
+        check_backend(backend)
         if params is None:
             params = SolverParams()
         if not isinstance(params, SolverParams):
@@ -161,7 +166,7 @@ class BSQP(RowGroupAPI):
                              "supports fixed-base arms")
         if ee_frame is None:
             ee_frame = meta.get("ee_frame", "EE")
-        self.backend = "cpu"
+        self.backend = backend
         self.model_path = str(path.resolve())
         self.plant_type = plant_type
         self.variant = "default"
@@ -177,7 +182,7 @@ class BSQP(RowGroupAPI):
         # Wired CPU default (the C++ struct's, gato/types.hpp): one exact block-tridiagonal
         # solve is cheaper here than the PCG iterations of a warm step.
         self._linsys = params.linsys or DEFAULT_LINSYS
-        cls = _core.Solver64 if dtype == np.float64 else _core.Solver32
+        cls = solver_class(backend, dtype)  # RuntimeError for "cuda" without a usable GPU
         try:
             self._s = cls(self.model_path, ee_frame, self.batch_size, self.N, self.dt,
                           self._settings(params, self._linsys), int(threads))

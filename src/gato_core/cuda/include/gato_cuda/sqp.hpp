@@ -1,0 +1,689 @@
+// One SQP iteration of BSQP for one batch entry, on plain arrays, host and device
+// (GATO_HD): the method of docs/solver_method.md as the CPU backend runs it
+// (src/gato_core/cpp/src/solver_*.hpp) without constraint row groups:
+//   1. KKT blocks: Gauss-Newton stage cost (EE tracking, posture anchor, joint-limit
+//      barriers, velocity and control effort, per-knot / per-joint weights) and the
+//      Euler / semi-implicit Euler linearization of the dynamics (rbd.hpp);
+//   2. Schur complement M = -S (block tridiagonal), right-hand side -gamma;
+//   3. linear solve: PCG with the stair preconditioner (warm-started dual), or the block
+//      Cholesky (bdsv), or bdsv on the first iteration and PCG after;
+//   4. merit phi(alpha) = cost + mu |defects|_1 at alpha = 2^-i, i = 0..7 (best, or the
+//      first strict decrease), accepted on strict decrease only;
+//   5. trust-region rho update.
+// The batch loop (step 6: solve_ratio, iteration cap) is the caller's: the host driver
+// (host_batch.hpp) and the kernel launcher (kernels.cu) both call sqp_iterate.
+// Matrices are row-major. One entry = one call; the first GPU version runs one CUDA
+// thread per batch entry (docs/cuda.md).
+#pragma once
+
+#include "gato_cuda/dense.hpp"
+#include "gato_cuda/hd.hpp"
+#include "gato_cuda/rbd.hpp"
+
+namespace gato {
+namespace cuda {
+
+constexpr int kLsSteps = 8;  // alpha = 2^-i, i = 0..7 (gato::kLineSearchSteps)
+constexpr double kRhoMinD = 1e-8, kRhoMaxD = 10.0, kRhoResetD = 1e-3;  // gato/types.hpp
+constexpr double kBarrierEpsD = 1e-3;                                 // gato::kBarrierEps
+constexpr double kMarginD = 0.1;                                       // gato::kLimitMargin
+
+/// What the whole batch shares (trivially copyable: a kernel argument). knot_w points
+/// to N x 3 [ee, qd, u] weights in the memory the iteration runs in, or is null.
+template <typename S>
+struct SqpShared {
+  DevModel<S> model;
+  int N = 0, nv = 0, nx = 0, nu = 0, L = 0;
+  S dt = 0;
+  int max_pcg_iters = 200;
+  int linsys = 1;       // 0 pcg, 1 bdsv, 2 bdsv_first (gato::LinSys)
+  int integrator = 0;   // 0 Euler (constant acceleration), 1 semi-implicit Euler
+  int line_search = 0;  // 0 best of all 8, 1 first strict decrease
+  int adapt_rho = 1;
+  double q_cost = 2, qd_cost = 0.01, u_cost = 2e-6, N_cost = 50;
+  double q_lim_cost = 0.01, vel_lim_cost = 0, ctrl_lim_cost = 0;
+  S lo_q[kMaxBodies] = {}, hi_q[kMaxBodies] = {}, max_qd[kMaxBodies] = {}, max_u[kMaxBodies] = {};
+  double q_pos_w[kMaxBodies] = {}, q_nom[kMaxBodies] = {};
+  int has_u_vec = 0;
+  double u_vec[kMaxBodies] = {};
+  const double* knot_w = nullptr;
+  int has_fext = 0;  // fext: 6 per body per knot per entry (pinocchio joint-local frame)
+  S u_prox = 0;      // gato::kZeroControlProx{32,64}
+  S pcg_floor = 0;
+
+  GATO_HD S ee_weight(int k) const { return S(knot_w ? knot_w[3 * k] : (k == N - 1 ? N_cost : q_cost)); }
+  GATO_HD S qd_weight(int k) const { return S(knot_w ? knot_w[3 * k + 1] : qd_cost); }
+  GATO_HD S u_weight(int k, int j) const {
+    if (has_u_vec) return S(u_vec[j]);
+    return S(knot_w ? knot_w[3 * k + 2] : u_cost);
+  }
+};
+
+/// Per-entry state kept across solves.
+template <typename S>
+struct SqpEntryState {
+  S rho, drho, drho_factor, mu, pcg_tol;
+};
+
+/// Per-solve statistics of one entry (the per-iteration arrays hold max_sqp_iters).
+template <typename S>
+struct SqpEntryStats {
+  int converged, stopped, iters;
+  S merit_initial, merit_final;
+};
+
+/// The per-entry arrays, carved from one buffer (work_size gives its length).
+template <typename S>
+struct SqpWork {
+  S *Qpp, *qvv, *qg, *Rd, *rg, *A, *Bm, *c, *Qpp_inv, *qvv_inv, *Rinv, *Md, *phi, *BRinv, *Dinv, *Lc, *E;
+  S *rhs, *r, *z, *p, *Mp, *y, *w, *dz, *trial, *tmp, *tmp2, *vx, *vx2;
+};
+
+template <typename S>
+GATO_HD long work_size(int N, int nv) {
+  const long nx = 2 * nv, nu = nv;
+  return N * (nv * nv) * 2 + N * nv * 2 + N * nx + (N - 1) * (nu * 3) + (N - 1) * nx * nx * 2 +
+         (N - 1) * nx * nu * 2 + N * nx + N * nx * nx * 4 + 7 * N * nx + 2 * (N * (nx + nu)) + 2 * nx * nx +
+         2 * nx;
+}
+
+template <typename S>
+GATO_HD void carve(SqpWork<S>& w, S* base, int N, int nv) {
+  const long nx = 2 * nv, nu = nv;
+  S* p = base;
+  auto take = [&p](long n) {
+    S* r = p;
+    p += n;
+    return r;
+  };
+  w.Qpp = take(N * nv * nv);
+  w.Qpp_inv = take(N * nv * nv);
+  w.qvv = take(N * nv);
+  w.qvv_inv = take(N * nv);
+  w.qg = take(N * nx);
+  w.Rd = take((N - 1) * nu);
+  w.rg = take((N - 1) * nu);
+  w.Rinv = take((N - 1) * nu);
+  w.A = take((N - 1) * nx * nx);
+  w.phi = take((N - 1) * nx * nx);
+  w.Bm = take((N - 1) * nx * nu);
+  w.BRinv = take((N - 1) * nx * nu);
+  w.c = take(N * nx);
+  w.Md = take(N * nx * nx);
+  w.Dinv = take(N * nx * nx);
+  w.Lc = take(N * nx * nx);
+  w.E = take(N * nx * nx);
+  w.rhs = take(N * nx);
+  w.r = take(N * nx);
+  w.z = take(N * nx);
+  w.p = take(N * nx);
+  w.Mp = take(N * nx);
+  w.y = take(N * nx);
+  w.w = take(N * nx);
+  w.dz = take(N * (nx + nu));
+  w.trial = take(N * (nx + nu));
+  w.tmp = take(nx * nx);
+  w.tmp2 = take(nx * nx);
+  w.vx = take(nx);
+  w.vx2 = take(nx);
+}
+
+/// One entry's inputs and outputs for one iteration.
+template <typename S>
+struct SqpEntry {
+  const S* xs;    // measured state (nx)
+  const S* ref;   // reference (6 N)
+  const S* fext;  // 6 nv per knot, or null
+  S* xu;          // trajectory (L), updated in place
+  S* lam;         // dual (N nx), kept across solves
+  SqpEntryState<S>* st;
+  SqpEntryStats<S>* stats;
+  int* pcg_iters;  // per iteration (max_sqp_iters)
+  S* min_merit;
+  S* step_size;
+  SqpWork<S> w;
+};
+
+// ---------------------------------------------------------------------------------------
+// Cost (src/gato_core/cpp/src/cost_terms.hpp, the same terms in the same order).
+
+/// Relaxed log barrier b(d) = -log d (d >= eps), C2 quadratic extension below.
+template <typename S>
+GATO_HD S relaxed_log(S d, S* db, S* ddb) {
+  const S delta = S(kBarrierEpsD);
+  if (d >= delta) {
+    const S inv = S(1) / d;
+    *db = -inv;
+    *ddb = inv * inv;
+    return -hd_log(d);
+  }
+  const S e = d - delta, inv = S(1) / delta;
+  *db = -inv + e * inv * inv;
+  *ddb = inv * inv;
+  return -hd_log(delta) - e * inv + S(0.5) * e * e * inv * inv;
+}
+
+/// weight * beta(x) on [lo, hi]; adds weight * gradient / Hessian diagonal into g / h (nullable).
+template <typename S>
+GATO_HD S box_barrier(S x, S lo, S hi, S weight, S* g, S* h) {
+  S d1, dd1, d2, dd2;
+  const S v = relaxed_log(x - lo, &d1, &dd1) + relaxed_log(hi - x, &d2, &dd2);
+  if (g) *g += weight * (d1 - d2);
+  if (h) *h += weight * (dd1 + dd2);
+  return weight * v;
+}
+
+/// Adds l_k(x, u) to acc (u null at the last knot). With D: the Gauss-Newton blocks
+/// Qpp (nv x nv), qvv (nv, diagonal), qg (nx), Rd (nu, diagonal), rg (nu) are written
+/// (J: the 3 x nv EE Jacobian).
+template <typename S, bool D>
+GATO_HD void stage_cost(const SqpShared<S>& P, int k, const S* x, const S* u, const S* ee, const S* ref, const S* J,
+                        S& acc, S* Qpp, S* qvv, S* qg, S* Rd, S* rg) {
+  const int nv = P.nv;
+  const S w = P.ee_weight(k);
+  S d[3];
+  for (int i = 0; i < 3; ++i) {
+    d[i] = ee[i] - ref[i];
+    acc += S(0.5) * w * d[i] * d[i];
+  }
+  if (D) {
+    for (int a = 0; a < nv; ++a) {
+      for (int b = 0; b < nv; ++b)
+        Qpp[a * nv + b] = w * (J[a] * J[b] + J[nv + a] * J[nv + b] + J[2 * nv + a] * J[2 * nv + b]);
+      qg[a] = w * (J[a] * d[0] + J[nv + a] * d[1] + J[2 * nv + a] * d[2]);
+      qg[nv + a] = S(0);
+      qvv[a] = S(0);
+    }
+  }
+  const S ql = S(P.q_lim_cost), vl = S(P.vel_lim_cost), cl = S(P.ctrl_lim_cost), vw = P.qd_weight(k);
+  for (int j = 0; j < nv; ++j) {
+    S* gq = D ? &qg[j] : nullptr;
+    S* hq = D ? &Qpp[j * nv + j] : nullptr;
+    S* gv = D ? &qg[nv + j] : nullptr;
+    S* hv = D ? &qvv[j] : nullptr;
+    // posture anchor, q barrier, velocity, velocity barrier
+    const S a = S(P.q_pos_w[j]), dq = x[j] - S(P.q_nom[j]);
+    acc += S(0.5) * a * dq * dq;
+    if (D) {
+      *hq += a;
+      *gq += a * dq;
+    }
+    if (ql > S(0)) acc += box_barrier(x[j], P.lo_q[j], P.hi_q[j], ql, gq, hq);
+    const S z = x[nv + j];
+    acc += S(0.5) * vw * z * z;
+    if (D) {
+      *hv += vw;
+      *gv += vw * z;
+    }
+    if (vl > S(0)) acc += box_barrier(z, -P.max_qd[j], P.max_qd[j], vl, gv, hv);
+  }
+  if (!u) return;
+  for (int j = 0; j < P.nu; ++j) {
+    S* g = D ? &rg[j] : nullptr;
+    S* h = D ? &Rd[j] : nullptr;
+    if (D) {
+      *g = S(0);
+      *h = S(0);
+    }
+    const S s = P.u_weight(k, j);
+    acc += S(0.5) * s * u[j] * u[j];
+    if (D) {
+      *h += s;
+      *g += s * u[j];
+    }
+    if (cl > S(0)) acc += box_barrier(u[j], -P.max_u[j], P.max_u[j], cl, g, h);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Step 1: KKT blocks; returns the merit at xu (infinity when the dynamics fail).
+
+template <typename S>
+GATO_HD S setup_kkt(const SqpShared<S>& P, SqpEntry<S>& e) {
+  const int nv = P.nv, nx = P.nx, nu = P.nu, N = P.N;
+  const S h = P.dt, c2 = P.integrator == 0 ? h * h / S(2) : h * h;
+  SqpWork<S>& w = e.w;
+  FdScratch<S> fs;
+  S qdd[kMaxBodies], dq[kMaxBodies * kMaxBodies], dv[kMaxBodies * kMaxBodies], Mi[kMaxBodies * kMaxBodies];
+  S ee[3], J[3 * kMaxBodies];
+  S cost = 0, defect = 0;
+  for (int k = 0; k < N; ++k) {
+    const S* x = e.xu + k * (nx + nu);
+    const S* fx = P.has_fext ? e.fext + k * 6 * nv : nullptr;
+    if (k < N - 1) {
+      const S* u = x + nx;
+      if (!forward_dynamics_derivatives(P.model, fs, x, x + nv, u, fx, qdd, dq, dv, Mi, ee, J))
+        return S(1) / S(0);
+      S* A = w.A + k * nx * nx;
+      S* B = w.Bm + k * nx * nu;
+      S* ck = w.c + (k + 1) * nx;
+      const S* x1 = x + nx + nu;
+      for (int i = 0; i < nv; ++i) {
+        const S vn = x[nv + i] + h * qdd[i];
+        const S qn = x[i] + h * x[nv + i] + c2 * qdd[i];
+        ck[i] = x1[i] - qn;
+        ck[nv + i] = x1[nv + i] - vn;
+        for (int j = 0; j < nv; ++j) {
+          const S I = i == j ? S(1) : S(0);
+          A[i * nx + j] = c2 * dq[i * nv + j] + I;
+          A[i * nx + nv + j] = c2 * dv[i * nv + j] + h * I;
+          A[(nv + i) * nx + j] = h * dq[i * nv + j];
+          A[(nv + i) * nx + nv + j] = h * dv[i * nv + j] + I;
+          B[i * nu + j] = c2 * Mi[i * nv + j];
+          B[(nv + i) * nu + j] = h * Mi[i * nv + j];
+        }
+      }
+      for (int i = 0; i < nx; ++i) defect += hd_abs(ck[i]);
+      stage_cost<S, true>(P, k, x, u, ee, e.ref + 6 * k, J, cost, w.Qpp + k * nv * nv, w.qvv + k * nv,
+                          w.qg + k * nx, w.Rd + k * nu, w.rg + k * nu);
+    } else {
+      kinematics(P.model, x, fs.w);
+      ee_position(P.model, fs.w, ee);
+      ee_jacobian(P.model, fs.w, ee, J);
+      stage_cost<S, true>(P, k, x, nullptr, ee, e.ref + 6 * k, J, cost, w.Qpp + k * nv * nv, w.qvv + k * nv,
+                          w.qg + k * nx, nullptr, nullptr);
+    }
+  }
+  for (int i = 0; i < nx; ++i) {
+    w.c[i] = e.xu[i] - e.xs[i];
+    defect += hd_abs(w.c[i]);
+  }
+  return cost + e.st->mu * defect;
+}
+
+// ---------------------------------------------------------------------------------------
+// Step 2: Schur complement.
+
+/// out = Qtilde_k^-1 v (dense position block, diagonal velocity block).
+template <typename S>
+GATO_HD void apply_Qinv(const SqpShared<S>& P, const SqpWork<S>& w, int k, const S* v, S* out) {
+  const int nv = P.nv;
+  const S* Qi = w.Qpp_inv + k * nv * nv;
+  for (int i = 0; i < nv; ++i) {
+    S s = 0;
+    for (int j = 0; j < nv; ++j) s += Qi[i * nv + j] * v[j];
+    out[i] = s;
+    out[nv + i] = w.qvv_inv[k * nv + i] * v[nv + i];
+  }
+}
+
+template <typename S>
+GATO_HD bool factor_schur(const SqpShared<S>& P, SqpEntry<S>& e) {
+  const int nv = P.nv, nx = P.nx, nu = P.nu, N = P.N;
+  SqpWork<S>& w = e.w;
+  const S rho = e.st->rho;
+  const bool vel_barrier = P.vel_lim_cost > 0, ctrl_barrier = P.ctrl_lim_cost > 0;
+  for (int k = 0; k < N; ++k) {
+    S* T = w.tmp;
+    for (int i = 0; i < nv * nv; ++i) T[i] = w.Qpp[k * nv * nv + i];
+    for (int i = 0; i < nv; ++i) T[i * nv + i] += rho;
+    if (!dense::cholesky(T, w.tmp2, nv)) return false;
+    dense::chol_inverse(w.tmp2, w.Qpp_inv + k * nv * nv, w.vx, nv);
+    for (int i = 0; i < nv; ++i) {
+      S q = w.qvv[k * nv + i];
+      if (!vel_barrier && P.qd_weight(k) == S(0)) q += rho;
+      if (!(q > S(0))) return false;
+      w.qvv_inv[k * nv + i] = S(1) / q;
+    }
+    if (k < N - 1) {
+      for (int j = 0; j < nu; ++j) {
+        S r = w.Rd[k * nu + j];
+        if (!ctrl_barrier) {
+          const S wj = P.u_weight(k, j);
+          if (wj < P.u_prox) r += P.u_prox - wj;
+        }
+        if (!(r > S(0))) return false;
+        w.Rinv[k * nu + j] = S(1) / r;
+      }
+    }
+  }
+  // M_00 = Qtilde_0^-1, rhs_0 = Qtilde_0^-1 q_0 - c_0.
+  S* M0 = w.Md;
+  for (int i = 0; i < nx * nx; ++i) M0[i] = S(0);
+  for (int i = 0; i < nv; ++i) {
+    for (int j = 0; j < nv; ++j) M0[i * nx + j] = w.Qpp_inv[i * nv + j];
+    M0[(nv + i) * nx + nv + i] = w.qvv_inv[i];
+  }
+  apply_Qinv(P, w, 0, w.qg, w.vx);
+  for (int i = 0; i < nx; ++i) w.rhs[i] = w.vx[i] - w.c[i];
+  for (int k = 0; k < N - 1; ++k) {
+    const S* A = w.A + k * nx * nx;
+    const S* B = w.Bm + k * nx * nu;
+    S* phi = w.phi + k * nx * nx;
+    S* BR = w.BRinv + k * nx * nu;
+    const S* Qi = w.Qpp_inv + k * nv * nv;
+    for (int i = 0; i < nx; ++i) {
+      for (int j = 0; j < nv; ++j) {
+        S s = 0;
+        for (int l = 0; l < nv; ++l) s += A[i * nx + l] * Qi[l * nv + j];
+        phi[i * nx + j] = s;
+        phi[i * nx + nv + j] = A[i * nx + nv + j] * w.qvv_inv[k * nv + j];
+      }
+      for (int j = 0; j < nu; ++j) BR[i * nu + j] = B[i * nu + j] * w.Rinv[k * nu + j];
+    }
+    S* Mk = w.Md + (k + 1) * nx * nx;
+    for (int i = 0; i < nx; ++i)
+      for (int j = 0; j < nx; ++j) {
+        S s = 0;
+        for (int l = 0; l < nx; ++l) s += phi[i * nx + l] * A[j * nx + l];
+        for (int l = 0; l < nu; ++l) s += BR[i * nu + l] * B[j * nu + l];
+        Mk[i * nx + j] = s;
+      }
+    const S* Qn = w.Qpp_inv + (k + 1) * nv * nv;
+    for (int i = 0; i < nv; ++i) {
+      for (int j = 0; j < nv; ++j) Mk[i * nx + j] += Qn[i * nv + j];
+      Mk[(nv + i) * nx + nv + i] += w.qvv_inv[(k + 1) * nv + i];
+    }
+    // rhs_{k+1} = Qtilde_{k+1}^-1 q_{k+1} - (c_{k+1} + phi_k q_k + B R^-1 r_k)
+    apply_Qinv(P, w, k + 1, w.qg + (k + 1) * nx, w.vx);
+    const S* qk = w.qg + k * nx;
+    const S* rk = w.rg + k * nu;
+    for (int i = 0; i < nx; ++i) {
+      S s = w.c[(k + 1) * nx + i];
+      for (int l = 0; l < nx; ++l) s += phi[i * nx + l] * qk[l];
+      for (int l = 0; l < nu; ++l) s += BR[i * nu + l] * rk[l];
+      w.rhs[(k + 1) * nx + i] = w.vx[i] - s;
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Step 3: linear solves on M lam = rhs.
+
+/// out = M p: M_kk p_k - phi_{k-1} p_{k-1} - phi_k' p_{k+1}.
+template <typename S>
+GATO_HD void matvec(const SqpShared<S>& P, const SqpWork<S>& w, const S* p, S* out) {
+  const int nx = P.nx, N = P.N;
+  for (int k = 0; k < N; ++k) {
+    const S* Mk = w.Md + k * nx * nx;
+    for (int i = 0; i < nx; ++i) {
+      S s = 0;
+      for (int j = 0; j < nx; ++j) s += Mk[i * nx + j] * p[k * nx + j];
+      if (k > 0) {
+        const S* ph = w.phi + (k - 1) * nx * nx;
+        for (int j = 0; j < nx; ++j) s -= ph[i * nx + j] * p[(k - 1) * nx + j];
+      }
+      if (k < N - 1) {
+        const S* ph = w.phi + k * nx * nx;
+        for (int j = 0; j < nx; ++j) s -= ph[j * nx + i] * p[(k + 1) * nx + j];
+      }
+      out[k * nx + i] = s;
+    }
+  }
+}
+
+template <typename S>
+GATO_HD S dotn(const S* a, const S* b, int n) {
+  S s = 0;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+/// Preconditioner diagonal D_k = M_kk + rho Ibar, inverted.
+template <typename S>
+GATO_HD bool factor_preconditioner(const SqpShared<S>& P, SqpEntry<S>& e) {
+  const int nx = P.nx, nv = P.nv;
+  SqpWork<S>& w = e.w;
+  for (int k = 0; k < P.N; ++k) {
+    for (int i = 0; i < nx * nx; ++i) w.tmp[i] = w.Md[k * nx * nx + i];
+    for (int i = 0; i < nv; ++i) w.tmp[i * nx + i] += e.st->rho;
+    if (!dense::cholesky(w.tmp, w.tmp2, nx)) return false;
+    dense::chol_inverse(w.tmp2, w.Dinv + k * nx * nx, w.vx, nx);
+  }
+  return true;
+}
+
+/// out = (D^-1 - D^-1 O D^-1) r (O: the off-diagonal part of M).
+template <typename S>
+GATO_HD void precondition(const SqpShared<S>& P, SqpWork<S>& w, const S* r, S* out) {
+  const int nx = P.nx, N = P.N;
+  for (int k = 0; k < N; ++k) {
+    const S* D = w.Dinv + k * nx * nx;
+    for (int i = 0; i < nx; ++i) w.y[k * nx + i] = dotn(D + i * nx, r + k * nx, nx);
+  }
+  for (int k = 0; k < N; ++k)
+    for (int i = 0; i < nx; ++i) {
+      S s = 0;
+      if (k > 0) {
+        const S* ph = w.phi + (k - 1) * nx * nx;
+        for (int j = 0; j < nx; ++j) s -= ph[i * nx + j] * w.y[(k - 1) * nx + j];
+      }
+      if (k < N - 1) {
+        const S* ph = w.phi + k * nx * nx;
+        for (int j = 0; j < nx; ++j) s -= ph[j * nx + i] * w.y[(k + 1) * nx + j];
+      }
+      w.w[k * nx + i] = s;
+    }
+  for (int k = 0; k < N; ++k) {
+    const S* D = w.Dinv + k * nx * nx;
+    for (int i = 0; i < nx; ++i) out[k * nx + i] = w.y[k * nx + i] - dotn(D + i * nx, w.w + k * nx, nx);
+  }
+}
+
+/// PCG from the warm dual (r = rhs - M lam and z = P^-1 r set by the caller).
+template <typename S>
+GATO_HD int solve_pcg(const SqpShared<S>& P, SqpEntry<S>& e) {
+  SqpWork<S>& w = e.w;
+  const int n = P.N * P.nx;
+  S rz = dotn(w.r, w.z, n);
+  const S rz0 = hd_abs(rz);
+  if (rz0 < P.pcg_floor) return 0;
+  for (int i = 0; i < n; ++i) w.p[i] = w.z[i];
+  int it = 0;
+  while (it < P.max_pcg_iters) {
+    matvec(P, w, w.p, w.Mp);
+    const S pMp = dotn(w.p, w.Mp, n);
+    if (!(pMp > S(0))) break;  // lost positive definiteness numerically: keep lam
+    const S alpha = rz / pMp;
+    for (int i = 0; i < n; ++i) {
+      e.lam[i] += alpha * w.p[i];
+      w.r[i] -= alpha * w.Mp[i];
+    }
+    precondition(P, w, w.r, w.z);
+    const S rz_new = dotn(w.r, w.z, n);
+    ++it;
+    if (hd_abs(rz_new) < P.pcg_floor + e.st->pcg_tol * rz0) break;
+    const S beta = rz_new / rz;
+    for (int i = 0; i < n; ++i) w.p[i] = w.z[i] + beta * w.p[i];
+    rz = rz_new;
+  }
+  return it;
+}
+
+/// Block Cholesky of M (block Thomas) and lam += M^-1 r; sets converged from r' M^-1 r.
+template <typename S>
+GATO_HD bool solve_bdsv(const SqpShared<S>& P, SqpEntry<S>& e) {
+  const int nx = P.nx, N = P.N, n2 = nx * nx;
+  SqpWork<S>& w = e.w;
+  for (int k = 0; k < N; ++k) {
+    for (int i = 0; i < n2; ++i) w.tmp[i] = w.Md[k * n2 + i];
+    if (k > 0) {
+      S* E = w.E + k * n2;
+      for (int i = 0; i < n2; ++i) E[i] = -w.phi[(k - 1) * n2 + i];
+      dense::right_solve_lower_t(w.Lc + (k - 1) * n2, E, nx, nx);
+      for (int i = 0; i < nx; ++i)
+        for (int j = 0; j < nx; ++j) w.tmp[i * nx + j] -= dotn(E + i * nx, E + j * nx, nx);
+    }
+    if (!dense::cholesky(w.tmp, w.Lc + k * n2, nx)) return false;
+  }
+  for (int k = 0; k < N; ++k) {  // y_k = L_k^-1 (r_k - E_k y_{k-1})
+    S* yk = w.y + k * nx;
+    for (int i = 0; i < nx; ++i) {
+      S s = w.r[k * nx + i];
+      if (k > 0) s -= dotn(w.E + k * n2 + i * nx, w.y + (k - 1) * nx, nx);
+      yk[i] = s;
+    }
+    dense::solve_lower(w.Lc + k * n2, yk, nx);
+  }
+  for (int k = N - 1; k >= 0; --k) {  // d_k = L_k^-T (y_k - E_{k+1}' d_{k+1})
+    S* dk = w.w + k * nx;
+    for (int i = 0; i < nx; ++i) {
+      S s = w.y[k * nx + i];
+      if (k < N - 1) {
+        const S* E = w.E + (k + 1) * n2;
+        for (int j = 0; j < nx; ++j) s -= E[j * nx + i] * w.w[(k + 1) * nx + j];
+      }
+      dk[i] = s;
+    }
+    dense::solve_lower_t(w.Lc + k * n2, dk, nx);
+  }
+  const int n = N * nx;
+  for (int i = 0; i < n; ++i)
+    if (!hd_isfinite(w.w[i])) return false;
+  e.stats->converged = hd_abs(dotn(w.r, w.w, n)) < P.pcg_floor;
+  for (int i = 0; i < n; ++i) e.lam[i] += w.w[i];
+  return true;
+}
+
+/// The primal step from the dual: dx_0 = -c_0, dx_k = -Qtilde^-1 (q_k - lam_k + A_k' lam_{k+1}),
+/// du_k = -R^-1 (r_k + B_k' lam_{k+1}).
+template <typename S>
+GATO_HD void recover_step(const SqpShared<S>& P, SqpEntry<S>& e) {
+  const int nx = P.nx, nu = P.nu, N = P.N;
+  SqpWork<S>& w = e.w;
+  for (int k = 0; k < N; ++k) {
+    S* dx = w.dz + k * (nx + nu);
+    if (k == 0) {
+      for (int i = 0; i < nx; ++i) dx[i] = -w.c[i];
+    } else {
+      for (int i = 0; i < nx; ++i) {
+        S s = w.qg[k * nx + i] - e.lam[k * nx + i];
+        if (k < N - 1) {
+          const S* A = w.A + k * nx * nx;
+          for (int j = 0; j < nx; ++j) s += A[j * nx + i] * e.lam[(k + 1) * nx + j];
+        }
+        w.vx[i] = s;
+      }
+      apply_Qinv(P, w, k, w.vx, w.vx2);
+      for (int i = 0; i < nx; ++i) dx[i] = -w.vx2[i];
+    }
+    if (k < N - 1) {
+      const S* B = w.Bm + k * nx * nu;
+      for (int j = 0; j < nu; ++j) {
+        S s = w.rg[k * nu + j];
+        for (int i = 0; i < nx; ++i) s += B[i * nu + j] * e.lam[(k + 1) * nx + i];
+        dx[nx + j] = -w.Rinv[k * nu + j] * s;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Step 4: merit of xu + alpha dz.
+
+template <typename S>
+GATO_HD S trial_merit(const SqpShared<S>& P, SqpEntry<S>& e, S alpha) {
+  const int nv = P.nv, nx = P.nx, nu = P.nu, N = P.N, L = P.L;
+  const S h = P.dt, c2 = P.integrator == 0 ? h * h / S(2) : h * h;
+  S* t = e.w.trial;
+  for (int i = 0; i < L; ++i) t[i] = e.xu[i] + alpha * e.w.dz[i];
+  FdScratch<S> fs;
+  S qdd[kMaxBodies], ee[3];
+  S cost = 0, defect = 0;
+  for (int k = 0; k < N; ++k) {
+    const S* x = t + k * (nx + nu);
+    if (k < N - 1) {
+      const S* u = x + nx;
+      const S* fx = P.has_fext ? e.fext + k * 6 * nv : nullptr;
+      if (!forward_dynamics(P.model, fs, x, x + nv, u, fx, qdd, ee)) return S(1) / S(0);
+      const S* x1 = x + nx + nu;
+      for (int i = 0; i < nv; ++i) defect += hd_abs(x1[i] - (x[i] + h * x[nv + i] + c2 * qdd[i]));
+      for (int i = 0; i < nv; ++i) defect += hd_abs(x1[nv + i] - (x[nv + i] + h * qdd[i]));
+      S l = 0;
+      stage_cost<S, false>(P, k, x, u, ee, e.ref + 6 * k, nullptr, l, nullptr, nullptr, nullptr, nullptr, nullptr);
+      cost += l;
+    } else {
+      kinematics(P.model, x, fs.w);
+      ee_position(P.model, fs.w, ee);
+      S l = 0;
+      stage_cost<S, false>(P, k, x, nullptr, ee, e.ref + 6 * k, nullptr, l, nullptr, nullptr, nullptr, nullptr,
+                           nullptr);
+      cost += l;
+    }
+  }
+  for (int i = 0; i < nx; ++i) defect += hd_abs(t[i] - e.xs[i]);
+  const S m = cost + e.st->mu * defect;
+  return hd_isfinite(m) ? m : S(1) / S(0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Steps 1-5 for one entry at SQP iteration it (solver_iteration.hpp's iterate()).
+
+template <typename S>
+GATO_HD void sqp_iterate(const SqpShared<S>& P, SqpEntry<S>& e, int it) {
+  SqpEntryStats<S>& st = *e.stats;
+  SqpEntryState<S>& s = *e.st;
+  SqpWork<S>& w = e.w;
+  const S merit0 = setup_kkt(P, e);
+  if (it == 0) st.merit_initial = merit0;
+  st.iters = it + 1;
+  if (!hd_isfinite(merit0)) {  // diverged: nothing sensible to step from
+    st.stopped = 1;
+    e.step_size[it] = S(-1);
+    e.min_merit[it] = merit0;
+    st.merit_final = merit0;
+    return;
+  }
+  bool ok = factor_schur(P, e);
+  int mode = P.linsys;
+  if (mode == 2) mode = it == 0 ? 1 : 0;
+  int pcg_it = 0;
+  const int n = P.N * P.nx;
+  if (ok) {
+    matvec(P, w, e.lam, w.Mp);
+    for (int i = 0; i < n; ++i) w.r[i] = w.rhs[i] - w.Mp[i];
+    if (mode == 0) {
+      ok = factor_preconditioner(P, e);
+      if (ok) {
+        precondition(P, w, w.r, w.z);
+        st.converged = hd_abs(dotn(w.r, w.z, n)) < P.pcg_floor;
+        pcg_it = solve_pcg(P, e);
+      }
+    } else {
+      ok = solve_bdsv(P, e);
+    }
+  }
+  e.pcg_iters[it] = pcg_it;
+  if (!ok) {  // not positive definite: keep z and lam, regularize harder
+    s.rho = hd_min(s.rho * S(100), S(kRhoMaxD));
+    e.step_size[it] = S(-1);
+    e.min_merit[it] = merit0;
+    st.merit_final = merit0;
+    st.converged = 0;
+    return;
+  }
+  recover_step(P, e);
+  S best = S(1) / S(0), best_alpha = 0, alpha = 1;
+  for (int i = 0; i < kLsSteps; ++i, alpha *= S(0.5)) {
+    const S m = trial_merit(P, e, alpha);
+    if (m < best) {  // strict: ties keep the larger alpha
+      best = m;
+      best_alpha = alpha;
+    }
+    if (P.line_search == 1 && best < merit0) break;
+  }
+  const bool accept = best < merit0;
+  e.min_merit[it] = best;
+  if (accept) {
+    for (int i = 0; i < P.L; ++i) e.xu[i] += best_alpha * w.dz[i];
+    e.step_size[it] = best_alpha;
+    st.merit_final = best;
+  } else {
+    e.step_size[it] = S(-1);
+    st.merit_final = merit0;
+  }
+  if (P.adapt_rho) {
+    const S f = s.drho_factor;
+    if (accept) {
+      s.drho = hd_min(s.drho / f, S(1) / f);
+    } else {
+      s.drho = hd_max(s.drho * f, f);
+    }
+    s.rho = hd_min(hd_max(s.rho * s.drho, S(kRhoMinD)), S(kRhoMaxD));
+    if (!accept && s.rho >= S(kRhoMaxD)) s.rho = S(kRhoResetD);
+  }
+}
+
+}  // namespace cuda
+}  // namespace gato

@@ -1,0 +1,104 @@
+// The CUDA kernels of the BSQP backend and their host launchers (device_api.hpp).
+// First version: one CUDA thread runs one batch entry's whole SQP iteration
+// (gato_cuda/sqp.hpp, the code the host tests check), one launch per iteration.
+// Only the gato_cuda headers are included: no Eigen, pybind11 or pinocchio under nvcc.
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "device_api.hpp"
+#include "gato_cuda/sqp.hpp"
+
+namespace gato {
+namespace cuda {
+namespace dev {
+
+namespace {
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Per-thread stack: the dual-number RNEA of the derivatives keeps its per-body arrays
+// (Dual<S, 16>) in local memory (ptxas -v: about 55 KB in double, 24 KB in float for
+// sm_90); the default 1 KiB is far too small. Set from the kernel's own figure.
+constexpr size_t kStackMargin = 4 * 1024;
+
+template <typename S>
+__global__ void iterate_kernel(SqpShared<S> P, Arrays<S> a, int B, int I, int it) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  SqpEntryStats<S>& es = a.stats[b];
+  if (es.converged || es.stopped) return;
+  SqpEntry<S> e;
+  e.xs = a.xs + size_t(b) * P.nx;
+  e.ref = a.ref + size_t(b) * 6 * P.N;
+  e.fext = P.has_fext ? a.fext + size_t(b) * P.N * 6 * P.nv : nullptr;
+  e.xu = a.xu + size_t(b) * P.L;
+  e.lam = a.lam + size_t(b) * P.N * P.nx;
+  e.st = &a.st[b];
+  e.stats = &es;
+  e.pcg_iters = a.pcg_iters + size_t(b) * I;
+  e.min_merit = a.min_merit + size_t(b) * I;
+  e.step_size = a.step_size + size_t(b) * I;
+  carve(e.w, a.work + size_t(b) * a.work_per_entry, P.N, P.nv);
+  sqp_iterate(P, e, it);
+}
+}  // namespace
+
+int device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = cudaGetErrorString(e);
+    return 0;
+  }
+  if (n == 0 && why) *why = "no CUDA device";
+  return n;
+}
+
+std::string device_name() {
+  cudaDeviceProp p;
+  check(cudaGetDeviceProperties(&p, 0), "cudaGetDeviceProperties");
+  return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ")";
+}
+
+void* alloc(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
+  return p;
+}
+void release(void* p) {
+  if (p) cudaFree(p);
+}
+void upload(void* dst, const void* src, std::size_t bytes) {
+  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
+}
+void download(void* dst, const void* src, std::size_t bytes) {
+  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
+}
+
+template <typename S>
+void iterate(const SqpShared<S>& P, const Arrays<S>& a, int B, int I, int it) {
+  static bool stack_set = false;
+  if (!stack_set) {
+    cudaFuncAttributes fa;
+    check(cudaFuncGetAttributes(&fa, iterate_kernel<S>), "cudaFuncGetAttributes");
+    size_t cur = 0;
+    check(cudaDeviceGetLimit(&cur, cudaLimitStackSize), "cudaDeviceGetLimit (stack)");
+    const size_t need = fa.localSizeBytes + kStackMargin;
+    if (cur < need) check(cudaDeviceSetLimit(cudaLimitStackSize, need), "cudaDeviceSetLimit (stack)");
+    stack_set = true;
+  }
+  const int threads = 64;
+  iterate_kernel<S><<<(B + threads - 1) / threads, threads>>>(P, a, B, I, it);
+  check(cudaGetLastError(), "kernel launch");
+  check(cudaDeviceSynchronize(), "kernel");
+}
+
+template void iterate<float>(const SqpShared<float>&, const Arrays<float>&, int, int, int);
+template void iterate<double>(const SqpShared<double>&, const Arrays<double>&, int, int, int);
+
+}  // namespace dev
+}  // namespace cuda
+}  // namespace gato

@@ -1,0 +1,166 @@
+// The Python class of a CUDA-backend batch driver (HostBatch in gato._cuda_host,
+// DeviceBatch in gato._cuda): the subset of gato._core.Solver{64,32}'s methods that
+// gato.BSQP calls, with the same argument forms (Settings objects or dicts, enum names,
+// shapes checked) and the same gato._core.SolveStats (gato._core must be imported first:
+// the Settings / enum / SolveStats types are its registrations, shared through pybind11).
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "batch_core.hpp"
+#include "bindings_types.hpp"
+
+namespace gato {
+namespace cuda {
+
+namespace py = pybind11;
+
+template <typename S>
+using PyArr = py::array_t<S, py::array::c_style | py::array::forcecast>;
+
+template <typename S>
+void check_shape_cu(const PyArr<S>& a, std::initializer_list<long> shape, const char* name) {
+  bool ok = a.ndim() == long(shape.size());
+  int i = 0;
+  for (long s : shape) ok = ok && a.shape(i++) == s;
+  if (ok) return;
+  std::ostringstream os;
+  os << name << ": expected shape (";
+  i = 0;
+  for (long s : shape) os << (i++ ? ", " : "") << s;
+  os << "), got (";
+  for (long d = 0; d < a.ndim(); ++d) os << (d ? ", " : "") << a.shape(d);
+  os << ")";
+  throw py::value_error(os.str());
+}
+
+inline std::vector<double> vec_of(const PyArr<double>& a) { return std::vector<double>(a.data(), a.data() + a.size()); }
+
+template <typename Batch>
+void bind_solver(py::module_& m, const char* name) {
+  using S = typename std::remove_reference_t<decltype(std::declval<Batch>().lambda())>::value_type;
+  py::class_<Batch>(m, name)
+      .def(py::init([](const std::string& urdf, const std::string& ee, int B, int N, double dt,
+                       const py::object& settings, int /*threads*/) {
+             return new Batch(urdf, ee, B, N, dt, pytypes::settings_fields().from_py(settings));
+           }),
+           py::arg("urdf"), py::arg("ee_frame"), py::arg("batch"), py::arg("N"), py::arg("dt"),
+           py::arg("settings") = py::none(), py::arg("threads") = 1)
+      .def_property_readonly("nq", [](const Batch& b) { return b.nv(); })
+      .def_property_readonly("nv", [](const Batch& b) { return b.nv(); })
+      .def_property_readonly("nx", [](const Batch& b) { return 2 * b.nv(); })
+      .def_property_readonly("nu", [](const Batch& b) { return b.nv(); })
+      .def_property_readonly("N", [](const Batch& b) { return b.N(); })
+      .def_property_readonly("batch", [](const Batch& b) { return b.batch(); })
+      .def_property_readonly("xu_size", [](const Batch& b) { return b.xu_size(); })
+      .def_property_readonly("nbodies", [](const Batch& b) { return b.plant().nbodies(); })
+      .def_property_readonly("ee_body", [](const Batch& b) { return b.plant().ee_body(); })
+      .def_property_readonly("ee_frame_id", [](const Batch& b) { return b.plant().ee_frame_id(); })
+      .def_property_readonly("joint_names", [](const Batch& b) { return b.plant().joint_names(); })
+      .def("frame_id", [](const Batch& b, const std::string& n) { return b.plant().frame_id(n); })
+      .def_property_readonly("limits", [](const Batch& b) {
+        const auto& L = b.plant().limits();
+        py::dict d;
+        d["q_lo"] = py::array_t<double>(L.q_lo.size(), L.q_lo.template cast<double>().eval().data());
+        d["q_hi"] = py::array_t<double>(L.q_hi.size(), L.q_hi.template cast<double>().eval().data());
+        d["qd"] = py::array_t<double>(L.qd_max.size(), L.qd_max.template cast<double>().eval().data());
+        d["u"] = py::array_t<double>(L.u_max.size(), L.u_max.template cast<double>().eval().data());
+        return d;
+      })
+      .def("set_settings", [](Batch& b, const py::object& d) { b.set_settings(pytypes::settings_fields().from_py(d)); })
+      .def_property_readonly("settings", [](const Batch& b) { return b.settings(); })
+      .def("set_collect_stats", [](Batch&, bool) {})  // the statistics are always collected (per entry, cheap)
+      .def("set_linsys", [](Batch& b, const py::object& l) {
+        b.set_linsys(pytypes::parse_enum<LinSys>(l, "set_linsys", "linsys"));
+      })
+      .def("set_rho_batch", [](Batch& b, const PyArr<double>& v) { b.set_rho_batch(vec_of(v)); })
+      .def("set_mu_batch", [](Batch& b, const PyArr<double>& v) { b.set_mu_batch(vec_of(v)); })
+      .def("set_pcg_tol_batch", [](Batch& b, const PyArr<double>& v) { b.set_pcg_tol_batch(vec_of(v)); })
+      .def("set_drho_batch", [](Batch& b, const PyArr<double>& v, bool d) { b.set_drho_batch(vec_of(v), d); })
+      .def("set_knot_weights", [](Batch& b, const PyArr<double>& v) { b.set_knot_weights(vec_of(v)); })
+      .def("set_u_cost_vec", [](Batch& b, const PyArr<double>& v) { b.set_u_cost_vec(vec_of(v)); })
+      .def("set_q_pos_cost", [](Batch& b, const PyArr<double>& v) { b.set_q_pos_cost(vec_of(v)); })
+      .def("set_q_nom", [](Batch& b, const PyArr<double>& v) { b.set_q_nom(vec_of(v)); })
+      .def("set_fext", [](Batch& b, const PyArr<S>& f) {
+        if (f.size() == 0) {
+          b.set_fext({});
+          return;
+        }
+        check_shape_cu<S>(f, {b.batch(), b.N(), 6L * b.plant().nbodies()}, "f_ext");
+        b.set_fext(std::vector<S>(f.data(), f.data() + f.size()));
+      })
+      .def_property_readonly("has_fext", [](const Batch& b) { return b.has_fext(); })
+      .def("reset_rho", [](Batch& b) { b.reset_rho(); })
+      .def("reset_dual", [](Batch& b) { b.reset_dual(); })
+      .def("rho", [](const Batch& b, int i) { return b.rho(i); })
+      .def("solve",
+           [](Batch& b, const PyArr<S>& x, const PyArr<S>& ref, py::array_t<S, py::array::c_style> xu,
+              double budget_s) {
+             check_shape_cu<S>(x, {b.batch(), 2L * b.nv()}, "xcur_B");
+             check_shape_cu<S>(ref, {b.batch(), 6L * b.N()}, "eepos_goals_B");
+             PyArr<S> xu_c = xu;
+             check_shape_cu<S>(xu_c, {b.batch(), b.xu_size()}, "xu");
+             S* out = xu.mutable_data();
+             py::gil_scoped_release nogil;
+             b.solve(x.data(), ref.data(), out, budget_s);
+           },
+           py::arg("x"), py::arg("ref"), py::arg("xu"), py::arg("budget_s") = 0.0)
+      .def("stats", [](const Batch& b) {
+        return pytypes::make_stats(b.stats(), b.batch(), b.settings().max_sqp_iters);
+      })
+      .def("get_lambda", [](const Batch& b) {
+        py::array_t<S> out({long(b.batch()), long(b.N()), 2L * b.nv()});
+        std::copy(b.lambda().begin(), b.lambda().end(), out.mutable_data());
+        return out;
+      })
+      .def("merit", [](Batch& b, const PyArr<S>& xu, const PyArr<S>& x, const PyArr<S>& ref) {
+        check_shape_cu<S>(xu, {b.batch(), b.xu_size()}, "xu_B");
+        check_shape_cu<S>(x, {b.batch(), 2L * b.nv()}, "xcur_B");
+        check_shape_cu<S>(ref, {b.batch(), 6L * b.N()}, "eepos_goals_B");
+        py::array_t<S> out(b.batch());
+        b.merit(xu.data(), x.data(), ref.data(), out.mutable_data());
+        return out;
+      })
+      .def("sim_forward", [](const Batch& b, const PyArr<S>& x, const PyArr<S>& u, double h) {
+        check_shape_cu<S>(x, {b.batch(), 2L * b.nv()}, "xk");
+        check_shape_cu<S>(u, {b.batch(), long(b.nv())}, "uk");
+        py::array_t<S> out({long(b.batch()), 2L * b.nv()});
+        b.sim_forward(x.data(), u.data(), S(h), out.mutable_data());
+        return out;
+      })
+      .def("frame_position", [](const Batch& b, const PyArr<S>& q, int fid) {
+        if (q.size() != b.nv()) throw py::value_error("q: expected " + std::to_string(b.nv()) + " joint positions");
+        py::array_t<S> p(3);
+        b.frame_position(q.data(), p.mutable_data(), fid);
+        return p;
+      })
+      .def("get_state", [](const Batch&) -> py::object {
+        throw py::value_error("get_solver_state: not on the CUDA backend yet (docs/cuda.md)");
+      })
+      .def("set_state", [](Batch&, const py::object&) {
+        throw py::value_error("set_solver_state: not on the CUDA backend yet (docs/cuda.md)");
+      })
+      .def("debug_setup_kkt", [](Batch&, const py::object&, const py::object&, const py::object&) -> py::object {
+        throw py::value_error("debug_setup_kkt: not on the CUDA backend (docs/cuda.md)");
+      })
+      .def("set_admm_config", [](Batch&, const py::args&) {
+        throw py::value_error("set_admm_config: the CUDA backend has no constraint row groups yet "
+                              "(docs/cuda.md); use backend='cpu'");
+      })
+      .def("set_row_groups", [](Batch&, const py::iterable& groups) {
+        for (auto g : groups) {
+          (void)g;
+          throw py::value_error("set_row_groups: the CUDA backend has no constraint row groups yet "
+                                "(docs/cuda.md); use backend='cpu'");
+        }
+      });
+}
+
+}  // namespace cuda
+}  // namespace gato

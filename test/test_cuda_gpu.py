@@ -1,0 +1,89 @@
+"""The CUDA backend on a GPU: gato._cuda's kernels against the host run of the same code
+(gato._cuda_host) and against the CPU backend, on iiwa14 N = 32 figure-8 windows.
+
+These need gato._cuda (built where nvcc is found) and a CUDA device; without them every
+test skips with the reason ("no CUDA device (...)" / "gato._cuda is not built"). With
+GATO_REQUIRE_GPU=1 (bench/gpu_check.sh) a missing device fails instead of skipping.
+The host-side checks of the same numeric core are test/test_cuda_core.py.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import gato
+
+from test_cuda_core import B, DT, N, fig8_windows
+
+OK, WHY = gato.cuda_backend.cuda_device()
+if not OK and os.environ.get("GATO_REQUIRE_GPU") == "1":
+    raise RuntimeError(f"GATO_REQUIRE_GPU=1 but {WHY}")
+pytestmark = pytest.mark.skipif(not OK, reason=WHY if WHY.startswith("no CUDA device") else f"no CUDA device: {WHY}")
+
+
+def solvers(dtype, linsys, batch=B, **kw):
+    p = dict(max_sqp_iters=5, linsys=linsys, dtype=dtype, **kw)
+    urdf = gato.robot_urdf("iiwa14")
+    return (gato.BSQP(urdf, batch, N, DT, backend="cuda", **p),
+            gato.BSQP(urdf, batch, N, DT, backend="cuda_host", **p),
+            gato.BSQP(urdf, batch, N, DT, backend="cpu", **p))
+
+
+@pytest.mark.parametrize("linsys", ["bdsv", "pcg", "bdsv_first"])
+def test_gpu_matches_the_host_run_and_the_cpu_backend_in_double(linsys):
+    gpu, host, cpu = solvers(np.float64, linsys)
+    x, ref, xu = fig8_windows(None, np.float64)
+    for rep in range(2):  # the second solve starts from the kept dual and rho
+        rg, rh, rc = (s.solve(x, ref, xu_warm=xu) for s in (gpu, host, cpu))
+        # The same code on another processor: equal to the rounding of the device math.
+        np.testing.assert_allclose(rg.xu, rh.xu, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(rg.xu, rc.xu, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(rg.stats.final_merit, rc.stats.final_merit, rtol=1e-10)
+        np.testing.assert_array_equal(rg.stats.step_size, rc.stats.step_size)
+        np.testing.assert_array_equal(rg.stats.pcg_iters, rc.stats.pcg_iters)
+        np.testing.assert_allclose(gpu.get_lambda(), cpu.get_lambda(), rtol=0, atol=1e-6 * np.abs(cpu.get_lambda()).max())
+        np.testing.assert_allclose(gpu.rho(), cpu.rho(), rtol=1e-12)
+
+
+def test_gpu_float32_tracks_the_double_solution():
+    gpu, _, _ = solvers(np.float32, "bdsv")
+    _, _, cpu64 = solvers(np.float64, "bdsv")
+    x, ref, xu = fig8_windows(None, np.float64)
+    want = cpu64.solve(x, ref, xu_warm=xu)
+    got = gpu.solve(x.astype(np.float32), ref.astype(np.float32), xu_warm=xu.astype(np.float32))
+    m64 = np.asarray(want.stats.final_merit)
+    assert np.abs(np.asarray(got.stats.final_merit) - m64).max() <= 0.01 * np.abs(m64).max()
+    assert np.all(np.asarray(got.stats.final_merit) < np.asarray(got.stats.initial_merit))
+
+
+def test_gpu_large_batch_and_its_state_between_solves():
+    """B = 256 entries (4 launch blocks of 64 threads), per-entry rho / mu, reset_dual."""
+    Bb = 256
+    gpu, host, _ = solvers(np.float64, "pcg", batch=Bb)
+    x4, ref4, xu4 = fig8_windows(None, np.float64)
+    x, ref, xu = (np.repeat(a, Bb // B, axis=0) for a in (x4, ref4, xu4))
+    rng = np.random.default_rng(5)
+    x = x + np.c_[0.02 * rng.standard_normal((Bb, 7)), np.zeros((Bb, 7))]
+    mu = rng.uniform(5, 15, Bb)
+    for s in (gpu, host):
+        s._s.set_mu_batch(mu)
+    rg, rh = gpu.solve(x, ref, xu_warm=xu), host.solve(x, ref, xu_warm=xu)
+    np.testing.assert_allclose(rg.xu, rh.xu, rtol=0, atol=1e-8)
+    gpu.reset_dual()
+    host.reset_dual()
+    rg, rh = gpu.solve(x, ref, xu_warm=rg.xu), host.solve(x, ref, xu_warm=rh.xu)
+    np.testing.assert_allclose(rg.xu, rh.xu, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(gpu.get_lambda(), host.get_lambda(), rtol=0, atol=1e-6 * np.abs(host.get_lambda()).max())
+
+
+def test_gpu_external_wrench_and_knot_weights():
+    gpu, _, cpu = solvers(np.float64, "bdsv")
+    rng = np.random.default_rng(6)
+    f = rng.standard_normal((B, N, 42))
+    kw = np.abs(rng.standard_normal((N, 3))) * [2.0, 0.01, 1e-5]
+    for s in (gpu, cpu):
+        s.set_f_ext_B(f)
+        s.set_cost_weights_per_knot(kw)
+    x, ref, xu = fig8_windows(None, np.float64)
+    rg, rc = gpu.solve(x, ref, xu_warm=xu), cpu.solve(x, ref, xu_warm=xu)
+    np.testing.assert_allclose(rg.xu, rc.xu, rtol=0, atol=1e-8)
