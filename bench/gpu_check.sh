@@ -7,6 +7,11 @@
 #
 #   bench/gpu_check.sh [OUT_DIR]      (default: $OUT, else build/gpu_check)
 #
+# Needs what scripts/setup.sh needs (PyPI for a fresh .venv, or the checkout's .venv and
+# ../shared); the device machines of this workplace reach no registry, so there it needs a
+# prepared checkout. Checked here only with bash -n and without a GPU (the build and test
+# steps; the GPU tests skip): never run on a GPU yet.
+#
 # Writes OUT_DIR/{gpu.txt, build.log, build_time_s.txt, tests.log, junit.xml,
 # bench_cuda.json, bench.log, summary.txt}; exits non-zero when the build or a test fails
 # (the benchmark still runs after a test failure, so one run gives every figure).
