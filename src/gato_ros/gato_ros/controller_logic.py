@@ -78,9 +78,15 @@ tried again with a cold start at the measured state (the resume blend above appl
 ``state`` "fallback", ``active_planner`` "osc", ``fallback_reason`` the trigger; every OSC
 tick counts in ``fallbacks``, every switch in ``fallback_switches``.
 
+**Collision rows** (``collision_spheres`` / ``collision_planes``, planner bsqp only): the BSQP
+solver's COLLISION group keeps every collision sphere of the arm ``collision_margin`` from the
+obstacles (gato.controller_setup installs it after the limit groups). The OSC fallback and the
+planners sampling / osc know nothing of obstacles: while the OSC fallback commands, the arm
+tracks the reference window straight, obstacles or not.
+
 Parameter changes are validated against the schema (:mod:`gato_ros.params`) plus a
-capability check (limit mechanisms need the solver's row-group layer) and applied at
-the start of the next tick, never inside one.
+capability check (limit mechanisms need the solver's row-group layer; obstacles need a
+limit mechanism) and applied at the start of the next tick, never inside one.
 """
 from __future__ import annotations
 
@@ -215,6 +221,9 @@ class ControllerLogic:
         self._miss_run = 0             # consecutive deadline misses of planner ticks
         self._grace_left = 0           # planner ticks after a cold start whose misses do not count
         self._osc_x0 = None            # state the OSC last started at (reset)
+        if self.planner_name != "bsqp" and (cfg["collision_spheres"] or cfg["collision_planes"]):
+            raise ValueError(f"collision_spheres: the collision rows are planner bsqp's; planner "
+                             f"{self.planner_name!r} ignores obstacles (clear collision_spheres / collision_planes)")
         if self.planner_name != "bsqp" and cfg.get("hypotheses", "none") != "none":
             raise ValueError(f"hypotheses: {cfg['hypotheses']!r} needs planner bsqp (the solver's wrench "
                              f"hypotheses); planner is {self.planner_name!r}")
@@ -264,6 +273,15 @@ class ControllerLogic:
                                                                               and value != "none")):
                 return (f"{name}: a setting of planner bsqp; this node runs planner {self.planner_name!r} "
                         "(planner is read-only)")
+        if self.controller is not None and set(changes) & {"limits", *setup.COLLISION_KEYS}:
+            merged = {**self.cfg, **self._pending, **changes}
+            if (merged["collision_spheres"] or merged["collision_planes"]) and merged["limits"] == "off":
+                return ("collision_spheres: the collision rows need a limit mechanism (limits is 'off'; the "
+                        "collision group comes after the limit groups): set limits or clear the obstacles")
+            if (merged["collision_spheres"] or merged["collision_planes"]) \
+                    and not callable(getattr(self.solver, "enable_collision", None)):
+                return (f"collision_spheres: this solver ({type(self.solver).__name__}, backend "
+                        f"{self.cfg['backend']}) has no collision rows")
         return None
 
     def request_changes(self, changes: dict) -> None:

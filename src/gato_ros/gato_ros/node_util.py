@@ -218,6 +218,8 @@ def declare_schema(node, params_schema) -> dict:
         if p.type in ("double_array", "string_array") and len(default) == 0:
             default = Parameter.Type.DOUBLE_ARRAY if p.type == "double_array" else Parameter.Type.STRING_ARRAY
         values[p.name] = node.declare_parameter(p.name, default, schema.descriptor(p)).value
+        if values[p.name] is None and p.type in ("double_array", "string_array"):
+            values[p.name] = []  # a parameter file's empty list ([]) has no type: rcl leaves it unset
     for name, value in values.items():
         if isinstance(value, tuple) or type(value).__name__ == "array":
             values[name] = list(value)  # rclpy returns arrays as array.array / tuples

@@ -46,6 +46,8 @@ class Param:
     joint names, start pose). ``range`` (lo, hi) is inclusive, for double/integer;
     ``choices`` lists the allowed strings; ``read_only`` parameters are fixed after
     start-up (structural: changing them needs a new solver or new connections).
+    ``check``: optional ``value -> reason or None``, the value's own structure (e.g. an
+    obstacle array's length), run by :func:`validate` after the type and range checks.
     """
 
     name: str
@@ -57,6 +59,7 @@ class Param:
     choices: tuple | None = None
     read_only: bool = False
     group: str = ""
+    check: Any = None
 
     def __post_init__(self):
         if self.type not in TYPES:
@@ -113,8 +116,22 @@ _LINSYS = ("pcg", "bdsv", "bdsv_first", "auto")
 # gato.SolverParams), the one place they are written; test/test_defaults_agree.py checks this schema,
 # the dataclass, the struct and docs/parameters.md against each other.
 from gato.config import DEFAULT_LINSYS as _DEFAULT_LINSYS, SolverParams as _SolverParams  # noqa: E402
+from gato.controller_setup import COLLISION_DEFAULTS as _COLLISION, COLLISION_MECHS, \
+    collision_obstacles  # noqa: E402
 
 _SOLVER = _SolverParams()
+
+
+def _obstacles(name: str):
+    """The check of a flat obstacle array (gato.controller_setup.collision_obstacles: length a multiple
+    of 4, radius > 0, normal non-zero): its reason, or None."""
+    def check(value):
+        try:
+            collision_obstacles(name, value)
+        except ValueError as e:
+            return str(e)
+        return None
+    return check
 
 # ---------------------------------------------------------------- the controller node
 CONTROLLER = (
@@ -185,6 +202,24 @@ CONTROLLER = (
     Param("reseed_threshold", "double", 0.0,
           "re-seed the warm start to a hold when ||x_measured - x_predicted|| exceeds this (0 = off)",
           range=(0.0, 1e3), group="solver"),
+    # collision clearance rows (tunable, like limits): docs/constraints.md "Collision clearance rows"
+    Param("collision_spheres", "double_array", [],
+          "world obstacles of the BSQP planner's collision rows: flat [x, y, z, r] per sphere, world frame "
+          "(empty with collision_planes empty = rows off); every collision sphere of the arm keeps "
+          "collision_margin from them at knots 1..N-1; needs limits other than off (the collision group comes "
+          "after the limit groups); the OSC fallback and the sampling / osc planners ignore obstacles, the "
+          "simulated world does not model them", "m", group="collision", check=_obstacles("collision_spheres")),
+    Param("collision_planes", "double_array", [],
+          "world half-space obstacles of the collision rows: flat [nx, ny, nz, offset] per plane, the obstacle "
+          "is n.p <= offset (e.g. [0, 0, 1, 0]: below the floor z = 0); normal non-zero (normalized)", "m",
+          group="collision", check=_obstacles("collision_planes")),
+    Param("collision_margin", "double", _COLLISION["collision_margin"],
+          "clearance every collision sphere keeps from every obstacle", "m", range=(0.0, 1.0), group="collision"),
+    Param("collision_mech", "string", _COLLISION["collision_mech"],
+          "mechanism of the collision rows, with its measured weight (admm rho 10, al rho 100, barrier mu 0.01; "
+          "admm held the margin within 1 mm in closed loop, barrier keeps a wide berth and biases tracking; "
+          "telemetry: clearances in the stats only)", choices=COLLISION_MECHS,
+          group="collision"),
     # safety (tunable)
     Param("joint_state_timeout_s", "double", 0.1,
           "joint states older than this (by receipt time) are stale: the controller holds "
@@ -553,6 +588,8 @@ def validate(schema, name: str, value, *, allow_read_only: bool = False) -> str 
         return f"{name}: {_fmt(v)} is out of range [{_fmt(p.range[0])}, {_fmt(p.range[1])}]"
     if p.choices is not None and v not in p.choices:
         return f"{name}: {v!r} is not one of {', '.join(p.choices)}"
+    if p.check is not None:
+        return p.check(v)
     return None
 
 
