@@ -433,6 +433,31 @@ def test_swing_estimator_predicts_the_planned_reaction_scaled_by_inertial_gain(m
     assert ests[0].row_lengths()[1] != ests[0].row_lengths()[1]  # NaN: the constant row
 
 
+def test_swing_estimator_reads_the_mass_of_a_payload_the_arm_sags_under(model):
+    """The attachment transient: a 15 kg pendulum hangs from an arm at rest that holds only its own
+    weight (the payload unmodelled), so the arm sags and the rod carries less than m g. Over the
+    first control period (31 samples of 1 ms) the identifier's low-passed weight reads under a
+    third of the payload; the estimator's mass, the tension corrected by the EE acceleration,
+    is within 2 % from the first tick (and its short-memory attach_mass too)."""
+    import pinocchio as pin
+
+    world = PinocchioWorld(IIWA, pendulum=dict(mass=15.0, length=0.5))
+    data = model.createData()
+    est = PendulumSwingEstimator(3, model)
+    q, dq = Q_READY.copy(), np.zeros(7)
+    for _ in range(31):
+        tau = pin.computeGeneralizedGravity(model, data, q)
+        qn, dqn = world.step(q, dq, tau, 1e-3)
+        est.identify(q, dq, dqn, tau, 1e-3, q_next=qn)
+        q, dq = qn, dqn
+    g = 9.81
+    assert est.identifier.weight / g < 5.0, est.identifier.weight / g
+    assert est.mass == pytest.approx(15.0, rel=0.02) and est.attach_mass == pytest.approx(15.0, rel=0.02)
+    assert est.get_stats()["mass"] == est.mass
+    # the rows are built on it: row 0 at rest is the payload's weight, not the lagging filter's
+    assert est.generate_batch()[0, 2] == pytest.approx(-15.0 * g, rel=0.03)
+
+
 def test_swing_estimator_bad_input(model):
     with pytest.raises(ValueError, match="length_scales"):
         PendulumSwingEstimator(4, model, length_scales=[1.0])
@@ -442,6 +467,13 @@ def test_swing_estimator_bad_input(model):
         PendulumSwingEstimator(1, model, prior_length=5.0)
     with pytest.raises(ValueError, match="substeps"):
         PendulumSwingEstimator(1, model, substeps=0)
+    with pytest.raises(ValueError, match="attach_tau"):
+        PendulumSwingEstimator(1, model, attach_tau=0.0)
+    from gato.hypotheses import SwingWrenchBatch
+
+    for bad in (1.0, -0.1, float("nan"), True):
+        with pytest.raises(ValueError, match="switch_margin"):
+            SwingWrenchBatch(PendulumSwingEstimator(2, model), model, switch_margin=bad)
     with pytest.raises(ValueError, match="ee_frame"):
         PendulumSwingEstimator(1, model, "nope")
     est = PendulumSwingEstimator(2, model)
