@@ -230,3 +230,36 @@ def test_backend_selection_errors():
     if not ok:  # this machine: the clear reason instead of a CUDA error from inside a solve
         with pytest.raises(RuntimeError, match="backend='cuda': .*(not built|no CUDA device)"):
             gato.BSQP(urdf, 1, 4, 0.01, backend="cuda")
+
+
+# ------------------------------------------------------------------- the standalone check
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+MODEL_FILE = ROOT / "bench" / "cuda_models" / "iiwa14.devmodel"
+CHECK_BIN = ROOT / "build" / "gato_core" / "gato_cuda_check"
+
+
+def test_the_committed_model_file_is_the_exported_iiwa14_model():
+    """bench/gpu_check.sh's model file (the standalone check needs no pinocchio) is today's export."""
+    dyn = H.Dynamics64(str(gato.robot_urdf("iiwa14")), "EE")
+    assert MODEL_FILE.read_bytes() == dyn.model_bytes()
+
+
+def test_the_standalone_check_builds_the_test_problem():
+    """gato_cuda_check --host-only (its problem, the host run of sqp.hpp) gives the CPU backend's
+    merits on test_cuda_core's problem: the tool checks the GPU against the right thing."""
+    import json
+    import subprocess
+    if not CHECK_BIN.is_file():
+        pytest.skip("gato_cuda_check is built only where nvcc is found (GATO_CUDA=AUTO)")
+    out = subprocess.run([str(CHECK_BIN), str(MODEL_FILE), "--iters", "5", "--host-only"], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])["final_merit"]
+    cpu, _ = pair(np.float64, "bdsv", max_sqp_iters=5)
+    x, ref, xu = fig8_windows(None, np.float64)
+    cpu.solve(x, ref, xu, 0.0)
+    np.testing.assert_allclose(got, cpu.stats().final_merit, rtol=1e-9)
+    # Without a GPU it reports the reason and exits 2 instead of crashing.
+    ok, why = gato.cuda_backend.cuda_device()
+    if not ok:
+        r = subprocess.run([str(CHECK_BIN), str(MODEL_FILE)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and '"check": "device", "ok": false' in r.stdout, (r.returncode, r.stdout)

@@ -43,6 +43,9 @@ void bind_dynamics(py::module_& mod, const char* name) {
   py::class_<D>(mod, name)
       .def(py::init<const std::string&, const std::string&>(), py::arg("urdf_path"), py::arg("ee_frame"))
       .def_property_readonly("nv", [](const D& d) { return d.m.n; })
+      .def("model_bytes", [](const D& d) {
+        return py::bytes(reinterpret_cast<const char*>(&d.m), sizeof(d.m));
+      }, "The DevModel's bytes (x86-64 layout): the model file of gato_cuda_check (bench/gpu_check.sh)")
       .def("forward_dynamics",
            [](const D& d, const Arr<S>& q, const Arr<S>& v, const Arr<S>& tau, py::object fext) {
              const int n = d.m.n;
