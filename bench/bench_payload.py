@@ -16,8 +16,9 @@ position or velocity limit at any recorded tick, no planner fallback and no dive
 Configurations: B = 1 plain MPC; B in --batches with the Fibonacci-sphere sampler
 (estimator="fe", ForceHypothesisBatch) and with the identified-weight sampler (estimator="wid",
 IdentifiedWrenchSampler, its identifier fed every 1 ms substep; at B = 1 the weight alone); in
---configs also widi (wid with its inertial rows) and swing (gato.estimators.PendulumSwingEstimator
-under gato.hypotheses.SwingWrenchBatch: the payload's wrench predicted knot by knot).
+--configs also widi (wid with its inertial rows) and swing (gato.swing's PendulumSwingEstimator
+under its SwingWrenchBatch: the payload's wrench predicted knot by knot, its mass read from the rod
+tension corrected by the EE acceleration).
 
 Why a run failed is reported per criterion (diagnosis of the 0 % first attempt): goals reached,
 median distance to the active reference knot [m], the worst joint-velocity ratio |dq| / limit and

@@ -335,7 +335,8 @@ class SwingWrenchBatch(HypothesisBatch):
     identified: for h = 1 .. ``lookback`` ticks
     back, interval h - 1 of the band predicted h ticks ago against the mean identified force
     over the last tick [N], averaged over h and low-passed over ticks (``score_tau`` s); the
-    lowest score wins. B = 1: row 0, no scoring.
+    lowest score wins, unless it is within ``switch_margin`` of row 0's (then row 0). B = 1: row
+    0, no scoring.
 
     Args:
         estimator: a PendulumSwingEstimator (``batch_size``, ``identify``, ``predict``,
