@@ -219,7 +219,9 @@ def declare_schema(node, params_schema) -> dict:
             default = Parameter.Type.DOUBLE_ARRAY if p.type == "double_array" else Parameter.Type.STRING_ARRAY
         values[p.name] = node.declare_parameter(p.name, default, schema.descriptor(p)).value
         if values[p.name] is None and p.type in ("double_array", "string_array"):
-            values[p.name] = []  # a parameter file's empty list ([]) has no type: rcl leaves it unset
+            # a parameter file's empty list ([]) has no element type: rcl leaves it unset (rclpy would
+            # type an empty list BYTE_ARRAY), so the parameter stays unset and its value is []
+            values[p.name] = []
     for name, value in values.items():
         if isinstance(value, tuple) or type(value).__name__ == "array":
             values[name] = list(value)  # rclpy returns arrays as array.array / tuples
