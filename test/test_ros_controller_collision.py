@@ -170,3 +170,29 @@ def test_bad_collision_settings_raise_value_errors_naming_the_parameter():
     lg.request_changes({"limits": "off", "collision_spheres": []})   # both at once: allowed
     _tick(lg, 0)
     assert lg.solver.get_row_groups() == []
+
+
+def test_a_twin_built_from_the_recorded_configuration_reproduces_the_ticks_with_the_rows():
+    """gato replay's path: SolveInput.config_json carries the collision settings, and a controller
+    built from it (gato.controller_setup) fed the recorded inputs gives the same commands bit for
+    bit, the rows active (the obstacle is on the way of the reference)."""
+    obs = obstacle(make())
+    lg = make(collision_spheres=obs, collision_margin=0.03)
+    outs = []
+    p0 = lg.solver.ee_pos(Q0)
+    for k in range(4):
+        stamp = NS + k * int(TICK * NS)
+        lg.on_reference(ReferenceWindow(stamp, DT, np.array([p0 + [0.0, 0.05 * i, 0.0] for i in range(N)])), stamp)
+        outs.append(lg.on_joint_state(JointStateSample(stamp, NAMES, Q0.copy(), np.full(7, 0.01 * k)), stamp))
+    cfg = json.loads(outs[-1].solve_input.config_json)
+    assert cfg["collision_spheres"] == obs and cfg["collision_margin"] == 0.03
+    assert np.any(lg.solver.get_collision_admm_state()["y"] < 0)          # the rows bind somewhere
+    twin = controller_setup.build_controller(cfg)
+    for out in outs:
+        si = out.solve_input
+        if si.reset:
+            twin.reset(si.x_measured)
+            twin.warmup(si.x_measured, si.reference)
+        np.testing.assert_array_equal(twin.xu_warm[:1], si.xu_warm)
+        r = twin.step(si.x_measured, si.reference, si.dt_elapsed or None)
+        np.testing.assert_array_equal(np.clip(r.u, -lg.effort_limit, lg.effort_limit), out.effort)
