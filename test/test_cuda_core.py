@@ -5,6 +5,7 @@ device) with the host compiler, so these tests run without a GPU:
 - the device rigid-body dynamics (world-frame RNEA, CRBA + Cholesky, dual-number
   derivatives) against pinocchio's aba / computeABADerivatives and finite differences;
 - the per-entry SQP iteration against the CPU backend on iiwa14 N = 32 figure-8 windows
+  (Euler, semi-implicit Euler and RK4)
   (double: the same trajectory to 1e-8; float32: as close to the double solution as the
   CPU backend's float32);
 - gato.BSQP(backend="cuda_host") through the public API, and backend selection errors.
@@ -190,6 +191,23 @@ def test_host_sqp_matches_the_cpu_backend_with_every_cost_term_and_a_wrench():
     np.testing.assert_allclose(host.sim_forward(x, u, 0.01), cpu.sim_forward(x, u, 0.01), rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("linsys", ["bdsv", "pcg"])
+def test_host_sqp_matches_the_cpu_backend_with_rk4(linsys):
+    """RK4: the stage Jacobians chained as the CPU backend's integrator.hpp does."""
+    cpu, host = pair(np.float64, linsys, max_sqp_iters=5, integrator="rk4")
+    x, ref, xu = fig8_windows(None, np.float64)
+    a, b = xu.copy(), xu.copy()
+    cpu.solve(x, ref, a, 0.0)
+    host.solve(x, ref, b, 0.0)
+    np.testing.assert_allclose(b, a, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(host.stats().final_merit, cpu.stats().final_merit, rtol=1e-10)
+    np.testing.assert_array_equal(host.stats().step_size, cpu.stats().step_size)
+    np.testing.assert_array_equal(host.stats().pcg_iters, cpu.stats().pcg_iters)
+    np.testing.assert_allclose(host.merit(b, x, ref), cpu.merit(a, x, ref), rtol=1e-10)
+    u = np.random.default_rng(7).standard_normal((B, 7))
+    np.testing.assert_allclose(host.sim_forward(x, u, 0.01), cpu.sim_forward(x, u, 0.01), rtol=0, atol=1e-12)
+
+
 def test_host_sqp_float32_is_as_close_to_the_double_solution_as_the_cpu_float32():
     ref64, _ = pair(np.float64, "bdsv", max_sqp_iters=5)
     cpu32, host32 = pair(np.float32, "bdsv", max_sqp_iters=5)
@@ -224,8 +242,6 @@ def test_backend_selection_errors():
     urdf = gato.robot_urdf("iiwa14")
     with pytest.raises(ValueError, match="backend: expected one of"):
         gato.BSQP(urdf, 1, 4, 0.01, backend="gpu")
-    with pytest.raises(ValueError, match="integrator: 'rk4' is not in the CUDA backend"):
-        gato.BSQP(urdf, 1, 4, 0.01, backend="cuda_host", integrator="rk4")
     ok, why = gato.cuda_backend.cuda_device()
     if not ok:  # this machine: the clear reason instead of a CUDA error from inside a solve
         with pytest.raises(RuntimeError, match="backend='cuda': .*(not built|no CUDA device)"):

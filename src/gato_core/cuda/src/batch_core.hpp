@@ -73,8 +73,6 @@ class BatchCore {
 
   void set_settings(const Settings& s) {
     if (s.max_sqp_iters < 1) throw std::invalid_argument("max_sqp_iters: must be >= 1");
-    if (s.integrator == Integrator::kRk4)
-      throw std::invalid_argument("integrator: 'rk4' is not in the CUDA backend (euler, semi_implicit)");
     const double old_rho = set_.rho;
     const bool first = !configured_;
     set_ = s;
@@ -192,9 +190,14 @@ class BatchCore {
     for (int b = 0; b < B_; ++b) {
       const S* xb = x + size_t(b) * nx;
       const S* fx = P_.has_fext ? fext_.data() + size_t(b) * P_.N * 6 * nv : nullptr;
+      S* o = out + size_t(b) * nx;
+      if (P_.integrator == 2) {
+        if (!rk4_value(P_.model, fs, h, xb, u + size_t(b) * nv, fx, o, static_cast<S*>(nullptr)))
+          throw std::invalid_argument("x: the joint-space inertia is not positive definite");
+        continue;
+      }
       if (!forward_dynamics(P_.model, fs, xb, xb + nv, u + size_t(b) * nv, fx, qdd, static_cast<S*>(nullptr)))
         throw std::invalid_argument("x: the joint-space inertia is not positive definite");
-      S* o = out + size_t(b) * nx;
       for (int i = 0; i < nv; ++i) {
         o[i] = xb[i] + h * xb[nv + i] + c2 * qdd[i];
         o[nv + i] = xb[nv + i] + h * qdd[i];

@@ -20,8 +20,8 @@ void check(cudaError_t e, const char* what) {
 }
 
 // Per-thread stack: the dual-number RNEA of the derivatives keeps its per-body arrays
-// (Dual<S, 16>) in local memory (ptxas -v: about 55 KB in double, 24 KB in float for
-// sm_90); the default 1 KiB is far too small. Set from the kernel's own figure.
+// (Dual<S, 16>) and the RK4 stages in local memory (ptxas -v: about 95 KB in double,
+// 28 KB in float for sm_90); the default 1 KiB is far too small. Set from the kernel's own figure.
 constexpr size_t kStackMargin = 4 * 1024;
 
 template <typename S>

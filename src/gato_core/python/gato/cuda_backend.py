@@ -9,8 +9,7 @@
   machine without a GPU. Slower than "cpu" (no vectorization); not for control loops.
 
 The CUDA backend's first version solves without constraint row groups (set_row_groups
-raises), integrates with "euler" or "semi_implicit" (not "rk4") and takes arms of at most
-``max_bodies`` (8) joints.
+raises) and takes arms of at most ``max_bodies`` (8) joints.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 // (src/gato_core/cpp/src/solver_*.hpp) without constraint row groups:
 //   1. KKT blocks: Gauss-Newton stage cost (EE tracking, posture anchor, joint-limit
 //      barriers, velocity and control effort, per-knot / per-joint weights) and the
-//      Euler / semi-implicit Euler linearization of the dynamics (rbd.hpp);
+//      Euler / semi-implicit Euler / RK4 linearization of the dynamics (rbd.hpp);
 //   2. Schur complement M = -S (block tridiagonal), right-hand side -gamma;
 //   3. linear solve: PCG with the stair preconditioner (warm-started dual), or the block
 //      Cholesky (bdsv), or bdsv on the first iteration and PCG after;
@@ -37,7 +37,7 @@ struct SqpShared {
   S dt = 0;
   int max_pcg_iters = 200;
   int linsys = 1;       // 0 pcg, 1 bdsv, 2 bdsv_first (gato::LinSys)
-  int integrator = 0;   // 0 Euler (constant acceleration), 1 semi-implicit Euler
+  int integrator = 0;   // 0 Euler (constant acceleration), 1 semi-implicit Euler, 2 RK4
   int line_search = 0;  // 0 best of all 8, 1 first strict decrease
   int adapt_rho = 1;
   double q_cost = 2, qd_cost = 0.01, u_cost = 2e-6, N_cost = 50;
@@ -77,6 +77,7 @@ template <typename S>
 struct SqpWork {
   S *Qpp, *qvv, *qg, *Rd, *rg, *A, *Bm, *c, *Qpp_inv, *qvv_inv, *Rinv, *Md, *phi, *BRinv, *Dinv, *Lc, *E;
   S *rhs, *r, *z, *p, *Mp, *y, *w, *dz, *trial, *tmp, *tmp2, *vx, *vx2;
+  S *rk_dk, *rk_duk;  // RK4 stage Jacobians (4 nx x nx, 4 nx x nu)
 };
 
 template <typename S>
@@ -84,7 +85,7 @@ GATO_HD long work_size(int N, int nv) {
   const long nx = 2 * nv, nu = nv;
   return N * (nv * nv) * 2 + N * nv * 2 + N * nx + (N - 1) * (nu * 3) + (N - 1) * nx * nx * 2 +
          (N - 1) * nx * nu * 2 + N * nx + N * nx * nx * 4 + 7 * N * nx + 2 * (N * (nx + nu)) + 2 * nx * nx +
-         2 * nx;
+         2 * nx + 4 * nx * nx + 4 * nx * nu;
 }
 
 template <typename S>
@@ -126,6 +127,8 @@ GATO_HD void carve(SqpWork<S>& w, S* base, int N, int nv) {
   w.tmp2 = take(nx * nx);
   w.vx = take(nx);
   w.vx2 = take(nx);
+  w.rk_dk = take(4 * nx * nx);
+  w.rk_duk = take(4 * nx * nu);
 }
 
 /// One entry's inputs and outputs for one iteration.
@@ -236,6 +239,98 @@ GATO_HD void stage_cost(const SqpShared<S>& P, int k, const S* x, const S* u, co
 }
 
 // ---------------------------------------------------------------------------------------
+// RK4 (docs/solver_method.md, "Dynamics"; the CPU backend's integrator.hpp): stage i at
+// x_i = x + c_i k_{i-1}, c = (0, h/2, h/2, h), k_i = [qd_i; qdd_i]; ee (nullable) at stage 0.
+
+/// x+ = x + h/6 (k_0 + 2 k_1 + 2 k_2 + k_3) without derivatives. False when FD fails.
+template <typename S>
+GATO_HD bool rk4_value(const DevModel<S>& m, FdScratch<S>& fs, S h, const S* x, const S* u, const S* fx, S* xn,
+                       S* ee) {
+  const int nv = m.n, nx = 2 * nv;
+  const S c[4] = {S(0), h / S(2), h / S(2), h}, wgt[4] = {S(1), S(2), S(2), S(1)};
+  S k[2 * kMaxBodies], xs[2 * kMaxBodies], acc[2 * kMaxBodies], qdd[kMaxBodies];
+  for (int j = 0; j < nx; ++j) acc[j] = S(0);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < nx; ++j) xs[j] = i == 0 ? x[j] : x[j] + c[i] * k[j];
+    if (!forward_dynamics(m, fs, xs, xs + nv, u, fx, qdd, i == 0 ? ee : static_cast<S*>(nullptr))) return false;
+    for (int j = 0; j < nv; ++j) {
+      k[j] = xs[nv + j];
+      k[nv + j] = qdd[j];
+    }
+    for (int j = 0; j < nx; ++j) acc[j] += wgt[i] * k[j];
+  }
+  for (int j = 0; j < nx; ++j) xn[j] = x[j] + (h / S(6)) * acc[j];
+  return true;
+}
+
+/// The RK4 step and its Jacobians A = dx+/dx (nx x nx), B = dx+/du (nx x nu), chained through
+/// the stages: dk_i/dx = Jk_i (I + c_i dk_{i-1}/dx), dk_i/du = Jk_i c_i dk_{i-1}/du + [0; M_i^-1],
+/// Jk = [[0, I], [dqdd/dq, dqdd/dqd]]; ee / J (nullable) at stage 0.
+template <typename S>
+GATO_HD bool rk4_linearize(const SqpShared<S>& P, SqpWork<S>& w, FdScratch<S>& fs, const S* x, const S* u,
+                           const S* fx, S* xn, S* A, S* B, S* ee, S* J) {
+  const int nv = P.nv, nx = P.nx, nu = P.nu;
+  const S h = P.dt;
+  const S c[4] = {S(0), h / S(2), h / S(2), h}, wgt[4] = {S(1), S(2), S(2), S(1)};
+  S k[2 * kMaxBodies], xs[2 * kMaxBodies], acc[2 * kMaxBodies];
+  S qdd[kMaxBodies], dq[kMaxBodies * kMaxBodies], dv[kMaxBodies * kMaxBodies], Mi[kMaxBodies * kMaxBodies];
+  S* X = w.tmp;   // I + c_i dk_{i-1}/dx (nx x nx)
+  S* U = w.tmp2;  // c_i dk_{i-1}/du (nx x nu)
+  for (int j = 0; j < nx; ++j) acc[j] = S(0);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < nx; ++j) xs[j] = i == 0 ? x[j] : x[j] + c[i] * k[j];
+    if (!forward_dynamics_derivatives(P.model, fs, xs, xs + nv, u, fx, qdd, dq, dv, Mi,
+                                      i == 0 ? ee : static_cast<S*>(nullptr), i == 0 ? J : static_cast<S*>(nullptr)))
+      return false;
+    for (int j = 0; j < nv; ++j) {
+      k[j] = xs[nv + j];
+      k[nv + j] = qdd[j];
+    }
+    for (int j = 0; j < nx; ++j) acc[j] += wgt[i] * k[j];
+    S* dk = w.rk_dk + i * nx * nx;
+    S* du = w.rk_duk + i * nx * nu;
+    if (i == 0) {
+      for (int r = 0; r < nx * nx; ++r) X[r] = S(0);
+      for (int r = 0; r < nx; ++r) X[r * nx + r] = S(1);
+      for (int r = 0; r < nx * nu; ++r) U[r] = S(0);
+    } else {
+      const S* dkp = w.rk_dk + (i - 1) * nx * nx;
+      const S* dup = w.rk_duk + (i - 1) * nx * nu;
+      for (int r = 0; r < nx * nx; ++r) X[r] = c[i] * dkp[r];
+      for (int r = 0; r < nx; ++r) X[r * nx + r] += S(1);
+      for (int r = 0; r < nx * nu; ++r) U[r] = c[i] * dup[r];
+    }
+    // Jk * X and Jk * U: top rows = the velocity rows, bottom rows = [dq dv] times them.
+    for (int r = 0; r < nv; ++r) {
+      for (int col = 0; col < nx; ++col) {
+        dk[r * nx + col] = X[(nv + r) * nx + col];
+        S sacc = 0;
+        for (int l = 0; l < nv; ++l) sacc += dq[r * nv + l] * X[l * nx + col] + dv[r * nv + l] * X[(nv + l) * nx + col];
+        dk[(nv + r) * nx + col] = sacc;
+      }
+      for (int col = 0; col < nu; ++col) {
+        du[r * nu + col] = U[(nv + r) * nu + col];
+        S sacc = Mi[r * nv + col];
+        for (int l = 0; l < nv; ++l) sacc += dq[r * nv + l] * U[l * nu + col] + dv[r * nv + l] * U[(nv + l) * nu + col];
+        du[(nv + r) * nu + col] = sacc;
+      }
+    }
+  }
+  const S h6 = h / S(6);
+  for (int j = 0; j < nx; ++j) xn[j] = x[j] + h6 * acc[j];
+  for (int r = 0; r < nx * nx; ++r) {
+    const S* d = w.rk_dk;
+    A[r] = h6 * (d[r] + S(2) * d[nx * nx + r] + S(2) * d[2 * nx * nx + r] + d[3 * nx * nx + r]);
+  }
+  for (int r = 0; r < nx; ++r) A[r * nx + r] += S(1);
+  for (int r = 0; r < nx * nu; ++r) {
+    const S* d = w.rk_duk;
+    B[r] = h6 * (d[r] + S(2) * d[nx * nu + r] + S(2) * d[2 * nx * nu + r] + d[3 * nx * nu + r]);
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------
 // Step 1: KKT blocks; returns the merit at xu (infinity when the dynamics fail).
 
 template <typename S>
@@ -252,13 +347,17 @@ GATO_HD S setup_kkt(const SqpShared<S>& P, SqpEntry<S>& e) {
     const S* fx = P.has_fext ? e.fext + k * 6 * nv : nullptr;
     if (k < N - 1) {
       const S* u = x + nx;
-      if (!forward_dynamics_derivatives(P.model, fs, x, x + nv, u, fx, qdd, dq, dv, Mi, ee, J))
-        return S(1) / S(0);
       S* A = w.A + k * nx * nx;
       S* B = w.Bm + k * nx * nu;
       S* ck = w.c + (k + 1) * nx;
       const S* x1 = x + nx + nu;
-      for (int i = 0; i < nv; ++i) {
+      if (P.integrator == 2) {
+        if (!rk4_linearize(P, w, fs, x, u, fx, w.vx, A, B, ee, J)) return S(1) / S(0);
+        for (int i = 0; i < nx; ++i) ck[i] = x1[i] - w.vx[i];
+      } else if (!forward_dynamics_derivatives(P.model, fs, x, x + nv, u, fx, qdd, dq, dv, Mi, ee, J)) {
+        return S(1) / S(0);
+      }
+      for (int i = 0; i < nv && P.integrator != 2; ++i) {
         const S vn = x[nv + i] + h * qdd[i];
         const S qn = x[i] + h * x[nv + i] + c2 * qdd[i];
         ck[i] = x1[i] - qn;
@@ -586,10 +685,15 @@ GATO_HD S trial_merit(const SqpShared<S>& P, SqpEntry<S>& e, S alpha) {
     if (k < N - 1) {
       const S* u = x + nx;
       const S* fx = P.has_fext ? e.fext + k * 6 * nv : nullptr;
-      if (!forward_dynamics(P.model, fs, x, x + nv, u, fx, qdd, ee)) return S(1) / S(0);
       const S* x1 = x + nx + nu;
-      for (int i = 0; i < nv; ++i) defect += hd_abs(x1[i] - (x[i] + h * x[nv + i] + c2 * qdd[i]));
-      for (int i = 0; i < nv; ++i) defect += hd_abs(x1[nv + i] - (x[nv + i] + h * qdd[i]));
+      if (P.integrator == 2) {
+        if (!rk4_value(P.model, fs, h, x, u, fx, e.w.vx, ee)) return S(1) / S(0);
+        for (int i = 0; i < nx; ++i) defect += hd_abs(x1[i] - e.w.vx[i]);
+      } else {
+        if (!forward_dynamics(P.model, fs, x, x + nv, u, fx, qdd, ee)) return S(1) / S(0);
+        for (int i = 0; i < nv; ++i) defect += hd_abs(x1[i] - (x[i] + h * x[nv + i] + c2 * qdd[i]));
+        for (int i = 0; i < nv; ++i) defect += hd_abs(x1[nv + i] - (x[nv + i] + h * qdd[i]));
+      }
       S l = 0;
       stage_cost<S, false>(P, k, x, u, ee, e.ref + 6 * k, nullptr, l, nullptr, nullptr, nullptr, nullptr, nullptr);
       cost += l;
