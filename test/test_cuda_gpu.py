@@ -96,3 +96,12 @@ def test_gpu_external_wrench_and_knot_weights():
     x, ref, xu = fig8_windows(None, np.float64)
     rg, rc = gpu.solve(x, ref, xu_warm=xu), cpu.solve(x, ref, xu_warm=xu)
     np.testing.assert_allclose(rg.xu, rc.xu, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("integrator", ["semi_implicit", "rk4"])
+def test_gpu_other_integrators(integrator):
+    gpu, _, cpu = solvers(np.float64, "bdsv", integrator=integrator)
+    x, ref, xu = fig8_windows(None, np.float64)
+    rg, rc = gpu.solve(x, ref, xu_warm=xu), cpu.solve(x, ref, xu_warm=xu)
+    np.testing.assert_allclose(rg.xu, rc.xu, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(rg.stats.final_merit, rc.stats.final_merit, rtol=0, atol=1e-8)
