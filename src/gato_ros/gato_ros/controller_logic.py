@@ -275,9 +275,10 @@ class ControllerLogic:
                         "(planner is read-only)")
         if self.controller is not None and set(changes) & {"limits", *setup.COLLISION_KEYS}:
             merged = {**self.cfg, **self._pending, **changes}
-            if (merged["collision_spheres"] or merged["collision_planes"]) and merged["limits"] == "off":
-                return ("collision_spheres: the collision rows need a limit mechanism (limits is 'off'; the "
-                        "collision group comes after the limit groups): set limits or clear the obstacles")
+            try:
+                setup.check_collision_limits(merged, merged["limits"])
+            except ValueError as e:
+                return str(e)
             if (merged["collision_spheres"] or merged["collision_planes"]) \
                     and not callable(getattr(self.solver, "enable_collision", None)):
                 return (f"collision_spheres: this solver ({type(self.solver).__name__}, backend "

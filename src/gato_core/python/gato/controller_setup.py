@@ -25,7 +25,7 @@ from .interface import BSQP, robot_urdf
 
 __all__ = ["COST_KEYS", "SOLVER_KEYS", "COLLISION_KEYS", "COLLISION_DEFAULTS", "COLLISION_MECHS", "TUNABLE_KEYS",
            "build_controller", "apply_tunables", "tunables", "collision_obstacles", "collision_settings",
-           "urdf_sha256"]
+           "check_collision_limits", "urdf_sha256"]
 
 #: Cost weights (SolverParams fields set through ``solver.set_cost_weights``).
 COST_KEYS = ("q_cost", "qd_cost", "u_cost", "N_cost", "q_lim_cost", "vel_lim_cost", "ctrl_lim_cost")
@@ -96,7 +96,7 @@ def apply_tunables(controller: MPCController, changes: Mapping) -> None:
     if "limits" in changes or any(k in changes for k in COLLISION_KEYS):
         # checked before anything is applied: a bad value leaves the controller as it was
         col = _collision_settings(changes, collision_settings(controller))
-        _check_collision_limits(col, changes.get("limits", controller.limits or "off"))
+        check_collision_limits(col, changes.get("limits", controller.limits or "off"))
     cost = {k: changes[k] for k in COST_KEYS if k in changes}
     if cost:
         s.set_cost_weights(**cost)
@@ -183,7 +183,9 @@ def _collision_settings(config: Mapping, base: Mapping) -> dict:
     return out
 
 
-def _check_collision_limits(col: Mapping, limits: str) -> None:
+def check_collision_limits(col: Mapping, limits: str) -> None:
+    """ValueError naming ``collision_spheres`` when obstacles are set (``col``: the collision keys)
+    and ``limits`` is "off": the collision group needs a limit mechanism installed before it."""
     if (col["collision_spheres"] or col["collision_planes"]) and limits == "off":
         raise ValueError("collision_spheres: the collision rows need a limit mechanism (limits is 'off'; the "
                          "collision group comes after the limit groups): set limits or clear the obstacles")
@@ -211,7 +213,7 @@ def _install_collision(controller: MPCController, col: Mapping, force: bool = Fa
     or switching the rows on / off re-installs the row groups (limits first). ``force``: the
     groups were just re-installed without the collision group."""
     s = controller.solver
-    _check_collision_limits(col, controller.limits or "off")
+    check_collision_limits(col, controller.limits or "off")
     on = bool(col["collision_spheres"] or col["collision_planes"])
     if on and not callable(getattr(s, "enable_collision", None)):
         raise ValueError(f"collision_spheres: {type(s).__name__} has no collision rows (enable_collision)")
