@@ -28,7 +28,12 @@ command, more when the controller node's first command came late (0.6 s once: A1
 16 rad/s, the loop diverged; test_launch_hardware's node-mode run).
 
 The state machine runs on a steady-clock timer: with use_sim_time, a ROS timer would
-stop while the simulation is paused. A step that fails, or a sequence not done within
+stop while the simulation is paused. A service call without an answer after
+``call_retry_s`` (wall clock, default 5 s) is asked again: on a loaded machine the
+controller manager can lose a response ("failed to send response to
+/controller_manager/list_controllers (timeout)": CI waited the whole 120 s on that one
+call). Listing, pausing and resetting are asked again as they are; a lost answer to the
+switch is checked by listing the controllers first (all active: the switch was done). A step that fails, or a sequence not done within
 ``timeout_s`` (wall clock), ends the node with exit code 1 and one error line naming the
 step; SIGINT / SIGTERM end it with 0 (gato_ros.node_util.run).
 """
@@ -40,6 +45,9 @@ import time
 from .node_util import run
 
 __all__ = ["make_node", "main"]
+
+#: The switch_controller request's own timeout [s].
+SWITCH_TIMEOUT_S = 10
 
 
 
@@ -53,8 +61,9 @@ def make_node():
     services, default ``/mujoco_ros2_control_node``), ``command_topic`` (string: a
     std_msgs/Float64MultiArray commands topic whose first message, after the activation,
     resumes the physics; "" (default): resume right after the activation), ``timeout_s``
-    (double > 0, wall clock for the whole sequence, default 120 s). ValueError naming the
-    parameter for a bad value."""
+    (double > 0, wall clock for the whole sequence, default 120 s), ``call_retry_s`` (double > 0,
+    wall clock before an unanswered service call is asked again, default 5 s). ValueError
+    naming the parameter for a bad value."""
     from controller_manager_msgs.srv import ListControllers, SwitchController
     from mujoco_ros2_control_msgs.srv import ResetWorld, SetPause, StepSimulation
     from rclpy.clock import Clock, ClockType
@@ -71,19 +80,22 @@ def make_node():
     mj = node.declare_parameter("mujoco_node", "/mujoco_ros2_control_node").value
     command_topic = node.declare_parameter("command_topic", "").value
     timeout_s = float(node.declare_parameter("timeout_s", 120.0).value)
+    call_retry_s = float(node.declare_parameter("call_retry_s", 5.0).value)
     if not controllers or not all(isinstance(c, str) and c for c in controllers):
         raise ValueError(f"parameter controllers: expected a non-empty list of controller names, got {controllers}")
     if not isinstance(keyframe, str) or not keyframe:
         raise ValueError(f"parameter keyframe: expected a non-empty MJCF keyframe name, got {keyframe!r}")
     if not timeout_s > 0:
         raise ValueError(f"parameter timeout_s: expected > 0 s, got {timeout_s}")
+    if not call_retry_s > 0:
+        raise ValueError(f"parameter call_retry_s: expected > 0 s, got {call_retry_s}")
     for name, v in (("controller_manager", cm), ("mujoco_node", mj)):
         if not isinstance(v, str) or not v.startswith("/"):
             raise ValueError(f"parameter {name}: expected an absolute node name (/...), got {v!r}")
     if not isinstance(command_topic, str) or (command_topic and not command_topic.startswith("/")):
         raise ValueError(f"parameter command_topic: expected an absolute topic name (/...) or \"\", "
                          f"got {command_topic!r}")
-    seq = _Sequence(node, controllers, keyframe, timeout_s, command_topic,
+    seq = _Sequence(node, controllers, keyframe, timeout_s, command_topic, call_retry_s=call_retry_s,
                     list_srv=node.create_client(ListControllers, f"{cm}/list_controllers"),
                     switch_srv=node.create_client(SwitchController, f"{cm}/switch_controller"),
                     pause_srv=node.create_client(SetPause, f"{mj}/set_pause"),
@@ -103,16 +115,18 @@ class _Sequence:
     (and, while paused, one physics step request beside the switch)."""
 
     def __init__(self, node, controllers, keyframe, timeout_s, command_topic, *, list_srv, switch_srv, pause_srv,
-                 reset_srv, step_srv, types):
+                 reset_srv, step_srv, types, call_retry_s=5.0):
         self.node, self.controllers, self.keyframe = node, controllers, keyframe
         self.command_topic = command_topic
         self.deadline = time.monotonic() + timeout_s
         self.timeout_s = timeout_s
+        self.call_retry_s = call_retry_s
+        self.retries = 0             # service calls asked again after call_retry_s without an answer
         self.list_srv, self.switch_srv, self.pause_srv, self.reset_srv = list_srv, switch_srv, pause_srv, reset_srv
         self.step_srv = step_srv
         self.t = types
         self.step = "wait_controllers"
-        self.pending = None          # (future, handler)
+        self.pending = None          # (future, handler, client, monotonic time of the request)
         self.stepping = None         # the step_simulation future in flight
         self.steps = 0               # physics steps taken while paused
         self.commands = 0            # messages on command_topic since the activation
@@ -134,7 +148,7 @@ class _Sequence:
     def _call(self, client, request, handler):
         if not client.service_is_ready():
             return
-        self.pending = (client.call_async(request), handler)
+        self.pending = (client.call_async(request), handler, client, time.monotonic())
 
     def on_command(self, _msg):
         if self.step in ("activate", "first_command"):
@@ -164,20 +178,31 @@ class _Sequence:
         if self.node.done:
             return
         if self.pending is not None:
-            fut, handler = self.pending
+            fut, handler, client, t_req = self.pending
             if not fut.done():
                 if time.monotonic() > self.deadline:
                     self._fail(f"no answer within timeout_s={self.timeout_s} s")
+                    return
+                # the switch itself may take up to its request's timeout (10 s) at the controller manager
+                retry_s = max(self.call_retry_s, SWITCH_TIMEOUT_S + 5.0) if self.step == "activate" else \
+                    self.call_retry_s
+                if time.monotonic() - t_req > retry_s:
+                    self._ask_again(fut, client)
                 elif self.step == "activate":
                     self._step_physics()   # the switch happens in a control cycle: step the paused physics
-                return
-            self.pending = None
-            if fut.exception() is not None:
-                self._fail(f"service call raised {fut.exception()!r}")
-                return
-            handler(fut.result())
-            if self.node.done:
-                return
+                    return
+                else:
+                    return
+            else:
+                self.pending = None
+                if fut.exception() is not None:
+                    self._fail(f"service call raised {fut.exception()!r}")
+                    return
+                handler(fut.result())
+                if self.node.done:
+                    return
+        if self.pending is not None:
+            return
         if time.monotonic() > self.deadline:
             detail = f"; controller states {self.last_states}" if self.step == "wait_controllers" else ""
             if self.step == "first_command":
@@ -187,6 +212,8 @@ class _Sequence:
         t = self.t
         if self.step == "wait_controllers":
             self._call(self.list_srv, t["ListControllers"].Request(), self._on_list)
+        elif self.step == "verify_activate":
+            self._call(self.list_srv, t["ListControllers"].Request(), self._on_verify_activate)
         elif self.step == "pause":
             self._call(self.pause_srv, t["SetPause"].Request(paused=True), self._expect("reset"))
         elif self.step == "reset":
@@ -197,7 +224,7 @@ class _Sequence:
             req = t["SwitchController"].Request(activate_controllers=list(self.controllers), deactivate_controllers=[],
                                                 strictness=t["SwitchController"].Request.STRICT,
                                                 activate_asap=True)
-            req.timeout.sec = 10
+            req.timeout.sec = SWITCH_TIMEOUT_S
             self._call(self.switch_srv, req, self._on_switch)
         elif self.step == "first_command":
             if self.commands == 0:
@@ -209,6 +236,26 @@ class _Sequence:
             if not self._step_done() or self.stepping is not None:
                 return                  # a step still in flight: resume after it
             self._call(self.pause_srv, t["SetPause"].Request(paused=False), self._on_resume)
+
+    def _ask_again(self, fut, client):
+        """Give up on an unanswered request and let the step ask again (a switch: list first)."""
+        client.remove_pending_request(fut)
+        self.pending = None
+        self.retries += 1
+        self.log.warning(f"step '{self.step}': no answer from {client.srv_name} within call_retry_s="
+                         f"{self.call_retry_s:g} s: asking again")
+        if self.step == "activate":
+            self.step = "verify_activate"
+
+    def _on_verify_activate(self, res):
+        states = {c.name: c.state for c in res.controller}
+        self.last_states = states
+        if all(states.get(c) == "active" for c in self.controllers):
+            self.log.info(f"{self.controllers} active (the switch's answer was lost; paused, {self.steps} "
+                          "physics steps)")
+            self.step = "first_command" if self.command_topic else "resume"
+        else:
+            self.step = "activate"
 
     def _on_list(self, res):
         self.last_states = {c.name: c.state for c in res.controller}
