@@ -253,7 +253,13 @@ def test_ros2_bag_record_a_cut_of_a_free_running_bringup_replays_exactly(tmp_pat
                                  "problems")})
     assert s["ticks"] >= 30 and s["compared"] >= 30, s    # a few seconds of ticks (the pace of a loaded machine)
     assert s["matched"] and s["max_du"] <= 1e-9 and s["over_tolerance"] == 0, s
-    assert s["solver_state"] == "recorded" and s["state_anchored"] == 1, s   # installed once, at the cut
+    # the recorded solver state is installed once, at the cut, and again only after a hole the
+    # replay reports (ros2 bag record, its own reader depth, can lose ticks on a loaded machine:
+    # CI saw 7 commands missing; the tick after a hole cannot continue from the replayed state)
+    holes = [p for p in s["problems"] if "ticks missing" in p]
+    assert s["solver_state"] == "recorded" and 1 <= s["state_anchored"] <= 1 + len(holes), s
+    if not holes:
+        assert s["state_anchored"] == 1, s
     assert any("exact continuation" in p for p in s["problems"]), s["problems"]
 
     # The same bag as an older controller would have written it (no solver state): today's
