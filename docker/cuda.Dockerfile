@@ -46,9 +46,12 @@ COPY requirements/lock.txt requirements/lock.txt
 COPY docker/lock_for_ros_image.py docker/lock_for_ros_image.py
 RUN bash docker/install_workspace.sh python
 
-# 3. The workspace: gato_core's CPU backend (no CUDA backend exists yet).
+# 3. The workspace: gato_core's CPU backend and its CUDA backend gato._cuda (GATO_CUDA=ON: the
+#    build fails instead of silently leaving it out), for A100-class (sm_80) and H100/H200 (sm_90)
+#    GPUs; docs/cuda.md says what of it has run on a GPU.
+ARG GATO_CUDA_ARCHS="80-real;90"
 COPY src src
-RUN bash docker/install_workspace.sh build
+RUN bash docker/install_workspace.sh build -DGATO_CUDA=ON "-DGATO_CUDA_ARCHS=${GATO_CUDA_ARCHS}"
 
 COPY --chmod=0755 docker/entrypoint.sh /usr/local/bin/gato-entrypoint
 ENTRYPOINT ["/usr/local/bin/gato-entrypoint"]

@@ -298,25 +298,26 @@ def test_ros_dockerfile_base_and_distro():
     assert "GATO_BUILD_CUDA" not in text
 
 
-def test_cuda_dockerfile_builds_the_cpu_core_on_the_cuda_toolkit():
-    """There is no CUDA backend yet: the CUDA image builds the same CPU core as the ROS image
-    (no CUDA CMake flag, which src/gato_core/CMakeLists.txt would not read) on a CUDA devel
-    base, and its texts say so."""
+def test_cuda_dockerfile_builds_the_cuda_backend_on_the_cuda_toolkit():
+    """The CUDA image builds gato_core with its CUDA backend required (GATO_CUDA=ON, which
+    src/gato_core/CMakeLists.txt reads; an image without it must fail to build, not fall back)
+    for the architectures of its build argument, on a CUDA devel base, and its texts say what
+    of it has run on a GPU (docs/cuda.md)."""
     instrs = _instructions(DOCKER / "cuda.Dockerfile")
     assert instrs[0] == ("ARG", "CUDA_IMAGE=nvidia/cuda:12.8.0-devel-ubuntu24.04")
     assert ("FROM", "${CUDA_IMAGE}") in instrs
     assert ("ARG", "ROS_DISTRO=jazzy") in instrs
+    assert ("ARG", 'GATO_CUDA_ARCHS="80-real;90"') in instrs
     runs = [a for i, a in instrs if i == "RUN"]
     assert any("install_workspace.sh ros-base" in r for r in runs)
     build = [r for r in runs if "install_workspace.sh build" in r]
-    assert build == ["bash docker/install_workspace.sh build"]
-    text = (DOCKER / "cuda.Dockerfile").read_text()
-    assert "GATO_BUILD_CUDA" not in text and "CUDA_ARCHITECTURES" not in text
-    assert "no CUDA backend" in text
+    assert build == ['bash docker/install_workspace.sh build -DGATO_CUDA=ON "-DGATO_CUDA_ARCHS=${GATO_CUDA_ARCHS}"']
+    cmake = (ROOT / "src" / "gato_core" / "CMakeLists.txt").read_text()
+    assert re.search(r'set\(GATO_CUDA "AUTO" CACHE STRING', cmake) and 'GATO_CUDA_ARCHS' in cmake
+    assert "GATO_BUILD_CUDA" not in cmake          # the one switch is GATO_CUDA
     readme = (DOCKER / "README.md").read_text()
-    assert "GATO_BUILD_CUDA" not in readme and "no CUDA backend yet" in readme
-    pyproject = (ROOT / "src" / "gato_core" / "pyproject.toml").read_text()
-    assert "CUDA" not in re.search(r'^description = "(.*)"$', pyproject, re.M).group(1)
+    assert "GATO_CUDA=ON" in readme and "docs/cuda.md" in readme and "no CUDA backend" not in readme
+    assert (ROOT / "docs" / "cuda.md").is_file()
 
 
 def test_install_script_defines_the_packages_and_the_build():
