@@ -17,25 +17,8 @@ using namespace gato;
 
 namespace {
 
-template <typename S>
-using Arr = py::array_t<S, py::array::c_style | py::array::forcecast>;
-
-template <typename S>
-void check_shape(const Arr<S>& a, std::initializer_list<long> shape, const char* name) {
-  bool ok = a.ndim() == long(shape.size());
-  int i = 0;
-  for (long s : shape) ok = ok && a.shape(i++) == s;
-  if (!ok) {
-    std::ostringstream os;
-    os << name << ": expected shape (";
-    i = 0;
-    for (long s : shape) os << (i++ ? ", " : "") << s;
-    os << "), got (";
-    for (long d = 0; d < a.ndim(); ++d) os << (d ? ", " : "") << a.shape(d);
-    os << ")";
-    throw py::value_error(os.str());
-  }
-}
+using pytypes::Arr;
+using pytypes::check_shape;
 
 /// A copy of M as a C-ordered array of M's shape.
 template <typename S>

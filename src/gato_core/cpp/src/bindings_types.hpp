@@ -13,6 +13,8 @@
 #include <pybind11/stl.h>
 
 #include <functional>
+#include <initializer_list>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +28,27 @@ namespace gato::pytypes {
 namespace py = pybind11;
 
 inline std::string repr_of(py::handle v) { return py::cast<std::string>(py::repr(v)); }
+
+/// A C-ordered numpy array of S (other layouts and dtypes are converted on the way in).
+template <typename S>
+using Arr = py::array_t<S, py::array::c_style | py::array::forcecast>;
+
+/// ValueError "name: expected shape (a, b), got (c, d)" unless ``a`` has exactly ``shape``.
+template <typename S>
+void check_shape(const Arr<S>& a, std::initializer_list<long> shape, const char* name) {
+  bool ok = a.ndim() == long(shape.size());
+  int i = 0;
+  for (long s : shape) ok = ok && a.shape(i++) == s;
+  if (ok) return;
+  std::ostringstream os;
+  os << name << ": expected shape (";
+  i = 0;
+  for (long s : shape) os << (i++ ? ", " : "") << s;
+  os << "), got (";
+  for (long d = 0; d < a.ndim(); ++d) os << (d ? ", " : "") << a.shape(d);
+  os << ")";
+  throw py::value_error(os.str());
+}
 
 [[noreturn]] inline void bad_value(const char* what, const std::string& field, const std::string& expected,
                                    py::handle v) {

@@ -22,23 +22,7 @@ namespace cuda {
 namespace py = pybind11;
 
 template <typename S>
-using PyArr = py::array_t<S, py::array::c_style | py::array::forcecast>;
-
-template <typename S>
-void check_shape_cu(const PyArr<S>& a, std::initializer_list<long> shape, const char* name) {
-  bool ok = a.ndim() == long(shape.size());
-  int i = 0;
-  for (long s : shape) ok = ok && a.shape(i++) == s;
-  if (ok) return;
-  std::ostringstream os;
-  os << name << ": expected shape (";
-  i = 0;
-  for (long s : shape) os << (i++ ? ", " : "") << s;
-  os << "), got (";
-  for (long d = 0; d < a.ndim(); ++d) os << (d ? ", " : "") << a.shape(d);
-  os << ")";
-  throw py::value_error(os.str());
-}
+using PyArr = pytypes::Arr<S>;
 
 inline std::vector<double> vec_of(const PyArr<double>& a) { return std::vector<double>(a.data(), a.data() + a.size()); }
 
@@ -92,7 +76,7 @@ void bind_solver(py::module_& m, const char* name) {
           b.set_fext({});
           return;
         }
-        check_shape_cu<S>(f, {b.batch(), b.N(), 6L * b.plant().nbodies()}, "f_ext");
+        pytypes::check_shape<S>(f, {b.batch(), b.N(), 6L * b.plant().nbodies()}, "f_ext");
         b.set_fext(std::vector<S>(f.data(), f.data() + f.size()));
       })
       .def_property_readonly("has_fext", [](const Batch& b) { return b.has_fext(); })
@@ -102,10 +86,10 @@ void bind_solver(py::module_& m, const char* name) {
       .def("solve",
            [](Batch& b, const PyArr<S>& x, const PyArr<S>& ref, py::array_t<S, py::array::c_style> xu,
               double budget_s) {
-             check_shape_cu<S>(x, {b.batch(), 2L * b.nv()}, "xcur_B");
-             check_shape_cu<S>(ref, {b.batch(), 6L * b.N()}, "eepos_goals_B");
+             pytypes::check_shape<S>(x, {b.batch(), 2L * b.nv()}, "xcur_B");
+             pytypes::check_shape<S>(ref, {b.batch(), 6L * b.N()}, "eepos_goals_B");
              PyArr<S> xu_c = xu;
-             check_shape_cu<S>(xu_c, {b.batch(), b.xu_size()}, "xu");
+             pytypes::check_shape<S>(xu_c, {b.batch(), b.xu_size()}, "xu");
              S* out = xu.mutable_data();
              py::gil_scoped_release nogil;
              b.solve(x.data(), ref.data(), out, budget_s);
@@ -120,16 +104,16 @@ void bind_solver(py::module_& m, const char* name) {
         return out;
       })
       .def("merit", [](Batch& b, const PyArr<S>& xu, const PyArr<S>& x, const PyArr<S>& ref) {
-        check_shape_cu<S>(xu, {b.batch(), b.xu_size()}, "xu_B");
-        check_shape_cu<S>(x, {b.batch(), 2L * b.nv()}, "xcur_B");
-        check_shape_cu<S>(ref, {b.batch(), 6L * b.N()}, "eepos_goals_B");
+        pytypes::check_shape<S>(xu, {b.batch(), b.xu_size()}, "xu_B");
+        pytypes::check_shape<S>(x, {b.batch(), 2L * b.nv()}, "xcur_B");
+        pytypes::check_shape<S>(ref, {b.batch(), 6L * b.N()}, "eepos_goals_B");
         py::array_t<S> out(b.batch());
         b.merit(xu.data(), x.data(), ref.data(), out.mutable_data());
         return out;
       })
       .def("sim_forward", [](const Batch& b, const PyArr<S>& x, const PyArr<S>& u, double h) {
-        check_shape_cu<S>(x, {b.batch(), 2L * b.nv()}, "xk");
-        check_shape_cu<S>(u, {b.batch(), long(b.nv())}, "uk");
+        pytypes::check_shape<S>(x, {b.batch(), 2L * b.nv()}, "xk");
+        pytypes::check_shape<S>(u, {b.batch(), long(b.nv())}, "uk");
         py::array_t<S> out({long(b.batch()), 2L * b.nv()});
         b.sim_forward(x.data(), u.data(), S(h), out.mutable_data());
         return out;
