@@ -16,6 +16,7 @@ import gato  # noqa: E402
 from gato import controller_setup, tasks  # noqa: E402
 from gato.worlds import PinocchioWorld  # noqa: E402
 from gato_ros.types import JointStateSample, ReferenceWindow  # noqa: E402
+from test_ros_controller_logic import assert_twin_reproduces  # noqa: E402
 
 ROBOT = "iiwa14"
 NAMES = [f"A{i}" for i in range(1, 8)]
@@ -187,12 +188,4 @@ def test_a_twin_built_from_the_recorded_configuration_reproduces_the_ticks_with_
     cfg = json.loads(outs[-1].solve_input.config_json)
     assert cfg["collision_spheres"] == obs and cfg["collision_margin"] == 0.03
     assert np.any(lg.solver.get_collision_admm_state()["y"] < 0)          # the rows bind somewhere
-    twin = controller_setup.build_controller(cfg)
-    for out in outs:
-        si = out.solve_input
-        if si.reset:
-            twin.reset(si.x_measured)
-            twin.warmup(si.x_measured, si.reference)
-        np.testing.assert_array_equal(twin.xu_warm[:1], si.xu_warm)
-        r = twin.step(si.x_measured, si.reference, si.dt_elapsed or None)
-        np.testing.assert_array_equal(np.clip(r.u, -lg.effort_limit, lg.effort_limit), out.effort)
+    assert_twin_reproduces(cfg, outs, lg.effort_limit)

@@ -35,6 +35,24 @@ def ref_at(logic, stamp_ns, offset=(0.0, 0.05, 0.05)):
     return ReferenceWindow(stamp_ns, logic.cfg["dt"], np.tile(p, (logic.cfg["N"], 1)))
 
 
+
+def assert_twin_reproduces(cfg, outs, effort_limit):
+    """A controller built from a tick's recorded configuration (``config_json``), fed the
+    recorded SolveInputs of ``outs`` (TickOutputs, in order), starts each tick from the
+    recorded warm start and commands the recorded efforts bit for bit (clamped to
+    ``effort_limit`` like the node)."""
+    from gato import controller_setup
+
+    twin = controller_setup.build_controller(cfg)
+    for out in outs:
+        si = out.solve_input
+        if si.reset:
+            twin.reset(si.x_measured)
+            twin.warmup(si.x_measured, si.reference)
+        np.testing.assert_array_equal(twin.xu_warm[:1], si.xu_warm)
+        r = twin.step(si.x_measured, si.reference, si.dt_elapsed or None)
+        np.testing.assert_array_equal(np.clip(r.u, -effort_limit, effort_limit), out.effort)
+
 def test_nominal_tick_commands_finite_clamped_torques_and_a_plan():
     lg = make()
     lg.on_reference(ref_at(lg, S), now_ns=S)
@@ -50,8 +68,6 @@ def test_each_mpc_tick_carries_what_it_solved_from():
     """SolveInput: the measured state, the solver's reference, the warm start and the full
     configuration; a fresh controller built from that configuration and fed those inputs
     reproduces the tick's command bit for bit."""
-    from gato import controller_setup
-
     lg = make()
     outs = []
     for k in range(3):
@@ -65,15 +81,7 @@ def test_each_mpc_tick_carries_what_it_solved_from():
     assert second.reference.shape == (6 * 16,) and second.xu_warm.shape == (1, lg.solver.xu_size)
     cfg = json.loads(second.config_json)
     assert cfg["N"] == 16 and cfg["robot"] == ROBOT and len(cfg["urdf_sha256"]) == 64
-    twin = controller_setup.build_controller(cfg)
-    for out in outs:
-        si = out.solve_input
-        if si.reset:
-            twin.reset(si.x_measured)
-            twin.warmup(si.x_measured, si.reference)
-        np.testing.assert_array_equal(twin.xu_warm[:1], si.xu_warm)
-        r = twin.step(si.x_measured, si.reference, si.dt_elapsed or None)
-        np.testing.assert_array_equal(np.clip(r.u, -lg.effort_limit, lg.effort_limit), out.effort)
+    assert_twin_reproduces(cfg, outs, lg.effort_limit)
 
 
 def test_joint_states_are_mapped_by_name_in_any_order_with_extra_joints():
