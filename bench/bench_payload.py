@@ -48,8 +48,9 @@ SPEC = Path(__file__).resolve().parent / "specs" / "payload_pickplace_iiwa14.yam
 
 
 def parse_configs(entries):
-    """[(B, sampler or None)] of SAMPLER:B entries (none:1 fe:8 wid:32 widi:8 swing:8 ...; widi: wid
-    with its inertial rows; swing: the swing-aware payload prediction); ValueError naming --configs."""
+    """[(B, sampler or None)] of SAMPLER:B entries (none:1 fe:8 wid:32 widi:8 swing:8 fe-swing:8 ...;
+    widi: wid with its inertial rows; swing: the swing-aware payload prediction; fe-swing /
+    fe-weight: the fe sampler centred on that identifier, hypotheses centre); ValueError naming --configs."""
     out = []
     for c in entries:
         try:
@@ -89,6 +90,8 @@ def build_spec(n, configs, seed=0, mass=15.0, length=0.5, damping=0.0, rigid=Fal
         hyp = dict(estimator="wid" if est == "widi" else est or "none", batch_size=int(B), seed=int(seed))
         if est == "widi":  # the wid sampler with its full identified wrench rows
             hyp["inertial_rows"] = True
+        if est and est.startswith("fe-"):  # the fe sampler centred on an identifier
+            hyp.update(estimator="fe", centre=est[3:])
         cfg = dict(hypotheses=hyp, **({"solver": dict(solver)} if solver else {}))
         raw["planners"].append(dict(label=f"B={B} {est or 'none'}", planner="bsqp", config=cfg))
     load = (dict(kind="constant_wrench", wrench=[0.0, 0.0, -9.81 * mass, 0.0, 0.0, 0.0]) if rigid else
@@ -109,7 +112,7 @@ def run_grid(spec, out, workers=1, ray=None):
     rows = []
     for x in run_rows(spec, out, workers, ray):
         h = hyp[x["label"]]
-        est = "widi" if h.get("inertial_rows") else h["estimator"]
+        est = "widi" if h.get("inertial_rows") else f"fe-{h['centre']}" if h.get("centre") else h["estimator"]
         rows.append(dict(x, B=h["batch_size"], estimator=None if est == "none" else est,
                          scenario=x["scenario_id"], ramp=ramps[x["scenario_id"]]))
     return rows

@@ -487,3 +487,84 @@ def test_swing_estimator_bad_input(model):
         est.update(2, [0.0, 0.0])
     with pytest.raises(ValueError, match="q"):
         est.identify(np.zeros(3), np.zeros(7), np.zeros(7), np.zeros(7), 1e-3)
+
+
+# ------------------------------------------------------------------ ForceEstimator(centre=...)
+class _ScriptedCentre:
+    """A sensor-rate identifier stand-in with the centre contract: its wrench is a script of the
+    identify calls it got (a payload weight ramping in from 0 to 150 N over 20 calls, then a
+    30 N sideways swing)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.k = 0
+        self.resets = getattr(self, "resets", -1) + 1
+
+    def identify(self, *args, **kw):
+        self.k += 1
+
+    def wrench(self, k=None):
+        k = self.k if k is None else k
+        return np.r_[30.0 * math.sin(0.2 * k), 0.0, -150.0 * min(k / 20.0, 1.0), 0.0, 0.0, 0.0]
+
+    def generate_batch(self):
+        return self.wrench()[None, :]
+
+
+def test_force_estimator_centred_on_an_identifier_samples_around_it(model):
+    """centre=: every row is the identifier's current wrench plus the residual sampler's row (row 1
+    the centre itself), the sample mean follows the identified wrench, the residual search finds
+    a 12 N offset the identifier misses, and the centred sampler tracks the moving wrench far
+    closer than the plain one; seeded runs repeat bit for bit; bad centres are named."""
+    offset = np.r_[8.0, -6.0, 6.0, 0.0, 0.0, 0.0]
+
+    def run(est, n=60):
+        worst_late, means = 0.0, []
+        for k in range(n):
+            c = est.centre
+            if c is not None:
+                c.identify()
+            truth = _ScriptedCentre.wrench(None, k + 1) + offset
+            b = est.generate_batch()
+            if c is not None:
+                assert np.array_equal(b[1], c.wrench()) and np.array_equal(est.get_stats()["centre"], c.wrench())
+                means.append(np.linalg.norm(b.mean(axis=0) - c.wrench() - est.estimate))
+            e = score(b, truth)
+            est.update(int(np.argmin(e)), e, b)
+            if k >= 40:
+                worst_late = max(worst_late, float(np.min(e)))
+        return worst_late, means, b
+
+    for B in (8, 32):
+        centred = ForceEstimator(B, seed=3, centre=_ScriptedCentre())
+        worst, means, b = run(centred)
+        # the sphere rows are spread around centre + estimate (their mean is that point up to the
+        # Fibonacci directions' rotated mean, which is < the radius / (B - 3))
+        assert max(means) <= 20.0, (B, max(means))
+        assert rel(centred.estimate, offset) <= 0.25, (B, centred.estimate)  # the residual found
+        assert worst <= 3.0, (B, worst)
+        plain_worst, _, _ = run(ForceEstimator(B, seed=3))
+        assert plain_worst > 3.0 * worst, (B, plain_worst, worst)
+        again = ForceEstimator(B, seed=3, centre=_ScriptedCentre())
+        assert np.array_equal(run(again)[2], b)  # seeded: bit for bit
+        before = centred.centre.resets
+        centred.reset()  # resets the identifier too
+        assert centred.centre.resets == before + 1 and centred.centre.k == 0 and np.all(centred.estimate == 0)
+    assert "centre" not in ForceEstimator(8).get_stats()  # default: unchanged
+    # the real identifiers plug in, and the hypothesis batch hands the one to feed to the simulation
+    from gato.hypotheses import ForceHypothesisBatch, fe_centre
+
+    for name, kind in (("weight", OneStepWrenchIdentifier), ("swing", PendulumSwingEstimator)):
+        idf = fe_centre(name, model, "EE", seed=0)
+        assert isinstance(idf, kind)
+        hyp = ForceHypothesisBatch(ForceEstimator(8, centre=idf), model, "EE")
+        assert hyp.sensor_identifier is idf
+        assert np.all(hyp.estimator.generate_batch()[1] == 0)  # nothing identified yet
+    assert ForceHypothesisBatch(ForceEstimator(8), model, "EE").sensor_identifier is None
+    assert fe_centre(None, model) is None
+    with pytest.raises(ValueError, match="centre"):
+        fe_centre("mass", model)
+    with pytest.raises(ValueError, match="centre"):
+        ForceEstimator(8, centre=np.zeros(6))

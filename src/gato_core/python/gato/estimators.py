@@ -195,6 +195,17 @@ class ForceEstimator:
 
     clipped to [min_radius, max_radius]; the estimate is clamped to ``max_wrench``.
 
+    Centred sampling (``centre``, keyword-only; None = the above, unchanged): a sensor-rate
+    identifier (duck-typed: ``identify(q, dq, dq_next, tau_applied, dt, q_next=None)``,
+    ``generate_batch()`` whose row 0 is its wrench now, ``reset()``; e.g. an
+    :class:`OneStepWrenchIdentifier` in mode "weight" or a B = 1
+    :class:`gato.swing.PendulumSwingEstimator`) whose current wrench c is added to every row: the
+    estimate, momentum, radius and trilateration above then search the RESIDUAL w - c (row 1 is
+    c itself instead of zero), so the sphere is spread around what the identifier knows rather
+    than around the slowly walking estimate. :meth:`update` subtracts the c the scored batch was
+    generated with; :meth:`reset` resets the identifier too. Feeding the identifier is the
+    caller's job (gato.hypotheses.ForceHypothesisBatch exposes it as its ``sensor_identifier``).
+
     Args:
         batch_size: B >= 1.
         initial_radius: sphere radius at start and after reset [N].
@@ -204,6 +215,7 @@ class ForceEstimator:
         alpha: step of the estimate toward the winning hypothesis, in (0, 1].
         beta: momentum retention, in [0, 1).
         max_wrench: keyword-only divergence guard [N, N*m] on the force / torque halves.
+        centre: keyword-only sensor-rate identifier the batch is centred on (see above), or None.
     """
 
     RADIUS_GROW = 1.25
@@ -212,8 +224,14 @@ class ForceEstimator:
     TRI_MIN_BATCH = 8
 
     def __init__(self, batch_size, initial_radius=10.0, min_radius=1.0, max_radius=100.0, smoothing_factor=0.3,
-                 seed=0, alpha=0.5, beta=0.8, *, max_wrench=2000.0):
+                 seed=0, alpha=0.5, beta=0.8, *, max_wrench=2000.0, centre=None):
         self.batch_size = _batch_size(batch_size)
+        if centre is not None:
+            missing = [a for a in ("identify", "generate_batch", "reset") if not callable(getattr(centre, a, None))]
+            if missing:
+                raise ValueError(f"centre: expected None or a sensor-rate identifier (identify / generate_batch / "
+                                 f"reset), got {type(centre).__name__} (no {missing[0]}())")
+        self.centre = centre
         self.min_radius = _real(min_radius, "min_radius", 0.0, lo_open=True)
         self.max_radius = _real(max_radius, "max_radius", self.min_radius)
         self.initial_radius = _real(initial_radius, "initial_radius", self.min_radius, self.max_radius)
@@ -228,7 +246,11 @@ class ForceEstimator:
         self.reset()
 
     def reset(self) -> None:
-        """Back to zero estimate, initial radius, identity rotation and the seed's generator."""
+        """Back to zero estimate, initial radius, identity rotation and the seed's generator (and
+        the ``centre`` identifier's reset)."""
+        if self.centre is not None:
+            self.centre.reset()
+        self._centre_used = np.zeros(6)
         self._rng = np.random.default_rng(self.seed)
         self.estimate = np.zeros(6)
         self.smoothed_estimate = np.zeros(6)
@@ -248,7 +270,8 @@ class ForceEstimator:
         return self.batch_size - 1 if (self._tri is not None and self.batch_size >= self.TRI_MIN_BATCH) else None
 
     def generate_batch(self) -> np.ndarray:
-        """(B, 6) world-axes wrenches [force N; torque N*m] at the EE frame origin (rows above)."""
+        """(B, 6) world-axes wrenches [force N; torque N*m] at the EE frame origin (rows above,
+        plus the ``centre`` identifier's current wrench when one is set)."""
         B = self.batch_size
         batch = np.zeros((B, 6))
         batch[0] = self.smoothed_estimate
@@ -259,18 +282,30 @@ class ForceEstimator:
         t = self._tri_row
         if t is not None:
             batch[t, :3] = self._tri
+        self._centre_used = self._centre_now()
+        batch += self._centre_used
         self._last_batch = batch
         return batch.copy()
+
+    def _centre_now(self) -> np.ndarray:
+        """(6,) the centre identifier's wrench now (zeros without one; a non-finite one counts as
+        zero: the residual search then carries the whole wrench, as without a centre)."""
+        if self.centre is None:
+            return np.zeros(6)
+        c = np.asarray(self.centre.generate_batch(), dtype=np.float64).reshape(-1, 6)[0]
+        return c.copy() if np.all(np.isfinite(c)) else np.zeros(6)
 
     def update(self, best_idx, prediction_errors, batch_used=None) -> None:
         """Refit on feedback. ``best_idx``: the winning row; ``prediction_errors`` (B,): each row's
         one-step prediction error (lower = better, +inf = diverged); ``batch_used`` (B, 6): the
-        exact world-axes batch those errors were scored under (None: the last generated one)."""
+        exact world-axes batch those errors were scored under (None: the last generated one;
+        with a ``centre`` the centre that batch was generated with is subtracted)."""
         B = self.batch_size
         best, err, batch = _feedback(best_idx, prediction_errors, batch_used, B, self._last_batch)
         if not np.any(np.isfinite(err)):
             self.skipped_updates += 1
             return
+        batch = batch - self._centre_used  # the residual rows (no-op without a centre)
         wb = batch[best]
         delta = wb - self.estimate
         self.momentum = self.beta * self.momentum + (1.0 - self.beta) * delta
@@ -297,12 +332,16 @@ class ForceEstimator:
 
     def get_stats(self) -> dict:
         """{estimate, smoothed_estimate, momentum (6,); radius N; n_updates, skipped_updates,
-        n_clamped, core_wins, sphere_wins, tri_wins; last_best; last_error}."""
-        return dict(estimate=self.estimate.copy(), smoothed_estimate=self.smoothed_estimate.copy(),
-                    momentum=self.momentum.copy(), radius=float(self.radius), n_updates=self.n_updates,
-                    skipped_updates=self.skipped_updates, n_clamped=self.n_clamped, core_wins=self.core_wins,
-                    sphere_wins=self.sphere_wins, tri_wins=self.tri_wins, last_best=self.last_best,
-                    last_error=self.last_error)
+        n_clamped, core_wins, sphere_wins, tri_wins; last_best; last_error}; with a ``centre`` also
+        centre (6,): the centre of the last generated batch (estimate etc. are then residuals)."""
+        st = dict(estimate=self.estimate.copy(), smoothed_estimate=self.smoothed_estimate.copy(),
+                  momentum=self.momentum.copy(), radius=float(self.radius), n_updates=self.n_updates,
+                  skipped_updates=self.skipped_updates, n_clamped=self.n_clamped, core_wins=self.core_wins,
+                  sphere_wins=self.sphere_wins, tri_wins=self.tri_wins, last_best=self.last_best,
+                  last_error=self.last_error)
+        if self.centre is not None:
+            st["centre"] = self._centre_used.copy()
+        return st
 
 
 # ----------------------------------------------------------------- cross-entropy sampler

@@ -337,8 +337,12 @@ class ForceHypothesisBatch(HypothesisBatch):
 
     @property
     def sensor_identifier(self):
-        """The estimator when it identifies too (gato.estimators.IdentifiedWrenchSampler), else None."""
-        return self.estimator if callable(getattr(self.estimator, "identify", None)) else None
+        """The estimator when it identifies too (gato.estimators.IdentifiedWrenchSampler), the
+        ``centre`` identifier of a centred ForceEstimator, else None."""
+        if callable(getattr(self.estimator, "identify", None)):
+            return self.estimator
+        centre = getattr(self.estimator, "centre", None)
+        return centre if callable(getattr(centre, "identify", None)) else None
 
 
 class IdentifiedWrenchBatch(HypothesisBatch):
@@ -428,6 +432,29 @@ class IdentifiedWrenchBatch(HypothesisBatch):
 # ----------------------------------------------------------------- from the reference API's options
 #: The wrench samplers of the reference API's ``estimator`` option (gato.MPC_GATO).
 ESTIMATORS = ("fe", "wid", "cem")
+
+
+#: The identifiers a centred "fe" sampler (ForceEstimator(centre=...)) can sample around.
+FE_CENTRES = ("weight", "swing")
+
+
+def fe_centre(centre, model, ee_frame="EE", *, seed=0):
+    """The sensor-rate identifier of the fe batch's ``centre`` option: "weight" -> an
+    :class:`gato.estimators.OneStepWrenchIdentifier` in mode "weight" (the payload's low-passed
+    weight), "swing" -> a B = 1 :class:`gato.swing.PendulumSwingEstimator` (the pendulum's rod
+    tension at the current state, its mass read from the tension); None -> None. ValueError
+    naming centre for anything else."""
+    if centre is None:
+        return None
+    if centre == "weight":
+        from .estimators import OneStepWrenchIdentifier
+
+        return OneStepWrenchIdentifier(model, ee_frame, mode="weight")
+    if centre == "swing":
+        from .swing import PendulumSwingEstimator
+
+        return PendulumSwingEstimator(1, model, ee_frame, seed=seed)
+    raise ValueError(f"centre: expected one of {FE_CENTRES} or None, got {centre!r}")
 
 
 def wrench_id_options(wrench_id, batch_size: int) -> dict | None:

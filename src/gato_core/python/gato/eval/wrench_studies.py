@@ -34,7 +34,9 @@ Planner entries: ``planner: bsqp`` with ``config``:
   blend as rows (:func:`make_mpc_gato`); wrench_id: the B = 1 IdentifiedWrenchBatch
   (OneStepWrenchIdentifier); swing (any B): the PendulumSwingEstimator under a
   SwingWrenchBatch (the identified payload's wrench predicted knot by knot along the planned
-  motion; :func:`make_mpc_gato`); none: no hypotheses
+  motion; :func:`make_mpc_gato`); ``centre``: weight | swing (fe only): the ForceEstimator
+  sampling around that identifier's current wrench (gato.hypotheses.fe_centre, fed per
+  substep; :func:`make_mpc_gato`); none: no hypotheses
   (B identical entries). The sampler of scenario k (0-based, within its seed) is seeded
   ``seed + k``: runs are deterministic.
 - ``solver``: SolverParams fields (absent: SolverParams() defaults); ``limits``: default |
@@ -54,7 +56,7 @@ __all__ = ["HYPOTHESIS_ESTIMATORS", "WRENCH_STUDIES", "mpc_gato_kwargs", "run_di
 #: hypotheses.estimator values -> MPC_GATO's (estimator, wrench_id) arguments.
 HYPOTHESIS_ESTIMATORS = ("none", "fe", "cem", "wid", "wrench_id", "swing")
 _CONFIG = ("hypotheses", "solver", "limits")
-_HYP = ("estimator", "batch_size", "seed", "mode", "inertial_rows")
+_HYP = ("estimator", "batch_size", "seed", "mode", "inertial_rows", "centre")
 _LIMITS = ("default", "off", "telemetry", "al", "barrier", "admm")
 _Q_START = [0.0, 0.5, 0.0, -1.2, 0.0, 0.6, 0.0]  # bench/fig8_problem.Q_START: the figures' start pose
 
@@ -94,8 +96,8 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
     MPC_GATO built at that B; ``estimator: swing``: the SwingWrenchBatch over a
     PendulumSwingEstimator (B rows, seeded like the others) replaces it likewise. MPC_GATO's
     substep observers feed its identifier (they take the controller's batch when a run starts)."""
-    from ..estimators import IdentifiedWrenchSampler, PendulumSwingEstimator
-    from ..hypotheses import ForceHypothesisBatch, SwingWrenchBatch
+    from ..estimators import ForceEstimator, IdentifiedWrenchSampler, PendulumSwingEstimator
+    from ..hypotheses import ForceHypothesisBatch, SwingWrenchBatch, fe_centre
     from ..interface import robot_urdf
     from ..mpc_gato import MPC_GATO
 
@@ -109,6 +111,11 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
         s = m.solver
         est = PendulumSwingEstimator(m.batch_size, s.model, s.ee_frame, seed=m.fe_seed)
         m.controller.hypotheses = SwingWrenchBatch(est, s.model, s.ee_frame)
+    elif h.get("centre") is not None:  # fe centred on an identifier (ForceEstimator(centre=...))
+        s = m.solver
+        est = ForceEstimator(m.batch_size, seed=m.fe_seed,
+                             centre=fe_centre(h["centre"], s.model, s.ee_frame, seed=m.fe_seed))
+        m.controller.hypotheses = ForceHypothesisBatch(est, s.model, s.ee_frame)
     return m
 
 
@@ -143,6 +150,13 @@ def _check_planner(kind: str, pl: dict, path: str) -> None:
             raise _err(f"{hp}.inertial_rows", f"only the wid sampler has inertial rows, not {est!r}")
         if not isinstance(h["inertial_rows"], bool):
             raise _err(f"{hp}.inertial_rows", f"expected true or false, got {h['inertial_rows']!r}")
+    if "centre" in h:
+        from ..hypotheses import FE_CENTRES
+
+        if est != "fe":
+            raise _err(f"{hp}.centre", f"only the fe sampler is centred on an identifier, not {est!r}")
+        if h["centre"] not in FE_CENTRES:
+            raise _err(f"{hp}.centre", f"expected one of {list(FE_CENTRES)}, got {h['centre']!r}")
     if "mode" in h:
         if est != "wrench_id":
             raise _err(f"{hp}.mode", f"only the wrench_id estimator takes a mode, not {est!r}")
