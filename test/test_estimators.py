@@ -545,6 +545,7 @@ def test_force_estimator_centred_on_an_identifier_samples_around_it(model):
         assert max(means) <= 20.0, (B, max(means))
         assert rel(centred.estimate, offset) <= 0.25, (B, centred.estimate)  # the residual found
         assert worst <= 3.0, (B, worst)
+        assert centred.get_stats()["tri_wins"] == 0  # no trilateration row with a centre
         plain_worst, _, _ = run(ForceEstimator(B, seed=3))
         assert plain_worst > 3.0 * worst, (B, plain_worst, worst)
         again = ForceEstimator(B, seed=3, centre=_ScriptedCentre())

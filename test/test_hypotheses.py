@@ -295,3 +295,37 @@ def test_force_batch_a_diverging_rollout_scores_inf_and_the_others_count(model):
     hyp.apply(s, x_meas)
     best = hyp.select(s, None, np.r_[Q0, DQ0], u, x_meas, 0.031)
     assert best == 2 and hyp.last_errors[1] == np.inf and np.all(np.isfinite(np.delete(hyp.last_errors, 1)))
+
+
+def test_eval_fe_batch_centred_on_an_identifier():
+    """``hypotheses: {estimator: fe, centre: swing | weight}`` in a gato eval planner entry: the
+    controller's batch is a ForceHypothesisBatch over ForceEstimator(centre=...) whose identifier
+    the simulation feeds (sensor_identifier), its radius within FE_CENTRE_RADIUS; a centre on
+    another estimator or an unknown centre is a ValueError naming hypotheses.centre."""
+    import copy
+    from pathlib import Path
+
+    import yaml
+
+    from gato import eval as geval
+    from gato.eval.wrench_studies import make_mpc_gato
+    from gato.hypotheses import FE_CENTRE_RADIUS
+    from gato.swing import PendulumSwingEstimator
+
+    cfg = dict(hypotheses=dict(estimator="fe", batch_size=8, seed=2, centre="swing"))
+    m = make_mpc_gato(cfg, 1, N=8, dt=DT)
+    hyp = m.controller.hypotheses
+    assert isinstance(hyp, ForceHypothesisBatch) and isinstance(hyp.estimator, ForceEstimator)
+    assert isinstance(hyp.estimator.centre, PendulumSwingEstimator) and hyp.sensor_identifier is hyp.estimator.centre
+    assert (hyp.estimator.min_radius, hyp.estimator.max_radius) == FE_CENTRE_RADIUS and hyp.estimator.seed == 3
+    raw0 = yaml.safe_load((Path(__file__).resolve().parents[1] / "bench" / "specs" /
+                           "payload_pickplace_iiwa14.yaml").read_text())
+    ok = copy.deepcopy(raw0)
+    ok["planners"] = [dict(planner="bsqp", label="c", config=cfg)]
+    assert geval.parse_spec(ok).planners[0]["config"]["hypotheses"]["centre"] == "swing"
+    for h in (dict(estimator="cem", batch_size=8, centre="swing"), dict(estimator="fe", batch_size=8, centre="mass")):
+        raw = copy.deepcopy(raw0)
+        raw["planners"] = [dict(planner="bsqp", config=dict(hypotheses=h))]
+        with pytest.raises(ValueError) as e:
+            geval.parse_spec(raw)
+        assert str(e.value).startswith("planners[0].config.hypotheses.centre:"), str(e.value)

@@ -36,7 +36,8 @@ Planner entries: ``planner: bsqp`` with ``config``:
   SwingWrenchBatch (the identified payload's wrench predicted knot by knot along the planned
   motion; :func:`make_mpc_gato`); ``centre``: weight | swing (fe only): the ForceEstimator
   sampling around that identifier's current wrench (gato.hypotheses.fe_centre, fed per
-  substep; :func:`make_mpc_gato`); none: no hypotheses
+  substep; sphere radius within gato.hypotheses.FE_CENTRE_RADIUS; :func:`make_mpc_gato`);
+  none: no hypotheses
   (B identical entries). The sampler of scenario k (0-based, within its seed) is seeded
   ``seed + k``: runs are deterministic.
 - ``solver``: SolverParams fields (absent: SolverParams() defaults); ``limits``: default |
@@ -97,7 +98,7 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
     PendulumSwingEstimator (B rows, seeded like the others) replaces it likewise. MPC_GATO's
     substep observers feed its identifier (they take the controller's batch when a run starts)."""
     from ..estimators import ForceEstimator, IdentifiedWrenchSampler, PendulumSwingEstimator
-    from ..hypotheses import ForceHypothesisBatch, SwingWrenchBatch, fe_centre
+    from ..hypotheses import FE_CENTRE_RADIUS, ForceHypothesisBatch, SwingWrenchBatch, fe_centre
     from ..interface import robot_urdf
     from ..mpc_gato import MPC_GATO
 
@@ -113,7 +114,8 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
         m.controller.hypotheses = SwingWrenchBatch(est, s.model, s.ee_frame)
     elif h.get("centre") is not None:  # fe centred on an identifier (ForceEstimator(centre=...))
         s = m.solver
-        est = ForceEstimator(m.batch_size, seed=m.fe_seed,
+        lo, hi = FE_CENTRE_RADIUS
+        est = ForceEstimator(m.batch_size, seed=m.fe_seed, initial_radius=hi, min_radius=lo, max_radius=hi,
                              centre=fe_centre(h["centre"], s.model, s.ee_frame, seed=m.fe_seed))
         m.controller.hypotheses = ForceHypothesisBatch(est, s.model, s.ee_frame)
     return m
