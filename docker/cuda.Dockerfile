@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # gato on an NVIDIA CUDA devel image plus ROS 2 from the ROS apt repository
-# (Jazzy on Ubuntu 24.04 by default; Kilted also targets 24.04). gato has no CUDA
-# backend yet: this image builds the same CPU core as docker/ros.Dockerfile and
-# carries the CUDA toolkit (nvcc, CUDACXX) ready for the planned backend.
+# (Jazzy on Ubuntu 24.04 by default; Kilted also targets 24.04). It builds the same
+# CPU core as docker/ros.Dockerfile plus gato's CUDA backend (gato._cuda, nvcc from
+# the CUDA toolkit of the base image; docs/cuda.md).
 # Build from the repository root:
 #
 #   docker build -f docker/cuda.Dockerfile -t gato:jazzy-cuda .
