@@ -28,7 +28,8 @@ from .common import world_wrench_to_joint_local
 
 __all__ = ["HypothesisBatch", "ForceHypothesisBatch", "IdentifiedWrenchBatch", "SwingWrenchBatch",
            "world_wrench_to_gato_slot",
-           "ESTIMATORS", "wrench_id_options", "from_options", "substep_observers"]
+           "ESTIMATORS", "FE_CENTRES", "FE_CENTRE_RADIUS", "fe_centre", "wrench_id_options", "from_options",
+           "substep_observers"]
 
 
 def world_wrench_to_gato_slot(model, data, ee_frame_id, q, f_world) -> np.ndarray:
