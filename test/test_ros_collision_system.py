@@ -1,7 +1,9 @@
 """The controller node's collision parameters over DDS: the real node (launch runner, private
 ROS domain on loopback) started from the generated iiwa14 parameter file (whose empty obstacle
 arrays rcl reads as unset: the node starts with the rows off), obstacles set, refused and cleared
-at run time through rclpy's parameter client and the set_parameters service.
+at run time through rclpy's parameter client and the set_parameters service (an empty double
+array, and the empty byte array `ros2 param set ... "[]"` sends); every parameter answers
+get_parameters.
 The closed-loop behaviour is test/test_ros_controller_collision.py's (ROS-free)."""
 import json
 import signal
@@ -40,6 +42,16 @@ def test_collision_parameters_over_dds(tmp_path, ros_env):
         p = json.loads(st.params_json)
         assert p["collision_spheres"] == [] and p["collision_planes"] == [] and p["collision_mech"] == "admm"
         assert probe.params.wait_for_services(timeout_sec=sysm.WAIT_S)
+        # every parameter answers get_parameters, the empty obstacle arrays too (rclpy answers no value
+        # at all for a request naming a statically typed parameter that was never set: the recorder's
+        # snapshot, `ros2 param dump` and rqt then saw none)
+        fut = probe.params.list_parameters()
+        probe.spin_until(fut.done, what="list_parameters")
+        names = list(fut.result().result.names)
+        assert "collision_spheres" in names and "collision_planes" in names
+        fut = probe.params.get_parameters(names)
+        probe.spin_until(fut.done, what="get_parameters")
+        assert len(fut.result().values) == len(names), (len(fut.result().values), len(names))
 
         r = probe.set_param("collision_spheres", [0.5, 0.0, 0.5, 0.0])
         assert not r.successful and "collision_spheres: radius must be > 0" in r.reason, r.reason
@@ -65,6 +77,17 @@ def test_collision_parameters_over_dds(tmp_path, ros_env):
         assert probe.exchange(3 * S, q0).source == "mpc"
         st = probe.status_where(lambda s: s.ticks >= 3, "the status after clearing")
         assert json.loads(st.params_json)["collision_spheres"] == []
+        # and what `ros2 param set /gato_controller collision_spheres "[]"` sends: an empty BYTE array
+        assert probe.set_param("collision_spheres", [0.6, 0.3, 0.4, 0.05]).successful
+        empty_bytes = ParameterMsg(name="collision_spheres", value=ParameterValue(type=ParameterType.PARAMETER_BYTE_ARRAY))
+        fut = cli.call_async(SetParameters.Request(parameters=[empty_bytes]))
+        probe.spin_until(fut.done, what="set_parameters(collision_spheres=[] as bytes)")
+        assert fut.result().results[0].successful, fut.result().results[0].reason
+        assert probe.exchange(4 * S, q0).source == "mpc"
+        st = probe.status_where(lambda s: s.ticks >= 4, "the status after clearing with an empty byte array")
+        assert json.loads(st.params_json)["collision_spheres"] == []
+        r = probe.set_param("collision_spheres", "a string")
+        assert not r.successful and "collision_spheres: expected a list of numbers" in r.reason, r.reason
     finally:
         if probe is not None:
             probe.close()

@@ -35,7 +35,7 @@ from rclpy.node import Node
 from . import conversions as cv
 from . import params as schema
 from .controller_logic import ControllerLogic
-from .node_util import declare_schema, qos, run
+from .node_util import declare_schema, param_value, qos, run
 
 __all__ = ["ControllerNode", "main"]
 
@@ -94,13 +94,16 @@ class ControllerNode(Node):
             log.info(text)
 
     # ------------------------------------------------------------------ parameters
+    def _values(self, parameters) -> dict:
+        kinds = {p.name: p.type for p in schema.CONTROLLER}
+        return {p.name: param_value(kinds.get(p.name, ""), p.value) for p in parameters}
+
     def _on_set(self, parameters):
-        reason = self.logic.validate_changes({p.name: p.value for p in parameters})
+        reason = self.logic.validate_changes(self._values(parameters))
         return self._SetParametersResult(successful=reason is None, reason=reason or "")
 
     def _post_set(self, parameters):
-        self.logic.request_changes({p.name: (list(p.value) if type(p.value).__name__ == "array" else p.value)
-                                    for p in parameters})
+        self.logic.request_changes(self._values(parameters))
 
     # ------------------------------------------------------------------ callbacks
     def _now_ns(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 
-__all__ = ["declare_schema", "run", "arm_exit_guard", "EXIT_GRACE_S", "qos", "NODE_EXECUTABLES",
+__all__ = ["declare_schema", "param_value", "run", "arm_exit_guard", "EXIT_GRACE_S", "qos", "NODE_EXECUTABLES",
            "exit_on_startup_signal", "use_fastdds_profile", "FASTDDS_PROFILE"]
 
 #: The node executables (console scripts) of gato_ros.
@@ -181,6 +181,17 @@ def qos(depth: int = 10):
                       durability=DurabilityPolicy.VOLATILE)
 
 
+def param_value(kind: str, value):
+    """A parameter's value as the node's logic takes it: arrays as lists (rclpy gives
+    array.array / tuples); for the array kinds (``double_array``, ``string_array``) an unset
+    value (None) or an empty array of any element type is []."""
+    if isinstance(value, tuple) or type(value).__name__ == "array":
+        value = list(value)
+    if kind in ("double_array", "string_array") and (value is None or (isinstance(value, list) and not value)):
+        return []
+    return value
+
+
 def declare_schema(node, params_schema) -> dict:
     """Declare every parameter of ``params_schema`` on ``node`` with its descriptor.
 
@@ -215,16 +226,19 @@ def declare_schema(node, params_schema) -> dict:
         if p.name == "robot":
             continue
         default = p.default_for(robot)
+        desc = schema.descriptor(p)
         if p.type in ("double_array", "string_array") and len(default) == 0:
-            default = Parameter.Type.DOUBLE_ARRAY if p.type == "double_array" else Parameter.Type.STRING_ARRAY
-        values[p.name] = node.declare_parameter(p.name, default, schema.descriptor(p)).value
-        if values[p.name] is None and p.type in ("double_array", "string_array"):
-            # a parameter file's empty list ([]) has no element type: rcl leaves it unset (rclpy would
-            # type an empty list BYTE_ARRAY), so the parameter stays unset and its value is []
-            values[p.name] = []
+            # An empty list has no element type: rclpy types [] BYTE_ARRAY, and a parameter file's []
+            # leaves rcl's value unset. A statically typed parameter declared without a value is
+            # "uninitialized", and rclpy's get_parameters then answers NO value for a request naming
+            # it (the recorder's snapshot, `ros2 param dump`, rqt saw none of the node's parameters).
+            # Declared dynamically typed instead: unset reads as NOT_SET, `ros2 param set ... "[]"`
+            # (a BYTE_ARRAY) is accepted, and param_value() turns both into [] for the node; the
+            # schema's validation refuses any other type by name.
+            desc.dynamic_typing = True
+            default = None
+        values[p.name] = param_value(p.type, node.declare_parameter(p.name, default, desc).value)
     for name, value in values.items():
-        if isinstance(value, tuple) or type(value).__name__ == "array":
-            values[name] = list(value)  # rclpy returns arrays as array.array / tuples
         reason = schema.validate(params_schema, name, values[name], allow_read_only=True)
         if reason:
             raise ValueError(f"parameter {reason}")
