@@ -203,11 +203,23 @@ def graph(tmp_path_factory, ros_env):
                                              solve_rate_hz=50.0, warmup_solves=3,
                                              reference_topic="/gato_plugin_test/ee_reference")}
     (d / "controllers.yaml").write_text(yaml.safe_dump(cfg))
-    launch = _Launch(d, ros_env, probe=probe)
+    # The gato nodes' Fast DDS transport (16 MB shared-memory segment, deep port queue) for the
+    # controller manager and this test's readers too: the ~/ticks test reads 1 kHz ticks in 100
+    # batches a second beside /joint_states, and one CI run lost ~13 consecutive batches in
+    # transport with Fast DDS's 512 KB default (the plugin's ring had dropped nothing).
+    from gato_ros.node_util import use_fastdds_profile
+
+    saved = os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE")
+    use_fastdds_profile(os.environ)
+    launch = _Launch(d, dict(os.environ), probe=probe)
     try:
         yield ros_env, plugin, _initial_positions(urdf), d
     finally:
         launch.stop()
+        if saved is None:
+            os.environ.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
+        else:
+            os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = saved
 
 
 class Client:
@@ -383,7 +395,7 @@ def test_every_update_is_published_on_ticks_with_consecutive_sequence_numbers(gr
     names = plugin["joints"]
     got = []
     sub = client.node.create_subscription(ControlTicks, f"/{PLUGIN}/ticks", got.append,
-                                          QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+                                          QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
     try:
         client.spin(3.0)
     finally:
