@@ -50,7 +50,7 @@ def _subscribers(env, topic) -> int:
 
 @pytest.fixture(scope="module")
 def bags(tmp_path_factory, ros_env):
-    """Every RECORDINGS bag of one 4 s lockstep run (the recorders start first)."""
+    """Every RECORDINGS bag of one 8 s lockstep run (the recorders start first)."""
     require_ros2_tools()
     from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 
@@ -74,10 +74,13 @@ def bags(tmp_path_factory, ros_env):
         need = sum("--topics" in o for o in RECORDINGS.values())
         while _subscribers(ros_env, "/joint_states") < need and time.monotonic() < end:
             time.sleep(0.5)
-        # 4 s (400 ticks): the -a recorders subscribe only once a topic exists, which on a loaded
+        # 8 s (800 ticks): the -a recorders subscribe only once a topic exists, which on a loaded
         # machine can miss the first second or more of the run (seen in CI: 87-93 of 200 ticks
-        # in the zstd file-mode bags of a 2 s run); the checks below need >= 100 per topic.
-        launch = subprocess.Popen(["ros2", "launch", "gato_bringup", "sim.launch.yaml", "duration:=4.0"], env=env,
+        # in the zstd file-mode bags of a 2 s run); and a recorder that lost the controller's
+        # endpoint announcement matches its topics only when Fast DDS repairs that, seconds later
+        # (seen in CI: two sqlite3 recorders of a 4 s run, about 2 s of wall clock, got every joint
+        # state and no controller message); the checks below need >= 100 per topic.
+        launch = subprocess.Popen(["ros2", "launch", "gato_bringup", "sim.launch.yaml", "duration:=8.0"], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                   start_new_session=True)
         out_launch, _ = launch.communicate(timeout=600)
