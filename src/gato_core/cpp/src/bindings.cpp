@@ -89,13 +89,7 @@ void bind_solver(py::module_& m, const char* name) {
       .def_property_readonly("frame_names", [](const P& p) { return p.plant->frame_names(); })
       .def("frame_id", [](const P& p, const std::string& n) { return p.plant->frame_id(n); })
       .def_property_readonly("limits", [](const P& p) {
-        const auto& L = p.plant->limits();
-        py::dict d;
-        d["q_lo"] = py::array_t<double>(L.q_lo.size(), L.q_lo.template cast<double>().eval().data());
-        d["q_hi"] = py::array_t<double>(L.q_hi.size(), L.q_hi.template cast<double>().eval().data());
-        d["qd"] = py::array_t<double>(L.qd_max.size(), L.qd_max.template cast<double>().eval().data());
-        d["u"] = py::array_t<double>(L.u_max.size(), L.u_max.template cast<double>().eval().data());
-        return d;
+        return pytypes::limits_dict(p.plant->limits());
       })
       .def("set_settings", [](P& p, const py::object& d) { p.solver->set_settings(settings_from(d)); },
            py::arg("settings"), "Replace the settings: a Settings or a dict of overrides over the defaults.")

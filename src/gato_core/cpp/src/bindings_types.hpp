@@ -33,6 +33,18 @@ inline std::string repr_of(py::handle v) { return py::cast<std::string>(py::repr
 template <typename S>
 using Arr = py::array_t<S, py::array::c_style | py::array::forcecast>;
 
+/// The plant's URDF limits as the dict {"q_lo", "q_hi", "qd", "u"} of float64 (nv,) arrays
+/// [rad or m, rad/s or m/s, N*m or N].
+template <typename Limits>
+py::dict limits_dict(const Limits& L) {
+        py::dict d;
+        d["q_lo"] = py::array_t<double>(L.q_lo.size(), L.q_lo.template cast<double>().eval().data());
+        d["q_hi"] = py::array_t<double>(L.q_hi.size(), L.q_hi.template cast<double>().eval().data());
+        d["qd"] = py::array_t<double>(L.qd_max.size(), L.qd_max.template cast<double>().eval().data());
+        d["u"] = py::array_t<double>(L.u_max.size(), L.u_max.template cast<double>().eval().data());
+        return d;
+}
+
 /// ValueError "name: expected shape (a, b), got (c, d)" unless ``a`` has exactly ``shape``.
 template <typename S>
 void check_shape(const Arr<S>& a, std::initializer_list<long> shape, const char* name) {

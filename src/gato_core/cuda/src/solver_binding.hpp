@@ -49,13 +49,7 @@ void bind_solver(py::module_& m, const char* name) {
       .def_property_readonly("joint_names", [](const Batch& b) { return b.plant().joint_names(); })
       .def("frame_id", [](const Batch& b, const std::string& n) { return b.plant().frame_id(n); })
       .def_property_readonly("limits", [](const Batch& b) {
-        const auto& L = b.plant().limits();
-        py::dict d;
-        d["q_lo"] = py::array_t<double>(L.q_lo.size(), L.q_lo.template cast<double>().eval().data());
-        d["q_hi"] = py::array_t<double>(L.q_hi.size(), L.q_hi.template cast<double>().eval().data());
-        d["qd"] = py::array_t<double>(L.qd_max.size(), L.qd_max.template cast<double>().eval().data());
-        d["u"] = py::array_t<double>(L.u_max.size(), L.u_max.template cast<double>().eval().data());
-        return d;
+        return pytypes::limits_dict(b.plant().limits());
       })
       .def("set_settings", [](Batch& b, const py::object& d) { b.set_settings(pytypes::settings_fields().from_py(d)); })
       .def_property_readonly("settings", [](const Batch& b) { return b.settings(); })
