@@ -180,27 +180,29 @@ def test_host_sqp_matches_the_cpu_backend_with_every_cost_term_and_a_wrench():
         s.set_q_pos_cost(np.full(7, 0.1))
         s.set_q_nom(Q0 + 0.05)
         s.set_fext(f)
-    x, ref, xu = fig8_windows(None, np.float64)
-    a, b = xu.copy(), xu.copy()
-    cpu.solve(x, ref, a, 0.0)
-    host.solve(x, ref, b, 0.0)
-    np.testing.assert_allclose(b, a, rtol=0, atol=1e-8)
-    np.testing.assert_allclose(host.stats().final_merit, cpu.stats().final_merit, rtol=1e-10)
+    x, ref, a, b = _solve_both(cpu, host)
     np.testing.assert_allclose(host.merit(b, x, ref), cpu.merit(a, x, ref), rtol=1e-10)
     u = rng.standard_normal((B, 7))
     np.testing.assert_allclose(host.sim_forward(x, u, 0.01), cpu.sim_forward(x, u, 0.01), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("linsys", ["bdsv", "pcg"])
-def test_host_sqp_matches_the_cpu_backend_with_rk4(linsys):
-    """RK4: the stage Jacobians chained as the CPU backend's integrator.hpp does."""
-    cpu, host = pair(np.float64, linsys, max_sqp_iters=5, integrator="rk4")
+
+def _solve_both(cpu, host):
+    """One solve of each backend from the same figure-8 windows (float64); asserts their plans
+    (atol 1e-8) and final merits (rtol 1e-10) agree; returns (x, ref, cpu plan, host plan)."""
     x, ref, xu = fig8_windows(None, np.float64)
     a, b = xu.copy(), xu.copy()
     cpu.solve(x, ref, a, 0.0)
     host.solve(x, ref, b, 0.0)
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-8)
     np.testing.assert_allclose(host.stats().final_merit, cpu.stats().final_merit, rtol=1e-10)
+    return x, ref, a, b
+
+@pytest.mark.parametrize("linsys", ["bdsv", "pcg"])
+def test_host_sqp_matches_the_cpu_backend_with_rk4(linsys):
+    """RK4: the stage Jacobians chained as the CPU backend's integrator.hpp does."""
+    cpu, host = pair(np.float64, linsys, max_sqp_iters=5, integrator="rk4")
+    x, ref, a, b = _solve_both(cpu, host)
     np.testing.assert_array_equal(host.stats().step_size, cpu.stats().step_size)
     np.testing.assert_array_equal(host.stats().pcg_iters, cpu.stats().pcg_iters)
     np.testing.assert_allclose(host.merit(b, x, ref), cpu.merit(a, x, ref), rtol=1e-10)

@@ -69,23 +69,21 @@ def test_collision_parameters_over_dds(tmp_path, ros_env):
         # clearing: an empty DOUBLE array through the service (ros2 param set types [] as bytes)
         cli = probe.node.create_client(SetParameters, "/gato_controller/set_parameters")
         assert cli.wait_for_service(timeout_sec=sysm.WAIT_S)
-        empty = ParameterMsg(name="collision_spheres",
-                             value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=[]))
-        fut = cli.call_async(SetParameters.Request(parameters=[empty]))
-        probe.spin_until(fut.done, what="set_parameters(collision_spheres=[])")
-        assert fut.result().results[0].successful, fut.result().results[0].reason
-        assert probe.exchange(3 * S, q0).source == "mpc"
-        st = probe.status_where(lambda s: s.ticks >= 3, "the status after clearing")
-        assert json.loads(st.params_json)["collision_spheres"] == []
+
+        def clear_with(value: ParameterValue, tick: int):
+            """Send collision_spheres = value through ~/set_parameters; the next tick solves without
+            obstacles and its status reads them back empty."""
+            fut = cli.call_async(SetParameters.Request(parameters=[ParameterMsg(name="collision_spheres", value=value)]))
+            probe.spin_until(fut.done, what=f"set_parameters(collision_spheres) type {value.type}")
+            assert fut.result().results[0].successful, fut.result().results[0].reason
+            assert probe.exchange(tick * S, q0).source == "mpc"
+            st = probe.status_where(lambda s: s.ticks >= tick, f"the status of tick {tick} after clearing")
+            assert json.loads(st.params_json)["collision_spheres"] == []
+
+        clear_with(ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=[]), 3)
         # and what `ros2 param set /gato_controller collision_spheres "[]"` sends: an empty BYTE array
         assert probe.set_param("collision_spheres", [0.6, 0.3, 0.4, 0.05]).successful
-        empty_bytes = ParameterMsg(name="collision_spheres", value=ParameterValue(type=ParameterType.PARAMETER_BYTE_ARRAY))
-        fut = cli.call_async(SetParameters.Request(parameters=[empty_bytes]))
-        probe.spin_until(fut.done, what="set_parameters(collision_spheres=[] as bytes)")
-        assert fut.result().results[0].successful, fut.result().results[0].reason
-        assert probe.exchange(4 * S, q0).source == "mpc"
-        st = probe.status_where(lambda s: s.ticks >= 4, "the status after clearing with an empty byte array")
-        assert json.loads(st.params_json)["collision_spheres"] == []
+        clear_with(ParameterValue(type=ParameterType.PARAMETER_BYTE_ARRAY), 4)
         r = probe.set_param("collision_spheres", "a string")
         assert not r.successful and "collision_spheres: expected a list of numbers" in r.reason, r.reason
     finally:
