@@ -177,6 +177,45 @@ def test_fixed_pacing_substeps_windows_and_knot0_vs_knot1():
     assert np.all(np.abs(st["torques"]) <= d.u_limit)
 
 
+def test_observe_first_holds_the_start_pose_for_the_first_period():
+    """observe_first=True: the 31 substeps of the first period play the nominal model's
+    JointHold of the start pose (gato.safety, OBSERVE_HOLD_HZ), re-evaluated every substep from
+    the state, instead of the warm-up plan; from the second period on the planner's plans play
+    as before. False plays the warm-up plan's knot 0 from t = 0. None (default): on exactly
+    when the hypotheses take a sensor feed (wrench_id, wid, swing), off for the fe sampler and
+    for no hypotheses. Anything else is refused by name."""
+    from gato.safety import JointHold
+
+    x0 = start("iiwa14")
+    runs = {}
+    for obs in (True, False):
+        w = RecordingWorld()
+        d = MPC_GATO(None, IIWA, N=8, world=w, verbose=False, observe_first=obs)
+        goal = d.solver.ee_pos(x0[:7]) + np.array([0.0, 0.1, 0.0])
+        _, st = d.run_mpc_goals(x0, goal[None, :], goal_timeout=0.1, pace_by_solve_time=False)
+        runs[obs] = (w, d, st)
+    w, d, _ = runs[True]
+    hold = JointHold(d.solver.model, MPC_GATO.OBSERVE_HOLD_HZ, d.u_limit)
+    hold.target = x0[:7]
+    q, dq = x0[:7].copy(), x0[7:].copy()
+    for i in range(31):
+        u, _ = w.calls[i]
+        assert np.allclose(u, hold(q, dq), rtol=0, atol=1e-9), i
+        q, dq = w.inner.step(q, dq, u, 0.001)
+    w_off, _, st_off = runs[False]
+    assert not np.allclose(w_off.calls[0][0], w.calls[0][0])
+    assert np.array_equal(w_off.calls[0][0], w_off.calls[30][0])  # the warm-up plan's knot 0, held
+    assert len(w.calls) == len(w_off.calls)
+
+    assert MPC_GATO(None, IIWA, N=8, verbose=False).observes_first() is False  # fe (B = 1: no batch)
+    assert MPC_GATO(None, IIWA, N=8, batch_size=4, verbose=False).observes_first() is False  # fe sampler
+    assert MPC_GATO(None, IIWA, N=8, wrench_id=True, verbose=False).observes_first() is True
+    assert MPC_GATO(None, IIWA, N=8, batch_size=4, estimator="wid", verbose=False).observes_first() is True
+    assert MPC_GATO(None, IIWA, N=8, wrench_id=True, verbose=False, observe_first=False).observes_first() is False
+    with pytest.raises(ValueError, match="observe_first"):
+        MPC_GATO(None, IIWA, N=8, observe_first="yes")
+
+
 def test_reference_end_stops_the_run_and_full_stats():
     d = MPC_GATO(None, IIWA, N=8, verbose=False, track_full_stats=True)
     x0 = start("iiwa14")

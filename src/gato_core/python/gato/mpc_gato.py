@@ -89,6 +89,15 @@ class MPC_GATO:
             sim time exceeds 2 s (run_mpc_fig8: sim_time; run_mpc_goals:
             goal_timeout * len(goals)).
         clamp_torques: clamp the applied torques to the URDF effort limits (default True).
+        observe_first: hold the start pose for the first control period of every run (the
+            nominal model's :class:`gato.safety.JointHold` at :attr:`OBSERVE_HOLD_HZ`, every
+            substep) instead of playing the warm-up plan, so a sensor-fed identifier sees the
+            load before the first plan moves the arm (the warm-up still warms the solver).
+            None (default): on when the hypotheses identify from the sensor at the run's start
+            (a ``sensor_identifier``: wid, wrench_id, swing, an fe centre) on a fixed-base
+            robot; True / False: always / never. Why: a plan made at t = 0 knows nothing of an
+            attached payload, and a step reference at t = 0 then drives the wrist past its
+            velocity limit before the first re-plan (payload study, docs/benchmarks.md).
 
     Attributes: ``solver`` (gato.BSQP), ``controller`` (gato.MPCController), ``planner``
     (its gato.bsqp_planner.BSQPPlanner), ``last_record`` (the gato.simloop.RunRecord of the
@@ -96,6 +105,8 @@ class MPC_GATO:
     ``world``, ``model``, ``N``, ``dt``, ``nq``, ``nv``, ``nx``, ``nu``.
     """
 
+    #: Natural frequency [Hz] of the start-pose hold of ``observe_first`` (the ROS hold's default).
+    OBSERVE_HOLD_HZ = 4.0
     #: Runs whose planned simulated time exceeds this [s] print progress when verbose is None.
     VERBOSE_AUTO_S = 2.0
     #: Simulated seconds between progress lines.
@@ -105,7 +116,7 @@ class MPC_GATO:
                  track_full_stats=False, plant_type=None, variant=None, pendulum_config=None, params=None,
                  linsys=None, bdsv_threshold=None, reseed_threshold=None, admm_linsys=None, admm_threshold=None,
                  limits=None, limits_kw=None, fe_seed=0, fc_config=None, wrench_id=None, world=None,
-                 estimator="fe", *, verbose=None, clamp_torques=True):
+                 estimator="fe", *, verbose=None, clamp_torques=True, observe_first=None):
         # --- options whose machinery this build lacks: refuse loudly, never degrade silently
         if variant not in (None, "default"):
             raise ValueError(f"variant: {variant!r} solver modules are not available in this build "
@@ -120,6 +131,8 @@ class MPC_GATO:
             raise ValueError(f"fe_seed: expected a non-negative integer, got {fe_seed!r}")
         if verbose not in (None, True, False):
             raise ValueError(f"verbose: expected None, True or False, got {verbose!r}")
+        if observe_first not in (None, True, False):
+            raise ValueError(f"observe_first: expected None, True or False, got {observe_first!r}")
 
         self.solver = s = BSQP(model_path, int(batch_size), N, dt, solver_params(params), plant_type=plant_type)
         hyp = hypotheses.from_options(s.model, s.ee_frame, s.batch_size, estimator=estimator, wrench_id=wrench_id,
@@ -144,6 +157,7 @@ class MPC_GATO:
         self.fe_seed, self.estimator, self.fc_config, self.wrench_id = int(fe_seed), estimator, None, wrench_id
         self.verbose = verbose
         self.clamp_torques = bool(clamp_torques)
+        self.observe_first = observe_first
         self.u_limit = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)[:self.nu_act]
         self.pendulum_config = pendulum_config
 
@@ -236,6 +250,27 @@ class MPC_GATO:
         clock.update(t=sim.t, owed=sim.owed, n=sim.substeps, periods=sim.periods, sum=sim.period_sum)
         return sim.q, sim.dq, n
 
+    def observes_first(self) -> bool:
+        """Whether the next run holds the start pose for its first control period
+        (``observe_first``; None: the hypotheses' sensor identifier on a fixed-base robot)."""
+        if self.observe_first is not None:
+            return bool(self.observe_first)
+        h = self.controller.hypotheses
+        fixed = self.nq == self.nv == self.u_limit.size
+        return fixed and h is not None and getattr(h, "sensor_identifier", None) is not None
+
+    def _first_command(self, x):
+        if not self.observes_first():
+            return None
+        from .safety import JointHold
+
+        if not self.nq == self.nv == self.u_limit.size:
+            raise ValueError("observe_first: the start-pose hold needs a fixed-base robot (every joint actuated); "
+                             f"this one has nq={self.nq}, nv={self.nv}, {self.u_limit.size} actuated")
+        hold = JointHold(self.solver.model, self.OBSERVE_HOLD_HZ, self.u_limit)
+        hold.target = np.array(x[:self.nq], dtype=np.float64)
+        return simloop.StateFeedback(hold)
+
     def _run(self, task, x, sim_dt, pace, name, header, progress, done) -> dict:
         """Run ``task`` through gato.simloop.run_closed_loop. Verbose: a ``header`` line, a
         ``progress(columns, t)`` line per PROGRESS_EVERY_S of simulated time, the goal events and
@@ -258,7 +293,7 @@ class MPC_GATO:
 
         sim = self._simulation(x[:self.nq], x[self.nq:], sim_dt)
         rec = simloop.run_closed_loop(sim, self.planner, task, paced=pace, on_tick=on_tick if verbose else None,
-                                      on_event=on_event if verbose else None)
+                                      on_event=on_event if verbose else None, first_command=self._first_command(x))
         self.last_record = rec  # the run as the core records it (planner stats, events)
         if rec.stop_reason == "diverged":
             raise RuntimeError(f"MPC_GATO: the {self._world_kind} world diverged at t = {rec.sim_time:.4f} s")

@@ -640,7 +640,7 @@ class RunRecord:
 
 # ----------------------------------------------------------------- the loop
 def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget_s=None, on_tick=None,
-                    on_event=None) -> RunRecord:
+                    on_event=None, first_command=None) -> RunRecord:
     """Close the loop between ``sim``, a :class:`gato.planner.Planner` and ``task``::
 
         planner.reset(x0); play planner.warmup(x0, task.begin(ee0)) (or a first step)
@@ -650,7 +650,10 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
             step the planner (dt_elapsed = the substeps actually played), record
 
     ``on_tick(record)`` after each recorded row; ``on_event(t, kind, data)`` for task and
-    simulation events. Returns the :class:`RunRecord` (finished).
+    simulation events. ``first_command``: a command (``torque(i, sim_dt, q, dq)``) the world
+    plays for the first period instead of the planner's first answer (which still warms the
+    planner up), e.g. a :class:`StateFeedback` start-pose hold while an identifier observes.
+    Returns the :class:`RunRecord` (finished).
     """
     rec = RunRecord(sim.q.size, sim.dq.size, planner.nu_act, planner.dt)
     for k in task.columns:
@@ -662,6 +665,11 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
         command = command_of(planner.warmup(x, first))
     else:
         command = command_of(planner.step(x, first, budget_s=budget_s))
+    if first_command is not None:
+        if not callable(getattr(first_command, "torque", None)):
+            raise ValueError(f"first_command: expected a command with torque(i, sim_dt, q, dq), got "
+                             f"{type(first_command).__name__}")
+        command = first_command
     period, stop = planner.dt, task.end_reason
     while sim.t < task.t_end - EPS:
         n = sim.advance(command, period if paced else planner.dt, fixed=not paced)
