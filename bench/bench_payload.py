@@ -35,6 +35,7 @@ so the first ticks carry the attachment transient; reported beside the strict cr
     python bench/bench_payload.py --out /tmp/payload --n 20 [--batches 1 8 32] [--mass 15]
         [--length 0.5] [--damping 0] [--rigid] [--grace 0.1] [--configs none:1 fe:8 wid:1 ...]
         [--no-clamp] [--solver vel_lim_cost=0.1 ...] [--workers 2] [--ray auto] [--eval-out DIR]
+        [--seeds 0 1 2 ...]   (one grid per seed, a per-seed success table)
 """
 import argparse
 import json
@@ -123,6 +124,9 @@ def main(argv=None):
     ap.add_argument("--out", default="/tmp/bench_payload")
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="several scenario seeds, one grid each (the hypotheses seeded per seed as with --seed); "
+                         "adds a per-seed success table")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--mass", type=float, default=15.0)
     ap.add_argument("--length", type=float, default=0.5)
@@ -146,15 +150,27 @@ def main(argv=None):
         configs = parse_configs(a.configs)
     else:
         configs = [(1, None)] + [(B, e) for e in ("fe", "wid") for B in a.batches if not (B == 1 and e == "fe")]
-    spec = build_spec(a.n, configs, a.seed, a.mass, a.length, a.damping, a.rigid, a.grace, not a.no_clamp,
-                      parse_solver(a.solver))
-    rows = run_grid(spec, a.eval_out or out / "eval", a.workers, a.ray)
+    seeds = a.seeds if a.seeds else [a.seed]
+    rows = []
+    for i, seed in enumerate(seeds):
+        spec = build_spec(a.n, configs, seed, a.mass, a.length, a.damping, a.rigid, a.grace, not a.no_clamp,
+                          parse_solver(a.solver))
+        eval_out = Path(a.eval_out or out / "eval")
+        got = run_grid(spec, eval_out / f"seed{seed}" if a.seeds else eval_out, a.workers, a.ray)
+        rows += [dict(r, seed=seed) for r in got]
+        if a.seeds:
+            print(f"[bench_payload] seed {seed} done ({i + 1}/{len(seeds)}): "
+                  + ", ".join(f"B={B} {est or 'none'} {sum(r['success'] for r in _cfg_rows(got, B, est))}/"
+                              f"{len(_cfg_rows(got, B, est))}" for B, est in configs), flush=True)
     for r in rows:
-        print(f"B={r['B']:2d} {str(r['estimator']):4s} {r['scenario']} ramp {r['ramp']:.1f}: "
-              f"{'OK ' if r['success'] else 'FAIL'} {r['reason']}{when(r)}", flush=True)
+        if not r["success"] or not a.seeds:
+            print(f"B={r['B']:2d} {str(r['estimator']):4s} {r['scenario']} ramp {r['ramp']:.1f}: "
+                  f"{'OK ' if r['success'] else 'FAIL'} {r['reason']}{when(r)}", flush=True)
     (out / "payload.json").write_text(json.dumps(dict(args=vars(a), command=" ".join(sys.argv), rows=rows), indent=1,
                                                  default=str))
     print("\n".join(table(rows, configs)))
+    if a.seeds:
+        print("\n".join(seed_table(rows, configs, seeds)))
     plot(rows, configs, out / "payload.png", a)
 
 
@@ -191,6 +207,28 @@ def table(rows, configs):
     return lines
 
 
+def seed_table(rows, configs, seeds):
+    """Markdown lines: success per seed (rows) and configuration (columns), the worst seed and the
+    pooled rate last."""
+    head = [f"B = {B} {est or 'none'}" for B, est in configs]
+    lines = ["| seed | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for seed in seeds:
+        cells = []
+        for B, est in configs:
+            rs = [r for r in _cfg_rows(rows, B, est) if r["seed"] == seed]
+            cells.append(f"{sum(r['success'] for r in rs)}/{len(rs)}")
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    worst, pooled = [], []
+    for B, est in configs:
+        rs = _cfg_rows(rows, B, est)
+        rates = [np.mean([r["success"] for r in rs if r["seed"] == seed]) for seed in seeds]
+        worst.append(f"{100 * min(rates):.0f} %")
+        pooled.append(f"{sum(r['success'] for r in rs)}/{len(rs)} ({100 * np.mean([r['success'] for r in rs]):.1f} %)")
+    lines.append("| worst seed | " + " | ".join(worst) + " |")
+    lines.append("| pooled | " + " | ".join(pooled) + " |")
+    return lines
+
+
 def plot(rows, configs, path, a):
     import matplotlib
 
@@ -213,7 +251,8 @@ def plot(rows, configs, path, a):
     ax.set_ylabel("share of scenarios [%]")
     load = (f"{a.mass:g} kg rigid weight" if a.rigid
             else f"{a.mass:g} kg pendulum ({a.length:g} m, damping {a.damping:g})")
-    ax.set_title(f"iiwa14 pick-and-place, {load}, {a.n} scenarios", fontsize=9)
+    seeds = f"{len(a.seeds)} seeds x {a.n}" if a.seeds else f"{a.n}"
+    ax.set_title(f"iiwa14 pick-and-place, {load}, {seeds} scenarios", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -399,6 +399,25 @@ def test_swing_estimator_identifies_the_payload_and_follows_its_rod(model):
     assert f.shape == (3,) and est.take_mean_force() is None  # the mean since the last call
 
 
+def test_swing_prediction_of_a_blown_up_plan_falls_back_to_the_weight(model):
+    """A plan whose EE velocity jumps by 1e200 m/s between knots (a diverging solve) overflows the
+    swing integration: those intervals predict the identified weight alone (finite, never NaN into
+    the solver) and are counted in n_nonfinite; the sane intervals keep their prediction."""
+    est = PendulumSwingEstimator(3, model)
+    for q, dq, dqn, tau, qn, _ in _swinging(model, 300):
+        est.identify(q, dq, dqn, tau, 1e-3, q_next=qn)
+    v = np.zeros((5, 3))
+    v[3] = [1e200, 0.0, 0.0]
+    with np.errstate(all="raise"):  # the estimator itself keeps numpy quiet
+        pred = est.predict(v, 0.03125)
+    assert np.all(np.isfinite(pred))
+    weight = est.mass * np.asarray(model.gravity.linear)
+    assert est.get_stats()["n_nonfinite"] > 0
+    assert np.allclose(pred[0, 2, :3], weight) and np.allclose(pred[0, 2, 3:], 0.0)
+    sane = est.predict(np.zeros((5, 3)), 0.03125)
+    assert np.allclose(pred[:, :2], sane[:, :2])
+
+
 def test_swing_estimator_predicts_the_planned_reaction_scaled_by_inertial_gain(model):
     """A payload hanging still under a still arm: the rows are its weight; along a planned
     constant upward EE acceleration a, row 0 is m g - inertial_gain * m a on every interval

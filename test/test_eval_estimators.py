@@ -95,6 +95,12 @@ _HYP = "planners[0].config.hypotheses"
     (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="wid", batch_size=8,
                                                                             inertial_rows="yes")))]),
      f"{_HYP}.inertial_rows"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="wid", batch_size=8,
+                                                                            inertial_gain=0.5)))]),
+     f"{_HYP}.inertial_gain"),
+    (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses=dict(estimator="swing", batch_size=8,
+                                                                            inertial_gain=1.5)))]),
+     f"{_HYP}.inertial_gain"),
     (DIST, dict(planners=[dict(planner="bsqp", config=dict(hypotheses="fe"))]), _HYP),
     (DIST, dict(planners=[dict(planner="bsqp", config=dict(solver=dict(q_cots=1.0)))]),
      "planners[0].config.solver.q_cots"),
@@ -266,35 +272,6 @@ def test_inertial_rows_install_the_identified_wrench_sampler_fed_per_substep():
     assert r["mean_tracking_error"] < plain["mean_tracking_error"]
 
 
-def test_swing_hypotheses_keep_the_swinging_payload_the_weight_alone_loses():
-    """hypotheses {estimator: swing}: the PendulumSwingEstimator under a SwingWrenchBatch, fed
-    every 1 ms substep. Scenario 1 of seed 0, the unmodelled undamped 15 kg / 0.5 m pendulum,
-    the full protocol (5 s per goal): at B = 1 the swing-aware prediction reaches all 3 goals
-    with every joint inside its limits; the weight alone (wid, B = 1) loses the payload there
-    (the world diverges). B = 4 programs a per-knot (4, N, 6) band and scores its rows."""
-    from gato.estimators import PendulumSwingEstimator
-    from gato.hypotheses import SwingWrenchBatch
-    from gato.eval import wrench_studies as ws
-
-    sc = _tiny(PAY, n=2).scenarios("iiwa14")[1]
-    pend = dict(pendulum_config=dict(mass=15.0, length=0.5, damping=0.0))
-    swing = ws.run_payload(sc, {"hypotheses": {"estimator": "swing", "batch_size": 1}}, pend, 1)
-    assert swing["success"] == 1 and swing["goals_reached"] == 3 and swing["tick_qd_ratio"] < 1.0, swing
-    wid = ws.run_payload(sc, {"hypotheses": {"estimator": "wid", "batch_size": 1}}, pend, 1)
-    assert wid["success"] == 0 and wid["diverged"] == 1, wid
-
-    cfg = {"hypotheses": {"estimator": "swing", "batch_size": 4, "seed": 2}}
-    m = ws.make_mpc_gato(cfg, 1, **pend)
-    h = m.controller.hypotheses
-    assert isinstance(h, SwingWrenchBatch) and isinstance(h.estimator, PendulumSwingEstimator)
-    assert m.wrench_identifier is h.estimator and m.batch_size == 4
-    _, st = m.run_mpc_goals(np.r_[sc["q0"], np.zeros(7)], np.asarray(sc["goals"]), goal_timeout=0.2,
-                            pace_by_solve_time=False, goal_ramp=float(sc["ramp"]))
-    hs = h.get_stats()
-    assert hs["band"].shape == (4, 32, 6) and np.all(np.isfinite(hs["scores"])) and np.any(hs["scores"] > 0)
-    assert hs["mass"] == pytest.approx(15.0, rel=0.15) and hs["n_feedback"] > 0
-
-
 def _pay_scenario(seed, idx):
     """Scenario ``idx`` of the payload study's seed ``seed`` (gato.tasks.pickplace_scenarios)."""
     raw = _raw(PAY)
@@ -307,6 +284,37 @@ _PEND = dict(pendulum_config=dict(mass=15.0, length=0.5, damping=0.0))
 
 def _swing_cfg(B):
     return {"hypotheses": {"estimator": "swing", "batch_size": B}, "solver": {"vel_lim_cost": 0.1}}
+
+
+def test_swing_hypotheses_keep_the_swinging_payload_the_weight_alone_loses():
+    """hypotheses {estimator: swing}: the PendulumSwingEstimator under a SwingWrenchBatch, fed
+    every 1 ms substep. Scenario 7 of seed 0, the unmodelled undamped 15 kg / 0.5 m pendulum,
+    the full protocol (5 s per goal), both with the velocity barrier (vel_lim_cost 0.1): at B = 1
+    the swing-aware prediction reaches all 3 goals with every joint inside its limits; the
+    weight alone (wid, B = 1) drives J6 past its limit (1.13x). B = 4 programs a per-knot
+    (4, N, 6) band and scores its rows."""
+    from gato.estimators import PendulumSwingEstimator
+    from gato.hypotheses import SwingWrenchBatch
+    from gato.eval import wrench_studies as ws
+
+    sc = _pay_scenario(0, 7)
+    pend = dict(pendulum_config=dict(mass=15.0, length=0.5, damping=0.0))
+    swing = ws.run_payload(sc, _swing_cfg(1), pend, sc["k"])
+    assert swing["success"] == 1 and swing["goals_reached"] == 3 and swing["tick_qd_ratio"] < 1.0, swing
+    wid = ws.run_payload(sc, {"hypotheses": {"estimator": "wid", "batch_size": 1}, "solver": {"vel_lim_cost": 0.1}},
+                         pend, sc["k"])
+    assert wid["success"] == 0 and wid["tick_qd_ratio"] > 1.05, wid
+
+    cfg = {"hypotheses": {"estimator": "swing", "batch_size": 4, "seed": 2}}
+    m = ws.make_mpc_gato(cfg, 1, **pend)
+    h = m.controller.hypotheses
+    assert isinstance(h, SwingWrenchBatch) and isinstance(h.estimator, PendulumSwingEstimator)
+    assert m.wrench_identifier is h.estimator and m.batch_size == 4
+    _, st = m.run_mpc_goals(np.r_[sc["q0"], np.zeros(7)], np.asarray(sc["goals"]), goal_timeout=0.2,
+                            pace_by_solve_time=False, goal_ramp=float(sc["ramp"]))
+    hs = h.get_stats()
+    assert hs["band"].shape == (4, 32, 6) and np.all(np.isfinite(hs["scores"])) and np.any(hs["scores"] > 0)
+    assert hs["mass"] == pytest.approx(15.0, rel=0.15) and hs["n_feedback"] > 0
 
 
 def test_swing_mass_from_the_tension_covers_the_attachment_transient():
@@ -338,6 +346,71 @@ def test_swing_batch_of_8_equals_or_beats_one_row_on_a_step_reference():
     assert eight["tick_qd_ratio"] < 1.0 and eight["tick_qd_ratio"] <= 1.05 * one["tick_qd_ratio"], (one, eight)
     again = ws.run_payload(sc, _swing_cfg(8), _PEND, sc["k"])
     assert again == eight
+
+
+def test_swing_default_gain_keeps_the_wrist_inside_its_limit_on_a_step_move():
+    """Seed 4, scenario 15 (a step to the next goal at t = 2.66 s), B = 1 swing with the velocity
+    barrier. The solver sees the payload's inertial reaction as an exogenous wrench, scaled by
+    inertial_gain: at the old 0.3 the step move's unmodelled reaction spins J6 to 1.07x its
+    limit within one control period (the plan predicted 0.21x); at the B = 1 default
+    (PendulumSwingEstimator.SINGLE_INERTIAL_GAIN, 0.7) every goal is reached inside the limits."""
+    from gato.estimators import PendulumSwingEstimator
+    from gato.eval import wrench_studies as ws
+
+    sc = _pay_scenario(4, 15)
+    assert ws.make_mpc_gato(_swing_cfg(1), sc["k"], **_PEND).controller.hypotheses.estimator.inertial_gain == \
+        PendulumSwingEstimator.SINGLE_INERTIAL_GAIN
+    default = ws.run_payload(sc, _swing_cfg(1), _PEND, sc["k"])
+    assert default["success"] == 1 and default["tick_qd_ratio"] < 1.0, default
+    low = _swing_cfg(1)
+    low["hypotheses"]["inertial_gain"] = 0.3
+    old = ws.run_payload(sc, low, _PEND, sc["k"])
+    assert old["success"] == 0 and old["tick_qd_ratio"] > 1.03 and old["tick_qd_joint"] == 5, old
+
+
+def test_observing_the_first_period_keeps_a_step_at_t0_inside_the_limits(monkeypatch):
+    """Seed 13, scenario 17: a step reference from t = 0 with the payload hanging unknown. The
+    warm-up plan, made before any sample, drives J6 to 1.05x its limit within the first period
+    (observe_first=False); holding the start pose for that period while the swing estimator reads
+    the load (MPC_GATO's default with a sensor-fed batch) reaches every goal inside the limits."""
+    from gato.eval import wrench_studies as ws
+
+    sc = _pay_scenario(13, 17)
+    m = ws.make_mpc_gato(_swing_cfg(1), sc["k"], **_PEND)
+    assert m.observes_first()
+    on = ws.run_payload(sc, _swing_cfg(1), _PEND, sc["k"])
+    assert on["success"] == 1 and on["tick_qd_ratio"] < 0.9, on
+    make = ws.make_mpc_gato
+
+    def blind(*a, **kw):
+        mm = make(*a, **kw)
+        mm.observe_first = False
+        return mm
+
+    monkeypatch.setattr(ws, "make_mpc_gato", blind)
+    off = ws.run_payload(sc, _swing_cfg(1), _PEND, sc["k"])
+    assert off["success"] == 0 and off["tick_qd_ratio"] > 1.02 and off["first_violation_t"] < 0.05, off
+
+
+def test_swing_batch_holds_a_gain_at_which_one_row_pumps():
+    """Seed 1, scenario 3 (a step reference) at the batch default inertial_gain
+    (PendulumSwingEstimator.BATCH_INERTIAL_GAIN, 0.8): one row alone feeds its plan's
+    acceleration back into the next plan's wrench and J6 overshoots its limit; the B = 8 batch's
+    rollout selection hands the ticks to the rows that still predict the motion and stays inside
+    the limits. This is what a batch buys over one row on the payload task."""
+    from gato.estimators import PendulumSwingEstimator
+    from gato.eval import wrench_studies as ws
+
+    g = PendulumSwingEstimator.BATCH_INERTIAL_GAIN
+    sc = _pay_scenario(1, 3)
+    one_cfg = _swing_cfg(1)
+    one_cfg["hypotheses"]["inertial_gain"] = g
+    one = ws.run_payload(sc, one_cfg, _PEND, sc["k"])
+    assert one["success"] == 0 and one["tick_qd_ratio"] > 1.1, one
+    m = ws.make_mpc_gato(_swing_cfg(8), sc["k"], **_PEND)
+    assert m.controller.hypotheses.estimator.inertial_gain == g
+    eight = ws.run_payload(sc, _swing_cfg(8), _PEND, sc["k"])
+    assert eight["success"] == 1 and eight["tick_qd_ratio"] < 1.0, eight
 
 
 # ----------------------------------------------------------------- the bench scripts

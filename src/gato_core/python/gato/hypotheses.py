@@ -460,7 +460,9 @@ def fe_centre(centre, model, ee_frame="EE", *, seed=0):
     if centre == "swing":
         from .swing import PendulumSwingEstimator
 
-        return PendulumSwingEstimator(1, model, ee_frame, seed=seed)
+        # a row of the batch's centre, guarded by its selection: the batch's gain
+        return PendulumSwingEstimator(1, model, ee_frame, seed=seed,
+                                      inertial_gain=PendulumSwingEstimator.BATCH_INERTIAL_GAIN)
     raise ValueError(f"centre: expected one of {FE_CENTRES} or None, got {centre!r}")
 
 

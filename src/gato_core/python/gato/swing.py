@@ -65,7 +65,9 @@ class PendulumSwingEstimator:
         prior_length: the length [m] the fit starts from (in [min_length, max_length]), weighed
             as PRIOR_WEIGHT samples' worth until the payload swings.
         inertial_gain: in [0, 1], the share of the predicted inertial reaction (prediction minus
-            the weight m g) that goes into the rows (0: the weight alone, knot by knot).
+            the weight m g) that goes into the rows (0: the weight alone, knot by knot). None
+            (default): :attr:`SINGLE_INERTIAL_GAIN` at B = 1, :attr:`BATCH_INERTIAL_GAIN` from B = 2
+            (why the two differ: at those attributes).
         substeps: integration steps of the swing per horizon interval (>= 1).
         weight_tau, wrench_alpha, damping, max_wrench: the identifier's (weight_tau, alpha,
             damping, max_wrench).
@@ -84,10 +86,21 @@ class PendulumSwingEstimator:
     #: The mass is fit only while (g - a) . u exceeds this fraction of g (an EE in near free fall
     #: loads the rod too little to read the mass from).
     MIN_LOAD = 0.02
+    #: Default ``inertial_gain`` of a lone estimator (B = 1). The solver sees the reaction as an
+    #: exogenous wrench predicted from the previous plan, so the gain closes a loop across ticks:
+    #: too little and a step move's unmodelled reaction spins the wrist past its velocity limit
+    #: (J6 1.07x at 0.3), too much and the loop pumps (payload study, seeds 0-9, B = 1: 0.3 199 /
+    #: 200, 0.7 200 / 200, 0.75 194 / 200, 0.8 159 / 200; docs/benchmarks.md).
+    SINGLE_INERTIAL_GAIN = 0.7
+    #: Default ``inertial_gain`` of a batch (B >= 2) and of the fe batch's ``centre``: the rollout
+    #: selection drops a row that has started to pump for the constant-wrench or another-length
+    #: row, so a batch can model more of the reaction (seeds 0-9: 0.8 400 / 400 at B = 8 and 32,
+    #: 0.7 398 / 400).
+    BATCH_INERTIAL_GAIN = 0.8
 
     def __init__(self, batch_size, model, ee_frame="EE", *, seed=0, length_scales=None, u_tau=0.005,
                  rate_tau=0.01, forgetting_tau=1.0, min_length=0.05, max_length=2.0, prior_length=0.3,
-                 inertial_gain=0.3, substeps=4, weight_tau=0.1, attach_tau=0.01,
+                 inertial_gain=None, substeps=4, weight_tau=0.1, attach_tau=0.01,
                  wrench_alpha=0.5, damping=0.001, max_wrench=2000.0):
         import pinocchio as pin
 
@@ -106,6 +119,8 @@ class PendulumSwingEstimator:
         self.min_length = _real(min_length, "min_length", 0.0, lo_open=True)
         self.max_length = _real(max_length, "max_length", self.min_length)
         self.prior_length = _real(prior_length, "prior_length", self.min_length, self.max_length)
+        if inertial_gain is None:
+            inertial_gain = self.SINGLE_INERTIAL_GAIN if B == 1 else self.BATCH_INERTIAL_GAIN
         self.inertial_gain = _real(inertial_gain, "inertial_gain", 0.0, 1.0)
         if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or int(substeps) < 1:
             raise ValueError(f"substeps: expected an integer >= 1, got {substeps!r}")
@@ -141,6 +156,7 @@ class PendulumSwingEstimator:
         self.last_best = 0
         self.n_feedback = 0
         self.row_wins = np.zeros(self.batch_size, dtype=np.int64)
+        self.n_nonfinite = 0  # (row, interval) predictions that overflowed and fell back to the weight
 
     @property
     def n_updates(self) -> int:
@@ -266,29 +282,37 @@ class PendulumSwingEstimator:
         h = dt / self.substeps
         out = np.zeros((B, K, 6))
         fs = np.zeros((R, K, 3))
-        for k in range(K):
-            gp = self._g - (v[k + 1] - v[k]) / dt
-            acc = np.zeros((R, 3))
-            for _ in range(self.substeps):
-                gu = u @ gp
-                w2 = np.sum(om * om, axis=1)
-                t_m = np.maximum(gu + Ls[:, 0] * w2, 0.0)  # a slack rod pulls nothing
-                acc += (m * t_m)[:, None] * u
-                om = om + h * ((gp[None, :] - gu[:, None] * u) / Ls - w2[:, None] * u)
-                u = u + h * om
-                u /= np.linalg.norm(u, axis=1, keepdims=True)
-                om -= np.sum(om * u, axis=1, keepdims=True) * u
-            fs[:, k] = acc / self.substeps
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is caught below
+            for k in range(K):
+                gp = self._g - (v[k + 1] - v[k]) / dt
+                acc = np.zeros((R, 3))
+                for _ in range(self.substeps):
+                    gu = u @ gp
+                    w2 = np.sum(om * om, axis=1)
+                    t_m = np.maximum(gu + Ls[:, 0] * w2, 0.0)  # a slack rod pulls nothing
+                    acc += (m * t_m)[:, None] * u
+                    om = om + h * ((gp[None, :] - gu[:, None] * u) / Ls - w2[:, None] * u)
+                    u = u + h * om
+                    u /= np.linalg.norm(u, axis=1, keepdims=True)
+                    om -= np.sum(om * u, axis=1, keepdims=True) * u
+                fs[:, k] = acc / self.substeps
         # the inertial part (the prediction minus the weight) scaled by inertial_gain: the solver
         # sees it as an exogenous wrench, not as mass, so a full-gain m (g - a_planned) feeds the
-        # plan's acceleration back into the next plan's wrench (diverged in 6 of 6 runs; 0.3: 5 of 6
-        # succeeded, docs/benchmarks.md)
+        # plan's acceleration back into the next plan's wrench (with the old low-passed mass: 1.0
+        # diverged in 6 of 6 runs, 0.3 5 of 6 succeeded; with the tension mass the defaults above)
         wvec = m * self._g
-        out[swing, :, :3] = wvec + self.inertial_gain * (fs - wvec)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[swing, :, :3] = wvec + self.inertial_gain * (fs - wvec)
         if B >= 2:  # the identified wrench held constant, its inertial part scaled the same way
             wrench = self.identifier.wrench
             out[1, :, :3] = wvec + self.inertial_gain * (wrench[:3] - wvec)
             out[1, :, 3:] = self.inertial_gain * wrench[3:]
+        # a plan whose acceleration blew up (a diverging solve) can overflow the swing: such an
+        # interval falls back to the weight alone (never NaN into the solver), counted in the stats
+        bad = ~np.all(np.isfinite(out), axis=2)
+        if np.any(bad):
+            out[bad] = np.r_[wvec, np.zeros(3)] if np.all(np.isfinite(wvec)) else 0.0
+            self.n_nonfinite += int(bad.sum())
         return _clamp_rows(out, self.identifier.max_wrench)
 
     def generate_batch(self) -> np.ndarray:
@@ -309,11 +333,12 @@ class PendulumSwingEstimator:
 
     def get_stats(self) -> dict:
         """The identifier's stats plus mass kg, length m, rod direction u (3,), rate (3,) 1/s,
-        row_lengths (B,) m, row_wins (B,), last_best, n_feedback."""
+        row_lengths (B,) m, row_wins (B,), last_best, n_feedback, n_nonfinite ((row, interval)
+        predictions that overflowed and fell back to the weight)."""
         st = self.identifier.get_stats()
         st.update(mass=self.mass, length=self.length, u=self.u.copy(), rate=self.rate.copy(),
                   row_lengths=self.row_lengths(), row_wins=self.row_wins.copy(), last_best=self.last_best,
-                  n_feedback=self.n_feedback)
+                  n_feedback=self.n_feedback, n_nonfinite=self.n_nonfinite)
         return st
 
 

@@ -34,7 +34,8 @@ Planner entries: ``planner: bsqp`` with ``config``:
   blend as rows (:func:`make_mpc_gato`); wrench_id: the B = 1 IdentifiedWrenchBatch
   (OneStepWrenchIdentifier); swing (any B): the PendulumSwingEstimator under a
   SwingWrenchBatch (the identified payload's wrench predicted knot by knot along the planned
-  motion; :func:`make_mpc_gato`); ``centre``: weight | swing (fe only): the ForceEstimator
+  motion; :func:`make_mpc_gato`; ``inertial_gain``: its share of the predicted inertial
+  reaction in [0, 1], default the estimator's by B); ``centre``: weight | swing (fe only): the ForceEstimator
   sampling around that identifier's current wrench (gato.hypotheses.fe_centre, fed per
   substep; sphere radius within gato.hypotheses.FE_CENTRE_RADIUS; :func:`make_mpc_gato`);
   none: no hypotheses
@@ -57,7 +58,7 @@ __all__ = ["HYPOTHESIS_ESTIMATORS", "WRENCH_STUDIES", "mpc_gato_kwargs", "run_di
 #: hypotheses.estimator values -> MPC_GATO's (estimator, wrench_id) arguments.
 HYPOTHESIS_ESTIMATORS = ("none", "fe", "cem", "wid", "wrench_id", "swing")
 _CONFIG = ("hypotheses", "solver", "limits")
-_HYP = ("estimator", "batch_size", "seed", "mode", "inertial_rows", "centre")
+_HYP = ("estimator", "batch_size", "seed", "mode", "inertial_rows", "centre", "inertial_gain")
 _LIMITS = ("default", "off", "telemetry", "al", "barrier", "admm")
 _Q_START = [0.0, 0.5, 0.0, -1.2, 0.0, 0.6, 0.0]  # bench/fig8_problem.Q_START: the figures' start pose
 
@@ -110,7 +111,8 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
         m.controller.hypotheses = ForceHypothesisBatch(est, s.model, s.ee_frame)
     elif h.get("estimator") == "swing":
         s = m.solver
-        est = PendulumSwingEstimator(m.batch_size, s.model, s.ee_frame, seed=m.fe_seed)
+        est = PendulumSwingEstimator(m.batch_size, s.model, s.ee_frame, seed=m.fe_seed,
+                                     inertial_gain=h.get("inertial_gain"))
         m.controller.hypotheses = SwingWrenchBatch(est, s.model, s.ee_frame)
     elif h.get("centre") is not None:  # fe centred on an identifier (ForceEstimator(centre=...))
         s = m.solver
@@ -159,6 +161,10 @@ def _check_planner(kind: str, pl: dict, path: str) -> None:
             raise _err(f"{hp}.centre", f"only the fe sampler is centred on an identifier, not {est!r}")
         if h["centre"] not in FE_CENTRES:
             raise _err(f"{hp}.centre", f"expected one of {list(FE_CENTRES)}, got {h['centre']!r}")
+    if "inertial_gain" in h:
+        if est != "swing":
+            raise _err(f"{hp}.inertial_gain", f"only the swing estimator has an inertial gain, not {est!r}")
+        _num(h["inertial_gain"], f"{hp}.inertial_gain", lo=0.0, hi=1.0)
     if "mode" in h:
         if est != "wrench_id":
             raise _err(f"{hp}.mode", f"only the wrench_id estimator takes a mode, not {est!r}")
