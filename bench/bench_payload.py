@@ -143,9 +143,17 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=1, help="gato eval local pool size (default 1)")
     ap.add_argument("--ray", default=None, help="run on Ray: auto | ADDRESS | local")
     ap.add_argument("--eval-out", default=None, help="gato eval output folder (default: <out>/eval)")
+    ap.add_argument("--replot", action="store_true", help="redraw <out>/payload.png from <out>/payload.json")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.replot:
+        saved = json.loads((out / "payload.json").read_text())
+        b = argparse.Namespace(**saved["args"])
+        plot(saved["rows"], parse_configs(b.configs) if b.configs else sorted({(r["B"], r["estimator"]) for r in
+                                                                              saved["rows"]}, key=str),
+             out / "payload.png", b)
+        return
     if a.configs:
         configs = parse_configs(a.configs)
     else:
@@ -241,7 +249,7 @@ def plot(rows, configs, path, a):
              "goals reached, a limit exceeded": lambda r: not r["success"] and r["goals_reached"] == 3,
              "goal missed": lambda r: not r["diverged"] and r["goals_reached"] < 3,
              "world diverged": lambda r: r["diverged"]}
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw=dict(width_ratios=[1, 1]))
     bottom = np.zeros(len(configs))
     for name, pred in parts.items():
         v = np.array([100.0 * np.mean([bool(pred(r)) for r in _cfg_rows(rows, B, est)]) for B, est in configs])
@@ -254,6 +262,14 @@ def plot(rows, configs, path, a):
     seeds = f"{len(a.seeds)} seeds x {a.n}" if a.seeds else f"{a.n}"
     ax.set_title(f"iiwa14 pick-and-place, {load}, {seeds} scenarios", fontsize=9)
     ax.legend(fontsize=8)
+    # how close the runs that did not diverge came to a velocity limit (the criterion is < 1)
+    ratios = [[r["tick_qd_ratio"] for r in _cfg_rows(rows, B, est) if not r["diverged"]] for B, est in configs]
+    ax2.boxplot([v if v else [np.nan] for v in ratios], whis=(0, 100))
+    ax2.set_xticks(x + 1, labels)
+    ax2.axhline(1.0, color="tab:red", ls="--", lw=1, label="velocity limit")
+    ax2.set_ylabel("worst |dq| / limit of a run")
+    ax2.set_title("closest approach to a joint-velocity limit (box: quartiles, whiskers: min-max)", fontsize=9)
+    ax2.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"plot: {path}")

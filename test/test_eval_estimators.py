@@ -8,6 +8,7 @@ the benchmark scripts made before they were ported (their code, inline here); an
 and a local Ray instance give the same table. Episodes are fractions of a second of simulated
 time."""
 import copy
+import json
 import math
 import os
 import sys
@@ -455,3 +456,25 @@ def test_bench_payload_configs_name_the_option():
     spec = bp.build_spec(2, [(8, "swing")], solver={"vel_lim_cost": 0.1})
     assert spec.planners[0]["config"] == {"hypotheses": {"estimator": "swing", "batch_size": 8, "seed": 0},
                                           "solver": {"vel_lim_cost": 0.1}}
+
+
+def test_bench_payload_runs_several_seeds_with_a_per_seed_table_and_redraws(tmp_path, capsys):
+    """--seeds runs one grid per seed (each seeded as --seed would), prints the per-seed success
+    table with the worst seed and the pooled rate, and --replot redraws the figure from the saved
+    rows without running anything."""
+    import bench_payload as bp
+
+    rows = [dict(B=8, estimator="swing", seed=s, success=ok) for s, ok in ((0, 1), (0, 1), (1, 1), (1, 0))]
+    lines = bp.seed_table(rows, [(8, "swing")], [0, 1])
+    assert lines[2:] == ["| 0 | 2/2 |", "| 1 | 1/2 |", "| worst seed | 50 % |", "| pooled | 3/4 (75.0 %) |"]
+
+    out = tmp_path / "pay"
+    bp.main(["--out", str(out), "--n", "1", "--seeds", "0", "1", "--configs", "swing:1",
+             "--solver", "vel_lim_cost=0.1", "--workers", "1"])
+    printed = capsys.readouterr().out
+    assert "[bench_payload] seed 1 done (2/2)" in printed and "| worst seed |" in printed
+    saved = json.loads((out / "payload.json").read_text())
+    assert sorted(r["seed"] for r in saved["rows"]) == [0, 1]
+    (out / "payload.png").unlink()
+    bp.main(["--out", str(out), "--replot"])
+    assert (out / "payload.png").stat().st_size > 1000
