@@ -160,6 +160,37 @@ def test_divergence_stops_the_run_with_an_event():
     assert sim.diverged and np.all(np.isnan(sim.q)) and rec.stats()["n_ticks"] == 0
 
 
+def test_first_command_plays_the_first_period_and_is_checked():
+    """run_closed_loop(first_command=...): the world plays it for the first period (here a held
+    gravity torque: every one of the first 31 substeps gets exactly it) and the planner's plans
+    from the second on; anything without torque() is refused by name."""
+    planner = BSQPPlanner("iiwa14", {"N": 8})
+    kin = S.EEKinematics(URDF, "EE")
+    played = []
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner, self.nq, self.nv = inner, inner.nq, getattr(inner, "nv", inner.nq)
+
+        def step(self, q, dq, u, h):
+            played.append(np.array(u))
+            return self.inner.step(q, dq, u, h)
+
+    sim = S.Simulation(Recording(S.make_world("pinocchio", URDF)), Q0, sim_dt=0.001, kinematics=kin)
+    import pinocchio as pin
+
+    u0 = GravityHold(pin.buildModelFromUrdf(str(URDF)))(Q0)
+    rec = S.run_closed_loop(sim, planner, S.TrackingTask(R.Hold(kin.ee_pos(Q0)), 8, planner.dt, 0.1),
+                            first_command=S.HoldTorque(u0))
+    assert rec.stats()["n_ticks"] >= 2
+    assert all(np.array_equal(u, sim.clamp(u0)) for u in played[:31])
+    assert not np.array_equal(played[31], sim.clamp(u0))  # the planner's plan from the second period
+    sim2 = S.Simulation(S.make_world("pinocchio", URDF), Q0, sim_dt=0.001, kinematics=kin)
+    with pytest.raises(ValueError, match="first_command"):
+        S.run_closed_loop(sim2, planner, S.TrackingTask(R.Hold(kin.ee_pos(Q0)), 8, planner.dt, 0.1),
+                          first_command=np.zeros(7))
+
+
 def test_goal_task_through_the_loop_with_events_summary_and_plot(tmp_path):
     planner = BSQPPlanner("iiwa14", {"N": 16})
     kin = S.EEKinematics(URDF, "EE")
