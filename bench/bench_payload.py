@@ -150,20 +150,15 @@ def main(argv=None):
     if a.replot:
         saved = json.loads((out / "payload.json").read_text())
         b = argparse.Namespace(**saved["args"])
-        plot(saved["rows"], parse_configs(b.configs) if b.configs else sorted({(r["B"], r["estimator"]) for r in
-                                                                              saved["rows"]}, key=str),
-             out / "payload.png", b)
+        plot(saved["rows"], configs_of(b), out / "payload.png", b)
         return
-    if a.configs:
-        configs = parse_configs(a.configs)
-    else:
-        configs = [(1, None)] + [(B, e) for e in ("fe", "wid") for B in a.batches if not (B == 1 and e == "fe")]
+    configs = configs_of(a)
     seeds = a.seeds if a.seeds else [a.seed]
+    eval_out = Path(a.eval_out or out / "eval")
     rows = []
     for i, seed in enumerate(seeds):
         spec = build_spec(a.n, configs, seed, a.mass, a.length, a.damping, a.rigid, a.grace, not a.no_clamp,
                           parse_solver(a.solver))
-        eval_out = Path(a.eval_out or out / "eval")
         got = run_grid(spec, eval_out / f"seed{seed}" if a.seeds else eval_out, a.workers, a.ray)
         rows += [dict(r, seed=seed) for r in got]
         if a.seeds:
@@ -180,6 +175,14 @@ def main(argv=None):
     if a.seeds:
         print("\n".join(seed_table(rows, configs, seeds)))
     plot(rows, configs, out / "payload.png", a)
+
+
+def configs_of(a):
+    """[(B, sampler or None)] of the parsed arguments: --configs, else B = 1 plain plus fe and wid
+    at each of --batches (fe from B = 2)."""
+    if a.configs:
+        return parse_configs(a.configs)
+    return [(1, None)] + [(B, e) for e in ("fe", "wid") for B in a.batches if not (B == 1 and e == "fe")]
 
 
 def when(r) -> str:

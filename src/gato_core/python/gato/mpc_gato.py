@@ -256,15 +256,18 @@ class MPC_GATO:
         if self.observe_first is not None:
             return bool(self.observe_first)
         h = self.controller.hypotheses
-        fixed = self.nq == self.nv == self.u_limit.size
-        return fixed and h is not None and getattr(h, "sensor_identifier", None) is not None
+        return self._fixed_base and h is not None and getattr(h, "sensor_identifier", None) is not None
+
+    @property
+    def _fixed_base(self) -> bool:
+        return self.nq == self.nv == self.u_limit.size  # every joint actuated: a joint hold can hold it
 
     def _first_command(self, x):
         if not self.observes_first():
             return None
         from .safety import JointHold
 
-        if not self.nq == self.nv == self.u_limit.size:
+        if not self._fixed_base:
             raise ValueError("observe_first: the start-pose hold needs a fixed-base robot (every joint actuated); "
                              f"this one has nq={self.nq}, nv={self.nv}, {self.u_limit.size} actuated")
         hold = JointHold(self.solver.model, self.OBSERVE_HOLD_HZ, self.u_limit)

@@ -296,12 +296,11 @@ class PendulumSwingEstimator:
                     u /= np.linalg.norm(u, axis=1, keepdims=True)
                     om -= np.sum(om * u, axis=1, keepdims=True) * u
                 fs[:, k] = acc / self.substeps
-        # the inertial part (the prediction minus the weight) scaled by inertial_gain: the solver
-        # sees it as an exogenous wrench, not as mass, so a full-gain m (g - a_planned) feeds the
-        # plan's acceleration back into the next plan's wrench (with the old low-passed mass: 1.0
-        # diverged in 6 of 6 runs, 0.3 5 of 6 succeeded; with the tension mass the defaults above)
-        wvec = m * self._g
-        with np.errstate(over="ignore", invalid="ignore"):
+            # the inertial part (the prediction minus the weight) scaled by inertial_gain: the solver
+            # sees it as an exogenous wrench, not as mass, so a full-gain m (g - a_planned) feeds the
+            # plan's acceleration back into the next plan's wrench (with the old low-passed mass: 1.0
+            # diverged in 6 of 6 runs, 0.3 5 of 6 succeeded; with the tension mass the defaults above)
+            wvec = m * self._g
             out[swing, :, :3] = wvec + self.inertial_gain * (fs - wvec)
         if B >= 2:  # the identified wrench held constant, its inertial part scaled the same way
             wrench = self.identifier.wrench
