@@ -478,3 +478,15 @@ def test_bench_payload_runs_several_seeds_with_a_per_seed_table_and_redraws(tmp_
     (out / "payload.png").unlink()
     bp.main(["--out", str(out), "--replot"])
     assert (out / "payload.png").stat().st_size > 1000
+
+
+def test_the_planner_example_of_docs_eval_md_is_a_valid_payload_spec():
+    """The 'Configurations name their hypothesis batch' example in docs/eval.md parses as the
+    planners of the payload study: every option shown where it applies, none refused."""
+    text = (ROOT / "docs" / "eval.md").read_text()
+    block = text.split("Configurations name their hypothesis batch:", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    planners = yaml.safe_load(block)["planners"]
+    spec = geval.parse_spec({**_raw(PAY), "planners": planners})
+    assert [p["label"] for p in spec.planners] == ["B=8 fe-swing", "B=8 widi", "B=8 swing"]
+    assert spec.planners[0]["config"]["hypotheses"]["centre"] == "swing"
+    assert spec.planners[2]["config"]["hypotheses"]["inertial_gain"] == 0.8
