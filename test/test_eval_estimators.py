@@ -324,7 +324,7 @@ def test_swing_mass_from_the_tension_covers_the_attachment_transient():
     rod tension corrected by the EE acceleration (PendulumSwingEstimator.mass) the second plan
     already carries the 15 kg: every goal is reached with every joint inside its velocity limit
     (with the identifier's low-passed weight, 0.7 kg at that plan, J6 reached 1.21x its limit at
-    t = 0.06 s, docs/benchmarks.md)."""
+    t = 0.06 s, docs/benchmarks_hypotheses.md)."""
     from gato.eval import wrench_studies as ws
 
     sc = _pay_scenario(0, 7)

@@ -441,7 +441,7 @@ FE_CENTRES = ("weight", "swing")
 #: build (``hypotheses: {estimator: fe, centre: ...}``): the identifier carries the wrench, the
 #: sphere only probes a small residual around it. Tuned on the payload experiment's seed 0 (still
 #: with the trilateration row, max 1 / 2 / 5 / 20 / 100 N gave 80-85 / 95 / 90-95 / 70-75 /
-#: 60-75 % at B = 8 / 32; without it, max 2 N: 100 / 100 %; docs/benchmarks.md).
+#: 60-75 % at B = 8 / 32; without it, max 2 N: 100 / 100 %; docs/benchmarks_hypotheses.md).
 FE_CENTRE_RADIUS = (1.0, 2.0)
 
 

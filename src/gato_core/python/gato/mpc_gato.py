@@ -97,7 +97,7 @@ class MPC_GATO:
             (a ``sensor_identifier``: wid, wrench_id, swing, an fe centre) on a fixed-base
             robot; True / False: always / never. Why: a plan made at t = 0 knows nothing of an
             attached payload, and a step reference at t = 0 then drives the wrist past its
-            velocity limit before the first re-plan (payload study, docs/benchmarks.md).
+            velocity limit before the first re-plan (payload study, docs/benchmarks_hypotheses.md).
 
     Attributes: ``solver`` (gato.BSQP), ``controller`` (gato.MPCController), ``planner``
     (its gato.bsqp_planner.BSQPPlanner), ``last_record`` (the gato.simloop.RunRecord of the

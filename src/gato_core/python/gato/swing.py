@@ -90,7 +90,7 @@ class PendulumSwingEstimator:
     #: exogenous wrench predicted from the previous plan, so the gain closes a loop across ticks:
     #: too little and a step move's unmodelled reaction spins the wrist past its velocity limit
     #: (J6 1.07x at 0.3), too much and the loop pumps (payload study, seeds 0-9, B = 1: 0.3 199 /
-    #: 200, 0.7 200 / 200, 0.75 194 / 200, 0.8 159 / 200; docs/benchmarks.md).
+    #: 200, 0.7 200 / 200, 0.75 194 / 200, 0.8 159 / 200; docs/benchmarks_hypotheses.md).
     SINGLE_INERTIAL_GAIN = 0.7
     #: Default ``inertial_gain`` of a batch (B >= 2) and of the fe batch's ``centre``: the rollout
     #: selection drops a row that has started to pump for the constant-wrench or another-length
@@ -226,7 +226,7 @@ class PendulumSwingEstimator:
                 # centripetal part at the current estimate: the mass from the tension corrected by
                 # the EE acceleration, right from the first samples (the identifier's low-passed
                 # weight needs ~0.2 s, and reads low while the arm sags under a new payload: the
-                # attachment transient of docs/benchmarks.md)
+                # attachment transient of docs/benchmarks_hypotheses.md)
                 y = float(F @ self.u) - m * self.length * w2
                 self._m_num = lam * self._m_num + load * y
                 self._m_den = lam * self._m_den + load * load
