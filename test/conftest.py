@@ -12,6 +12,31 @@ import pytest
 _TEST_DOMAIN_BASE = 101
 
 
+#: Test files whose tests run a graph of ROS 2 processes talking over DDS on this (shared) machine.
+#: Their measurements (ticks received, tracking during a fault, a service answered in time) depend
+#: on scheduling and DDS transport under whatever load the host has, so each such test gets one
+#: rerun, as ROS 2's own CI does (colcon test --retest-until-pass). A rerun is reported, never
+#: silent: "R" in the progress line, "N rerun" in the summary and, with -rR, the first failure.
+#: A test that fails twice fails the run.
+DDS_GRAPH_TEST_FILES = frozenset({
+    "test_launch_hardware.py", "test_launch_parity.py", "test_launch_sim.py", "test_mujoco_startup.py",
+    "test_replay_bringup.py", "test_replay_cut.py", "test_ros2_bag_compat.py", "test_ros_collision_system.py",
+    "test_ros_estimator_system.py", "test_ros_hardware_faults.py", "test_ros_hardware_plugin.py",
+    "test_ros_planners_system.py", "test_ros_plugin.py", "test_ros_plugin_no_effort.py",
+    "test_ros_process_faults.py", "test_ros_recorder.py", "test_ros_system.py",
+})
+DDS_GRAPH_RERUNS = 1
+
+
+def pytest_collection_modifyitems(config, items):
+    """One rerun for each test of DDS_GRAPH_TEST_FILES (pytest-rerunfailures, in the lock)."""
+    if not config.pluginmanager.hasplugin("rerunfailures"):
+        return
+    for item in items:
+        if item.path.name in DDS_GRAPH_TEST_FILES and item.get_closest_marker("flaky") is None:
+            item.add_marker(pytest.mark.flaky(reruns=DDS_GRAPH_RERUNS, reruns_delay=2))
+
+
 def import_or_skip(module, hint):
     """Import `module`, or skip the calling test module if it is not installed.
 

@@ -162,7 +162,10 @@ def test_stalled_solver_switches_to_the_osc_fallback_and_back(tmp_path, ros_env)
                         "the switch to the OSC fallback")
         assert st.state == "fallback" and st.active_planner == "osc" and "deadline misses" in st.reason
         f0 = st.fallbacks
-        probe.wait(lambda s: s.fallbacks >= f0 + 150, "150 OSC fallback ticks")      # >= 3 retries of BSQP
+        # >= 6 retries of BSQP: on a loaded machine a late EE reference makes the controller blend it
+        # back over 0.5 s after a retry, and such episodes do not count as settled below (CI once
+        # saw 1 settled of 4 complete episodes after 150 ticks)
+        probe.wait(lambda s: s.fallbacks >= f0 + 300, "300 OSC fallback ticks")
         probe.set("fault_solver_delay_s", 0.0)
         st = probe.wait(lambda s: s.active_planner == "bsqp" and s.state == "running", "BSQP back")
         t_back = st.ticks

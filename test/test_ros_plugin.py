@@ -467,7 +467,8 @@ def test_a_stalled_recorder_reports_the_ticks_it_lost(graph, client, tmp_path):
     miss = re.search(r"(\d+) ticks missing on " + re.escape(topic) + r" \(sequence numbers of (\d+) ticks", text["stalled"])
     assert miss, text["stalled"][-3000:]
     holes = int(np.sum(np.diff(seqs["stalled"]) - 1))
-    assert int(miss.group(1)) == holes > 0 and int(miss.group(2)) == len(seqs["stalled"]), (miss.groups(), holes)
+    assert int(miss.group(1)) == holes > 0 and int(miss.group(2)) == len(seqs["stalled"]), \
+        (miss.groups(), holes, len(seqs["stalled"]), seqs["stalled"][[0, -1]], text["stalled"][-2000:])
     assert f"{topic}: " in text["stalled"] and "ticks missing between" in text["stalled"]
     assert f"0 ticks missing on {topic}" in text["steady"], text["steady"][-3000:]
     s, st = seqs["steady"], seqs["stalled"]

@@ -414,6 +414,50 @@ def test_lost_ticks_are_reported_by_the_recorder_and_the_bag_is_split(tmp_path, 
     assert len(list(bag.glob("gappy_*.mcap"))) >= 2
 
 
+GAPPY_TICKS = r"""
+import time
+import rclpy
+from gato_msgs.msg import ControlTicks
+
+rclpy.init()
+n = rclpy.create_node("test_plugin")
+pub = n.create_publisher(ControlTicks, "/test_plugin/ticks", 200)
+while pub.get_subscription_count() == 0:
+    rclpy.spin_once(n, timeout_sec=0.05)
+time.sleep(1.0)
+for b in range(10):                       # batches of 10 ticks: seq 1..100
+    seqs = [s for s in range(10 * b + 1, 10 * b + 11) if not 25 <= s <= 31]   # 25..31 lost before the ring
+    m = ControlTicks()
+    m.seq = seqs
+    m.stamp_ns = [1000 * s for s in seqs]
+    if b == 7:
+        m.stamp_ns = m.stamp_ns[:4]        # malformed: 10 numbers, 4 stamps
+    m.ring_dropped = 7
+    pub.publish(m)
+    time.sleep(0.01)
+print("PUBLISHED", flush=True)
+time.sleep(60)
+"""
+
+
+def test_control_ticks_gaps_and_a_malformed_batch_are_reported(tmp_path, ros_env):
+    """A ControlTicks publisher (the plugin's ~/ticks) whose ticks 25..31 never reach the ring, and
+    one batch whose stamps do not match its sequence numbers: the recorder names the gap, stores
+    every batch, and says that one batch was stored without being checked (its 10 ticks are not
+    counted as received, and make no gap)."""
+    from gato.bagio import read_bag as bagio_read
+
+    bag = tmp_path / "ticks"
+    text = record_controller(["-o", str(bag), "--controller", "", "--topics",
+                              "/test_plugin/ticks:gato_msgs/msg/ControlTicks"], ros_env, GAPPY_TICKS)
+    assert "/test_plugin/ticks: 7 ticks missing between" in text and "(ticks 25..31;" in text, text[-3000:]
+    assert ("7 ticks missing on /test_plugin/ticks (sequence numbers of 83 ticks received; the publisher's "
+            "ring dropped 7; 1 messages stored unchecked)") in text, text[-3000:]
+    assert "a ControlTicks batch could not be checked (10 sequence numbers but 4 stamps)" in text, text[-3000:]
+    got = bagio_read(bag)
+    assert got.counts["/test_plugin/ticks"] == 10 and got.complete, got.problems
+
+
 SOLVING_CONTROLLER = r"""
 import time
 import numpy as np

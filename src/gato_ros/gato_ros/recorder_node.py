@@ -178,6 +178,7 @@ class _GapCheck:
         self.gaps: list = []
         self.missing = 0
         self.seen = 0             # entries (ticks) checked
+        self.unchecked = 0        # messages stored whose numbers could not be read (another version)
         self.ring_dropped = 0     # ControlTicks: what the publisher's ring itself dropped
 
     def feed(self, seq: int, t_ns: int):
@@ -602,12 +603,18 @@ class RecorderNode(Node):
         """Check a ControlTicks batch's sequence numbers (within it and against the previous batch)."""
         from rclpy.serialization import deserialize_message
 
+        check = self.checks[topic]
         try:
             m = deserialize_message(raw, cls)
             seqs, stamps = list(m.seq), list(m.stamp_ns)
-        except Exception:  # noqa: BLE001 - a message of another version: no numbers to check
+            if len(seqs) != len(stamps):
+                raise ValueError(f"{len(seqs)} sequence numbers but {len(stamps)} stamps")
+        except Exception as e:  # noqa: BLE001 - a message of another version: no numbers to check
+            check.unchecked += 1     # said in the summary: its ticks are in the bag but not in `seen`
+            if check.unchecked == 1:
+                self.get_logger().warning(f"{topic}: a ControlTicks batch could not be checked ({e}); "
+                                          "stored, its ticks not counted")
             return
-        check = self.checks[topic]
         check.ring_dropped = int(m.ring_dropped)
         for seq, stamp in zip(seqs, stamps):
             self._report_gap(check, check.feed(int(seq), int(stamp)))
@@ -646,6 +653,7 @@ class RecorderNode(Node):
             what = ("the controller's tick counter" if c.topic == self._cmd_topic else
                     f"sequence numbers of {c.seen} ticks received"
                     + (f"; the publisher's ring dropped {c.ring_dropped}" if c.ring_dropped else ""))
+            what += f"; {c.unchecked} messages stored unchecked" if c.unchecked else ""
             lines.append(f"  {c.missing} ticks missing on {c.topic} ({what})"
                          + ("" if not c.gaps else f" in {len(c.gaps)} gaps:"))
             lines += ["  " + c.line(g) for g in c.gaps[:20]]
