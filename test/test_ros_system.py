@@ -138,6 +138,28 @@ def test_lockstep_figure8_tracks_exits_cleanly_and_is_reproducible(tmp_path, ros
 
 
 @pytest.mark.slow
+def test_lockstep_figure8_in_the_pinocchio_world(tmp_path, ros_env):
+    """world:=pinocchio: the same bringup over DDS with the pinocchio world node (the URDF's rigid-body
+    dynamics, RK4 at 1 ms) in place of MuJoCo: every tick is an MPC command, it draws and tracks
+    the figure-8, and it exits cleanly."""
+    share()
+    from gato_ros.analysis import summarize_bag
+
+    bag, out = run_sim(tmp_path, ros_env, "pin3s", 3.0, extra=["world:=pinocchio"])
+    assert f"gato sim: {ROBOT} in pinocchio, lockstep" in out, out[-3000:]
+    s = summarize_bag(bag, ROBOT)
+    print(f"pinocchio world: {s['n_ticks']} ticks, tracking mean {s['tracking_error_m']['mean'] * 1e3:.1f} mm, "
+          f"max {s['tracking_error_m']['max'] * 1e3:.1f} mm")
+    assert s["n_ticks"] >= 295, out[-3000:]
+    assert s["tracking_error_m"]["mean"] <= 0.03, s["tracking_error_m"]
+    assert set(s["command_sources"]) == {"mpc"} and s["command_sources"]["mpc"] >= 295, s["command_sources"]
+    c = s["counters"]
+    assert (c["holds"], c["fallbacks"], c["rejected_nonfinite"]) == (0, 0, 0), c
+    ee = s["series"]["ee"]
+    assert np.ptp(ee[:, 1]) > 0.15 and np.ptp(ee[:, 2]) > 0.1, np.ptp(ee, axis=0)   # it drew the figure
+
+
+@pytest.mark.slow
 def test_realtime_bringup_runs_and_exits_cleanly(tmp_path, ros_env):
     share()
     from gato_ros.bag import read_bag
