@@ -414,6 +414,26 @@ def test_swing_batch_holds_a_gain_at_which_one_row_pumps():
     assert eight["success"] == 1 and eight["tick_qd_ratio"] < 1.0, eight
 
 
+def test_fe_swing_batch_following_its_centre_knot_by_knot_settles_the_swing():
+    """Seed 27, scenario 9 (a seed first run after every earlier change), B = 32 fe batch centred on
+    the swing estimator, hypotheses seeded like bench_payload (seed 27). With the rows constant over
+    the horizon (centre_knots false) the arm and the undamped 15 kg pendulum rock around the last
+    goal: J7 runs above its velocity limit for most of a second and the goal is never settled; with
+    each row the swing prediction knot by knot plus its residual (the default) every goal is
+    reached inside the limits."""
+    from gato.eval import wrench_studies as ws
+
+    sc = _pay_scenario(27, 9)
+    cfg = {"hypotheses": {"estimator": "fe", "batch_size": 32, "centre": "swing", "seed": 27},
+           "solver": {"vel_lim_cost": 0.1}}
+    knots = ws.run_payload(sc, cfg, _PEND, sc["k"])
+    assert knots["success"] == 1 and knots["tick_qd_ratio"] < 0.9, knots
+    flat_cfg = {**cfg, "hypotheses": {**cfg["hypotheses"], "centre_knots": False}}
+    flat = ws.run_payload(sc, flat_cfg, _PEND, sc["k"])
+    assert flat["success"] == 0 and flat["goals_reached"] == 2 and flat["tick_qd_joint"] == 6, flat
+    assert flat["tick_qd_ratio"] > 1.05 and flat["last_violation_t"] - flat["first_violation_t"] > 0.5, flat
+
+
 # ----------------------------------------------------------------- the bench scripts
 def test_bench_disturbance_builds_its_grid_and_table_from_the_runner(tmp_path):
     """bench_disturbance's spec for --forces 0 60 --batches 1 --dirs 1 is the shipped spec's
@@ -480,6 +500,37 @@ def test_bench_payload_runs_several_seeds_with_a_per_seed_table_and_redraws(tmp_
     assert (out / "payload.png").stat().st_size > 1000
 
 
+def test_compare_payload_pools_runs_by_label_and_names_the_failures(tmp_path, capsys):
+    """bench/compare_payload.py: runs with one label are pooled, --seeds / --configs filter, the
+    table counts successes and names each failed scenario with its reason, the figure is drawn; a
+    missing file or a malformed entry is a clear exit."""
+    import compare_payload as cp
+
+    def row(seed, k, label, ok, qd, reason=""):
+        return dict(seed=seed, scenario_id=f"iiwa14/pickplace/{seed}/{k}", label=label, success=ok,
+                    tick_qd_ratio=qd, reason=reason)
+
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    a.write_text(json.dumps({"rows": [row(0, 0, "B=8 fe-swing", 1, 0.4), row(0, 1, "B=8 fe-swing", 0, 1.2, "velocity 1.20x")]}))
+    b.write_text(json.dumps({"rows": [row(1, 0, "B=8 fe-swing", 1, 0.5), row(1, 0, "B=1 swing", 1, 0.3)]}))
+    c.write_text(json.dumps({"rows": [row(0, 1, "B=8 fe-swing", 1, 0.6), row(1, 0, "B=8 fe-swing", 1, 0.5)]}))
+    out = tmp_path / "cmp.png"
+    assert cp.main([f"old={a}", f"old={b}", f"new={c}", "--out", str(out), "--configs", "B=8 fe-swing"]) == 0
+    printed = capsys.readouterr().out
+    assert "| old | B=8 fe-swing | 2/3 | 0/1: velocity 1.20x | 1.20 / 0.50 |" in printed
+    assert "| new | B=8 fe-swing | 2/2 | - | 0.60 / 0.55 |" in printed and "B=1 swing" not in printed
+    assert out.stat().st_size > 1000
+    cp.main([f"old={a}", f"old={b}", "--out", str(out), "--seeds", "1"])
+    printed = capsys.readouterr().out
+    assert "| old | B=1 swing | 1/1 |" in printed and "| old | B=8 fe-swing | 1/1 | - |" in printed
+    with pytest.raises(SystemExit, match="no such file"):
+        cp.main([f"x={tmp_path / 'none.json'}", "--out", str(out)])
+    with pytest.raises(SystemExit, match="expected LABEL=path/payload.json, got"):
+        cp.main([str(a), "--out", str(out)])
+    with pytest.raises(SystemExit, match="no rows"):
+        cp.main([f"old={a}", "--out", str(out), "--seeds", "7"])
+
+
 def test_the_planner_example_of_docs_eval_md_is_a_valid_payload_spec():
     """The 'Configurations name their hypothesis batch' example in docs/eval.md parses as the
     planners of the payload study: every option shown where it applies, none refused."""
@@ -489,4 +540,5 @@ def test_the_planner_example_of_docs_eval_md_is_a_valid_payload_spec():
     spec = geval.parse_spec({**_raw(PAY), "planners": planners})
     assert [p["label"] for p in spec.planners] == ["B=8 fe-swing", "B=8 widi", "B=8 swing"]
     assert spec.planners[0]["config"]["hypotheses"]["centre"] == "swing"
+    assert spec.planners[0]["config"]["hypotheses"]["centre_knots"] is True
     assert spec.planners[2]["config"]["hypotheses"]["inertial_gain"] == 0.8

@@ -136,6 +136,112 @@ def test_force_batch_bad_input(model):
         IdentifiedWrenchBatch(OneStepWrenchIdentifier(model), model, n_actuated=9)
 
 
+BASE = np.array([0.0, 0.0, -150.0, 0.0, 0.0, 0.0])
+STEP = np.array([1.0, -2.0, 3.0, 0.0, 0.0, 0.0])
+
+
+class PredictingCentre:
+    """A duck-typed identifier that predicts over the horizon: its wrench now is BASE, its
+    prediction for interval k is BASE + (k + 1) * STEP; records the knot velocities asked about."""
+
+    def __init__(self):
+        self.asked = []
+
+    def identify(self, *args, **kwargs):
+        pass
+
+    def reset(self):
+        pass
+
+    def generate_batch(self):
+        return BASE[None].copy()
+
+    def predict(self, ee_vel, dt):
+        self.asked.append(np.array(ee_vel))
+        K = len(ee_vel) - 1
+        return (BASE + np.arange(1, K + 1)[:, None] * STEP)[None]
+
+
+class RecordingSolver:
+    """A BSQP whose set_f_ext_B uploads are kept (then passed on)."""
+
+    def __init__(self, solver):
+        self._s, self.uploads = solver, []
+
+    def __getattr__(self, name):
+        return getattr(self._s, name)
+
+    def set_f_ext_B(self, f):
+        self.uploads.append(np.array(f))
+        self._s.set_f_ext_B(f)
+
+
+def _ee_slot(model, s, q, w):
+    return world_wrench_to_gato_slot(model, model.createData(), s.ee_frame_id, q, w)
+
+
+def test_fe_batch_centred_on_a_predicting_identifier_programs_the_prediction_knot_by_knot(model):
+    """centre_knots (the default with a centre that predicts): row b at knot k is the sampler's row
+    plus the centre's prediction for interval k minus its wrench now (the last knot repeats the
+    last interval), uploaded knot by knot in the EE joint's frame; the centre is asked along the
+    EE velocity of the knots (no plan yet: the measured state at every knot); the scorer rolls
+    each row as its residual plus the prediction the apply before made for interval 0."""
+    import pinocchio as pin
+
+    N, B = 5, 4
+    s = RecordingSolver(BSQP(IIWA, B, N, DT))
+    centre = PredictingCentre()
+    hyp = ForceHypothesisBatch(ForceEstimator(B, seed=3, centre=centre), model, s.ee_frame)
+    assert hyp.centre_knots
+    x = np.r_[Q0, DQ0]
+    hyp.apply(s, x)
+    rows = hyp.batch_used
+    assert np.allclose(rows[1], BASE)                  # row 1: the centre itself (zero residual)
+    k_of = np.minimum(np.arange(N), N - 2) + 1         # interval of knot k (the last repeats)
+    want = rows[:, None, :] + (k_of[:, None] * STEP)[None]
+    assert hyp.band.shape == (B, N, 6) and np.allclose(hyp.band, want, atol=1e-12)
+    data = model.createData()
+    pin.forwardKinematics(model, data, Q0, DQ0)
+    v = pin.getFrameVelocity(model, data, s.ee_frame_id, pin.LOCAL_WORLD_ALIGNED).linear
+    assert centre.asked[-1].shape == (N, 3) and np.allclose(centre.asked[-1], v[None], atol=1e-12)
+    up = s.uploads[-1]
+    body = model.frames[s.ee_frame_id].parentJoint - 1
+    for b in range(B):
+        for k in range(N):
+            slot = up[b, k, 6 * body:6 * body + 6] if up.shape[-1] != 6 else up[b, k]
+            assert np.allclose(slot, _ee_slot(model, s, Q0, want[b, k]), atol=1e-9)
+    # the next tick: the scorer's wrenches are row + (interval 0 predicted before - centre now) = row + STEP
+    hyp.apply(s, x)
+    u = pin.rnea(model, data, Q0, DQ0, np.zeros(7))
+    x_meas = interval(u)
+    hyp.select(s, None, x, u, x_meas, 0.031)
+    q_mid = 0.5 * (Q0 + x_meas[:7])
+    scored = s.uploads[-1]
+    for b in range(B):
+        slot = scored[b, 6 * body:6 * body + 6] if scored.shape[-1] != 6 else scored[b]
+        assert np.allclose(slot, _ee_slot(model, s, q_mid, hyp.batch_used[b] + STEP), atol=1e-9)
+    # off: the rows constant over the horizon, no band
+    flat = ForceHypothesisBatch(ForceEstimator(B, seed=3, centre=PredictingCentre()), model, s.ee_frame,
+                                centre_knots=False)
+    flat.apply(s, x)
+    assert flat.band is None and s.uploads[-1].ndim == 2 and np.allclose(flat.batch_used, rows)
+
+
+def test_centre_knots_bad_input(model):
+    with pytest.raises(ValueError) as e:
+        ForceHypothesisBatch(ForceEstimator(4), model, centre_knots=True)
+    assert str(e.value) == ("centre_knots: True needs an estimator whose centre predicts over the horizon "
+                            "(centre.predict); ForceEstimator's centre is None")
+    with pytest.raises(ValueError) as e:
+        ForceHypothesisBatch(ForceEstimator(4, centre=OneStepWrenchIdentifier(model, mode="weight")), model,
+                             centre_knots=True)
+    assert str(e.value).endswith("ForceEstimator's centre is OneStepWrenchIdentifier")
+    with pytest.raises(ValueError, match="centre_knots: expected None, True or False, got 1"):
+        ForceHypothesisBatch(ForceEstimator(4, centre=PredictingCentre()), model, centre_knots=1)
+    assert not ForceHypothesisBatch(ForceEstimator(4, centre=OneStepWrenchIdentifier(model, mode="weight")),
+                                    model).centre_knots
+
+
 def test_reference_api_options_become_a_batch_and_its_substep_feed(model):
     """gato.hypotheses.from_options / wrench_id_options / substep_observers: the estimator and
     wrench_id options of the reference API, without the driver."""
@@ -329,3 +435,15 @@ def test_eval_fe_batch_centred_on_an_identifier():
         with pytest.raises(ValueError) as e:
             geval.parse_spec(raw)
         assert str(e.value).startswith("planners[0].config.hypotheses.centre:"), str(e.value)
+    # centre_knots: on by default with the swing centre, off on request; only there, only a bool
+    assert hyp.centre_knots and not make_mpc_gato({"hypotheses": {**cfg["hypotheses"], "centre_knots": False}}, 1,
+                                                  N=8, dt=DT).controller.hypotheses.centre_knots
+    for h, msg in ((dict(estimator="fe", batch_size=8, centre="weight", centre_knots=True),
+                    "only the fe sampler centred on swing predicts knot by knot, not 'fe' with centre 'weight'"),
+                   (dict(estimator="fe", batch_size=8, centre="swing", centre_knots="yes"),
+                    "expected true or false, got 'yes'")):
+        raw = copy.deepcopy(raw0)
+        raw["planners"] = [dict(planner="bsqp", config=dict(hypotheses=h))]
+        with pytest.raises(ValueError) as e:
+            geval.parse_spec(raw)
+        assert str(e.value) == f"planners[0].config.hypotheses.centre_knots: {msg}", str(e.value)

@@ -129,7 +129,12 @@ class HypothesisBatch(ABC):
         err = np.linalg.norm(x_next - np.asarray(x_meas, dtype=np.float64).reshape(1, -1), axis=1)
         err = np.where(np.isfinite(err), err, np.inf)
         self.last_errors = err
-        return int(np.argmin(err))
+        best = int(np.argmin(err))
+        if self.centre_knots:
+            plan = winning_plan(solver, result, best, nq, nv)
+            if plan is not None:
+                self._plan = plan
+        return best
 
     def _rollout(self, solver, x_prev, u_prev, dt) -> np.ndarray:
         """(B, nx): x_prev under u_prev for dt [s] through every entry's dynamics (the solver's
@@ -230,6 +235,66 @@ class _WrenchInjection:
         return slots
 
 
+    def knot_frames(self, xs) -> tuple:
+        """Per knot of the (N, nq + nv) states ``xs``: the EE frame's world linear velocity (N, 3)
+        [m/s], the EE parent joint's rotation (N, 3, 3) and the lever joint origin -> EE (N, 3) [m]."""
+        import pinocchio as pin
+
+        m, j = self.model, self.model.frames[self.fid].parentJoint
+        N = xs.shape[0]
+        vel, R, lever = np.zeros((N, 3)), np.zeros((N, 3, 3)), np.zeros((N, 3))
+        for k in range(N):
+            pin.forwardKinematics(m, self.data, xs[k, :m.nq], xs[k, m.nq:m.nq + m.nv])
+            vel[k] = pin.getFrameVelocity(m, self.data, self.fid, pin.LOCAL_WORLD_ALIGNED).linear
+            oMj = self.data.oMi[j]
+            R[k] = oMj.rotation
+            lever[k] = (oMj * m.frames[self.fid].placement).translation - oMj.translation
+        return vel, R, lever
+
+    def program_band(self, solver, band, R, lever) -> None:
+        """Upload (B, N, 6) world wrenches, knot k re-expressed with rotation R[k] and lever[k]
+        (:meth:`knot_frames` of the planned knots)."""
+        B, N = band.shape[:2]
+        slots = np.zeros((B, N, 6))
+        for k in range(N):
+            f, t = band[:, k, :3], band[:, k, 3:]
+            slots[:, k] = np.concatenate([(t + np.cross(lever[k][None, :], f)) @ R[k], f @ R[k]], axis=1)
+        nb = int(solver.n_bodies()) if callable(getattr(solver, "n_bodies", None)) else None
+        if nb is None or not 0 <= self.body < nb:
+            solver.set_f_ext_B(slots)
+        else:
+            full = np.zeros((B, N, 6 * nb))
+            full[:, :, 6 * self.body:6 * self.body + 6] = slots
+            solver.set_f_ext_B(full)
+
+
+def planned_knots(plan, x, N, nq, nv) -> np.ndarray:
+    """(N, nq + nv) knot states to predict along: ``plan`` (the last winning plan shifted one knot,
+    or None) with knot 0 replaced by the measured ``x``; without a plan, x at every knot."""
+    xa = np.asarray(x, dtype=np.float64).reshape(-1)[:nq + nv]
+    if plan is None or plan.shape != (N, nq + nv):
+        return np.repeat(xa[None, :], N, axis=0)
+    xs = plan.copy()
+    xs[0] = xa
+    return xs
+
+
+def winning_plan(solver, result, best, nq, nv):
+    """The (N, nq + nv) knot states of row ``best`` of ``result.xu`` shifted one knot (the next
+    tick's plan), or None when that row is not finite (or there is no result)."""
+    from .interface import shift_plan
+
+    if result is None or getattr(result, "xu", None) is None:
+        return None
+    xu = np.asarray(result.xu, dtype=np.float64)
+    nx, nu, N = int(solver.nx), int(solver.nu), int(solver.N)
+    row = xu[best]
+    if not np.all(np.isfinite(row)):
+        return None
+    plan = shift_plan(row, nx, nu, N)
+    return np.stack([plan[k * (nx + nu):k * (nx + nu) + nx] for k in range(N)])[:, :nq + nv]
+
+
 def _check_batch(batch, B, name) -> np.ndarray:
     b = np.asarray(batch, dtype=np.float64)
     if b.shape != (B, 6):
@@ -258,17 +323,38 @@ class ForceHypothesisBatch(HypothesisBatch):
         ee_frame: URDF frame the wrenches act at (ValueError if the model lacks it).
         score_dt: keyword-only, the longest substep [s] of the scoring rollout (None: one
             solver-integrator step over the whole interval, the base class's scorer).
+        centre_knots: keyword-only; with an estimator centred on an identifier that PREDICTS
+            over the horizon (a ForceEstimator whose ``centre`` has ``predict(ee_vel, dt)``, e.g.
+            a :class:`gato.swing.PendulumSwingEstimator`): True programs row b at knot k as
+            ``row_b + (p_k - c)`` with p_k the centre's row-0 prediction for interval k along the
+            last winning plan (shifted one knot, knot 0 the measured state; the last knot repeats
+            the last interval) and c the centre's wrench now, each knot re-expressed at its planned
+            q, so the rows are the swing prediction plus each row's constant residual; the
+            one-step scorer rolls each row as residual + the centre's prediction for the interval
+            it scores (made at the apply before). False: the rows constant over the
+            horizon. None (default): True exactly when the centre predicts. True without such a
+            centre is a ValueError.
 
     Attributes: ``batch_size`` (the estimator's), ``batch_used`` (B, 6) the world batch of the
-    last apply, ``best_wrench`` (6,) the last winner's world wrench.
+    last apply, ``best_wrench`` (6,) the last winner's world wrench, ``band`` (B, N, 6) the
+    world wrenches per knot of the last apply (None when constant over the horizon).
     """
 
     #: Scoring substep [s]: 2 ms keeps the Euler error of the rollout well below the effect of
     #: a 10 N wrench on a 31 ms control period (one 31 ms step favoured a wrong wrench).
     score_dt = 0.002
 
-    def __init__(self, estimator, model, ee_frame="EE", *, score_dt=0.002):
+    def __init__(self, estimator, model, ee_frame="EE", *, score_dt=0.002, centre_knots=None):
         self.batch_size = _check_estimator(estimator)
+        centre = getattr(estimator, "centre", None)
+        predicts = centre is not None and callable(getattr(centre, "predict", None))
+        if centre_knots is not None and not isinstance(centre_knots, bool):
+            raise ValueError(f"centre_knots: expected None, True or False, got {centre_knots!r}")
+        if centre_knots and not predicts:
+            raise ValueError("centre_knots: True needs an estimator whose centre predicts over the horizon "
+                             f"(centre.predict); {type(estimator).__name__}'s centre is "
+                             f"{type(centre).__name__ if centre is not None else None}")
+        self.centre_knots = predicts if centre_knots is None else bool(centre_knots)
         if score_dt is not None and (isinstance(score_dt, bool) or not isinstance(score_dt, (int, float))
                                      or not math.isfinite(score_dt) or score_dt <= 0):
             raise ValueError(f"score_dt: expected a substep > 0 s or None (one step), got {score_dt!r}")
@@ -279,11 +365,42 @@ class ForceHypothesisBatch(HypothesisBatch):
         self.batch_used = None
         self.best_wrench = None
         self.last_errors = None
+        self.band = None
+        self._plan = None  # centre_knots: the last winning plan's knot states, shifted one knot
+        self._p0 = None  # centre_knots: the centre's prediction for interval 0 at the last apply (6,)
+        self._score_offset = np.zeros(6)
 
     def apply(self, solver, x) -> None:
-        """Program this tick's B world-axes wrench hypotheses (re-expressed at q = x[:nq])."""
+        """Program this tick's B world-axes wrench hypotheses (re-expressed at q = x[:nq]; with
+        ``centre_knots`` knot by knot along the planned motion)."""
         self.batch_used = _check_batch(self.estimator.generate_batch(), self.batch_size, "estimator")
-        self._inject.program(solver, x, self.batch_used)
+        self.band = self._centre_band(solver, x) if self.centre_knots else None
+        if self.band is None:
+            self._inject.program(solver, x, self.batch_used)
+
+    def _centre_band(self, solver, x):
+        """Program and return the (B, N, 6) band of ``centre_knots``; None (nothing programmed)
+        when the centre's prediction is not finite: the rows then stay constant for this tick."""
+        m, N = self.model, int(solver.N)
+        if int(getattr(solver, "batch_size", -1)) != self.batch_size:
+            raise ValueError(f"solver: batch_size {getattr(solver, 'batch_size', None)!r} differs from the "
+                             f"hypotheses' {self.batch_size}")
+        xs = planned_knots(self._plan, x, N, m.nq, m.nv)
+        if not np.all(np.isfinite(xs)):
+            raise ValueError(f"x: expected a finite state [q; qd] with nq = {m.nq} positions first")
+        vel, R, lever = self._inject.knot_frames(xs)
+        pred = np.asarray(self.estimator.centre.predict(vel, float(solver.dt)), dtype=np.float64)[0]  # (N - 1, 6)
+        now = np.asarray(self.estimator.get_stats()["centre"], dtype=np.float64)
+        if not (np.all(np.isfinite(pred)) and np.all(np.isfinite(now))):
+            return None
+        # the interval the next select() scores is the one the PREVIOUS apply predicted: rows are
+        # scored as residual + that prediction (the residual is what the swing model misses)
+        self._score_offset = np.zeros(6) if self._p0 is None else self._p0 - now
+        self._p0 = pred[0].copy()
+        offset = np.concatenate([pred, pred[-1:]], axis=0) - now[None, :]  # (N, 6)
+        band = self.batch_used[:, None, :] + offset[None, :, :]
+        self._inject.program_band(solver, band, R, lever)
+        return band
 
     def select(self, solver, result, x_prev, u_prev, x_meas, dt) -> int:
         """Score every hypothesis by the torque it leaves unexplained; return the best index.
@@ -300,14 +417,21 @@ class ForceHypothesisBatch(HypothesisBatch):
         import pinocchio as pin
 
         B = int(self.batch_size)
+        nq, nv = self.model.nq, self.model.nv
+        if self.centre_knots:
+            plan = winning_plan(solver, result, 0, nq, nv) if B == 1 else None
+            if plan is not None:
+                self._plan = plan
         if B == 1 or self.batch_used is None:
             self.last_errors = np.zeros(B)
             return 0
-        nq, nv = self.model.nq, self.model.nv
         xp = np.asarray(x_prev, dtype=np.float64).reshape(-1)
         xm = np.asarray(x_meas, dtype=np.float64).reshape(-1)
         q_mid = 0.5 * (xp[:nq] + xm[:nq])
-        self._inject.program(solver, q_mid, self.batch_used)
+        # with centre_knots: residual + the centre's prediction for the interval scored (the same
+        # offset for every row, so the winner is the residual's)
+        scored = self.batch_used if self.band is None else self.batch_used + self._score_offset[None, :]
+        self._inject.program(solver, q_mid, scored)
         x_next = self._rollout(solver, xp, u_prev, dt)
         M = pin.crba(self.model, self._inject.data, q_mid)
         M = np.triu(M) + np.triu(M, 1).T
@@ -326,7 +450,8 @@ class ForceHypothesisBatch(HypothesisBatch):
     def reset(self) -> None:
         super().reset()
         self.estimator.reset()
-        self.batch_used = self.best_wrench = None
+        self.batch_used = self.best_wrench = self.band = self._plan = self._p0 = None
+        self._score_offset = np.zeros(6)
 
     def get_stats(self) -> dict:
         """The estimator's stats plus last_errors (B,), best_wrench (6,) and batch (B, 6)."""

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from .estimators import OneStepWrenchIdentifier, _batch_size, _ee_frame_id, _feedback, _real, _seed
-from .hypotheses import HypothesisBatch, _check_estimator, _WrenchInjection
+from .hypotheses import HypothesisBatch, _check_estimator, _WrenchInjection, planned_knots, winning_plan
 
 __all__ = ["PendulumSwingEstimator", "SwingWrenchBatch"]
 
@@ -402,62 +402,28 @@ class SwingWrenchBatch(HypothesisBatch):
         self.band = None
         self.scores = np.zeros(self.batch_size)
 
-    def _knot_states(self, solver, x) -> np.ndarray:
-        N, nq, nv = int(solver.N), self.model.nq, self.model.nv
-        xa = np.asarray(x, dtype=np.float64).reshape(-1)[:nq + nv]
-        if self._plan is None or self._plan.shape != (N, nq + nv):
-            xs = np.repeat(xa[None, :], N, axis=0)
-        else:
-            xs = self._plan.copy()
-            xs[0] = xa
-        return xs
-
     def apply(self, solver, x) -> None:
         """Predict every row's wrench over the horizon along the planned motion and upload the
         (B, N, 6) band, knot k re-expressed at knot k's planned q."""
-        import pinocchio as pin
-
         m, inj = self.model, self._inject
         N, B = int(solver.N), self.batch_size
         if int(getattr(solver, "batch_size", -1)) != B:
             raise ValueError(f"solver: batch_size {getattr(solver, 'batch_size', None)!r} differs from the "
                              f"hypotheses' {B}")
-        xs = self._knot_states(solver, x)
+        xs = planned_knots(self._plan, x, N, m.nq, m.nv)
         if not np.all(np.isfinite(xs)):
             raise ValueError(f"x: expected a finite state [q; qd] with nq = {m.nq} positions first")
-        vel = np.zeros((N, 3))
-        slots_R, slots_lever = [], []
-        j = m.frames[inj.fid].parentJoint
-        for k in range(N):
-            q, dq = xs[k, :m.nq], xs[k, m.nq:]
-            pin.forwardKinematics(m, inj.data, q, dq)
-            vel[k] = pin.getFrameVelocity(m, inj.data, inj.fid, pin.LOCAL_WORLD_ALIGNED).linear
-            oMj = inj.data.oMi[j]
-            slots_R.append(oMj.rotation.copy())
-            slots_lever.append((oMj * m.frames[inj.fid].placement).translation - oMj.translation)
+        vel, R, lever = inj.knot_frames(xs)
         pred = np.asarray(self.estimator.predict(vel, float(solver.dt)), dtype=np.float64)  # (B, N - 1, 6)
         band = np.concatenate([pred, pred[:, -1:]], axis=1)  # the last slot: the last interval's
         self.band = band
         self._bands.insert(0, pred[:, :, :3].copy())
         del self._bands[self.lookback + 1:]
-        slots = np.zeros((B, N, 6))
-        for k in range(N):
-            R, lever = slots_R[k], slots_lever[k]
-            f, t = band[:, k, :3], band[:, k, 3:]
-            slots[:, k] = np.concatenate([(t + np.cross(lever[None, :], f)) @ R, f @ R], axis=1)
-        nb = int(solver.n_bodies()) if callable(getattr(solver, "n_bodies", None)) else None
-        if nb is None or not 0 <= inj.body < nb:
-            solver.set_f_ext_B(slots)
-        else:
-            full = np.zeros((B, N, 6 * nb))
-            full[:, :, 6 * inj.body:6 * inj.body + 6] = slots
-            solver.set_f_ext_B(full)
+        inj.program_band(solver, band, R, lever)
 
     def select(self, solver, result, x_prev, u_prev, x_meas, dt) -> int:
         """Score the rows' past predictions against the identified force (above), keep the
         winner's plan (shifted one knot) for the next prediction; returns the winner."""
-        from .interface import shift_plan
-
         B = self.batch_size
         f_now = self.estimator.take_mean_force()
         if B > 1 and f_now is not None and len(self._bands) > 1:
@@ -472,13 +438,9 @@ class SwingWrenchBatch(HypothesisBatch):
             # scenario 3 such a tie handed a step move to the constant-wrench row (J6 1.2x its limit)
             best = 0
         self.last_errors = self.scores.copy()
-        xu = np.asarray(result.xu, dtype=np.float64)
-        nx, nu, N = int(solver.nx), int(solver.nu), int(solver.N)
-        row = xu[best]
-        if np.all(np.isfinite(row)):
-            plan = shift_plan(row, nx, nu, N)
-            self._plan = np.stack([plan[k * (nx + nu):k * (nx + nu) + nx] for k in range(N)])[:, :self.model.nq
-                                                                                             + self.model.nv]
+        plan = winning_plan(solver, result, best, self.model.nq, self.model.nv)
+        if plan is not None:
+            self._plan = plan
         return best
 
     def update(self, best_id, errors) -> None:

@@ -37,7 +37,10 @@ Planner entries: ``planner: bsqp`` with ``config``:
   motion; :func:`make_mpc_gato`; ``inertial_gain``: its share of the predicted inertial
   reaction in [0, 1], default the estimator's by B); ``centre``: weight | swing (fe only): the ForceEstimator
   sampling around that identifier's current wrench (gato.hypotheses.fe_centre, fed per
-  substep; sphere radius within gato.hypotheses.FE_CENTRE_RADIUS; :func:`make_mpc_gato`);
+  substep; sphere radius within gato.hypotheses.FE_CENTRE_RADIUS; :func:`make_mpc_gato`;
+  ``centre_knots`` (centre swing only, default true): each row the swing prediction knot by
+  knot plus the row's residual, false: the rows constant over the horizon, see
+  gato.hypotheses.ForceHypothesisBatch);
   none: no hypotheses
   (B identical entries). The sampler of scenario k (0-based, within its seed) is seeded
   ``seed + k``: runs are deterministic.
@@ -58,7 +61,7 @@ __all__ = ["HYPOTHESIS_ESTIMATORS", "WRENCH_STUDIES", "mpc_gato_kwargs", "run_di
 #: hypotheses.estimator values -> MPC_GATO's (estimator, wrench_id) arguments.
 HYPOTHESIS_ESTIMATORS = ("none", "fe", "cem", "wid", "wrench_id", "swing")
 _CONFIG = ("hypotheses", "solver", "limits")
-_HYP = ("estimator", "batch_size", "seed", "mode", "inertial_rows", "centre", "inertial_gain")
+_HYP = ("estimator", "batch_size", "seed", "mode", "inertial_rows", "centre", "inertial_gain", "centre_knots")
 _LIMITS = ("default", "off", "telemetry", "al", "barrier", "admm")
 _Q_START = [0.0, 0.5, 0.0, -1.2, 0.0, 0.6, 0.0]  # bench/fig8_problem.Q_START: the figures' start pose
 
@@ -119,7 +122,7 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
         lo, hi = FE_CENTRE_RADIUS
         est = ForceEstimator(m.batch_size, seed=m.fe_seed, initial_radius=hi, min_radius=lo, max_radius=hi,
                              centre=fe_centre(h["centre"], s.model, s.ee_frame, seed=m.fe_seed))
-        m.controller.hypotheses = ForceHypothesisBatch(est, s.model, s.ee_frame)
+        m.controller.hypotheses = ForceHypothesisBatch(est, s.model, s.ee_frame, centre_knots=h.get("centre_knots"))
     return m
 
 
@@ -161,6 +164,12 @@ def _check_planner(kind: str, pl: dict, path: str) -> None:
             raise _err(f"{hp}.centre", f"only the fe sampler is centred on an identifier, not {est!r}")
         if h["centre"] not in FE_CENTRES:
             raise _err(f"{hp}.centre", f"expected one of {list(FE_CENTRES)}, got {h['centre']!r}")
+    if "centre_knots" in h:
+        if est != "fe" or h.get("centre") != "swing":
+            raise _err(f"{hp}.centre_knots", "only the fe sampler centred on swing predicts knot by knot, not "
+                                             f"{est!r} with centre {h.get('centre')!r}")
+        if not isinstance(h["centre_knots"], bool):
+            raise _err(f"{hp}.centre_knots", f"expected true or false, got {h['centre_knots']!r}")
     if "inertial_gain" in h:
         if est != "swing":
             raise _err(f"{hp}.inertial_gain", f"only the swing estimator has an inertial gain, not {est!r}")
