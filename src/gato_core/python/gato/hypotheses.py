@@ -129,12 +129,7 @@ class HypothesisBatch(ABC):
         err = np.linalg.norm(x_next - np.asarray(x_meas, dtype=np.float64).reshape(1, -1), axis=1)
         err = np.where(np.isfinite(err), err, np.inf)
         self.last_errors = err
-        best = int(np.argmin(err))
-        if self.centre_knots:
-            plan = winning_plan(solver, result, best, nq, nv)
-            if plan is not None:
-                self._plan = plan
-        return best
+        return int(np.argmin(err))
 
     def _rollout(self, solver, x_prev, u_prev, dt) -> np.ndarray:
         """(B, nx): x_prev under u_prev for dt [s] through every entry's dynamics (the solver's
@@ -326,10 +321,11 @@ class ForceHypothesisBatch(HypothesisBatch):
         centre_knots: keyword-only; with an estimator centred on an identifier that PREDICTS
             over the horizon (a ForceEstimator whose ``centre`` has ``predict(ee_vel, dt)``, e.g.
             a :class:`gato.swing.PendulumSwingEstimator`): True programs row b at knot k as
-            ``row_b + (p_k - c)`` with p_k the centre's row-0 prediction for interval k along the
-            last winning plan (shifted one knot, knot 0 the measured state; the last knot repeats
-            the last interval) and c the centre's wrench now, each knot re-expressed at its planned
-            q, so the rows are the swing prediction plus each row's constant residual; the
+            ``row_b + (p_k - c)`` with p_k the centre's row-0 prediction for interval k with every
+            knot at the measured state (the payload's own swing under the EE's present velocity,
+            no planned acceleration; the last knot repeats the last interval) and c the centre's
+            wrench now, re-expressed at the measured q, so the rows are the swing prediction plus
+            each row's constant residual; the
             one-step scorer rolls each row as residual + the centre's prediction for the interval
             it scores (made at the apply before). False: the rows constant over the
             horizon. None (default): True exactly when the centre predicts. True without such a
@@ -366,7 +362,6 @@ class ForceHypothesisBatch(HypothesisBatch):
         self.best_wrench = None
         self.last_errors = None
         self.band = None
-        self._plan = None  # centre_knots: the last winning plan's knot states, shifted one knot
         self._p0 = None  # centre_knots: the centre's prediction for interval 0 at the last apply (6,)
         self._score_offset = np.zeros(6)
 
@@ -385,7 +380,10 @@ class ForceHypothesisBatch(HypothesisBatch):
         if int(getattr(solver, "batch_size", -1)) != self.batch_size:
             raise ValueError(f"solver: batch_size {getattr(solver, 'batch_size', None)!r} differs from the "
                              f"hypotheses' {self.batch_size}")
-        xs = planned_knots(self._plan, x, N, m.nq, m.nv)
+        # every knot at the measured state: the centre predicts the payload's own swing under the
+        # EE's present velocity, not along this batch's plan (a plan made under these rows would
+        # feed its own acceleration back into them; measured as is, docs/benchmarks_hypotheses.md)
+        xs = planned_knots(None, x, N, m.nq, m.nv)
         if not np.all(np.isfinite(xs)):
             raise ValueError(f"x: expected a finite state [q; qd] with nq = {m.nq} positions first")
         vel, R, lever = self._inject.knot_frames(xs)
@@ -418,10 +416,6 @@ class ForceHypothesisBatch(HypothesisBatch):
 
         B = int(self.batch_size)
         nq, nv = self.model.nq, self.model.nv
-        if self.centre_knots:
-            plan = winning_plan(solver, result, 0, nq, nv) if B == 1 else None
-            if plan is not None:
-                self._plan = plan
         if B == 1 or self.batch_used is None:
             self.last_errors = np.zeros(B)
             return 0
@@ -450,7 +444,7 @@ class ForceHypothesisBatch(HypothesisBatch):
     def reset(self) -> None:
         super().reset()
         self.estimator.reset()
-        self.batch_used = self.best_wrench = self.band = self._plan = self._p0 = None
+        self.batch_used = self.best_wrench = self.band = self._p0 = None
         self._score_offset = np.zeros(6)
 
     def get_stats(self) -> dict:
