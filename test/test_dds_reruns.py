@@ -25,6 +25,7 @@ def test_a_graph_test_is_rerun_once_and_fails_if_it_fails_twice(pytester):
     shutil.copy(pathlib.Path(__file__).parent / "conftest.py", pytester.path / "conftest.py")
     body = textwrap.dedent("""
         import pathlib
+        import pytest
         COUNT = pathlib.Path(__file__).with_suffix(".count")
 
         def test_fails_once():
@@ -34,12 +35,20 @@ def test_a_graph_test_is_rerun_once_and_fails_if_it_fails_twice(pytester):
 
         def test_always_fails():
             assert False, "every attempt fails"
+
+        @pytest.mark.launch
+        def test_launch_marked_fails():
+            assert False, "a launch_pytest test is never rerun"
     """)
     pytester.makepyfile(**{"test_ros_system": body, "test_solver_core": body.replace("COUNT", "COUNT2")})
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-raR")   # own process: no module clash
-    # the graph file: the flaky one passes on its rerun, the broken one fails twice (2 reruns in all);
-    # the other file: no rerun, both of its tests fail at once
+    # the graph file: the flaky one passes on its rerun, the broken one fails twice (2 reruns in all),
+    # the launch_pytest one fails at once; the other file: no rerun, its tests fail at once
     outcomes = result.parseoutcomes()
-    assert (outcomes.get("passed"), outcomes.get("failed"), outcomes.get("rerun")) == (1, 3, 2), outcomes
+    # the launch-marked ones: skipped by launch_pytest where it is installed (no launch fixture),
+    # failed at once where it is not; never rerun either way
+    assert (outcomes.get("passed"), outcomes.get("failed", 0) + outcomes.get("skipped", 0), outcomes.get("rerun")) \
+        == (1, 5, 2), outcomes
     result.stdout.fnmatch_lines(["*rerun test summary info*", "*RERUN*test_ros_system.py::test_fails_once*"])
     assert "RERUN test_solver_core" not in result.stdout.str()
+    assert "RERUN test_ros_system.py::test_launch_marked_fails" not in result.stdout.str()
