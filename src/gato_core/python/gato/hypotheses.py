@@ -383,10 +383,10 @@ class ForceHypothesisBatch(HypothesisBatch):
         # every knot at the measured state: the centre predicts the payload's own swing under the
         # EE's present velocity, not along this batch's plan (a plan made under these rows would
         # feed its own acceleration back into them; measured as is, docs/benchmarks_hypotheses.md)
-        xs = planned_knots(None, x, N, m.nq, m.nv)
+        xs = planned_knots(None, x, 1, m.nq, m.nv)   # one knot: every knot is the same state
         if not np.all(np.isfinite(xs)):
             raise ValueError(f"x: expected a finite state [q; qd] with nq = {m.nq} positions first")
-        vel, R, lever = self._inject.knot_frames(xs)
+        vel, R, lever = (np.repeat(a, N, axis=0) for a in self._inject.knot_frames(xs))
         pred = np.asarray(self.estimator.centre.predict(vel, float(solver.dt)), dtype=np.float64)[0]  # (N - 1, 6)
         now = np.asarray(self.estimator.get_stats()["centre"], dtype=np.float64)
         if not (np.all(np.isfinite(pred)) and np.all(np.isfinite(now))):
