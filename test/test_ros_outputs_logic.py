@@ -1,0 +1,136 @@
+"""The controller node's outputs for RViz / Foxglove / rqt_robot_monitor without ROS:
+gato_ros.plan_view (the plan's EE path by forward kinematics of its knots, the batch rows, the
+reference window; the rate limit) and gato_ros.health (OK / WARN / ERROR with reasons, the
+stalled-solver sequence OK -> WARN -> ERROR -> OK). Synthetic clocks, no wall time."""
+from types import SimpleNamespace
+
+import numpy as np
+
+from gato_ros.health import ERROR, OK, WARN, Health
+from gato_ros.plan_view import RateLimiter, plan_view
+from gato_ros.types import Plan, SolveInput
+
+MS = 1_000_000
+NQ, N = 2, 4
+
+
+def _ee(q):
+    """A planar 2-link arm (links 1 m): the EE of joint positions q."""
+    return np.array([np.cos(q[0]) + np.cos(q[0] + q[1]), np.sin(q[0]) + np.sin(q[0] + q[1]), 0.0])
+
+
+def _row(qs):
+    """A flat plan row [x_0, u_0, ..., x_{N-1}] with x = [q; 0], u = 0."""
+    out = []
+    for k, q in enumerate(qs):
+        out += list(q) + [0.0] * NQ
+        if k < len(qs) - 1:
+            out += [0.0] * NQ
+    return np.array(out)
+
+
+def _tick(rows, best, ref=None):
+    qs = [np.array([[0.1 * k + b, -0.2 * k] for k in range(N)]) for b in range(rows)]
+    xu = np.stack([_row(q) for q in qs])
+    plan = Plan(stamp_ns=5 * MS, knot_dt=0.03, nx=2 * NQ, nu=NQ, n_knots=N, joint_names=["a", "b"], xu=xu[best])
+    step = SimpleNamespace(best_id=best, solve=SimpleNamespace(xu=xu))
+    si = None
+    if ref is not None:
+        si = SolveInput(stamp_ns=5 * MS, tick=1, joint_names=["a", "b"], x_measured=np.zeros(4),
+                        reference=np.c_[ref, np.zeros((N, 3))].ravel(), xu_warm=xu[0])
+    return SimpleNamespace(plan=plan, step=step, solve_input=si), qs
+
+
+def test_plan_view_is_the_forward_kinematics_of_the_plan_knots_and_the_reference_window():
+    ref = np.arange(3 * N, dtype=float).reshape(N, 3)
+    out, qs = _tick(1, 0, ref)
+    v = plan_view(out, _ee, NQ)
+    assert v.stamp_ns == 5 * MS and v.knot_dt == 0.03 and v.best == 0
+    assert np.allclose(v.ee, [_ee(q) for q in qs[0]])
+    assert v.rows.shape == (1, N, 3) and np.allclose(v.reference, ref)
+
+
+def test_plan_view_batch_rows_with_the_winner_and_no_view_without_a_plan():
+    out, qs = _tick(3, 2)
+    v = plan_view(out, _ee, NQ, batch_rows=8)
+    assert v.rows.shape == (3, N, 3) and v.best == 2
+    for b in range(3):
+        assert np.allclose(v.rows[b], [_ee(q) for q in qs[b]])
+    assert np.allclose(v.ee, v.rows[2])                  # the published plan is the winner's
+    assert plan_view(out, _ee, NQ, batch_rows=2).rows.shape == (2, N, 3)
+    assert plan_view(out, _ee, NQ).rows.shape == (1, N, 3)
+    assert plan_view(SimpleNamespace(plan=None), _ee, NQ) is None     # hold / fallback ticks
+
+
+def test_rate_limiter_lets_one_event_per_period_through_and_follows_clock_jumps():
+    r = RateLimiter(10.0)
+    ticks = [k * 10 * MS for k in range(101)]           # 1 s of 100 Hz ticks
+    assert sum(r.due(t) for t in ticks) == 11           # t = 0, 0.1, ..., 1.0
+    assert r.due(50_000 * MS)                           # after a gap: at once, then on the new schedule
+    assert not r.due(50_050 * MS) and r.due(50_100 * MS)
+    assert not RateLimiter(0.0).due(0)
+    every = RateLimiter(1000.0)
+    assert all(every.due(t) for t in ticks)             # above the tick rate: every tick
+
+
+def _status(**kw):
+    base = dict(state="running", reason="", ticks=0, deadline_misses=0, fallback_switches=0, fallbacks=0, holds=0,
+                stale_events=0, rejected_nonfinite=0, rejected_names=0, solve_us=0.0, latency_us=0.0,
+                active_planner="bsqp", fallback_reason="")
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def _step(iters=1, kkt=True):
+    stats = SimpleNamespace(kkt_converged=np.array([kkt]))
+    return SimpleNamespace(iterations=iters, best_id=0, solve=SimpleNamespace(stats=stats))
+
+
+def _run(h, st, t0_ms, t1_ms, miss=False, source="mpc"):
+    """Ticks every 10 ms in [t0, t1): each a miss (deadline_misses + 1) when ``miss``."""
+    for t in range(t0_ms, t1_ms, 10):
+        st.ticks += 1
+        st.deadline_misses += int(miss)
+        h.on_tick(t * MS, st, SimpleNamespace(source=source, step=_step() if source == "mpc" else None))
+
+
+def test_health_goes_ok_warn_error_and_back_to_ok_for_a_stalled_solver():
+    h, st = Health(error_after_s=2.0, recover_s=1.0), _status()
+    _run(h, st, 0, 1000)
+    r = h.report(1000 * MS, st)
+    assert r.level == OK and "planner bsqp in control" in r.message
+    vals = dict(r.values)
+    assert vals["sqp_iterations_mean"] == "1.00" and vals["kkt_converged_fraction"] == "1.00"
+    assert vals["ticks_since_last_report"] == "100"
+    # the solver stalls: misses, then the OSC fallback commands
+    _run(h, st, 1000, 1030, miss=True)
+    st.state, st.fallback_reason, st.active_planner = "fallback", "deadline", "osc"
+    _run(h, st, 1030, 2000, source="osc_fallback")
+    r = h.report(2000 * MS, st)
+    assert r.level == WARN and "planner degraded for 1.0 s" in r.message and "OSC fallback in control (deadline)" \
+        in r.message, r.message
+    _run(h, st, 2000, 3100, source="osc_fallback")
+    r = h.report(3100 * MS, st)
+    assert r.level == ERROR and "planner degraded for 2.1 s" in r.message
+    # the stall is lifted: BSQP back, healthy ticks; OK once recover_s passed without a bad tick
+    st.state, st.fallback_reason, st.active_planner = "running", "", "bsqp"
+    _run(h, st, 3100, 3600)
+    assert h.report(3600 * MS, st).level == ERROR         # 0.5 s since the last bad tick: still degraded
+    _run(h, st, 3600, 4200)
+    r = h.report(4200 * MS, st)
+    assert r.level == OK, r.message
+
+
+def test_health_errors_on_hold_and_warns_on_stale_reference_waiting_and_refused_inputs():
+    h = Health()
+    st = _status(state="hold", reason="stale joint states: last good one received 0.2 s ago")
+    r = h.report(0, st)
+    assert r.level == ERROR and r.message.startswith("hold: stale joint states")
+    st = _status(reason="EE reference stale: following the last window to its end")
+    assert h.report(MS, st).level == WARN
+    assert h.report(2 * MS, _status(state="waiting", reason="no joint state received yet")).level == WARN
+    h2 = Health()
+    assert h2.report(0, _status(), {"goals_rejected": 0}).level == OK
+    r = h2.report(MS, _status(), {"goals_rejected": 2, "unknown_frame": 1})
+    assert r.level == WARN and "goals_rejected +2" in r.message and "unknown_frame +1" in r.message
+    assert h2.report(2 * MS, _status(), {"goals_rejected": 2, "unknown_frame": 1}).level == OK
