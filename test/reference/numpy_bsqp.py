@@ -149,13 +149,16 @@ class RefProblem:
     f_ext : None or (N-1, njoints-1, 6): per knot interval, per body (pinocchio
         joints 1..njoints-1), a spatial force in the joint-local frame, ordered
         [angular; linear].
+    u_ref : "zero" (the control term is 1/2 s u^2) or "gravity" (1/2 s (u - g(q_k))^2,
+        g the generalized gravity, no f_ext); with "gravity" the KKT blocks gain the
+        cross blocks S (N-1, nu, nx) = d2l/du dx and the Gauss-Newton q-block G' diag(s) G.
     """
 
     def __init__(self, urdf_path, ee_frame, N, dt, *, q_cost=2.0, qd_cost=0.01,
                  u_cost=2e-6, N_cost=50.0, q_lim_cost=0.01, vel_lim_cost=0.0,
                  ctrl_lim_cost=0.0, mu=10.0, rho=0.01, adapt_rho=True,
                  drho_factor=1.2, integrator="euler", knot_weights=None,
-                 u_cost_vec=None, q_pos_cost=0.0, q_nom=None, f_ext=None):
+                 u_cost_vec=None, q_pos_cost=0.0, q_nom=None, f_ext=None, u_ref="zero"):
         self.model = pin.buildModelFromUrdf(str(urdf_path))
         self.data = self.model.createData()
         if self.model.nq != self.model.nv:
@@ -173,6 +176,9 @@ class RefProblem:
         if integrator not in ("euler", "semi_implicit", "rk4"):
             raise ValueError(f"unknown integrator {integrator!r}")
         self.integrator = integrator
+        if u_ref not in ("zero", "gravity"):
+            raise ValueError(f"unknown u_ref {u_ref!r}")
+        self.u_ref = u_ref
 
         m = LIMIT_MARGIN
         self.q_lo = np.asarray(self.model.lowerPositionLimit, dtype=np.float64) + m
@@ -272,6 +278,19 @@ class RefProblem:
         J = pin.computeFrameJacobian(self.model, self.data, q, self.ee_id,
                                      pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
         return np.array(J[:3, :])
+
+    def gravity(self, q):
+        """(g (nv,), dg/dq (nv, nv)): generalized gravity at q and its Jacobian."""
+        q = np.asarray(q, dtype=np.float64)
+        g = np.array(pin.computeGeneralizedGravity(self.model, self.data, q))
+        G = np.array(pin.computeGeneralizedGravityDerivatives(self.model, self.data, q))
+        return g, G
+
+    def control_ref(self, q):
+        """The control reference at configuration q: zeros or g(q) (u_ref)."""
+        if self.u_ref == "gravity":
+            return self.gravity(q)[0]
+        return np.zeros(self.nu)
 
     # -------------------------------------------------------------- dynamics
     def _fext(self, k):
@@ -407,7 +426,8 @@ class RefProblem:
             l += self.vel_lim_cost * box_barrier(qd, self.v_lo, self.v_hi)[0]
         if u is not None and k < self.N - 1:
             u = np.asarray(u, dtype=np.float64)
-            l += 0.5 * np.sum(self.s_u[k] * u * u)
+            du = u - self.control_ref(q)
+            l += 0.5 * np.sum(self.s_u[k] * du * du)
             if self.ctrl_lim_cost != 0.0:
                 l += self.ctrl_lim_cost * box_barrier(u, self.u_lo, self.u_hi)[0]
         return float(l)
@@ -441,12 +461,30 @@ class RefProblem:
             return Q, g, None, None
         u = np.asarray(u, dtype=np.float64)
         R = np.diag(self.s_u[k].copy())
-        r = self.s_u[k] * u
+        if self.u_ref == "gravity":
+            # 1/2 s (u - g(q))^2: e = s (u - g); q-gradient -G' e, GN q-block G' diag(s) G
+            # (the cross block: cost_cross).
+            gq, G = self.gravity(qpos)
+            e = self.s_u[k] * (u - gq)
+            r = e.copy()
+            g[:nv] -= G.T @ e
+            Q[:nv, :nv] += G.T @ (self.s_u[k][:, None] * G)
+        else:
+            r = self.s_u[k] * u
         if self.ctrl_lim_cost != 0.0:
             _, bg, bh = box_barrier(u, self.u_lo, self.u_hi)
             R += self.ctrl_lim_cost * np.diag(bh)
             r = r + self.ctrl_lim_cost * bg
         return Q, g, R, r
+
+    def cost_cross(self, x, k):
+        """Gauss-Newton cross block S_k = d2 l_k / du dx (nu, nx) at knot k < N-1: -diag(s) dg/dq
+        on the positions with u_ref = gravity, zero otherwise."""
+        S = np.zeros((self.nu, self.nx))
+        if self.u_ref == "gravity":
+            _, G = self.gravity(np.asarray(x, dtype=np.float64)[:self.nv])
+            S[:, :self.nv] = -self.s_u[k][:, None] * G
+        return S
 
     # ------------------------------------------------------------ KKT blocks
     def defects(self, xu, x_s):
@@ -462,14 +500,14 @@ class RefProblem:
         """KKT blocks at xu (cost blocks WITHOUT the rho term).
 
         Returns a dict: Q (N, nx, nx), R (N-1, nu, nu), q (N, nx), r (N-1, nu),
-        A (N-1, nx, nx), B (N-1, nx, nu), c (N, nx).
+        A (N-1, nx, nx), B (N-1, nx, nu), c (N, nx), S (N-1, nu, nx) (cost cross blocks).
         """
         N, nx, nu = self.N, self.nx, self.nu
         xs, us = self.split(xu)
         out = dict(Q=np.zeros((N, nx, nx)), R=np.zeros((N - 1, nu, nu)),
                    q=np.zeros((N, nx)), r=np.zeros((N - 1, nu)),
                    A=np.zeros((N - 1, nx, nx)), B=np.zeros((N - 1, nx, nu)),
-                   c=np.zeros((N, nx)))
+                   c=np.zeros((N, nx)), S=np.zeros((N - 1, nu, nx)))
         out["c"][0] = xs[0] - np.asarray(x_s, dtype=np.float64)
         for k in range(N):
             u = us[k] if k < N - 1 else None
@@ -477,6 +515,7 @@ class RefProblem:
             out["Q"][k], out["q"][k] = Q, g
             if k < N - 1:
                 out["R"][k], out["r"][k] = R, r
+                out["S"][k] = self.cost_cross(xs[k], k)
                 xn, A, B = self.linearize(xs[k], us[k], k)
                 out["A"][k], out["B"][k] = A, B
                 out["c"][k + 1] = xs[k + 1] - xn
@@ -525,6 +564,10 @@ class RefProblem:
             ui = self.u_index(k)
             G[ui, ui] = blocks["R"][k] + self._rbar(k)
             g[ui] = blocks["r"][k]
+            if "S" in blocks:
+                xi = self.x_index(k)
+                G[ui, xi] = blocks["S"][k]
+                G[xi, ui] = blocks["S"][k].T
         C[0:nx, self.x_index(0)] = -np.eye(nx)
         for k in range(N - 1):
             rows = slice((k + 1) * nx, (k + 2) * nx)
@@ -547,13 +590,35 @@ class RefProblem:
         sol = np.linalg.solve(K, np.concatenate([-g, c]))
         return sol[:n], sol[n:].reshape(self.N, self.nx)
 
+    def eliminate_cross(self, blocks):
+        """Blocks with the cost cross blocks S_k eliminated (docs/solver_method.md, the gravity-
+        referenced control cost): du_k = dv_k + K_k dx_k, K_k = -(R_k + Rbar_k)^-1 S_k, so
+        Q_k <- Q_k - S_k' (R_k + Rbar_k)^-1 S_k, q_k <- q_k + K_k' r_k, A_k <- A_k + B_k K_k;
+        R, r, B unchanged. Returns (blocks', K (N-1, nu, nx)); without S (or S = 0) the
+        blocks themselves and K = 0."""
+        N, nx, nu = self.N, self.nx, self.nu
+        K = np.zeros((N - 1, nu, nx))
+        if "S" not in blocks or not np.any(blocks["S"]):
+            return blocks, K
+        out = {k: np.array(v, copy=True) for k, v in blocks.items()}
+        for k in range(N - 1):
+            Rt = blocks["R"][k] + self._rbar(k)
+            K[k] = -np.linalg.solve(Rt, blocks["S"][k])
+            out["Q"][k] = blocks["Q"][k] + blocks["S"][k].T @ K[k]
+            out["q"][k] = blocks["q"][k] + K[k].T @ blocks["r"][k]
+            out["A"][k] = blocks["A"][k] + blocks["B"][k] @ K[k]
+        out["S"] = np.zeros_like(blocks["S"])
+        return out, K
+
     def schur_system(self, blocks, rho):
         """Dense Schur system of the spec: (M (N nx, N nx) = -S, gamma (N nx,)).
 
         M_00 = Qt_0^-1, M_{k+1,k+1} = A_k Qt_k^-1 A_k^T + B_k R_k^-1 B_k^T + Qt_{k+1}^-1,
         M_{k+1,k} = -A_k Qt_k^-1 (= M_{k,k+1}^T); gamma_0 = c_0 - Qt_0^-1 q_0,
-        gamma_{k+1} = c_{k+1} + A_k Qt_k^-1 q_k + B_k R_k^-1 r_k - Qt_{k+1}^-1 q_{k+1}.
+        gamma_{k+1} = c_{k+1} + A_k Qt_k^-1 q_k + B_k R_k^-1 r_k - Qt_{k+1}^-1 q_{k+1}
+        (of the blocks after eliminate_cross).
         """
+        blocks, _ = self.eliminate_cross(blocks)
         N, nx = self.N, self.nx
         Qi = [np.linalg.inv(blocks["Q"][k] + rho * self._ibar(k)) for k in range(N)]
         Ri = [np.linalg.inv(blocks["R"][k] + self._rbar(k)) for k in range(N - 1)]
@@ -576,11 +641,12 @@ class RefProblem:
         """Schur-complement route: solve M lam = -gamma, recover dz per knot.
 
         dx_k = -Qt_k^-1 (q_k - lam_k + A_k^T lam_{k+1}) (no A term at k = N-1),
-        du_k = -R_k^-1 (r_k + B_k^T lam_{k+1}).
+        du_k = -R_k^-1 (r_k + B_k^T lam_{k+1}) (+ K_k dx_k: eliminate_cross).
         Returns (dz (n,), lam (N, nx)).
         """
         N = self.N
         M, gam = self.schur_system(blocks, rho)
+        blocks, K = self.eliminate_cross(blocks)
         lam = np.linalg.solve(M, -gam).reshape(N, self.nx)
         dz = np.zeros(self.n_xu)
         for k in range(N):
@@ -591,6 +657,7 @@ class RefProblem:
         for k in range(N - 1):
             dz[self.u_index(k)] = -np.linalg.solve(blocks["R"][k] + self._rbar(k),
                                                    blocks["r"][k] + blocks["B"][k].T @ lam[k + 1])
+            dz[self.u_index(k)] += K[k] @ dz[self.x_index(k)]
         return dz, lam
 
     # ------------------------------------------------------------------- SQP

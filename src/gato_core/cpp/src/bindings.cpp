@@ -205,12 +205,13 @@ void bind_solver(py::module_& m, const char* name) {
         check_shape<S>(x, {B, nx}, "xcur_B");
         check_shape<S>(ref, {B, 6 * N}, "eepos_goals_B");
         py::array_t<S> Q({B, N, nx, nx}), R({B, N - 1, nu, nu}), q({B, N, nx}), r({B, N - 1, nu}),
-            A({B, N - 1, nx, nx}), Bm({B, N - 1, nx, nu}), c({B, N, nx});
+            A({B, N - 1, nx, nx}), Bm({B, N - 1, nx, nu}), c({B, N, nx}), Suq({B, N - 1, nu, nx});
         s.debug_setup_kkt(xu.data(), x.data(), ref.data(), Q.mutable_data(), R.mutable_data(),
                           q.mutable_data(), r.mutable_data(), A.mutable_data(), Bm.mutable_data(),
-                          c.mutable_data());
+                          c.mutable_data(), Suq.mutable_data());
         py::dict d;
         d["Q"] = Q; d["R"] = R; d["q"] = q; d["r"] = r; d["A"] = A; d["B"] = Bm; d["c"] = c;
+        d["S"] = Suq;  // cross blocks d2l/du dx (u_ref = gravity; zero otherwise)
         return d;
       })
       .def("merit", [](P& p, const Arr<S>& xu, const Arr<S>& x, const Arr<S>& ref) {

@@ -265,7 +265,8 @@ inline const Fields<Settings>& settings_fields() {
         .add("N_cost", &Settings::N_cost)
         .add("q_lim_cost", &Settings::q_lim_cost)
         .add("vel_lim_cost", &Settings::vel_lim_cost)
-        .add("ctrl_lim_cost", &Settings::ctrl_lim_cost);
+        .add("ctrl_lim_cost", &Settings::ctrl_lim_cost)
+        .add_enum("u_ref", &Settings::u_ref);
     return t;
   }();
   return f;
@@ -392,6 +393,9 @@ inline void bind_types(py::module_& m) {
   py::enum_<LineSearch>(m, "LineSearch", "Line search over alpha = 2^-i: lowest merit of all, or first decrease.")
       .value("BEST", LineSearch::kBest)
       .value("FIRST", LineSearch::kFirst);
+  py::enum_<URef>(m, "URef", "What the control cost penalises: u (ZERO, the reference) or u - g(q) (GRAVITY).")
+      .value("ZERO", URef::kZero)
+      .value("GRAVITY", URef::kGravity);
   py::enum_<RowKind>(m, "RowKind", "Row-group kinds (gato/rowgroups.hpp, docs/constraints.md).")
       .value("Q_BOX", RowKind::kQBox)
       .value("QD_BOX", RowKind::kQdBox)

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "gato/barrier.hpp"
@@ -41,8 +42,9 @@ struct CostModel {
   double q_lim_cost = 0, vel_lim_cost = 0, ctrl_lim_cost = 0;       // barrier weights
   std::vector<double> knot_w;  // N x 3 [ee, qd, u] per knot, empty = the scalars
   std::vector<double> u_vec;   // nu per-joint control weights, empty = the scalar / table
-  std::vector<double> q_pos_w, q_nom;  // posture anchor weights and target (nv each)
+  std::vector<double> q_pos_w, q_nom;  // posture anchor weights and target (nv, or N x nv per knot)
   VecNV lo_q, hi_q, max_qd, max_u;    // barrier boxes (URDF box shrunk by kLimitMargin)
+  bool u_ref_gravity = false;         // Settings::u_ref: the control term penalises u - g(q)
 
   void set_weights(const Settings& s) {
     q_cost = s.q_cost;
@@ -52,6 +54,7 @@ struct CostModel {
     q_lim_cost = s.q_lim_cost;
     vel_lim_cost = s.vel_lim_cost;
     ctrl_lim_cost = s.ctrl_lim_cost;
+    u_ref_gravity = s.u_ref == URef::kGravity;
   }
   /// EE weight w_k: the table's column 0, else N_cost at the last knot and q_cost before.
   S ee_weight(int k) const {
@@ -69,6 +72,8 @@ struct CostModel {
 
 /// The knot a term is evaluated at: x (nx), u (nu; null at the last knot), the EE position
 /// p(q) (3), the reference p_ref,k (3) and, for the derivatives only, the EE Jacobian (3 x nv).
+/// uref (nu; null = zero): the control reference g(q_k) of u_ref = gravity, and for the
+/// derivatives dg (nv x nv, column-major, dg[i + nv j] = dg_i/dq_j).
 template <typename S, typename MatJ>
 struct Knot {
   int k;
@@ -77,16 +82,20 @@ struct Knot {
   const S* ee;
   const S* ref;
   const MatJ* J;
+  const S* uref = nullptr;
+  const S* dg = nullptr;
 };
 
 /// Where the derivatives go (D = true): the stage blocks Q (nx x nx), q (nx), R (nu x nu),
-/// r (nu); R and r are null at the last knot.
+/// r (nu); R and r are null at the last knot. Suq (nu x nv; null unless the knot has a
+/// control reference): the Gauss-Newton cross block d2l/du dq of the control term.
 template <typename MatXX, typename VecNX, typename MatUU, typename VecNU>
 struct KnotDerivs {
   MatXX& Q;
   VecNX& q;
   MatUU* R;
   VecNU* r;
+  MatUU* Suq = nullptr;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -124,20 +133,24 @@ struct EePositionTerm {
 // *g and Hessian diagonal into *h (D = true only; null otherwise). Constructed once per knot
 // (per-knot weights are looked up there).
 
-/// Posture anchor ½ a_j (q_j − q_nom,j)².
+/// Posture anchor ½ a_kj (q_j − q_nom,kj)². q_pos_w and q_nom hold one row (nv: every knot the
+/// same) or one row per knot (N x nv, row-major: a joint trajectory to track), independently.
 template <typename S, int NV>
 struct PostureTerm {
   static constexpr Var var = Var::kQ;
-  const CostModel<S, NV>& m;
-  PostureTerm(const CostModel<S, NV>& model, int) : m(model) {}
+  const double* a;   // knot k's weight row
+  const double* qn;  // knot k's target row
+  PostureTerm(const CostModel<S, NV>& m, int k)
+      : a(m.q_pos_w.data() + (m.q_pos_w.size() > size_t(m.nv) ? size_t(k) * m.nv : 0)),
+        qn(m.q_nom.data() + (m.q_nom.size() > size_t(m.nv) ? size_t(k) * m.nv : 0)) {}
   template <bool D>
   void add(int j, S z, S& acc, S* g, S* h) const {
-    const S a = S(m.q_pos_w[j]);
-    const S dq = z - S(m.q_nom[j]);
-    acc += S(0.5) * a * dq * dq;
+    const S a_j = S(a[j]);
+    const S dq = z - S(qn[j]);
+    acc += S(0.5) * a_j * dq * dq;
     if constexpr (D) {
-      *h += a;
-      *g += a * dq;
+      *h += a_j;
+      *g += a_j * dq;
     }
   }
 };
@@ -158,10 +171,13 @@ struct VelocityTerm {
   }
 };
 
-/// Control effort ½ s_kj u_j².
+/// Control effort ½ s_kj (u_j − uref_j)², uref = 0 (u_ref = zero) or g(q_k) (u_ref = gravity:
+/// StageCost passes z = u_j − g_j(q) and adds the q-derivatives through dg/dq, see
+/// gravity_coupling).
 template <typename S, int NV>
 struct ControlTerm {
   static constexpr Var var = Var::kU;
+  static constexpr bool kAboutURef = true;  // z is u_j − uref_j
   const CostModel<S, NV>& m;
   int k;
   ControlTerm(const CostModel<S, NV>& model, int knot) : m(model), k(knot) {}
@@ -207,6 +223,13 @@ struct BarrierTerm {
 template <typename... T>
 struct TermList {};
 
+/// Whether a control term acts on u − uref (kAboutURef) rather than on u (barriers: the box
+/// is on the torque itself).
+template <typename T, typename = void>
+struct AboutURef : std::false_type {};
+template <typename T>
+struct AboutURef<T, std::void_t<decltype(T::kAboutURef)>> : std::bool_constant<T::kAboutURef> {};
+
 // ---------------------------------------------------------------------------------------
 /// l_k and, with D, its Gauss-Newton blocks: the registered terms composed per knot.
 template <typename S, int NV>
@@ -232,6 +255,9 @@ struct StageCost {
         der->r->setZero();
       }
       control<D>(m, p, acc, der, ControlTerms{});
+      if constexpr (D) {
+        if (p.uref) gravity_coupling(m, p, der);
+      }
     }
   }
 
@@ -255,8 +281,34 @@ struct StageCost {
   static void control(const CostModel<S, NV>& m, const K& p, S& acc, Der* der, TermList<T...>) {
     const std::tuple<T...> terms{T(m, p.k)...};
     for (int j = 0; j < m.nu; ++j) {
-      std::apply([&](const auto&... t) { (one_u<D>(t, j, p.u, acc, der), ...); }, terms);
+      std::apply([&](const auto&... t) { (one_u<D>(t, j, p.u, p.uref, acc, der), ...); }, terms);
     }
+  }
+
+  // The q-side of ½ Σ_j s_kj (u_j − g_j(q))² (u_ref = gravity), G = dg/dq, e = s ∘ (u − g):
+  // gradient q_q −= Gᵀ e, Gauss-Newton Q_qq += Gᵀ diag(s) G and the cross block
+  // S_uq = −diag(s) G (the u-side, s and e, came through ControlTerm). The solver
+  // eliminates S_uq per knot before the Schur complement (docs/solver_method.md).
+  template <typename K, typename Der>
+  static void gravity_coupling(const CostModel<S, NV>& m, const K& p, Der* der) {
+    using MatG = Eigen::Matrix<S, NV, NV>;
+    using VecU = Eigen::Matrix<S, NV, 1>;
+    const int nv = m.nv, nu = m.nu;
+    const Eigen::Map<const MatG> G(p.dg, nv, nv);
+    VecU s(nu), e(nu);
+    for (int j = 0; j < nu; ++j) {
+      s[j] = m.u_weight(p.k, j);
+      e[j] = s[j] * (p.u[j] - p.uref[j]);
+    }
+    MatG sG = s.asDiagonal() * G;
+    if constexpr (NV == Eigen::Dynamic) {
+      der->q.head(nv).noalias() -= G.transpose() * e;
+      der->Q.topLeftCorner(nv, nv).noalias() += G.transpose() * sG;
+    } else {
+      der->q.template head<NV>().noalias() -= G.transpose() * e;
+      der->Q.template topLeftCorner<NV, NV>().noalias() += G.transpose() * sG;
+    }
+    *der->Suq = -sG;
   }
 
   // A state term on coordinate j of its block (q: x[j], qd: x[nv + j]).
@@ -270,13 +322,17 @@ struct StageCost {
     }
   }
 
-  // A control term on u_j.
+  // A control term on u_j (on u_j − uref_j for a term about the reference, with a reference).
   template <bool D, typename T, typename Der>
-  static void one_u(const T& t, int j, const S* u, S& acc, Der* der) {
+  static void one_u(const T& t, int j, const S* u, const S* uref, S& acc, Der* der) {
+    S z = u[j];
+    if constexpr (AboutURef<T>::value) {
+      if (uref) z -= uref[j];
+    }
     if constexpr (D) {
-      t.template add<D>(j, u[j], acc, &(*der->r)[j], &(*der->R)(j, j));
+      t.template add<D>(j, z, acc, &(*der->r)[j], &(*der->R)(j, j));
     } else {
-      t.template add<D>(j, u[j], acc, nullptr, nullptr);
+      t.template add<D>(j, z, acc, nullptr, nullptr);
     }
   }
 };

@@ -7,6 +7,7 @@
 #include <pinocchio/algorithm/frames.hpp>
 #include <pinocchio/algorithm/jacobian.hpp>
 #include <pinocchio/algorithm/kinematics.hpp>
+#include <pinocchio/algorithm/rnea-derivatives.hpp>
 #include <pinocchio/algorithm/rnea.hpp>
 #include <pinocchio/multibody.hpp>
 #include <pinocchio/parsers/urdf.hpp>
@@ -403,6 +404,19 @@ void Plant<S>::points_kinematics(PlantWorkspace<S>& ws, const S* q, int n, const
       const V3 vp = vo + om.cross(r);
       for (int a = 0; a < 3; ++a) J[(size_t(i) * 3 + a) * nv + j] = vp[a];
     }
+  }
+}
+
+template <typename S>
+void Plant<S>::gravity(PlantWorkspace<S>& ws, const S* q, S* g, Mat* dg_dq) const {
+  auto& w = detail::cast(ws);
+  const auto& m = impl_->model;
+  Eigen::Map<const Vec> Q(q, m.nq);
+  Eigen::Map<Vec>(g, m.nv) = pinocchio::computeGeneralizedGravity(m, w.data, Q);
+  if (dg_dq) {
+    dg_dq->resize(m.nv, m.nv);
+    dg_dq->setZero();
+    pinocchio::computeGeneralizedGravityDerivatives(m, w.data, Q, *dg_dq);
   }
 }
 

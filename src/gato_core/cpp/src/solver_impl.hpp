@@ -74,7 +74,7 @@ class BatchSolverImpl final : public BatchSolver<S> {
   double rho(int b) const override { return double(entries_[b]->rho); }
   void solve(const S* x_s, const S* ref, S* xu, double budget_s) override;
   void debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R, S* q, S* r, S* A,
-                       S* Bm, S* c) override;
+                       S* Bm, S* c, S* Suq = nullptr) override;
   void merit(const S* xu, const S* x_s, const S* ref, S* out) override;
   void get_lambda(S* out) const override;
   void sim_forward(const S* x, const S* u, S h, S* out) override;
@@ -137,7 +137,29 @@ class BatchSolverImpl final : public BatchSolver<S> {
   bool use_lanes() const {
     return lanes_ && set_.line_search == LineSearch::kBest && plant_->use_lean();
   }
-  S stage_cost_value(int k, const S* x, const S* u, const S* ee, const S* ref) const;
+  S stage_cost_value(int k, const S* x, const S* u, const S* ee, const S* ref,
+                     const S* uref = nullptr) const;
+  // u_ref = gravity: g(q) of state x into e.t_g (null when the knot has no control or
+  // u_ref = zero), the control reference of the line search's stage cost.
+  const S* gravity_ref(Entry& e, const S* x, bool has_u) const {
+    if (!cost_.u_ref_gravity || !has_u) return nullptr;
+    plant_->gravity(*e.ws, x, e.t_g.data());
+    return e.t_g.data();
+  }
+  bool gravity_on() const { return cost_.u_ref_gravity; }
+  // The eliminated knot's A (A + B K) and gradient (q + [K' r; 0]) with u_ref = gravity, else
+  // A_k and q_k (k < N-1 for A).
+  const MatXX& A_el(const Entry& e, int k) const { return gravity_on() ? e.At[k] : e.A[k]; }
+  const VecNX& q_el(Entry& e, int k) const {
+    if (!gravity_on() || k >= N_ - 1) return e.qv[k];
+    e.qt[k] = e.qv[k];
+    if constexpr (NV == Eigen::Dynamic) {
+      e.qt[k].head(nv_).noalias() += e.Kg[k].transpose() * e.rv[k];
+    } else {
+      e.qt[k].template head<NV>().noalias() += e.Kg[k].transpose() * e.rv[k];
+    }
+    return e.qt[k];
+  }
   const S* fext_ptr(int b, int k) const;
   S pcg_floor() const { return std::is_same<S, float>::value ? S(1e-6) : S(1e-12); }
 
@@ -221,6 +243,27 @@ struct BatchSolverImpl<S, NV>::Entry {
         tmpv(nv, nv), tmpv_L(nv, nv), tmpv_Y(nv, nv), llt_nu(nu), ws(plant.make_workspace()),
         dyn(plant.nv()), pcg_iters(max_iters, 0), min_merit(max_iters, 0.0),
         step_size(max_iters, 0.0), linsys_us(max_iters, 0.0), rows(N, nx, nu, nv) {}
+
+  // u_ref = gravity (docs/solver_method.md, "Gravity-referenced control"): per knot k < N-1
+  // g(q_k), dg/dq, the cost's cross block S_uq, the elimination gain K = -R^-1 S_uq and
+  // A + B K; sized on first use (set_settings), untouched with u_ref = zero.
+  void size_gravity() {
+    if (!ug.empty()) return;
+    ug.assign(N - 1, VecNU::Zero(nu));
+    dg.assign(N - 1, MatVV::Zero(nv, nv));
+    Suq.assign(N - 1, MatUU::Zero(nu, nv));
+    Kg.assign(N - 1, MatUU::Zero(nu, nv));
+    At.assign(N - 1, MatXX::Zero(nx, nx));
+    qt.assign(N - 1, VecNX::Zero(nx));
+    t_g = VecNU::Zero(nu);
+  }
+  std::vector<VecNU> ug;
+  std::vector<MatVV> dg;
+  std::vector<MatUU> Suq, Kg;
+  std::vector<MatXX> At;
+  std::vector<VecNX> qt;  // q_k + [K' r_k; 0], the gradient of the eliminated knot
+  VecNU t_g;
+  MatX<S> dg_dyn;
 
   int nv, nx, nu, N;
   const S* xs = nullptr;   // measured state (nx)
@@ -373,6 +416,7 @@ void BatchSolverImpl<S, NV>::set_settings(const Settings& s) {
   set_ = s;
   cost_.set_weights(s);
   for (auto& e : entries_) {
+    if (cost_.u_ref_gravity) e->size_gravity();
     e->mu = S(s.mu);
     e->pcg_tol = S(s.pcg_tol);
     // Statistics rows are sized by max_sqp_iters (host-side, between solves).
@@ -442,7 +486,7 @@ void BatchSolverImpl<S, NV>::reset_dual() {
 
 template <typename S, int NV>
 void BatchSolverImpl<S, NV>::debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R,
-                                             S* q, S* r, S* A, S* Bm, S* c) {
+                                             S* q, S* r, S* A, S* Bm, S* c, S* Suq) {
   using RowMat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const int nx = nx_, nu = nu_, N = N_;
   for (int b = 0; b < B_; ++b) {
@@ -460,6 +504,12 @@ void BatchSolverImpl<S, NV>::debug_setup_kkt(const S* xu, const S* x_s, const S*
         Eigen::Map<Vec>(r + (size_t(b) * (N - 1) + k) * nu, nu) = e.rv[k];
         Eigen::Map<RowMat>(A + (size_t(b) * (N - 1) + k) * nx * nx, nx, nx) = e.A[k];
         Eigen::Map<RowMat>(Bm + (size_t(b) * (N - 1) + k) * nx * nu, nx, nu) = e.Bm[k];
+        if (Suq) {
+          // nu x nx: the cross block on the positions, zero on the velocities.
+          Eigen::Map<RowMat> out(Suq + (size_t(b) * (N - 1) + k) * nu * nx, nu, nx);
+          out.setZero();
+          if (gravity_on()) out.leftCols(nv_) = e.Suq[k];
+        }
       }
     }
   }

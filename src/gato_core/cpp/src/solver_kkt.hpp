@@ -15,9 +15,9 @@ const S* BatchSolverImpl<S, NV>::fext_ptr(int b, int k) const {
 // value-only path of the cost terms (src/cost_terms.hpp), summed per knot.
 template <typename S, int NV>
 S BatchSolverImpl<S, NV>::stage_cost_value(int k, const S* x, const S* u, const S* ee,
-                                           const S* ref) const {
+                                           const S* ref, const S* uref) const {
   using Derivs = cost::KnotDerivs<MatXX, VecNX, MatUU, VecNU>;
-  const cost::Knot<S, MatJ> p{k, x, u, ee, ref + 6 * k, nullptr};
+  const cost::Knot<S, MatJ> p{k, x, u, ee, ref + 6 * k, nullptr, uref};
   S l = 0;
   cost::StageCost<S, NV>::template add<false>(cost_, p, l, static_cast<Derivs*>(nullptr));
   return l;
@@ -68,9 +68,17 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
     }
     // The cost terms' values and Gauss-Newton blocks (src/cost_terms.hpp), summed into
     // the merit in term order.
-    const cost::Knot<S, MatJ> p{k, x, k < N_ - 1 ? e.u(k) : nullptr, ee.data(), e.ref + 6 * k, &e.J};
+    cost::Knot<S, MatJ> p{k, x, k < N_ - 1 ? e.u(k) : nullptr, ee.data(), e.ref + 6 * k, &e.J};
     cost::KnotDerivs<MatXX, VecNX, MatUU, VecNU> der{Q, q, k < N_ - 1 ? &e.R[k] : nullptr,
                                                      k < N_ - 1 ? &e.rv[k] : nullptr};
+    if (gravity_on() && k < N_ - 1) {
+      // u_ref = gravity: g(q_k) and dg/dq (pinocchio) for the control term and its cross block.
+      plant_->gravity(*e.ws, x, e.ug[k].data(), &e.dg_dyn);
+      e.dg[k] = e.dg_dyn;
+      p.uref = e.ug[k].data();
+      p.dg = e.dg[k].data();
+      der.Suq = &e.Suq[k];
+    }
     cost::StageCost<S, NV>::template add<true>(cost_, p, cost, &der);
   }
   e.c[0] = Eigen::Map<const VecNX>(e.x(0), nx) - Eigen::Map<const VecNX>(e.xs, nx);

@@ -21,7 +21,7 @@ S BatchSolverImpl<S, NV>::trial_merit(Entry& e, S alpha) {
       dynamics_step(*plant_, *e.ws, e.dyn, set_.integrator, dt_, x, u, fext_ptr(e.b, k),
                     e.xnext.data(), e.ee[k].data());
       defect += (Eigen::Map<const VecNX>(x + nx + nu, nx) - e.xnext).template lpNorm<1>();
-      cost += stage_cost_value(k, x, u, e.ee[k].data(), e.ref);
+      cost += stage_cost_value(k, x, u, e.ee[k].data(), e.ref, gravity_ref(e, x, true));
     } else {
       plant_->frame_position(*e.ws, x, e.ee[k].data());
       cost += stage_cost_value(k, x, nullptr, e.ee[k].data(), e.ref);
@@ -72,7 +72,8 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
             e.xnext[i] = XN[i * W + l];
           }
           defect[a] += (e.t_nx - e.xnext).template lpNorm<1>();
-          cost[a] += stage_cost_value(k, e.t_nx2.data(), e.t_nu.data(), ee, e.ref);
+          cost[a] += stage_cost_value(k, e.t_nx2.data(), e.t_nu.data(), ee, e.ref,
+                                      gravity_ref(e, e.t_nx2.data(), true));
         } else {
           cost[a] += stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref);
           for (int i = 0; i < 3; ++i) ee_last[a][i] = ee[i];

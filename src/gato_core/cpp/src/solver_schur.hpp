@@ -33,14 +33,8 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
   // true cost), so a converged plan is that of the zero weight.
   const bool vel_barrier = set_.vel_lim_cost > 0, ctrl_barrier = set_.ctrl_lim_cost > 0;
   const S u_prox = S(std::is_same_v<S, float> ? kZeroControlProx32 : kZeroControlProx64);
+  const bool grav = gravity_on();
   for (int k = 0; k < N_; ++k) {
-    e.tmpv = pos(e.Q[k]);
-    e.tmpv.diagonal().array() += e.rho;
-    if (!linsys::spd_inverse(e.tmpv, e.tmpv_L, e.tmpv_Y, e.Qpp_inv[k])) return false;
-    e.qvv_inv[k] = vel_diag(e.Q[k]);
-    if (!vel_barrier && cost_.qd_weight(k) == S(0)) e.qvv_inv[k].array() += e.rho;
-    if (!(e.qvv_inv[k].minCoeff() > 0)) return false;
-    e.qvv_inv[k] = e.qvv_inv[k].cwiseInverse();
     if (k < N_ - 1) {
       if (!ctrl_barrier) {
         // In place: R is rebuilt by the next setup_kkt and read only through Rinv after this.
@@ -61,35 +55,55 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
         e.llt_nu.solveInPlace(e.Rinv[k]);
       }
     }
+    e.tmpv = pos(e.Q[k]);
+    if (grav && k < N_ - 1) {
+      // u_ref = gravity: eliminate the cross block S_uq of the knot (du = dv + K dx_q,
+      // K = -R^-1 S_uq): Q_qq - S_uq' R^-1 S_uq, A + B [K 0]; q + [K' r; 0] in q_el().
+      e.Kg[k].noalias() = -(e.Rinv[k] * e.Suq[k]);
+      e.tmpv.noalias() += e.Suq[k].transpose() * e.Kg[k];
+      e.At[k] = e.A[k];
+      if constexpr (NV == Eigen::Dynamic) {
+        e.At[k].leftCols(nv).noalias() += e.Bm[k] * e.Kg[k];
+      } else {
+        e.At[k].template leftCols<NV>().noalias() += e.Bm[k] * e.Kg[k];
+      }
+    }
+    e.tmpv.diagonal().array() += e.rho;
+    if (!linsys::spd_inverse(e.tmpv, e.tmpv_L, e.tmpv_Y, e.Qpp_inv[k])) return false;
+    e.qvv_inv[k] = vel_diag(e.Q[k]);
+    if (!vel_barrier && cost_.qd_weight(k) == S(0)) e.qvv_inv[k].array() += e.rho;
+    if (!(e.qvv_inv[k].minCoeff() > 0)) return false;
+    e.qvv_inv[k] = e.qvv_inv[k].cwiseInverse();
   }
   // M_00 = Qtilde_0^-1; rhs = -gamma.
   e.Md[0].setZero();
   pos(e.Md[0]) = e.Qpp_inv[0];
   vel_diag(e.Md[0]) = e.qvv_inv[0];
-  e.apply_Qinv(0, e.qv[0], e.t_nx);
+  e.apply_Qinv(0, q_el(e, 0), e.t_nx);
   blk(e.rhs, 0, nx) = e.t_nx - e.c[0];
   for (int k = 0; k < N_ - 1; ++k) {
     MatXX& phi = e.phi[k];
+    const MatXX& Ak = A_el(e, k);
     if constexpr (NV == Eigen::Dynamic) {
-      phi.leftCols(nv).noalias() = e.A[k].leftCols(nv) * e.Qpp_inv[k];
-      phi.rightCols(nv) = e.A[k].rightCols(nv) * e.qvv_inv[k].asDiagonal();
+      phi.leftCols(nv).noalias() = Ak.leftCols(nv) * e.Qpp_inv[k];
+      phi.rightCols(nv) = Ak.rightCols(nv) * e.qvv_inv[k].asDiagonal();
     } else {
-      phi.template leftCols<NV>().noalias() = e.A[k].template leftCols<NV>() * e.Qpp_inv[k];
-      phi.template rightCols<NV>() = e.A[k].template rightCols<NV>() * e.qvv_inv[k].asDiagonal();
+      phi.template leftCols<NV>().noalias() = Ak.template leftCols<NV>() * e.Qpp_inv[k];
+      phi.template rightCols<NV>() = Ak.template rightCols<NV>() * e.qvv_inv[k].asDiagonal();
     }
     // Coefficient-wise (lazy) products: Eigen's blocked GEMM costs more than
     // it saves at these sizes (14 x 14 for a 7-DoF arm).
     e.BRinv[k].noalias() = e.Bm[k].lazyProduct(e.Rinv[k]);
     MatXX& M = e.Md[k + 1];
-    M.noalias() = phi.lazyProduct(e.A[k].transpose());
+    M.noalias() = phi.lazyProduct(Ak.transpose());
     M.noalias() += e.BRinv[k].lazyProduct(e.Bm[k].transpose());
     pos(M) += e.Qpp_inv[k + 1];
     vel_diag(M) += e.qvv_inv[k + 1];
     // gamma_{k+1} = c_{k+1} + phi_k q_k + B R^-1 r_k - Qtilde_{k+1}^-1 q_{k+1}
     e.t_nx2 = e.c[k + 1];
-    e.t_nx2.noalias() += phi * e.qv[k];
+    e.t_nx2.noalias() += phi * q_el(e, k);
     e.t_nx2.noalias() += e.BRinv[k] * e.rv[k];
-    e.apply_Qinv(k + 1, e.qv[k + 1], e.t_nx);
+    e.apply_Qinv(k + 1, q_el(e, k + 1), e.t_nx);
     blk(e.rhs, k + 1, nx) = e.t_nx - e.t_nx2;
   }
   return true;
@@ -100,13 +114,13 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
 template <typename S, int NV>
 void BatchSolverImpl<S, NV>::build_rhs(Entry& e) {
   const int nx = nx_;
-  e.apply_Qinv(0, e.qv[0], e.t_nx);
+  e.apply_Qinv(0, q_el(e, 0), e.t_nx);
   blk(e.rhs, 0, nx) = e.t_nx - e.c[0];
   for (int k = 0; k < N_ - 1; ++k) {
     e.t_nx2 = e.c[k + 1];
-    e.t_nx2.noalias() += e.phi[k] * e.qv[k];
+    e.t_nx2.noalias() += e.phi[k] * q_el(e, k);
     e.t_nx2.noalias() += e.BRinv[k] * e.rv[k];
-    e.apply_Qinv(k + 1, e.qv[k + 1], e.t_nx);
+    e.apply_Qinv(k + 1, q_el(e, k + 1), e.t_nx);
     blk(e.rhs, k + 1, nx) = e.t_nx - e.t_nx2;
   }
 }
@@ -121,15 +135,23 @@ void BatchSolverImpl<S, NV>::recover_step(Entry& e) {
       // inexact (PCG) dual cannot move the plan off the measured state.
       dx = -e.c[0];
     } else {
-      e.t_nx = e.qv[k] - blk(e.lam, k, nx);
-      if (k < N_ - 1) e.t_nx.noalias() += e.A[k].transpose() * blk(e.lam, k + 1, nx);
+      e.t_nx = q_el(e, k) - blk(e.lam, k, nx);
+      if (k < N_ - 1) e.t_nx.noalias() += A_el(e, k).transpose() * blk(e.lam, k + 1, nx);
       e.apply_Qinv(k, e.t_nx, e.t_nx2);
       dx = -e.t_nx2;
     }
     if (k < N_ - 1) {
       e.t_nu = e.rv[k];
       e.t_nu.noalias() += e.Bm[k].transpose() * blk(e.lam, k + 1, nx);
-      Eigen::Map<VecNU>(e.dz.data() + k * (nx + nu) + nx, nu).noalias() = -(e.Rinv[k] * e.t_nu);
+      auto du = Eigen::Map<VecNU>(e.dz.data() + k * (nx + nu) + nx, nu);
+      du.noalias() = -(e.Rinv[k] * e.t_nu);
+      if (gravity_on()) {  // du = dv + K dx_q (the eliminated cross block)
+        if constexpr (NV == Eigen::Dynamic) {
+          du.noalias() += e.Kg[k] * dx.head(nv_);
+        } else {
+          du.noalias() += e.Kg[k] * dx.template head<NV>();
+        }
+      }
     }
   }
 }

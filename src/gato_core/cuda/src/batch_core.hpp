@@ -89,6 +89,7 @@ class BatchCore {
     P_.q_lim_cost = s.q_lim_cost;
     P_.vel_lim_cost = s.vel_lim_cost;
     P_.ctrl_lim_cost = s.ctrl_lim_cost;
+    P_.u_ref_gravity = s.u_ref == URef::kGravity ? 1 : 0;
     if (!first) {
       for (auto& e : st_) {
         e.mu = S(s.mu);

@@ -98,6 +98,9 @@ class Plant {
   /// For tests and benchmarks; not thread-safe against running solves.
   void set_use_lean(bool on);
   bool use_lean() const;
+  /// Generalized gravity g(q) (nv; N·m or N: the torque that holds q at rest, no f_ext)
+  /// and, when dg_dq is not null, its Jacobian dg/dq (nv x nv, resized).
+  void gravity(PlantWorkspace<S>& ws, const S* q, S* g, Mat* dg_dq = nullptr) const;
   /// Inverse dynamics tau = M qdd + c - sum J^T f_ext (for tests and tools).
   void inverse_dynamics(PlantWorkspace<S>& ws, const S* q, const S* v, const S* qdd,
                         const S* fext, S* tau) const;

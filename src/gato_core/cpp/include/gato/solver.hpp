@@ -94,9 +94,10 @@ class BatchSolver {
   virtual void solve(const S* x_s, const S* ref, S* xu, double budget_s) = 0;
 
   /// KKT blocks at xu (no knot-0 replacement, no rho): Q (B,N,nx,nx), R (B,N-1,nu,nu),
-  /// q (B,N,nx), r (B,N-1,nu), A (B,N-1,nx,nx), Bm (B,N-1,nx,nu), c (B,N,nx), row-major.
+  /// q (B,N,nx), r (B,N-1,nu), A (B,N-1,nx,nx), Bm (B,N-1,nx,nu), c (B,N,nx), row-major;
+  /// Suq (nullable; B,N-1,nu,nx): the cost's cross blocks d2l/du dx (u_ref = gravity; else 0).
   virtual void debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R, S* q,
-                               S* r, S* A, S* Bm, S* c) = 0;
+                               S* r, S* A, S* Bm, S* c, S* Suq = nullptr) = 0;
   /// Merit of xu for every entry (B).
   virtual void merit(const S* xu, const S* x_s, const S* ref, S* out) = 0;
   /// lambda (B, N, nx).

@@ -11,6 +11,9 @@ enum class Integrator { kEuler = 0, kSemiImplicit = 1, kRk4 = 2 };
 /// Line search over alpha = 2^-i: the lowest merit of all 8 (the reference
 /// semantics) or the first strict decrease (backtracking, fewer rollouts).
 enum class LineSearch { kBest = 0, kFirst = 1 };
+/// What the control cost penalises: u itself (the reference) or u - g(q_k), the torque
+/// beyond gravity compensation at the knot's configuration (docs/solver_method.md).
+enum class URef { kZero = 0, kGravity = 1 };
 
 /// Solver settings (the numeric half of gato.SolverParams; see docs/solver_method.md).
 struct Settings {
@@ -33,6 +36,8 @@ struct Settings {
   // set_q_pos_cost / set_q_nom).
   double q_cost = 2.0, qd_cost = 0.01, u_cost = 2e-6, N_cost = 50.0;
   double q_lim_cost = 0.01, vel_lim_cost = 0.0, ctrl_lim_cost = 0.0;
+  // Control cost reference: zero (the reference's 1/2 s u^2) or gravity (1/2 s (u - g(q))^2).
+  URef u_ref = URef::kZero;
 };
 
 inline constexpr int kLineSearchSteps = 8;   // alpha = 2^-i, i = 0..7

@@ -363,5 +363,33 @@ GATO_HD bool forward_dynamics_derivatives(const DevModel<S>& m, FdScratch<S>& s,
   return true;
 }
 
+/// Generalized gravity g(q) = RNEA(q, 0, 0) (n) and, when dg is not null, dg/dq (n x n
+/// row-major, dg[i n + j] = dg_i/dq_j) from one dual pass seeded with the directions of q
+/// (the gravity-referenced control cost, sqp.hpp).
+template <typename S>
+GATO_HD void gravity(const DevModel<S>& m, const S* q, S* g, S* dg) {
+  const int n = m.n;
+  const S zero[kMaxBodies] = {};
+  if (!dg) {
+    WBody<S> w[kMaxBodies];
+    kinematics(m, q, w);
+    rnea(m, w, zero, zero, static_cast<const S*>(nullptr), g);
+    return;
+  }
+  typedef Dual<S, kMaxBodies> D;
+  D qD[kMaxBodies], tD[kMaxBodies];
+  WBody<D> wD[kMaxBodies];
+  for (int j = 0; j < n; ++j) {
+    qD[j] = D(q[j]);
+    qD[j].d[j] = S(1);
+  }
+  kinematics(m, qD, wD);
+  rnea(m, wD, zero, zero, static_cast<const S*>(nullptr), tD);
+  for (int i = 0; i < n; ++i) {
+    g[i] = tD[i].v;
+    for (int j = 0; j < n; ++j) dg[i * n + j] = tD[i].d[j];
+  }
+}
+
 }  // namespace cuda
 }  // namespace gato

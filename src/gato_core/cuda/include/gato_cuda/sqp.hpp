@@ -50,6 +50,7 @@ struct SqpShared {
   int has_fext = 0;  // fext: 6 per body per knot per entry (pinocchio joint-local frame)
   S u_prox = 0;      // gato::kZeroControlProx{32,64}
   S pcg_floor = 0;
+  int u_ref_gravity = 0;  // gato::URef::kGravity: the control cost is 1/2 s (u - g(q))^2
 
   GATO_HD S ee_weight(int k) const { return S(knot_w ? knot_w[3 * k] : (k == N - 1 ? N_cost : q_cost)); }
   GATO_HD S qd_weight(int k) const { return S(knot_w ? knot_w[3 * k + 1] : qd_cost); }
@@ -78,6 +79,7 @@ struct SqpWork {
   S *Qpp, *qvv, *qg, *Rd, *rg, *A, *Bm, *c, *Qpp_inv, *qvv_inv, *Rinv, *Md, *phi, *BRinv, *Dinv, *Lc, *E;
   S *rhs, *r, *z, *p, *Mp, *y, *w, *dz, *trial, *tmp, *tmp2, *vx, *vx2;
   S *rk_dk, *rk_duk;  // RK4 stage Jacobians (4 nx x nx, 4 nx x nu)
+  S *Suq, *Kg;        // u_ref = gravity: cost cross blocks d2l/du dq and K = -R^-1 S ((N-1) nu x nv)
 };
 
 template <typename S>
@@ -85,7 +87,7 @@ GATO_HD long work_size(int N, int nv) {
   const long nx = 2 * nv, nu = nv;
   return N * (nv * nv) * 2 + N * nv * 2 + N * nx + (N - 1) * (nu * 3) + (N - 1) * nx * nx * 2 +
          (N - 1) * nx * nu * 2 + N * nx + N * nx * nx * 4 + 7 * N * nx + 2 * (N * (nx + nu)) + 2 * nx * nx +
-         2 * nx + 4 * nx * nx + 4 * nx * nu;
+         2 * nx + 4 * nx * nx + 4 * nx * nu + 2 * (N - 1) * nu * nv;
 }
 
 template <typename S>
@@ -129,6 +131,8 @@ GATO_HD void carve(SqpWork<S>& w, S* base, int N, int nv) {
   w.vx2 = take(nx);
   w.rk_dk = take(4 * nx * nx);
   w.rk_duk = take(4 * nx * nu);
+  w.Suq = take((N - 1) * nu * nv);
+  w.Kg = take((N - 1) * nu * nv);
 }
 
 /// One entry's inputs and outputs for one iteration.
@@ -176,12 +180,34 @@ GATO_HD S box_barrier(S x, S lo, S hi, S weight, S* g, S* h) {
   return weight * v;
 }
 
+/// u_ref = gravity, G = dg/dq (row-major), e = s (u - g): q-gradient -G' e, Gauss-Newton
+/// Qpp += G' diag(s) G, cross block Suq = -diag(s) G (cpp/src/cost_terms.hpp, gravity_coupling).
+template <typename S>
+GATO_HD void gravity_coupling(const SqpShared<S>& P, int k, const S* u, const S* uref, const S* dg, S* Qpp, S* qg,
+                              S* Suq) {
+  const int nv = P.nv;
+  for (int a = 0; a < nv; ++a) {
+    S ga = 0;
+    for (int j = 0; j < P.nu; ++j) ga += dg[j * nv + a] * P.u_weight(k, j) * (u[j] - uref[j]);
+    qg[a] -= ga;
+    for (int b = 0; b < nv; ++b) {
+      S h = 0;
+      for (int j = 0; j < P.nu; ++j) h += dg[j * nv + a] * P.u_weight(k, j) * dg[j * nv + b];
+      Qpp[a * nv + b] += h;
+    }
+  }
+  for (int j = 0; j < P.nu; ++j)
+    for (int b = 0; b < nv; ++b) Suq[j * nv + b] = -P.u_weight(k, j) * dg[j * nv + b];
+}
+
 /// Adds l_k(x, u) to acc (u null at the last knot). With D: the Gauss-Newton blocks
 /// Qpp (nv x nv), qvv (nv, diagonal), qg (nx), Rd (nu, diagonal), rg (nu) are written
-/// (J: the 3 x nv EE Jacobian).
+/// (J: the 3 x nv EE Jacobian). uref (nu, nullable): the control reference g(q) of
+/// u_ref = gravity; with D also dg (nv x nv row-major dg/dq) and Suq (nu x nv, written).
 template <typename S, bool D>
 GATO_HD void stage_cost(const SqpShared<S>& P, int k, const S* x, const S* u, const S* ee, const S* ref, const S* J,
-                        S& acc, S* Qpp, S* qvv, S* qg, S* Rd, S* rg) {
+                        S& acc, S* Qpp, S* qvv, S* qg, S* Rd, S* rg, const S* uref = nullptr,
+                        const S* dg = nullptr, S* Suq = nullptr) {
   const int nv = P.nv;
   const S w = P.ee_weight(k);
   S d[3];
@@ -229,13 +255,15 @@ GATO_HD void stage_cost(const SqpShared<S>& P, int k, const S* x, const S* u, co
       *h = S(0);
     }
     const S s = P.u_weight(k, j);
-    acc += S(0.5) * s * u[j] * u[j];
+    const S z = uref ? u[j] - uref[j] : u[j];
+    acc += S(0.5) * s * z * z;
     if (D) {
       *h += s;
-      *g += s * u[j];
+      *g += s * z;
     }
     if (cl > S(0)) acc += box_barrier(u[j], -P.max_u[j], P.max_u[j], cl, g, h);
   }
+  if (D && uref) gravity_coupling(P, k, u, uref, dg, Qpp, qg, Suq);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -373,8 +401,11 @@ GATO_HD S setup_kkt(const SqpShared<S>& P, SqpEntry<S>& e) {
         }
       }
       for (int i = 0; i < nx; ++i) defect += hd_abs(ck[i]);
+      S gq[kMaxBodies], dg[kMaxBodies * kMaxBodies];
+      if (P.u_ref_gravity) gravity(P.model, x, gq, dg);
       stage_cost<S, true>(P, k, x, u, ee, e.ref + 6 * k, J, cost, w.Qpp + k * nv * nv, w.qvv + k * nv,
-                          w.qg + k * nx, w.Rd + k * nu, w.rg + k * nu);
+                          w.qg + k * nx, w.Rd + k * nu, w.rg + k * nu, P.u_ref_gravity ? gq : nullptr, dg,
+                          w.Suq + k * nu * nv);
     } else {
       kinematics(P.model, x, fs.w);
       ee_position(P.model, fs.w, ee);
@@ -412,6 +443,45 @@ GATO_HD bool factor_schur(const SqpShared<S>& P, SqpEntry<S>& e) {
   SqpWork<S>& w = e.w;
   const S rho = e.st->rho;
   const bool vel_barrier = P.vel_lim_cost > 0, ctrl_barrier = P.ctrl_lim_cost > 0;
+  if (P.u_ref_gravity) {
+    // Eliminate the cost cross block per knot, in place (setup_kkt rebuilds the blocks):
+    // du = dv + K dx_q, K = -Rt^-1 Suq (Rt: R with the zero-weight lift, diagonal here),
+    // Qpp += Suq' K, q_q += K' r, A[:, q] += B K (docs/solver_method.md).
+    for (int k = 0; k < N - 1; ++k) {
+      S* K = w.Kg + k * nu * nv;
+      const S* Sk = w.Suq + k * nu * nv;
+      for (int j = 0; j < nu; ++j) {
+        S r = w.Rd[k * nu + j];
+        if (!ctrl_barrier) {
+          const S wj = P.u_weight(k, j);
+          if (wj < P.u_prox) r += P.u_prox - wj;
+        }
+        if (!(r > S(0))) return false;
+        for (int b = 0; b < nv; ++b) K[j * nv + b] = -Sk[j * nv + b] / r;
+      }
+      S* Qk = w.Qpp + k * nv * nv;
+      S* qk = w.qg + k * nx;
+      const S* rk = w.rg + k * nu;
+      for (int a = 0; a < nv; ++a) {
+        S sq = 0;
+        for (int j = 0; j < nu; ++j) sq += K[j * nv + a] * rk[j];
+        qk[a] += sq;
+        for (int b = 0; b < nv; ++b) {
+          S s = 0;
+          for (int j = 0; j < nu; ++j) s += Sk[j * nv + a] * K[j * nv + b];
+          Qk[a * nv + b] += s;
+        }
+      }
+      S* A = w.A + k * nx * nx;
+      const S* B = w.Bm + k * nx * nu;
+      for (int i = 0; i < nx; ++i)
+        for (int b = 0; b < nv; ++b) {
+          S s = 0;
+          for (int j = 0; j < nu; ++j) s += B[i * nu + j] * K[j * nv + b];
+          A[i * nx + b] += s;
+        }
+    }
+  }
   for (int k = 0; k < N; ++k) {
     S* T = w.tmp;
     for (int i = 0; i < nv * nv; ++i) T[i] = w.Qpp[k * nv * nv + i];
@@ -664,6 +734,11 @@ GATO_HD void recover_step(const SqpShared<S>& P, SqpEntry<S>& e) {
         for (int i = 0; i < nx; ++i) s += B[i * nu + j] * e.lam[(k + 1) * nx + i];
         dx[nx + j] = -w.Rinv[k * nu + j] * s;
       }
+      if (P.u_ref_gravity) {  // du = dv + K dx_q
+        const S* K = w.Kg + k * nu * P.nv;
+        for (int j = 0; j < nu; ++j)
+          for (int b = 0; b < P.nv; ++b) dx[nx + j] += K[j * P.nv + b] * dx[b];
+      }
     }
   }
 }
@@ -694,8 +769,10 @@ GATO_HD S trial_merit(const SqpShared<S>& P, SqpEntry<S>& e, S alpha) {
         for (int i = 0; i < nv; ++i) defect += hd_abs(x1[i] - (x[i] + h * x[nv + i] + c2 * qdd[i]));
         for (int i = 0; i < nv; ++i) defect += hd_abs(x1[nv + i] - (x[nv + i] + h * qdd[i]));
       }
-      S l = 0;
-      stage_cost<S, false>(P, k, x, u, ee, e.ref + 6 * k, nullptr, l, nullptr, nullptr, nullptr, nullptr, nullptr);
+      S l = 0, gq[kMaxBodies];
+      if (P.u_ref_gravity) gravity(P.model, x, gq, static_cast<S*>(nullptr));
+      stage_cost<S, false>(P, k, x, u, ee, e.ref + 6 * k, nullptr, l, nullptr, nullptr, nullptr, nullptr, nullptr,
+                           P.u_ref_gravity ? gq : nullptr);
       cost += l;
     } else {
       kinematics(P.model, x, fs.w);
