@@ -51,7 +51,7 @@ def dds_payload(raw: bytes, store, msgtype: str) -> bytes:
 
 def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap", controller=None, sim=None,
                         changes_at=None, solve_input=True, drop=(), snapshot=None, typestore_override=None,
-                        solve_input_encoder=None, estimator=None):
+                        solve_input_encoder=None, estimator=None, malformed=None):
     """Run ``seconds`` of simulated lockstep control and write a bag; returns the bag path.
 
     controller / sim: extra configuration of the controller / simulation-world logic.
@@ -64,6 +64,10 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
     estimator: configuration of an estimator logic (gato_ros.estimator_logic) fed with the
         joint states and commands; its estimates go to the controller (``hypotheses=estimator``)
         before the tick's state, stamped, as the estimator node's WrenchStamped would.
+    malformed: ``(tick index, t_ns, joint state, reference window) -> [(topic, message), ...]``
+        messages a foreign node put on /joint_states or /ee_reference before the tick's own
+        (rclpy messages, e.g. test/fuzz_messages.py): written into the bag and given to the
+        controller's message boundary like the node would (its answers, holds, recorded too).
     """
     from rclpy.serialization import serialize_message
     from rosbags.rosbag2 import StoragePlugin, Writer
@@ -119,6 +123,12 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
             js = world.joint_state()
             put("/joint_states", cv.joint_state_to_msg(js), t)
             win = ref.window(t)
+            for topic, bad in (malformed(k, t, js, win) if malformed is not None else ()):
+                put(topic, bad, t)
+                got = ctrl.on_joint_state_msg(bad, t) if topic == "/joint_states" else ctrl.on_reference_msg(bad, t)
+                if got is not None and got.effort is not None:
+                    put("/gato_controller/command", cv.effort_command_to_msg(got.effort, ctrl.joint_names,
+                                                                             got.stamp_ns, got.source, got.tick), t)
             put("/ee_reference", cv.reference_to_msg(win), t)
             if est is not None:
                 e = est.on_joint_state(js)

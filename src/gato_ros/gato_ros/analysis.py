@@ -5,6 +5,12 @@ Tracking error at each /joint_states stamp t: the distance between the EE positi
 of the measured joints (pinocchio forward kinematics of the robot's URDF) and the
 reference at t (the EE reference window stamped t, else the latest earlier window
 resampled at t).
+
+A bag records what was on the wire, including what the controller rightly refused: every
+/joint_states and /ee_reference message is validated once, like the controller does
+(:mod:`gato_ros.inputs`: shapes, NaN / Inf, plausible ranges, stamps ahead of the recording
+time, out-of-order joint states), and one that fails is skipped, counted and named in the
+summary (``skipped``: per topic the count by kind, the first stamps and the first reason).
 """
 from __future__ import annotations
 
@@ -15,8 +21,8 @@ import numpy as np
 
 import gato
 
+from . import inputs
 from .bag import read_bag
-from .types import ReferenceWindow
 
 __all__ = ["summarize_bag", "format_summary", "plot_tracking"]
 
@@ -24,10 +30,6 @@ T_JS = "/joint_states"
 T_REF = "/ee_reference"
 T_STATUS = "/gato_controller/status"
 T_CMD = "/gato_controller/command"
-
-
-def _stamp_ns(header) -> int:
-    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
 
 
 def _pct(a) -> dict:
@@ -44,8 +46,10 @@ def summarize_bag(bag_path, robot: str) -> dict:
     Keys: ``n_ticks``, ``duration_s`` (first to last joint state), ``tracking_error_m``
     {mean, max, p99}, ``solve_time_us`` and ``latency_us`` percentiles (from
     ControllerStatus, MPC ticks), ``deadline_misses`` and the other counters of the last
-    ControllerStatus, ``command_sources`` counts, and the arrays for plotting under
-    ``series`` (t [s], ee (T, 3), ref (T, 3), err (T,)).
+    ControllerStatus, ``command_sources`` counts, ``skipped`` (the messages skipped as invalid:
+    {topic: {count, by_kind, stamps_ns, first_reason}}, empty when none; ``skipped_notes`` the
+    same as lines), and the arrays for plotting under ``series`` (t [s], ee (T, 3), ref (T, 3),
+    err (T,)). Raises ValueError only when the bag has no /joint_states at all.
     """
     import pinocchio as pin
 
@@ -58,24 +62,35 @@ def summarize_bag(bag_path, robot: str) -> dict:
     data = model.createData()
     fid = model.getFrameId(gato.robot_info(robot)["ee_frame"])
     joints = list(model.names)[1:]
-    windows = sorted(((_stamp_ns(m.header), m) for _, m in refs), key=lambda x: x[0])
-    w_stamps = np.array([s for s, _ in windows], dtype=np.int64)
+    lo, hi = inputs.state_bounds(model, joints)
+    skips = inputs.Skips()
+    windows = []
+    for t_log, m in refs:          # the recording time is the clock a stamp may not run far ahead of
+        try:
+            windows.append(inputs.reference_window(m, now_ns=t_log))
+        except inputs.Rejected as e:
+            skips.reject(T_REF, m, e)
+    windows.sort(key=lambda w: w.stamp_ns)
+    w_stamps = np.array([w.stamp_ns for w in windows], dtype=np.int64)
     seen, t, ee, ref = set(), [], [], []
-    for _, m in js:
-        s = _stamp_ns(m.header)
+    newest = None
+    for t_log, m in js:
+        try:
+            x = _joint_state(m, t_log, joints, lo, hi, newest)
+        except inputs.Rejected as e:
+            skips.reject(T_JS, m, e)
+            continue
+        s = inputs.stamp_ns(m.header)
         if s in seen:          # re-sent states (lockstep start-up)
             continue
         seen.add(s)
-        pos = dict(zip(m.name, np.asarray(m.position, dtype=np.float64)))
-        q = np.array([pos[j] for j in joints])
-        pin.forwardKinematics(model, data, q)
+        newest = s
+        pin.forwardKinematics(model, data, x[:model.nq])
         p = pin.updateFramePlacement(model, data, fid).translation.copy()
         i = int(np.searchsorted(w_stamps, s, side="right")) - 1
         if i < 0:
             continue
-        _, wm = windows[i]
-        w = ReferenceWindow(_stamp_ns(wm.header), float(wm.knot_dt),
-                            np.asarray(wm.positions, dtype=np.float64).reshape(-1, 3))
+        w = windows[i]
         t.append(s / 1e9)
         ee.append(p)
         ref.append(w.sample(s, 1, w.knot_dt)[0])
@@ -88,8 +103,9 @@ def summarize_bag(bag_path, robot: str) -> dict:
     counters = {}
     if last is not None:
         for k in ("ticks", "deadline_misses", "dropped_out_of_order", "rejected_nonfinite", "rejected_names",
+                  "rejected_range", "rejected_stamps", "rejected_references", "rejected_wrenches",
                   "stale_events", "fallbacks", "clamped", "holds"):
-            counters[k] = int(getattr(last, k))
+            counters[k] = int(getattr(last, k, 0))       # 0: a bag of an older message version
     sources: dict = {}
     for _, m in msgs.get(T_CMD, []):
         sources[m.source] = sources.get(m.source, 0) + 1
@@ -105,8 +121,22 @@ def summarize_bag(bag_path, robot: str) -> dict:
         "counters": counters,
         "final_state": (last.state, last.reason) if last is not None else ("", ""),
         "command_sources": sources,
+        "skipped": skips.as_dict(),
+        "skipped_notes": skips.notes(),
         "series": {"t": np.asarray(t), "ee": ee, "ref": ref, "err": err},
     }
+
+
+def _joint_state(m, t_log, joints, lo, hi, last):
+    """(nq + nv,) [q; qd] of the robot's ``joints`` from a /joint_states message, or
+    :class:`gato_ros.inputs.Rejected`: the message's own checks (:func:`gato_ros.inputs.joint_state`,
+    the recording time as the clock), every joint present, finite and within (``lo``, ``hi``),
+    and a stamp not before ``last`` (the newest state taken; what the controller drops too)."""
+    js = inputs.joint_state(m, now_ns=t_log)
+    if last is not None and js.stamp_ns < last:
+        raise inputs.Rejected("order", f"JointState: stamp {js.stamp_ns / 1e9:.3f} s is older than the previous "
+                              f"state's ({last / 1e9:.3f} s)")
+    return inputs.joint_vector(js.names, js.position, js.velocity, joints, (lo, hi))
 
 
 def format_summary(s: dict) -> str:
@@ -127,6 +157,9 @@ def format_summary(s: dict) -> str:
     lines.append(f"  deadline misses: {s['deadline_misses']} of {c.get('ticks', 0)} ticks; holds {c.get('holds', 0)}, "
                  f"fallbacks {c.get('fallbacks', 0)}, clamped {c.get('clamped', 0)}, dropped out-of-order "
                  f"{c.get('dropped_out_of_order', 0)}; commands by source {s['command_sources']}")
+    if s.get("skipped_notes"):
+        lines.append("  skipped as invalid (recorded, refused by the controller too):")
+        lines += [f"    {n}" for n in s["skipped_notes"]]
     return "\n".join(lines)
 
 

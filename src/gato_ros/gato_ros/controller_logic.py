@@ -18,6 +18,15 @@ Safety rules (each tested in test/test_ros_controller_logic.py):
   HOLDS.
 - **NaN / Inf** in a controlled joint's position or velocity: refused
   (``rejected_nonfinite``, status ``hold``) and the controller HOLDS.
+- **Implausible values** (a controlled joint more than 0.5 rad beyond its URDF position limit,
+  or faster than 10x its velocity limit: :func:`gato_ros.inputs.state_bounds`): refused
+  (``rejected_range``) and the controller HOLDS.
+- **Malformed messages** (the node's boundary, ``on_*_msg``: :mod:`gato_ros.inputs`, each
+  message validated once): a joint state with repeated names or arrays that do not match them
+  is a name mismatch; one stamped before the epoch or more than 10 s ahead of the node clock is
+  dropped (``rejected_stamps``, no hold); an EE reference or wrench estimate that fails its
+  checks is dropped (``rejected_references`` / ``rejected_wrenches``) and the previous ones
+  stay in force. Every refused message is counted once; rejections are logged once a second.
 - **Stale joint states**: no good state received within ``joint_state_timeout_s``
   (node clock) -> one ``stale_events`` count, status ``hold``, and the controller
   HOLDS on every watchdog / timer tick until a good state arrives; the next good state
@@ -102,7 +111,9 @@ from gato import planner as planners
 from gato.controller_setup import COST_KEYS, SOLVER_KEYS
 from gato.safety import GravityHold
 
+from . import inputs
 from . import params as schema
+from .inputs import Rejected
 from .joint_order import JointOrder
 from .reference_logic import min_jerk
 from .types import JointStateSample, Plan, ReferenceWindow, SolveInput, ns_to_sec, sec_to_ns
@@ -129,6 +140,10 @@ class Status:
     dropped_out_of_order: int = 0
     rejected_nonfinite: int = 0
     rejected_names: int = 0
+    rejected_range: int = 0        # joint states beyond the plausible range (gato_ros.inputs.state_bounds)
+    rejected_stamps: int = 0       # joint states stamped negative or too far ahead of the node clock
+    rejected_references: int = 0   # EE reference windows refused (gato_ros.inputs.reference_window)
+    rejected_wrenches: int = 0     # wrench estimates refused (gato_ros.inputs.wrench)
     stale_events: int = 0
     fallbacks: int = 0
     clamped: int = 0
@@ -213,6 +228,8 @@ class ControllerLogic:
         self.joint_names, self._solver_joints = self._order.names, self._order.model_joints
         self._cmd_from_solver = self._order.to_names  # command order <- solver order
         self.nq, self.nv = int(model.nq), int(model.nv)
+        self._x_lo, self._x_hi = inputs.state_bounds(model)   # plausible [q; qd], solver order
+        self._reject_logged: dict = {}  # what -> node time [ns] of its last rejection log (1 per second)
         self._gravity = GravityHold(model, self.effort_limit)
         # the OSC: the planner itself (planner=osc) or the fallback (built now, not in the first fallback tick)
         self._osc = self.planner if self.planner_name == "osc" else (
@@ -368,6 +385,69 @@ class ControllerLogic:
         events.append((level, text))
         self._log(level, text)
 
+    # ------------------------------------------------------------------ messages: the node's boundary
+    def on_joint_state_msg(self, msg, now_ns: int) -> TickOutput | None:
+        """A sensor_msgs/JointState message (rclpy's, or anything with its fields), validated
+        once (:func:`gato_ros.inputs.joint_state`), then :meth:`on_joint_state`. Refused there:
+        a stamp before the epoch or more than ``inputs.FUTURE_TOLERANCE_S`` ahead of ``now_ns``
+        is dropped (``rejected_stamps``; no hold: a foreign publisher's stamp says nothing about
+        the robot); arrays that do not match the names (or repeated names) are a joint-name
+        mismatch (``rejected_names``, HOLD), or out of order when stamped before the last
+        accepted state (``dropped_out_of_order``). Each refused message is counted once."""
+        try:
+            js = inputs.joint_state(msg, now_ns)
+        except Rejected as e:
+            events: list = []
+            st = self.status
+            if e.kind == "stamp":
+                st.rejected_stamps += 1
+                self._log_rejection("joint_state_stamp", f"joint state dropped: {e}", now_ns)
+                return None
+            try:
+                stamp = inputs.stamp_ns(msg.header)
+            except (AttributeError, TypeError, ValueError):
+                stamp = None
+            if stamp is None or (self._last_stamp_ns is not None and stamp < self._last_stamp_ns):
+                st.dropped_out_of_order += 1
+                return None
+            st.rejected_names += 1
+            self._set_state("refused", f"joint state refused: {e}", events, "error")
+            return self._hold(stamp, events)
+        return self.on_joint_state(js, now_ns)
+
+    def on_reference_msg(self, msg, now_ns: int) -> TickOutput | None:
+        """A gato_msgs/EEReference message, validated once (:func:`gato_ros.inputs.reference_window`:
+        shape, finite, targets within reach of any arm, knot spacing, stamp not too far ahead of
+        ``now_ns``), then :meth:`on_reference`. A refused window is dropped and counted
+        (``rejected_references``); the previous windows stay in force."""
+        try:
+            w = inputs.reference_window(msg, now_ns)
+        except Rejected as e:
+            self.status.rejected_references += 1
+            self._log_rejection("reference", f"EE reference rejected: {e}", now_ns)
+            return None
+        return self.on_reference(w, now_ns)
+
+    def on_wrench_msg(self, msg, now_ns: int) -> TickOutput | None:
+        """A geometry_msgs/WrenchStamped (the estimator's estimate), validated once
+        (:func:`gato_ros.inputs.wrench`), then :meth:`on_wrench_estimate`. A refused one is
+        dropped and counted (``rejected_wrenches``)."""
+        try:
+            stamp, w = inputs.wrench(msg, now_ns)
+            return self.on_wrench_estimate(w, now_ns, stamp)
+        except ValueError as e:          # Rejected, or on_wrench_estimate's own check
+            self.status.rejected_wrenches += 1
+            self._log_rejection("wrench", f"wrench estimate rejected: {e}", now_ns)
+            return None
+
+    def _log_rejection(self, what: str, text: str, now_ns: int) -> None:
+        """Log a refused message at most once per second (of node time) per ``what``; the counters
+        in the status count every one."""
+        last = self._reject_logged.get(what)
+        if last is None or abs(int(now_ns) - last) >= 1_000_000_000:
+            self._reject_logged[what] = int(now_ns)
+            self._log("warn", text)
+
     def on_joint_state(self, js: JointStateSample, now_ns: int) -> TickOutput | None:
         """A joint state arrived at node time ``now_ns``. Returns the output to publish, or None.
 
@@ -380,13 +460,7 @@ class ControllerLogic:
         if self._last_stamp_ns is not None and js.stamp_ns < self._last_stamp_ns:
             st.dropped_out_of_order += 1
             return None
-        if self._last_stamp_ns is not None and js.stamp_ns == self._last_stamp_ns:
-            if self._last_out is not None and self._last_out.stamp_ns == js.stamp_ns:
-                dup = TickOutput(**{**self._last_out.__dict__, "duplicate": True, "events": []})
-                return dup
-            if self._pending_tick_stamp == js.stamp_ns and self._good is not None and self._good[0] == js.stamp_ns:
-                return self._resent(js.stamp_ns, now_ns, events)
-            return None
+        # validated before the duplicate check: a bad message that repeats the last stamp is refused too
         n = len(js.names)
         idx = self._order.index(js.names)
         if idx is None or len(js.position) != n or len(js.velocity) != n:
@@ -409,6 +483,23 @@ class ControllerLogic:
             self._set_state("hold", f"non-finite joint state ({kind} of {jn} = {x[bad]}) at stamp "
                             f"{ns_to_sec(js.stamp_ns):.6f} s", events)
             return self._hold(js.stamp_ns, events)
+        out_of_range = (x < self._x_lo) | (x > self._x_hi)
+        if np.any(out_of_range):
+            st.rejected_range += 1
+            bad = int(np.argwhere(out_of_range)[0][0])
+            kind = "position" if bad < self.nq else "velocity"
+            jn = self._solver_joints[bad % self.nq]
+            self._set_state("hold", f"implausible joint state ({kind} of {jn} = {x[bad]:.6g}, plausible "
+                            f"[{self._x_lo[bad]:.4g}, {self._x_hi[bad]:.4g}]) at stamp {ns_to_sec(js.stamp_ns):.6f} s",
+                            events)
+            return self._hold(js.stamp_ns, events)
+        if self._last_stamp_ns is not None and js.stamp_ns == self._last_stamp_ns:
+            if self._last_out is not None and self._last_out.stamp_ns == js.stamp_ns:
+                dup = TickOutput(**{**self._last_out.__dict__, "duplicate": True, "events": []})
+                return dup
+            if self._pending_tick_stamp == js.stamp_ns and self._good is not None and self._good[0] == js.stamp_ns:
+                return self._resent(js.stamp_ns, now_ns, events)
+            return None
         # accepted
         self._prev_state_stamp = self._last_stamp_ns
         self._last_stamp_ns = js.stamp_ns

@@ -77,7 +77,6 @@ class ControllerNode(Node):
         self._publish_commands = bool(values["publish_commands"])
         self._epoch_base = int(time.time()) & 0x7FFFFFFF
         self._last_status_ns = 0
-        self.bad_references = 0
         out_to = f"commands on /{cname}/commands" if self._publish_commands else "plans only (~/plan)"
         log.info(f"gato controller for {values['robot']}: planner {values['planner']} (fallback "
                  f"{values['fallback']}), N={values['N']}, dt={values['dt']} s, "
@@ -109,31 +108,19 @@ class ControllerNode(Node):
     def _now_ns(self) -> int:
         return self.get_clock().now().nanoseconds
 
+    # Every message is validated once, by the logic's message boundary (gato_ros.inputs): a refused
+    # one is counted in ~/status (rejected_*, dropped_out_of_order) and logged once a second.
     def _on_joint_state(self, msg):
         t_recv = time.perf_counter()
         self._t_recv = t_recv
-        out = self.logic.on_joint_state(cv.joint_state_from_msg(msg), self._now_ns())
-        self._publish(out, t_recv)
+        self._publish(self.logic.on_joint_state_msg(msg, self._now_ns()), t_recv)
 
     def _on_reference(self, msg):
-        try:
-            w = cv.reference_from_msg(msg)
-        except ValueError as e:
-            self.bad_references += 1
-            self.get_logger().error(f"EE reference rejected: {e}", throttle_duration_sec=1.0)
-            return
-        out = self.logic.on_reference(w, self._now_ns())
-        self._publish(out, self._t_recv)
+        self._publish(self.logic.on_reference_msg(msg, self._now_ns()), self._t_recv)
 
     def _on_wrench(self, msg):
-        f, t = msg.wrench.force, msg.wrench.torque
-        try:
-            out = self.logic.on_wrench_estimate([f.x, f.y, f.z, t.x, t.y, t.z], self._now_ns(),
-                                                cv.time_to_ns(msg.header.stamp))
-        except ValueError as e:
-            self.get_logger().error(f"wrench estimate rejected: {e}", throttle_duration_sec=1.0)
-            return
-        self._publish(out, self._t_recv)   # estimate_sync: the tick that waited for this estimate
+        # estimate_sync: the output is the tick that waited for this estimate
+        self._publish(self.logic.on_wrench_msg(msg, self._now_ns()), self._t_recv)
 
     def _on_timer(self):
         out = self.logic.on_timer(self._now_ns())
@@ -179,7 +166,8 @@ class ControllerNode(Node):
         now = self._now_ns()
         m.header.stamp = cv.ns_to_time(max(now, 0))
         for name in ("state", "reason", "ticks", "deadline_misses", "dropped_out_of_order", "rejected_nonfinite",
-                     "rejected_names", "stale_events", "fallbacks", "clamped", "holds", "latency_us", "solve_us",
+                     "rejected_names", "rejected_range", "rejected_stamps", "rejected_references", "rejected_wrenches",
+                     "stale_events", "fallbacks", "clamped", "holds", "latency_us", "solve_us",
                      "params_json", "active_planner", "fallback_reason", "fallback_switches"):
             setattr(m, name, getattr(st, name))
         self.pub_status.publish(m)

@@ -31,6 +31,7 @@ import numpy as np
 import gato
 from gato.estimators import OneStepWrenchIdentifier
 
+from . import inputs
 from . import params as schema
 from .types import JointStateSample, ns_to_sec
 
@@ -88,6 +89,9 @@ class EstimatorLogic:
         self._last_stamp = None      # newest accepted joint-state stamp
         self._fitted = set()         # interval start stamps already fitted
         self.ignored_stamps = 0      # repeated / out-of-order joint states
+        self.rejected = 0            # joint states / commands refused at the boundary (on_*_msg)
+        self.last_rejection = ""     # the reason of the latest refusal
+        self._bounds = inputs.state_bounds(self.model, self.urdf_joints)   # plausible [q; dq], URDF order
         self.skipped_gaps = 0
         self.n_published = 0
         self.last_clamped = False
@@ -129,6 +133,32 @@ class EstimatorLogic:
         self._efforts[int(stamp_ns)] = tau
         self._trim(self._efforts)
         return self._fit_after(int(stamp_ns))
+
+    def on_joint_state_msg(self, msg, now_ns: int | None = None) -> WrenchEstimate | None:
+        """A sensor_msgs/JointState message, validated once (:func:`gato_ros.inputs.joint_state`,
+        then :meth:`on_joint_state`'s checks and the plausible range of
+        :func:`gato_ros.inputs.state_bounds`); a refused one is counted in ``rejected`` (an old
+        or repeated stamp in ``ignored_stamps``) and returns None. For a re-sent state (its stamp
+        repeats the latest estimate's) that estimate is returned again (:meth:`estimate_at`)."""
+        try:
+            js = inputs.joint_state(msg, now_ns)
+            inputs.joint_vector(js.names, js.position, js.velocity, self.urdf_joints, self._bounds)
+            out = self.on_joint_state(js)
+        except ValueError as e:           # inputs.Rejected or on_joint_state's own check
+            self.rejected += 1
+            self.last_rejection = str(e)
+            return None
+        return out if out is not None else self.estimate_at(js.stamp_ns)
+
+    def on_effort_msg(self, msg) -> WrenchEstimate | None:
+        """A gato_msgs/EffortCommand message -> :meth:`on_effort`; a refused one is counted in
+        ``rejected`` and returns None."""
+        try:
+            return self.on_effort(inputs.stamp_ns(msg.header), list(msg.joint_names), list(msg.effort))
+        except (ValueError, TypeError) as e:
+            self.rejected += 1
+            self.last_rejection = str(e)
+            return None
 
     def on_joint_state(self, js: JointStateSample) -> WrenchEstimate | None:
         """A joint state arrived. Returns the estimate of the interval it closes (None when the

@@ -49,7 +49,6 @@ class EstimatorNode(Node):
         values = declare_schema(self, schema.ESTIMATOR)
         self.logic = EstimatorLogic(values)
         self.frame_id = values["frame_id"]
-        self.rejected = 0
         self.pub_wrench = self.create_publisher(WrenchStamped, "~/wrench", qos())
         self.pub_stats = self.create_publisher(String, "~/stats", qos())
         self._JointState = JointState
@@ -80,30 +79,24 @@ class EstimatorNode(Node):
             self.get_logger().info(f"{self.logic.cfg['effort_topic']} connected: subscribing to joint_states")
         self._js_sub = self.create_subscription(self._JointState, "joint_states", self._on_joint_state, qos(100))
 
+    # Every message is validated once, by the logic's message boundary (gato_ros.inputs); a refused
+    # one is counted (``rejected`` in ~/stats) and logged at most once a second. A lockstep world
+    # re-sending a state nobody answered gets its estimate again (on_joint_state_msg), so one lost
+    # on the way (DDS discovery at start-up) does not stall a controller waiting for it.
     def _on_joint_state(self, msg):
-        try:
-            js = cv.joint_state_from_msg(msg)
-            out = self.logic.on_joint_state(js)
-        except ValueError as e:
-            self._reject(f"joint state ignored: {e}")
-            return
-        if out is None:
-            # a lockstep world re-sends a state nobody answered: publish its estimate again, so one
-            # lost on the way (DDS discovery at start-up) does not stall a controller waiting for it
-            out = self.logic.estimate_at(js.stamp_ns)
+        n = self.logic.rejected
+        out = self.logic.on_joint_state_msg(msg, self.get_clock().now().nanoseconds)
+        if self.logic.rejected > n:
+            self.get_logger().warning(f"joint state ignored: {self.logic.last_rejection}", throttle_duration_sec=1.0)
         self._publish(out)
 
     def _on_effort(self, msg):
-        try:
-            out = self.logic.on_effort(cv.time_to_ns(msg.header.stamp), list(msg.joint_names), list(msg.effort))
-        except ValueError as e:
-            self._reject(f"effort command ignored: {e}")
-            return
+        n = self.logic.rejected
+        out = self.logic.on_effort_msg(msg)
+        if self.logic.rejected > n:
+            self.get_logger().warning(f"effort command ignored: {self.logic.last_rejection}",
+                                      throttle_duration_sec=1.0)
         self._publish(out)
-
-    def _reject(self, text: str) -> None:
-        self.rejected += 1
-        self.get_logger().warning(text, throttle_duration_sec=1.0)
 
     def _publish(self, out) -> None:
         if out is None:
@@ -118,7 +111,7 @@ class EstimatorNode(Node):
         if out.clamped:
             self.get_logger().warning(f"wrench fit clamped to max_wrench = {self.logic.cfg['max_wrench']:g} "
                                       f"({out.stats['n_clamped']} clamps so far)", throttle_duration_sec=1.0)
-        st = dict(out.stats, rejected=self.rejected, stamp_ns=int(out.stamp_ns))
+        st = dict(out.stats, rejected=self.logic.rejected, stamp_ns=int(out.stamp_ns))
         self.pub_stats.publish(self._String(data=json.dumps(st, sort_keys=True)))
 
 

@@ -28,6 +28,7 @@ class ReferenceNode(Node):
         values = declare_schema(self, schema.REFERENCE)
         self.logic = ReferenceLogic(values)
         self.pub = self.create_publisher(EEReference, "ee_reference", qos())
+        self.bad_clocks = 0
         if values["clock_driven"]:
             self.create_subscription(Clock, "/clock", self._on_clock, qos())
         else:
@@ -38,7 +39,15 @@ class ReferenceNode(Node):
                                                                  else f"{values['rate_hz']:g} Hz"))
 
     def _on_clock(self, msg):
-        self.pub.publish(cv.reference_to_msg(self.logic.window(cv.time_to_ns(msg.clock))))
+        # The one input of this node: a /clock before the epoch (a foreign publisher: no ROS Time
+        # can stamp its window) is skipped, counted and logged at most once a second.
+        t = cv.time_to_ns(msg.clock)
+        if t < 0:
+            self.bad_clocks += 1
+            self.get_logger().warning(f"/clock at {t / 1e9:.3f} s skipped (before the epoch; {self.bad_clocks} so far)",
+                                      throttle_duration_sec=1.0)
+            return
+        self.pub.publish(cv.reference_to_msg(self.logic.window(t)))
 
     def _on_timer(self):
         now = self.get_clock().now().nanoseconds

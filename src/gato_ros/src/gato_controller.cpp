@@ -303,8 +303,18 @@ void GatoController::on_plan(const gato_msgs::msg::Plan& m) {
   if (!executor_) return;
   const int nv = executor_->nv();
   const int n = m.n_knots;
-  const size_t expect = n >= 1 ? size_t(n) * size_t(m.nx + m.nu) - size_t(m.nu) : 0;
-  if (m.nx != 2 * nv || m.nu < nv || n < 2 || n > executor_->max_knots() || m.xu.size() != expect) {
+  // the layout first (in 64 bits: nx + nu of a foreign message may overflow an int)
+  const bool dims = m.nx == 2 * nv && m.nu >= nv && n >= 2 && n <= executor_->max_knots();
+  const std::int64_t expect = dims ? std::int64_t(n) * (std::int64_t(m.nx) + m.nu) - m.nu : -1;
+  const std::int64_t stamp = std::int64_t(m.header.stamp.sec) * 1000000000LL + std::int64_t(m.header.stamp.nanosec);
+  if (dims && stamp - get_node()->get_clock()->now().nanoseconds() > 10 * 1000000000LL) {
+    // a plan from the future would be held at its first knot until then (the executor samples s < 0 as 0)
+    ++plans_rejected_layout_;
+    RCLCPP_ERROR_THROTTLE(log, *get_node()->get_clock(), 2000, "plan rejected: stamp %.3f s is more than 10 s "
+                          "ahead of the clock", double(stamp) * 1e-9);
+    return;
+  }
+  if (!dims || std::int64_t(m.xu.size()) != expect) {
     ++plans_rejected_layout_;
     RCLCPP_ERROR_THROTTLE(log, *get_node()->get_clock(), 2000,
                           "plan rejected: nx=%d nu=%d n_knots=%d xu=%zu; expected nx=%d, nu>=%d, 2<=n_knots<=%d "
@@ -378,14 +388,23 @@ gato::Settings GatoController::settings_from(const gato_plugin::Params& p) const
 }
 
 void GatoController::on_reference(const gato_msgs::msg::EEReference& m) {
+  // The limits of the Python readers (gato_ros.inputs): targets within 100 m of the world
+  // origin, knot_dt in [1e-6, 3600] s (the ns knot grid neither degenerates nor overflows),
+  // a stamp at most 10 s ahead of the node clock (a future window would pin the reference).
   const int n = m.n_knots;
-  const bool ok = n >= 1 && m.positions.size() == size_t(3 * n) && std::isfinite(m.knot_dt) && m.knot_dt > 0.0 &&
-                  std::all_of(m.positions.begin(), m.positions.end(), [](double v) { return std::isfinite(v); });
-  if (!ok || n > ref_in_.capacity()) {
+  const std::int64_t stamp = std::int64_t(m.header.stamp.sec) * 1000000000LL + std::int64_t(m.header.stamp.nanosec);
+  const bool ok = n >= 1 && n <= ref_in_.capacity() && m.positions.size() == size_t(3) * size_t(n) &&
+                  std::isfinite(m.knot_dt) && m.knot_dt >= 1e-6 && m.knot_dt <= 3600.0 &&
+                  std::all_of(m.positions.begin(), m.positions.end(),
+                              [](double v) { return std::isfinite(v) && std::abs(v) <= 100.0; }) &&
+                  stamp - get_node()->get_clock()->now().nanoseconds() <= 10 * 1000000000LL;
+  if (!ok) {
+    ++refs_rejected_;
     RCLCPP_ERROR_THROTTLE(get_node()->get_logger(), *get_node()->get_clock(), 2000,
-                          "EE reference rejected: n_knots=%d, %zu positions, knot_dt=%g (expected 1 <= n_knots <= "
-                          "%d, 3 n_knots finite positions, knot_dt > 0)", n, m.positions.size(), m.knot_dt,
-                          ref_in_.capacity());
+                          "EE reference rejected: n_knots=%d, %zu positions, knot_dt=%g, stamp %.3f s (expected "
+                          "1 <= n_knots <= %d, 3 n_knots finite positions within 100 m, 1e-6 <= knot_dt <= 3600 s, "
+                          "a stamp at most 10 s ahead of the clock)", n, m.positions.size(), m.knot_dt,
+                          double(stamp) * 1e-9, ref_in_.capacity());
     return;
   }
   std::lock_guard<std::mutex> lk(ref_mutex_);
@@ -722,6 +741,7 @@ controller_interface::return_type GatoController::update(const rclcpp::Time& tim
     s.fallbacks = c.nonfinite_outputs;
     s.dropped_out_of_order = c.dropped_out_of_order + c.dropped_stale_epoch;
     s.rejected_names = plans_rejected_names_.load(std::memory_order_relaxed);
+    s.rejected_references = refs_rejected_.load(std::memory_order_relaxed);
     s.plans_accepted = c.plans_accepted;
     s.plans_dropped_invalid = c.dropped_invalid + plans_rejected_layout_.load(std::memory_order_relaxed);
     s.plans_dropped_order = c.dropped_out_of_order + c.dropped_stale_epoch;

@@ -90,6 +90,8 @@ class GatoController : public controller_interface::ControllerInterface {
   std::vector<std::string> last_plan_names_;
   std::vector<int> plan_to_plant_;
   std::atomic<std::uint64_t> plans_rejected_names_{0}, plans_rejected_layout_{0};
+  // EE reference windows refused by on_reference (embedded mode; ~/status rejected_references)
+  std::atomic<std::uint64_t> refs_rejected_{0};
 
   rclcpp::Subscription<gato_msgs::msg::Plan>::SharedPtr plan_sub_;
   rclcpp::TimerBase::SharedPtr param_timer_;
