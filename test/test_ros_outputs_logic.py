@@ -134,3 +134,10 @@ def test_health_errors_on_hold_and_warns_on_stale_reference_waiting_and_refused_
     r = h2.report(MS, _status(), {"goals_rejected": 2, "unknown_frame": 1})
     assert r.level == WARN and "goals_rejected +2" in r.message and "unknown_frame +1" in r.message
     assert h2.report(2 * MS, _status(), {"goals_rejected": 2, "unknown_frame": 1}).level == OK
+
+
+def test_health_in_lockstep_counts_deadline_misses_without_degrading():
+    h, st = Health(misses_degrade=False), _status()
+    _run(h, st, 0, 3000, miss=True)                     # every tick late: the lockstep world waited
+    r = h.report(3000 * MS, st)
+    assert r.level == OK and dict(r.values)["deadline_misses_since_last_report"] == "300"

@@ -270,6 +270,10 @@ class ControllerLogic:
         self._prev_state_stamp = None  # stamp of the state accepted before the latest one
         self._last_cmd_stamp = None    # stamp of the latest command emitted
         self.estimates_missed = 0      # estimate_sync: ticks that gave up waiting for their estimate
+        # issue 31: the node's targets (gato_ros.target_logic.TargetLogic: pose / twist / joint trajectory);
+        # while one is active its window replaces the EE reference and its per-knot posture is programmed
+        self.target_source = None
+        self._posture_on = False       # the solver's posture term carries target_source's knots
         self.status.params_json = self.params_json()
         self._config_json = self._make_config_json()
 
@@ -537,7 +541,8 @@ class ControllerLogic:
 
     # ------------------------------------------------------------------ lockstep waits (reference_sync, estimate_sync)
     def _waits_for_reference(self, stamp_ns: int) -> bool:
-        return bool(self.cfg["reference_sync"]) and stamp_ns not in self._refs and not self._ref_lost
+        return bool(self.cfg["reference_sync"]) and stamp_ns not in self._refs and not self._ref_lost \
+            and not (self.target_source is not None and self.target_source.active)
 
     def _waits_for_estimate(self, stamp_ns: int) -> bool:
         """estimate_sync: the tick at ``stamp_ns`` waits for the estimate stamped there. One is due
@@ -611,6 +616,8 @@ class ControllerLogic:
         window of the tick (reference_sync) or the latest one; past the end of the latest
         window, the EE position measured at the first tick past it (stale reference)."""
         N, dt = self.cfg["N"], self.cfg["dt"]
+        if self.target_source is not None and self.target_source.active:     # issue 31: the node's targets
+            return self.target_source.window(stamp_ns).solver_reference(stamp_ns, N, dt), ""
         w = self._refs.get(stamp_ns) if self.cfg["reference_sync"] else None
         w = w or self._ref_latest
         if w is None:
@@ -686,6 +693,7 @@ class ControllerLogic:
         budget = self.cfg["budget_s"] or None
         reset = self._need_reset
         try:
+            self._program_posture(stamp)
             if reset:
                 self.planner.reset(x)
                 self.planner.warmup(x, ref)
@@ -974,6 +982,36 @@ class ControllerLogic:
 
     def last_good_stamp_ns(self):
         return None if self._good is None else self._good[0]
+
+    @property
+    def solver_joint_names(self) -> list:
+        """The joints in solver order (plans, SolveInput, the posture targets)."""
+        return list(self._solver_joints)
+
+    def measured(self):
+        """The latest good joint state: ``stamp_ns``, ``q`` (nq,) rad and ``qd`` (nv,) rad/s in
+        solver order, ``ee`` (3,) m; None before the first one (issue 31's targets start there)."""
+        if self._good is None:
+            return None
+        from types import SimpleNamespace
+
+        stamp, x, _ = self._good
+        return SimpleNamespace(stamp_ns=stamp, q=x[:self.nq].copy(), qd=x[self.nq:].copy(),
+                               ee=self.ee_position(x[:self.nq]))
+
+    def _program_posture(self, stamp_ns: int) -> None:
+        """Issue 31: the solver's posture term carries target_source's per-knot joint targets (a joint
+        trajectory or a joint hold) while it has them, and is off (weight 0) otherwise."""
+        post = None if self.target_source is None else self.target_source.posture(stamp_ns)
+        if post is None:
+            if self._posture_on:
+                self.solver.set_q_pos_cost(0.0)
+                self.solver.set_q_nom(None)
+                self._posture_on = False
+            return
+        self.solver.set_q_nom(post[0])
+        self.solver.set_q_pos_cost(post[1])
+        self._posture_on = True
 
 
 def _ee_position(model, frame: str):

@@ -20,6 +20,9 @@ Publishes:
         state, reference window, warm start, configuration): what ``gato replay`` re-runs.
     ~/status (gato_msgs/ControllerStatus): every tick, and on state changes (active_planner,
         fallback_reason, fallback_switches: the OSC fallback, gato_ros.controller_logic).
+Standard ROS 2 interfaces (gato_ros.standard_io, README "Standard interfaces"): ~/goal_pose,
+~/delta_twist_cmds, ~/joint_trajectory, the ~/follow_joint_trajectory action, /tf and /tf_static
+in; ~/plan_path, ~/reference_path, ~/batch_paths/row_<b>, the gato_ee_target TF, /diagnostics out.
 Parameters: the controller schema of :mod:`gato_ros.params` (docs/parameters.md);
 tunables are validated in an on-set callback and applied between ticks.
 
@@ -36,6 +39,7 @@ from . import conversions as cv
 from . import params as schema
 from .controller_logic import ControllerLogic
 from .node_util import declare_schema, param_value, qos, run
+from .standard_io import StandardInterfaces
 
 __all__ = ["ControllerNode", "main"]
 
@@ -70,6 +74,9 @@ class ControllerNode(Node):
         # hypotheses=estimator: the estimator node's wrench (depth 1: only the newest matters)
         self.create_subscription(WrenchStamped, values["wrench_topic"], self._on_wrench, qos(1))
         self.timer = self.create_timer(1.0 / values["control_rate_hz"], self._on_timer)
+        # issue 31: pose / twist / joint-trajectory targets, the FollowJointTrajectory action, plan paths, the
+        # EE target TF and /diagnostics (gato_ros.standard_io over ROS-free logic classes)
+        self.io = StandardInterfaces(self, self.logic, qos)
         self.add_on_set_parameters_callback(self._on_set)
         self.add_post_set_parameters_callback(self._post_set)
         self._t_recv = None        # perf_counter at receipt of the latest joint state
@@ -102,7 +109,9 @@ class ControllerNode(Node):
         return self._SetParametersResult(successful=reason is None, reason=reason or "")
 
     def _post_set(self, parameters):
-        self.logic.request_changes(self._values(parameters))
+        values = self._values(parameters)
+        self.logic.request_changes(values)
+        self.io.targets.update_config(values)
 
     # ------------------------------------------------------------------ callbacks
     def _now_ns(self) -> int:
@@ -159,6 +168,7 @@ class ControllerNode(Node):
                 self.logic.record_publish(time.perf_counter() - t_recv)
         if not out.duplicate:
             self._publish_status()
+            self.io.after_tick(out)
 
     def _publish_status(self):
         st = self.logic.status

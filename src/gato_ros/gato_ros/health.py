@@ -16,7 +16,9 @@ Degraded: a tick that missed its deadline or was commanded by the OSC fallback s
 continues) a degraded spell, which ends after ``recover_s`` without such a tick. A spell
 longer than ``error_after_s`` is an ERROR: a solver that keeps missing its deadlines (the
 stalled-solver fault) goes OK -> WARN (first misses, first fallback episode) -> ERROR, and back
-to OK ``recover_s`` after it recovers. Times on the node's clock [ns].
+to OK ``recover_s`` after it recovers. Times on the node's clock [ns]. In lockstep
+(``misses_degrade`` False: the controller's reference_sync) a late tick costs nothing, the world
+waits for it, and the controller never switches for it: misses are counted, not degraded.
 """
 from __future__ import annotations
 
@@ -38,11 +40,13 @@ class HealthReport:
 
 
 class Health:
-    """Accumulates ticks between reports. Args: ``error_after_s`` / ``recover_s`` [s] (above)."""
+    """Accumulates ticks between reports. Args: ``error_after_s`` / ``recover_s`` [s],
+    ``misses_degrade`` (above)."""
 
-    def __init__(self, error_after_s: float = 2.0, recover_s: float = 1.0):
+    def __init__(self, error_after_s: float = 2.0, recover_s: float = 1.0, misses_degrade: bool = True):
         self.error_after_s = float(error_after_s)
         self.recover_s = float(recover_s)
+        self.misses_degrade = bool(misses_degrade)
         self._since_ns = None          # start of the degraded spell
         self._last_bad_ns = None       # latest degraded tick
         self._misses_seen = 0          # status.deadline_misses at the previous tick
@@ -70,7 +74,7 @@ class Health:
             w["iters"].append(int(step.iterations))
             w["kkt"].append(bool(np.asarray(st.kkt_converged).reshape(-1)[int(step.best_id)])
                             if np.asarray(st.kkt_converged).size else False)
-        if missed > 0 or src == "osc_fallback":
+        if (missed > 0 and self.misses_degrade) or src == "osc_fallback":
             if self._since_ns is None:
                 self._since_ns = int(now_ns)
             self._last_bad_ns = int(now_ns)

@@ -319,6 +319,52 @@ CONTROLLER = (
           "reproducible; when the world has re-sent the state 3 times without it, the tick solves under the "
           "last estimate received (logged, ~/status reason) and ticks stop waiting until one arrives again; "
           "false: the latest estimate received (asynchronous)", read_only=True, group="hypotheses"),
+    # standard ROS 2 interfaces (issue 31: gato_ros.standard_io, target_logic, trajectory_logic, health)
+    Param("target_frame", "string", "",
+          "frame of the EE positions the targets resolve into (~/goal_pose, ~/delta_twist_cmds; a target in "
+          "another frame is transformed through /tf); empty = the URDF root link", read_only=True, group="targets"),
+    Param("goal_speed_mps", "double", 0.1,
+          "~/goal_pose: average EE speed of the minimum-jerk path to a goal (duration = distance / speed, at "
+          "least goal_min_duration_s)", "m/s", range=(0.001, 2.0), group="targets"),
+    Param("goal_min_duration_s", "double", 0.5, "~/goal_pose: shortest minimum-jerk path", "s",
+          range=(0.0, 600.0), group="targets"),
+    Param("target_max_distance_m", "double", 1.0,
+          "~/goal_pose: a goal farther than this from the measured EE is refused (logged, counted)", "m",
+          range=(0.0, 10.0), group="targets"),
+    Param("servo_max_speed_mps", "double", 0.25,
+          "~/delta_twist_cmds: a faster linear twist is scaled down to this speed (logged, counted)", "m/s",
+          range=(0.0, 2.0), group="targets"),
+    Param("servo_timeout_s", "double", 0.1,
+          "~/delta_twist_cmds: a twist moves the target for this long after it arrived (then it stops: a stream "
+          "that ends stops the arm)", "s", range=(0.001, 10.0), group="targets"),
+    Param("traj_posture_weight", "double", 20.0,
+          "joint trajectories (~/follow_joint_trajectory, ~/joint_trajectory) and a cancelled goal's hold: weight "
+          "of the per-knot joint posture targets (the EE term tracks the forward kinematics of the same "
+          "samples)", "1/rad^2", range=(0.0, 1e5), group="targets"),
+    Param("traj_path_tolerance_rad", "double", 0.2,
+          "joint trajectories: path tolerance of a joint whose goal gives none (0); -1 in a goal = none", "rad",
+          range=(0.0, 10.0), group="targets"),
+    Param("traj_goal_tolerance_rad", "double", 0.02,
+          "joint trajectories: goal tolerance of a joint whose goal gives none (0)", "rad", range=(0.0, 10.0),
+          group="targets"),
+    Param("traj_goal_time_s", "double", 1.0,
+          "joint trajectories: time after the last point for the joints to settle within the goal tolerance "
+          "when the goal gives none (0); then GOAL_TOLERANCE_VIOLATED", "s", range=(0.0, 600.0), group="targets"),
+    Param("viz_rate_hz", "double", 10.0,
+          "rate of ~/plan_path, ~/reference_path, ~/batch_paths/row_<b> and the gato_ee_target TF (the plan's ticks, "
+          "by their stamps; at or above control_rate_hz: every plan; 0 = off)", "Hz", range=(0.0, 2000.0),
+          read_only=True, group="output"),
+    Param("viz_batch_rows", "integer", 4,
+          "batch_size > 1: EE paths of this many batch rows on ~/batch_paths/row_<b> (one forward-kinematics pass "
+          "of N knots each per published view)", "rows", range=(0, 512), read_only=True, group="output"),
+    Param("diagnostics_period_s", "double", 1.0, "period of /diagnostics (diagnostic_msgs/DiagnosticArray)", "s",
+          range=(0.01, 60.0), read_only=True, group="output"),
+    Param("diagnostics_error_after_s", "double", 2.0,
+          "/diagnostics: a planner degraded (deadline misses, OSC fallback) this long in a row is an ERROR "
+          "(WARN before)", "s", range=(0.0, 600.0), read_only=True, group="output"),
+    Param("diagnostics_recover_s", "double", 1.0,
+          "/diagnostics: the degraded spell ends after this long without a missed or fallback tick", "s",
+          range=(0.0, 600.0), read_only=True, group="output"),
 )
 
 # ---------------------------------------------------------------- the simulation-world node

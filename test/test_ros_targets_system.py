@@ -1,0 +1,257 @@
+"""The controller node's standard ROS 2 interfaces over DDS, in the simulation bringup
+(gato_bringup/launch/sim.launch.yaml through the launch runner, lockstep MuJoCo world: the run
+does not depend on the machine's load; reference node in hold mode, a private ROS domain on
+loopback; the targets replace its windows while they are active):
+
+- a geometry_msgs/PoseStamped goal 20 cm away is reached within 5 mm and held (q_cost 20, set
+  live: the default 2 leaves a 12 mm gravity sag at rest); a NaN goal and a
+  goal in an unknown frame are refused (counted on /diagnostics) and the arm keeps its target;
+- a geometry_msgs/TwistStamped stream of 0.1 m/s for 2 s (simulated time: one twist per joint
+  state, as a servo loop at the control rate sends them) moves the EE 0.2 m +/- 2 cm and it stops
+  (below 10 % of the stream's speed) within 0.2 s of the stream stopping;
+- nav_msgs/Path of the plan (~/plan_path) matches the published gato_msgs/Plan through forward
+  kinematics, and the EE target frame arrives on /tf; /diagnostics reports OK while tracking.
+
+Times are the joint states' stamps (simulated); no wall-clock time is asserted.
+"""
+import os
+import signal
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from conftest import import_or_skip, kill_tagged
+
+_HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
+rclpy = import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
+import_or_skip("gato_msgs.msg", _HINT)
+import_or_skip("gato_ros.launch_runner", _HINT)
+import_or_skip("nav_msgs.msg", "needs the ROS 2 overlay (scripts/setup.sh; source scripts/activate.sh)")
+import_or_skip("diagnostic_msgs.msg", "needs the ROS 2 overlay (scripts/setup.sh; source scripts/activate.sh)")
+import_or_skip("tf2_msgs.msg", "needs the ROS 2 overlay (scripts/setup.sh; source scripts/activate.sh)")
+from test_ros_system import RUN_TIMEOUT_S, WAIT_S, assert_clean_exit, finish, share, start_runner  # noqa: E402
+
+pytestmark = pytest.mark.ros
+ROBOT = "iiwa14"
+NS = 10**9
+
+
+def _stamp(h) -> int:
+    return int(h.stamp.sec) * NS + int(h.stamp.nanosec)
+
+
+class Probe:
+    """Drives the controller's target topics and watches the EE (forward kinematics of
+    /joint_states), the plan, its path, /tf and /diagnostics from this process."""
+
+    def __init__(self, domain_id):
+        import gato
+        import pinocchio as pin
+        from diagnostic_msgs.msg import DiagnosticArray
+        from gato_msgs.msg import Plan
+        from geometry_msgs.msg import PoseStamped, TwistStamped
+        from nav_msgs.msg import Path
+        from rclpy.executors import SingleThreadedExecutor
+        from sensor_msgs.msg import JointState
+        from tf2_msgs.msg import TFMessage
+
+        from gato_ros.node_util import qos
+
+        self.model = pin.buildModelFromUrdf(str(gato.robot_urdf(ROBOT)))
+        self.data = self.model.createData()
+        self.fid = self.model.getFrameId(gato.robot_info(ROBOT)["ee_frame"])
+        self.names = list(self.model.names)[1:]
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx, domain_id=domain_id)
+        self.node = rclpy.create_node("gato_test_targets_probe", context=self.ctx)
+        self.ee = []                    # (stamp ns, (3,))
+        self.plans, self.paths, self.tf, self.diag = {}, {}, [], []
+        self.node.create_subscription(JointState, "/joint_states", self._on_js, qos(100))
+        self.node.create_subscription(Plan, "/gato_controller/plan", self._on_plan, qos(100))
+        self.node.create_subscription(Path, "/gato_controller/plan_path", self._on_path, qos(100))
+        self.node.create_subscription(TFMessage, "/tf", lambda m: self.tf.extend(m.transforms), qos(100))
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: self.diag.extend(m.status), qos(100))
+        self.pub_pose = self.node.create_publisher(PoseStamped, "/gato_controller/goal_pose", qos(1))
+        self.pub_twist = self.node.create_publisher(TwistStamped, "/gato_controller/delta_twist_cmds", qos(1))
+        self.PoseStamped, self.TwistStamped = PoseStamped, TwistStamped
+        from rclpy.parameter_client import AsyncParameterClient
+
+        self.params = AsyncParameterClient(self.node, "gato_controller")
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+
+    def set(self, name, value):
+        from rclpy.parameter import Parameter
+
+        assert self.params.wait_for_services(timeout_sec=WAIT_S)
+        fut = self.params.set_parameters([Parameter(name, value=value)])
+        self.spin_until(fut.done, f"setting {name}")
+        r = fut.result().results[0]
+        assert r.successful, r.reason
+
+    def fk(self, q):
+        import pinocchio as pin
+
+        pin.forwardKinematics(self.model, self.data, np.asarray(q, dtype=np.float64))
+        return pin.updateFramePlacement(self.model, self.data, self.fid).translation.copy()
+
+    def _on_js(self, m):
+        pos = dict(zip(m.name, m.position))
+        self.ee.append((_stamp(m.header), self.fk([pos[n] for n in self.names])))
+
+    def _on_plan(self, m):
+        self.plans[_stamp(m.header)] = m
+
+    def _on_path(self, m):
+        self.paths[_stamp(m.header)] = m
+
+    def close(self):
+        self.node.destroy_node()
+        self.ctx.try_shutdown()
+
+    def now(self) -> int:
+        return self.ee[-1][0] if self.ee else 0
+
+    def spin_until(self, pred, what, timeout=WAIT_S * 3):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.ex.spin_once(timeout_sec=0.01)
+            if pred():
+                return
+        pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+    def wait_sim(self, seconds):
+        t0 = self.now()
+        self.spin_until(lambda: self.now() >= t0 + seconds * NS, f"{seconds} s of simulated time")
+
+    def pose(self, p, frame=""):
+        m = self.PoseStamped()
+        m.header.frame_id = frame
+        m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(v) for v in p)
+        m.pose.orientation.w = 1.0
+        self.pub_pose.publish(m)
+
+    def twist(self, v):
+        m = self.TwistStamped()
+        m.twist.linear.x, m.twist.linear.y, m.twist.linear.z = (float(x) for x in v)
+        self.pub_twist.publish(m)
+
+    def ee_between(self, t0, t1):
+        return np.array([p for t, p in self.ee if t0 <= t <= t1])
+
+    def diag_values(self, st):
+        return {kv.key: kv.value for kv in st.values}
+
+
+@pytest.fixture
+def bringup(tmp_path, ros_env):
+    share()
+    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
+    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=0", "reference:=hold"],
+                        ros_env, marker, report)
+    probe = None
+    try:
+        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+        yield probe
+    finally:
+        if probe is not None:
+            probe.close()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            out = finish(proc, RUN_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            kill_tagged("GATO_TEST_MARKER", marker)
+    assert_clean_exit(proc, out, report, marker)
+
+
+@pytest.mark.slow
+def test_pose_goal_twist_stream_paths_tf_and_diagnostics(bringup):
+    p = bringup
+    # the controller runs (plans arrive) and the arm rests at the hold reference; q_cost 20: the default 2
+    # leaves a 12 mm gravity sag at rest (measured here and in test_ros_targets_closed_loop)
+    p.spin_until(lambda: len(p.plans) >= 50 and len(p.ee) > 0, "50 plans")
+    p.set("q_cost", 20.0)
+    p.wait_sim(1.0)
+    ee0 = p.ee[-1][1]
+
+    # --- a pose goal 20 cm away: reached within 5 mm and held
+    goal = ee0 + np.array([0.0, 0.2, 0.0])
+    t_goal = p.now()
+    p.pose(goal)
+    T = 0.2 / 0.1                                   # goal_speed_mps default 0.1: a 2 s min-jerk path
+    p.wait_sim(T + 1.5)
+    held = p.ee_between(t_goal + int((T + 1.0) * NS), p.now())
+    err = np.linalg.norm(held - goal, axis=1)
+    print(f"pose goal: error over the last 0.5 s mean {err.mean() * 1e3:.2f} mm, max {err.max() * 1e3:.2f} mm")
+    assert len(held) >= 20 and err.max() <= 0.005, (len(held), err.max())
+
+    # --- bad goals are refused and the arm keeps its target
+    p.pose([np.nan, 0.0, 0.5])
+    p.wait_sim(0.1)                                  # ~/goal_pose keeps the newest goal only (depth 1)
+    p.pose(goal + [0.0, 0.0, 0.1], frame="no_such_frame")
+    t_bad = p.now()
+    p.wait_sim(1.0)
+    err = np.linalg.norm(p.ee_between(t_bad, p.now()) - goal, axis=1)
+    assert err.max() <= 0.005, err.max()
+
+    # --- a twist stream of 0.1 m/s for 2 s of simulated time, then nothing
+    t0 = p.now()
+    start = p.ee[-1][1]
+    t_sent = None
+    while p.now() < t0 + 2 * NS:
+        if p.now() != t_sent:                        # one twist per joint state (the servo loop's rate)
+            t_sent = p.now()
+            p.twist([0.0, -0.1, 0.0])
+        p.ex.spin_once(timeout_sec=0.01)
+    t_last = t_sent
+    p.wait_sim(1.5)
+    rest = p.ee_between(t_last + int(0.2 * NS), p.now())
+    moved = rest[-1] - start
+    # EE speed [m/s] over 50 ms windows from t_last on (joint-state stamps)
+    ts = np.array([t for t, _ in p.ee if t >= t_last])
+    ps = np.array([x for t, x in p.ee if t >= t_last])
+    k = np.searchsorted(ts, ts + int(0.05 * NS))
+    ok = k < len(ts)
+    speed = np.linalg.norm(ps[k[ok]] - ps[ok], axis=1) / ((ts[k[ok]] - ts[ok]) / NS)
+    after = speed[ts[ok] >= t_last + int(0.2 * NS)]
+    print(f"twist: stream {(t_last - t0) / NS:.3f} s, moved {moved.round(4).tolist()} m; EE speed at the stream's "
+          f"end {speed[0]:.3f} m/s, from 0.2 s after it at most {after.max():.4f} m/s; drift from there "
+          f"{np.linalg.norm(rest - rest[-1], axis=1).max() * 1e3:.2f} mm")
+    assert abs(-moved[1] - 0.2) <= 0.02 and np.abs(moved[[0, 2]]).max() <= 0.01, moved
+    v = p.diag_values([d for d in p.diag if "gato_controller" in d.name][-1])
+    print(f"controller: {v['deadline_misses']} deadline misses, {v['fallbacks']} fallback ticks, {v['holds']} holds")
+    assert after.max() <= 0.01, after.max()           # stopped (< 10 % of the stream's speed) within 0.2 s
+
+    # --- the plan's EE path matches the published Plan (forward kinematics of its knots)
+    common = sorted(set(p.paths) & set(p.plans))
+    assert len(common) >= 10, (len(p.paths), len(p.plans))
+    for t in common[-5:]:
+        plan, path = p.plans[t], p.paths[t]
+        nx, nu, n = plan.nx, plan.nu, plan.n_knots
+        xu = np.asarray(plan.xu)
+        order = [list(plan.joint_names).index(j) for j in p.names]
+        for k, ps in enumerate(path.poses):
+            q = xu[k * (nx + nu):k * (nx + nu) + nx // 2][order]
+            pp = ps.pose.position
+            assert np.allclose([pp.x, pp.y, pp.z], p.fk(q), atol=1e-9)
+        assert len(path.poses) == n and _stamp(path.poses[1].header) - t == round(plan.knot_dt * NS)
+    # rate: viz_rate_hz (10 Hz default) of the plans' 100 Hz
+    span = (common[-1] - common[0]) / NS
+    assert 0.5 * 10 * span <= len(common) <= 1.5 * 10 * span + 2, (len(common), span)
+    assert any(tr.child_frame_id == "gato_ee_target" for tr in p.tf)
+
+    # --- diagnostics: the refused inputs are counted; OK again while holding still
+    mine = [s for s in p.diag if "gato_controller" in s.name]
+    assert mine, "no /diagnostics from the controller"
+    v = p.diag_values(mine[-1])
+    assert int(v["goals_rejected"]) == 2 and int(v["unknown_frame"]) == 1, v
+    assert any(s.level in (b"\x01", b"\x02") and "goals_rejected +" in s.message for s in mine), \
+        [s.message for s in mine]
+    n0 = len(mine)
+    p.spin_until(lambda: any(s.level == b"\x00" for s in p.diag[n0:] if "gato_controller" in s.name),
+                 "an OK diagnostic", timeout=WAIT_S)
