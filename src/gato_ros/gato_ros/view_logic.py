@@ -25,10 +25,14 @@ import numpy as np
 if TYPE_CHECKING:                      # annotations only: the value types come with the messages
     from .types import JointStateSample, Plan, ReferenceWindow
 
-__all__ = ["Visual", "RobotGeometry", "ViewFrame", "ViewLogic", "PLOT_WINDOW_S"]
+__all__ = ["Visual", "RobotGeometry", "decimate", "ViewFrame", "ViewLogic", "PLOT_WINDOW_S"]
 
 #: seconds of history in the scrolling plot
 PLOT_WINDOW_S = 10.0
+#: triangles per visual sent to the page (more are merged away: :func:`decimate`)
+MAX_FACES_PER_VISUAL = 6000
+#: reference windows kept to find the one of the state drawn (a lockstep world runs ahead of the view)
+REFERENCE_HISTORY = 500
 #: at most this many batch rows are drawn besides the winning plan (FK cost per frame)
 MAX_BATCH_PATHS = 16
 
@@ -39,7 +43,8 @@ class Visual:
 
     ``vertices`` (V, 3) float32 [m] (mesh scale applied), ``faces`` (F, 3) uint32,
     ``rgba`` (4,) in [0, 1]; ``mesh_path``: the mesh file ("" for a primitive);
-    ``name``: the geometry's name (unique)."""
+    ``name``: the geometry's name (unique). Meshes above :data:`MAX_FACES_PER_VISUAL` triangles
+    are decimated (:func:`decimate`); ``mesh_path`` still names the full-resolution file."""
 
     name: str
     vertices: np.ndarray
@@ -64,6 +69,38 @@ def _primitive_mesh(geometry):
     else:
         return None
     return m.vertices, m.faces
+
+
+def decimate(vertices: np.ndarray, faces: np.ndarray, max_faces: int) -> tuple[np.ndarray, np.ndarray]:
+    """A lighter copy of a triangle mesh by vertex clustering: vertices merged on a grid (cell
+    coarsened until at most ``max_faces`` faces remain), collapsed and repeated triangles dropped.
+    The page renders every frame in the browser (software WebGL on a robot's computer without a
+    GPU): a 240k-triangle arm drew at about one frame per second on 2 loaded cores."""
+    v = np.asarray(vertices, dtype=float)
+    f = np.asarray(faces, dtype=np.int64)
+    if f.shape[0] <= max_faces:
+        return v, f
+    # a cell whose square tiles the surface with about max_faces / 2 vertices (a triangle mesh has
+    # about twice as many faces as vertices), then coarser until the budget holds
+    tri_v = v[f]
+    area = 0.5 * float(np.linalg.norm(np.cross(tri_v[:, 1] - tri_v[:, 0], tri_v[:, 2] - tri_v[:, 0]), axis=1).sum())
+    cell = max(np.sqrt(area / max(max_faces / 2, 1)), 1e-5)
+    lo = v.min(0)
+    while True:
+        key = np.floor((v - lo) / cell).astype(np.int64)          # < 2**20 per axis for cell >= size / 1e6
+        flat = (key[:, 0] << 42) | (key[:, 1] << 21) | key[:, 2]
+        _, inv, counts = np.unique(flat, return_inverse=True, return_counts=True)
+        nv = np.zeros((counts.size, 3))
+        np.add.at(nv, inv, v)
+        nv /= counts[:, None]
+        tri = inv[f]
+        tri = tri[(tri[:, 0] != tri[:, 1]) & (tri[:, 1] != tri[:, 2]) & (tri[:, 0] != tri[:, 2])]
+        srt = np.sort(tri, axis=1)
+        _, first = np.unique((srt[:, 0] << 42) | (srt[:, 1] << 21) | srt[:, 2], return_index=True)
+        nf = tri[np.sort(first)]              # each triangle once, its first orientation kept
+        if nf.shape[0] <= max_faces or cell > 1.0:
+            return nv, nf
+        cell *= 1.3
 
 
 class RobotGeometry:
@@ -103,9 +140,21 @@ class RobotGeometry:
         self._ee_id = self.model.getFrameId(ee)
         # model index of each joint name (the q vector's order is the model's)
         self._q_index = {n: self.model.idx_qs[self.model.getJointId(n)] for n in self.joint_names}
-        self.visuals, self.missing, self._geom_frames = [], [], []
-        gmodel = pin.buildGeomFromUrdf(self.model, urdf, pin.GeometryType.VISUAL,
-                                       package_dirs=[str(Path(urdf).parent)])
+        self.visuals, self.missing = [], []
+        gmodel, self.geometry_type = None, ""
+        # the URDF's visuals; the shipped arms other than iiwa14 carry collision meshes only
+        for kind in ("VISUAL", "COLLISION"):
+            try:
+                gm = pin.buildGeomFromUrdf(self.model, urdf, getattr(pin.GeometryType, kind),
+                                           package_dirs=[str(Path(urdf).parent)])
+            except ValueError as e:          # a mesh file that is not there
+                self.missing.append(f"{kind.lower()} geometry ({e})")
+                continue
+            if gm.ngeoms:
+                gmodel, self.geometry_type = gm, kind.lower()
+                break
+        if gmodel is None:
+            gmodel = pin.GeometryModel()
         self._gmodel, self._gdata = gmodel, pin.GeometryData(gmodel)
         self._geom_ids = []
         for i, g in enumerate(gmodel.geometryObjects):
@@ -113,7 +162,7 @@ class RobotGeometry:
             if verts_faces is None:
                 self.missing.append(f"{g.name} ({g.meshPath or type(g.geometry).__name__})")
                 continue
-            v, f = verts_faces
+            v, f = decimate(*verts_faces, MAX_FACES_PER_VISUAL)
             rgba = np.asarray(g.meshColor, dtype=float).reshape(-1)
             if rgba.size != 4 or not np.all(np.isfinite(rgba)) or np.allclose(rgba[:3], 0.9, atol=0.11):
                 rgba = np.array([0.93, 0.45, 0.12, 1.0])      # pinocchio's default grey: use the gato orange
@@ -220,7 +269,7 @@ class ViewLogic:
         self._js: JointStateSample | None = None
         self._plan: Plan | None = None
         self._batch = None                # (xu (B, S), nx, nu, N, best_id)
-        self._ref: ReferenceWindow | None = None
+        self._refs: deque = deque(maxlen=REFERENCE_HISTORY)   # the latest reference windows, oldest first
         self._status: dict = {}
         self._counts = {"joint_states": 0, "plans": 0, "step_results": 0, "references": 0, "rejected": 0}
         self._last_reject = ""
@@ -251,8 +300,18 @@ class ViewLogic:
 
     def on_reference(self, window: ReferenceWindow) -> None:
         with self._lock:
-            self._ref = window
+            self._refs.append(window)
             self._counts["references"] += 1
+
+    @staticmethod
+    def _window_at(refs, stamp_ns: int):
+        """The newest window stamped at or before ``stamp_ns`` (the one the controller tracked at that
+        state: a lockstep world runs ahead of the view, so the newest window may be a later tick's),
+        else the oldest one kept."""
+        for w in reversed(refs):
+            if w.stamp_ns <= stamp_ns:
+                return w
+        return refs[0] if refs else None
 
     def on_status(self, state: str, solve_us: float, deadline_misses: int, ticks: int, reason: str = "") -> None:
         with self._lock:
@@ -281,7 +340,8 @@ class ViewLogic:
         """The frame of the latest inputs (forward kinematics of the state, the plan and the batch rows;
         one plot sample per new joint state)."""
         with self._lock:
-            js, plan, batch, ref, status = self._js, self._plan, self._batch, self._ref, dict(self._status)
+            js, plan, batch, status = self._js, self._plan, self._batch, dict(self._status)
+            refs = list(self._refs)
         self._seq += 1
         fr = ViewFrame(seq=self._seq)
         g = self.geometry
@@ -318,6 +378,7 @@ class ViewLogic:
                     paths = []
                 self._batch_cache = (batch, paths)
             fr.batch_paths = self._batch_cache[1]
+        ref = self._window_at(refs, good_js.stamp_ns) if good_js is not None else (refs[-1] if refs else None)
         if ref is not None:
             fr.reference = np.asarray(ref.positions, dtype=float).reshape(-1, 3)
         if fr.t is not None and good_js.stamp_ns != self._last_js_stamp:

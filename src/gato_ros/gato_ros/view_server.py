@@ -73,13 +73,14 @@ class BrowserView:
         s.scene.set_up_direction("+z")
         s.scene.add_grid("/ground", width=2.0, height=2.0, cell_size=0.1, section_size=0.5)
         # a camera that frames an arm of about 1.3 m reach from the front-right, slightly above
-        s.initial_camera.position = (1.55, -1.25, 1.05)
-        s.initial_camera.look_at = (0.15, 0.0, 0.55)
+        s.initial_camera.position = (1.25, -0.95, 0.85)
+        s.initial_camera.look_at = (0.3, 0.0, 0.42)
         self._links = [s.scene.add_mesh_simple(f"/robot/{v.name}", v.vertices, v.faces,
                                                 color=tuple(int(255 * c) for c in v.rgba[:3]),
                                                 opacity=float(v.rgba[3]) if v.rgba[3] < 1 else None)
                        for v in geometry.visuals]
         self._skeleton = None
+        self._draw_skeleton = bool(geometry.missing) or not geometry.visuals
         self._plan = self._batch = self._ref = self._ee = None
         self._panel = s.gui.add_html(self._panel_html(None))
         import viser.uplot as up
@@ -138,7 +139,8 @@ class BrowserView:
                 for h, T in zip(self._links, fr.link_poses):
                     h.position = T[:3, 3]
                     h.wxyz = _wxyz(T[:3, :3])
-            self._skeleton = self._line(self._skeleton, "/robot_skeleton", fr.skeleton, (60, 60, 60), 2.0)
+            if self._draw_skeleton:          # the joint origins, where a visual has no mesh to draw
+                self._skeleton = self._line(self._skeleton, "/robot_skeleton", fr.skeleton, (60, 60, 60), 2.0)
             batch = np.concatenate([_segments(p) for p in fr.batch_paths]) if fr.batch_paths else None
             if batch is not None:
                 if self._batch is None or self._batch.points.shape != batch.shape:
