@@ -5,6 +5,7 @@ stalled-solver sequence OK -> WARN -> ERROR -> OK). Synthetic clocks, no wall ti
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from gato_ros.health import ERROR, OK, WARN, Health
 from gato_ros.plan_view import RateLimiter, plan_view
@@ -14,9 +15,14 @@ MS = 1_000_000
 NQ, N = 2, 4
 
 
-def _ee(q):
+def _ee1(q):
     """A planar 2-link arm (links 1 m): the EE of joint positions q."""
     return np.array([np.cos(q[0]) + np.cos(q[0] + q[1]), np.sin(q[0]) + np.sin(q[0] + q[1]), 0.0])
+
+
+def _ee(qs):
+    """The EE path of many configurations (plan_view's ee_path)."""
+    return np.array([_ee1(q) for q in qs])
 
 
 def _row(qs):
@@ -46,7 +52,7 @@ def test_plan_view_is_the_forward_kinematics_of_the_plan_knots_and_the_reference
     out, qs = _tick(1, 0, ref)
     v = plan_view(out, _ee, NQ)
     assert v.stamp_ns == 5 * MS and v.knot_dt == 0.03 and v.best == 0
-    assert np.allclose(v.ee, [_ee(q) for q in qs[0]])
+    assert np.allclose(v.ee, [_ee1(q) for q in qs[0]])
     assert v.rows.shape == (1, N, 3) and np.allclose(v.reference, ref)
 
 
@@ -55,7 +61,7 @@ def test_plan_view_batch_rows_with_the_winner_and_no_view_without_a_plan():
     v = plan_view(out, _ee, NQ, batch_rows=8)
     assert v.rows.shape == (3, N, 3) and v.best == 2
     for b in range(3):
-        assert np.allclose(v.rows[b], [_ee(q) for q in qs[b]])
+        assert np.allclose(v.rows[b], [_ee1(q) for q in qs[b]])
     assert np.allclose(v.ee, v.rows[2])                  # the published plan is the winner's
     assert plan_view(out, _ee, NQ, batch_rows=2).rows.shape == (2, N, 3)
     assert plan_view(out, _ee, NQ).rows.shape == (1, N, 3)
@@ -141,3 +147,16 @@ def test_health_in_lockstep_counts_deadline_misses_without_degrading():
     _run(h, st, 0, 3000, miss=True)                     # every tick late: the lockstep world waited
     r = h.report(3000 * MS, st)
     assert r.level == OK and dict(r.values)["deadline_misses_since_last_report"] == "300"
+
+
+def test_ee_path_is_the_solvers_ee_at_every_row():
+    gato = pytest.importorskip("gato")
+    from gato_ros.controller_logic import ControllerLogic
+    from gato_ros.plan_view import EEPath
+
+    lg = ControllerLogic({"robot": "iiwa14", "N": 8})
+    fk = EEPath(lg.urdf, gato.robot_info("iiwa14")["ee_frame"], lg.solver_joint_names)
+    qs = np.random.default_rng(3).uniform(-1.0, 1.0, (20, 7))
+    assert np.allclose(fk(qs), [lg.ee_position(q) for q in qs], atol=1e-12)
+    with pytest.raises(ValueError, match="no frame 'nope'"):
+        EEPath(lg.urdf, "nope", lg.solver_joint_names)

@@ -255,3 +255,55 @@ def test_pose_goal_twist_stream_paths_tf_and_diagnostics(bringup):
     n0 = len(mine)
     p.spin_until(lambda: any(s.level == b"\x00" for s in p.diag[n0:] if "gato_controller" in s.name),
                  "an OK diagnostic", timeout=WAIT_S)
+
+
+@pytest.fixture
+def free_running(tmp_path, ros_env):
+    share()
+    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
+    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=0", "lockstep:=false"],
+                        ros_env, marker, report)
+    probe = None
+    try:
+        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+        yield probe
+    finally:
+        if probe is not None:
+            probe.close()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            out = finish(proc, RUN_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            kill_tagged("GATO_TEST_MARKER", marker)
+    assert_clean_exit(proc, out, report, marker)
+
+
+@pytest.mark.slow
+def test_diagnostics_go_ok_warn_error_and_back_to_ok_for_a_stalled_solver(free_running):
+    """The existing stalled-solver fault (fault_solver_delay_s: every BSQP step 30 ms late at 100 Hz,
+    free-running figure-8): /diagnostics from the controller goes OK -> WARN (the first misses and
+    OSC fallback episodes) -> ERROR (degraded for diagnostics_error_after_s) and back to OK once the
+    stall is lifted (diagnostics_recover_s without a late or fallback tick)."""
+    p = free_running
+    levels = []                                      # (level, message) of the controller's reports, in order
+
+    def mine():
+        out = [(s.level[0], s.message) for s in p.diag if "gato_controller" in s.name]
+        levels[:] = out
+        return out
+
+    p.spin_until(lambda: any(lv == 0 for lv, _ in mine()), "an OK diagnostic", timeout=WAIT_S * 3)
+    n_ok = len(levels)
+    p.set("fault_solver_delay_s", 0.03)
+    p.spin_until(lambda: any(lv == 2 for lv, _ in mine()[n_ok:]), "an ERROR diagnostic", timeout=WAIT_S * 2)
+    after = levels[n_ok:]
+    first_err = next(i for i, (lv, _) in enumerate(after) if lv == 2)
+    assert any(lv == 1 for lv, _ in after[:first_err]), after[:first_err + 1]      # WARN before the ERROR
+    assert "planner degraded for" in after[first_err][1], after[first_err]
+    n_err = len(levels)
+    p.set("fault_solver_delay_s", 0.0)
+    p.spin_until(lambda: any(lv == 0 for lv, _ in mine()[n_err:]), "OK again", timeout=WAIT_S * 2)
+    print("diagnostics:", [lv for lv, _ in levels])

@@ -1,0 +1,158 @@
+"""Benchmark: what the standard interfaces' publishing costs the controller's tick (issue 31).
+
+The real controller node (gato_ros.controller_node.ControllerNode, in this process, a private ROS
+domain on loopback) is fed JointState messages through its own callback from a closed loop on a
+pinocchio forward-dynamics plant of iiwa14 (100 Hz ticks, 1 kHz physics), and each callback (the
+whole tick: conversion, solve, every publish) is timed. A subscriber process takes
+~/plan_path, ~/reference_path, /tf and /diagnostics, so the publishers have a matched reader.
+Configurations, interleaved tick block by tick block (so machine load hits them alike):
+
+- ``off``: StandardInterfaces.after_tick replaced by a no-op (no health accounting, no paths, no TF);
+- ``default``: viz_rate_hz 10 (paths + TF on every 10th plan), health every tick, /diagnostics at 1 Hz;
+- ``every``: paths + TF on every plan (viz_rate_hz at the control rate).
+
+Prints the median / p90 tick time per configuration and the ratio to ``off``; ``--out FILE``
+appends a section (docs/benchmarks_ros.md).
+
+    source scripts/activate.sh && python bench/bench_standard_io.py [--blocks 30] [--block 50] [--out docs/benchmarks_ros.md]
+"""
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks_doc import append_section
+from run_info import cpu_model, short_commit
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+os.environ["ROS_DOMAIN_ID"] = str(150 + os.getpid() % 50)
+
+SUBSCRIBER = """
+import rclpy, sys
+from nav_msgs.msg import Path
+from tf2_msgs.msg import TFMessage
+from diagnostic_msgs.msg import DiagnosticArray
+from gato_ros.node_util import qos
+rclpy.init()
+n = rclpy.create_node("bench_standard_io_reader")
+count = [0]
+cb = lambda m: count.__setitem__(0, count[0] + 1)
+for t, ty in (("/gato_controller/plan_path", Path), ("/gato_controller/reference_path", Path), ("/tf", TFMessage),
+              ("/diagnostics", DiagnosticArray)):
+    n.create_subscription(ty, t, cb, qos(10))
+try:
+    while rclpy.ok():
+        rclpy.spin_once(n, timeout_sec=0.1)
+except KeyboardInterrupt:
+    pass
+print(count[0], flush=True)
+"""
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--blocks", type=int, default=30, help="tick blocks per configuration")
+    ap.add_argument("--block", type=int, default=50, help="ticks per block")
+    ap.add_argument("--out", help="append a section to this Markdown file")
+    a = ap.parse_args(argv)
+
+    import pinocchio as pin
+    import rclpy
+    from sensor_msgs.msg import JointState
+
+    import gato
+    from gato_ros.controller_node import ControllerNode
+    from gato_ros.plan_view import RateLimiter
+
+    load0 = os.getloadavg()[0]
+    reader = subprocess.Popen([sys.executable, "-c", SUBSCRIBER], stdout=subprocess.PIPE, text=True)
+    rclpy.init()
+    node = ControllerNode(parameter_overrides=[])
+    time.sleep(2.0)                                   # discovery of the reader
+    io = node.io
+    real_after = io.after_tick
+    model = pin.buildModelFromUrdf(str(gato.robot_urdf("iiwa14")))
+    data = model.createData()
+    names = node.logic.solver_joint_names
+    from gato_ros import params as schema
+
+    q = np.array(schema.defaults(schema.SIM, "iiwa14")["q0"], dtype=float)
+    v = np.zeros(model.nv)
+    t_ns = [0]
+    last = {"u": np.zeros(model.nv)}
+
+    def tick():
+        msg = JointState()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t_ns[0], 10**9)
+        msg.name, msg.position, msg.velocity = names, q.tolist(), v.tolist()
+        t0 = time.perf_counter()
+        node._on_joint_state(msg)
+        dt = time.perf_counter() - t0
+        t_ns[0] += 10_000_000
+        return dt
+
+    # the command: read back from the logic's last output (no subscription in this process)
+    def step_plant():
+        nonlocal q, v
+        out = node.logic._last_out
+        u = out.effort if out is not None and out.effort is not None else last["u"]
+        for _ in range(10):
+            acc = pin.aba(model, data, q, v, u)
+            v = v + 1e-3 * acc
+            q = pin.integrate(model, q, 1e-3 * v)
+
+    configs = {
+        "off": lambda: setattr(io, "after_tick", lambda out: None),
+        "default": lambda: (setattr(io, "after_tick", real_after), setattr(io, "viz_rate", RateLimiter(10.0))),
+        "every": lambda: (setattr(io, "after_tick", real_after), setattr(io, "viz_rate", RateLimiter(1e6))),
+    }
+    times = {k: [] for k in configs}
+    for _ in range(100):                              # warm-up: cold start, resume blend
+        tick()
+        step_plant()
+    for b in range(a.blocks):
+        for name, apply in configs.items():
+            apply()
+            for k in range(a.block):
+                times[name].append(tick())
+                step_plant()
+                if name != "off" and k == 0:
+                    d0 = time.perf_counter()
+                    io._on_diagnostics_timer()        # /diagnostics at 1 Hz: its share of the ticks
+                    times[name][-1] += (time.perf_counter() - d0) * a.block * len(configs) / 100.0
+    node.destroy_node()
+    rclpy.shutdown()
+    reader.send_signal(2)
+    got = reader.communicate(timeout=20)[0].strip()
+    load1 = os.getloadavg()[0]
+    base = statistics.median(times["off"])
+    rows = []
+    for name, ts in times.items():
+        ts = np.array(ts) * 1e3
+        rows.append(f"| {name} | {len(ts)} | {np.median(ts):.3f} ms | {np.mean(ts):.3f} ms | "
+                    f"{np.percentile(ts, 90):.3f} ms | {np.median(ts) / (base * 1e3):.3f} | "
+                    f"{np.mean(ts) / (np.mean(times['off']) * 1e3):.3f} |")
+    text = (f"Machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average "
+            f"{load0:.1f} before / {load1:.1f} after (shared machine: other jobs ran).\n"
+            f"Command: `python bench/bench_standard_io.py --blocks {a.blocks} --block {a.block}` (the controller "
+            "node in-process, iiwa14, N=32, B=1, the schema defaults; pinocchio plant in closed loop; a reader "
+            f"process subscribed to the paths, /tf and /diagnostics: {got} messages).\n\n"
+            "| configuration | ticks | median tick | mean | p90 | median / off | mean / off |\n"
+            "|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+            + "\n")
+    print(text)
+    if a.out:
+        append_section(a.out, f"\n## Standard interfaces: publishing cost on the controller tick (issue 31; "
+                       f"{time.strftime('%Y-%m-%d')}, {short_commit()}, {platform.machine()})\n\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
