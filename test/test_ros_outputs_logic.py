@@ -160,3 +160,35 @@ def test_ee_path_is_the_solvers_ee_at_every_row():
     assert np.allclose(fk(qs), [lg.ee_position(q) for q in qs], atol=1e-12)
     with pytest.raises(ValueError, match="no frame 'nope'"):
         EEPath(lg.urdf, "nope", lg.solver_joint_names)
+
+
+@pytest.mark.parametrize("frame", ["world", "base", "w", "a_longer_frame"])
+def test_path_cdr_bytes_deserialize_to_the_path_rclpy_would_send(frame):
+    pytest.importorskip("rclpy")
+    Path = pytest.importorskip("nav_msgs.msg").Path
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from gato_ros.path_cdr import PathCDR
+
+    pts = np.random.default_rng(5).normal(size=(32, 3))
+    b = PathCDR(frame, 32)(5_123_456_789, 31_250_000, pts)
+    m = deserialize_message(b, Path)
+    assert m.header.frame_id == frame and (m.header.stamp.sec, m.header.stamp.nanosec) == (5, 123456789)
+    assert len(m.poses) == 32
+    for k, ps in enumerate(m.poses):
+        assert (ps.header.stamp.sec, ps.header.stamp.nanosec) == divmod(5_123_456_789 + k * 31_250_000, 10**9)
+        assert ps.header.frame_id == frame and ps.pose.orientation.w == 1.0
+        assert (ps.pose.position.x, ps.pose.position.y, ps.pose.position.z) == tuple(pts[k])
+    assert len(serialize_message(m)) == len(b)      # same layout (Fast CDR leaves padding bytes unset)
+
+
+def test_health_single_late_ticks_are_counted_not_degraded():
+    h, st = Health(miss_run=3), _status()
+    for k in range(300):                                 # every 5th tick late, never 3 in a row
+        st.ticks += 1
+        st.deadline_misses += int(k % 5 == 0)
+        h.on_tick(k * 10 * MS, st, SimpleNamespace(source="mpc", step=_step()))
+    r = h.report(3000 * MS, st)
+    assert r.level == OK and dict(r.values)["deadline_misses_since_last_report"] == "60"
+    _run(h, st, 3000, 3030, miss=True)                   # three in a row: degraded
+    assert h.report(3030 * MS, st).level == WARN

@@ -94,3 +94,41 @@ def test_a_twist_stream_moves_the_ee_at_its_speed_and_stops_within_0_2_s():
     moved = rest[-1] - start
     assert abs(-moved[1] - 0.2) <= 0.02 and np.abs(moved[[0, 2]]).max() <= 0.005, moved
     assert np.linalg.norm(rest - rest[-1], axis=1).max() <= 0.002     # stopped within 0.2 s
+
+
+def test_a_joint_trajectory_is_tracked_through_the_per_knot_posture_targets_and_a_hold_keeps_the_arm():
+    from gato_ros.trajectory_logic import PATH_TOLERANCE_VIOLATED, SUCCESSFUL, TrajectoryTracker, parse_trajectory
+
+    from gato_ros.trajectory_logic import knot_posture_supported
+
+    lp = Loop()
+    if not knot_posture_supported(lp.logic.solver):
+        pytest.skip("the installed gato.BSQP takes no per-knot posture targets (set_q_nom (N, nq))")
+    lp.run(50)
+    names = lp.names
+    q0 = lp.q.copy()
+    dq = np.array([0.3, 0.2, 0.0, -0.2, 0.0, 0.2, 0.0])
+    points = [(0.8 * (k + 1), q0 + dq * (k + 1) / 5, []) for k in range(5)]
+    defaults = {"traj_path_tolerance_rad": 0.2, "traj_goal_tolerance_rad": 0.02, "traj_goal_time_s": 1.0}
+    tr = parse_trajectory(names, points, names, np.full(7, -3.0), np.full(7, 3.0), defaults=defaults)
+    tk = TrajectoryTracker(tr, lp.t, lp.q, lp.v)
+    lp.targets.on_trajectory(tk)
+    errs, outcome = [], None
+    while outcome is None and lp.t < tk.t0_ns + int(6 * S):
+        lp.run(1)
+        errs.append(np.abs(lp.q - tk.sample([lp.t])[0][0]).max())
+        outcome, why = tk.check(lp.t, lp.q, lp.v)
+    print(f"trajectory: {why}; path error max {max(errs):.4f} rad")
+    assert outcome == SUCCESSFUL and max(errs) <= 0.1, (outcome, why, max(errs))
+    assert outcome != PATH_TOLERANCE_VIOLATED
+    # the posture term is on while the trajectory runs and the arm ends at the last point
+    assert np.abs(lp.q - points[-1][1]).max() <= 0.02
+    # a joint hold (a cancelled goal) keeps the arm where it is
+    lp.targets.hold_joints(lp.q)
+    ee = lp.ee()
+    lp.run(100)
+    assert np.linalg.norm(lp.ee() - ee) <= 0.005
+    # back to a Cartesian goal: the posture term goes off
+    lp.targets.on_pose("", ee, [0, 0, 0, 1], lp.t, ee)
+    lp.run(1)
+    assert not lp.logic._posture_on

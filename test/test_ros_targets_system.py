@@ -307,3 +307,140 @@ def test_diagnostics_go_ok_warn_error_and_back_to_ok_for_a_stalled_solver(free_r
     p.set("fault_solver_delay_s", 0.0)
     p.spin_until(lambda: any(lv == 0 for lv, _ in mine()[n_err:]), "OK again", timeout=WAIT_S * 2)
     print("diagnostics:", [lv for lv, _ in levels])
+
+
+def _need_knot_posture():
+    """The action is offered where the solver takes per-knot posture tables (gato.BSQP.set_q_nom
+    with an (N, nq) array); skip with that reason where the installed gato predates it."""
+    from gato_ros.controller_logic import ControllerLogic
+    from gato_ros.trajectory_logic import knot_posture_supported
+
+    if not knot_posture_supported(ControllerLogic({"robot": ROBOT, "N": 4}).solver):
+        pytest.skip("the installed gato.BSQP takes no per-knot posture targets (set_q_nom (N, nq)): "
+                    "~/follow_joint_trajectory is not offered")
+
+
+class ActionProbe(Probe):
+    """Probe + an rclpy ActionClient on ~/follow_joint_trajectory, as MoveIt sends it."""
+
+    def __init__(self, domain_id):
+        super().__init__(domain_id)
+        from control_msgs.action import FollowJointTrajectory
+        from rclpy.action import ActionClient
+
+        self.FJT = FollowJointTrajectory
+        self.client = ActionClient(self.node, FollowJointTrajectory, "/gato_controller/follow_joint_trajectory")
+        self.q = {}
+        self.node.create_subscription(__import__("sensor_msgs.msg", fromlist=["JointState"]).JointState,
+                                      "/joint_states", self._on_q, 10)
+
+    def _on_q(self, m):
+        self.q = dict(zip(m.name, m.position))
+
+    def goal(self, names, points, goal_tol=0.02, path_tol=0.2):
+        """Send a goal: points [(t s, positions)]; returns (goal handle future, feedback list)."""
+        from builtin_interfaces.msg import Duration
+        from control_msgs.msg import JointTolerance
+        from trajectory_msgs.msg import JointTrajectoryPoint
+
+        g = self.FJT.Goal()
+        g.trajectory.joint_names = list(names)
+        for t, pos in points:
+            pt = JointTrajectoryPoint()
+            pt.positions = [float(x) for x in pos]
+            pt.time_from_start = Duration(sec=int(t), nanosec=int(round((t % 1) * 1e9)))
+            g.trajectory.points.append(pt)
+        g.goal_tolerance = [JointTolerance(name=n, position=goal_tol) for n in names]
+        g.path_tolerance = [JointTolerance(name=n, position=path_tol) for n in names]
+        fb = []
+        assert self.client.wait_for_server(timeout_sec=WAIT_S)
+        fut = self.client.send_goal_async(g, feedback_callback=lambda m: fb.append(m.feedback))
+        self.spin_until(fut.done, "the goal response")
+        return fut.result(), fb
+
+    def result(self, gh, timeout=WAIT_S * 3):
+        fut = gh.get_result_async()
+        self.spin_until(fut.done, "the action result", timeout=timeout)
+        return fut.result().result
+
+
+@pytest.fixture
+def action_bringup(tmp_path, ros_env):
+    share()
+    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
+    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=0", "reference:=hold"],
+                        ros_env, marker, report)
+    probe = None
+    try:
+        probe = ActionProbe(int(ros_env["ROS_DOMAIN_ID"]))
+        yield probe
+    finally:
+        if probe is not None:
+            probe.close()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            out = finish(proc, RUN_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            kill_tagged("GATO_TEST_MARKER", marker)
+    assert_clean_exit(proc, out, report, marker)
+
+
+@pytest.mark.slow
+def test_follow_joint_trajectory_succeeds_refuses_cancels_and_preempts(action_bringup):
+    """An rclpy ActionClient as MoveIt's simple controller manager: a 5-point trajectory ends
+    SUCCESSFUL within its goal tolerance, its path error (feedback) within the path tolerance; a
+    wrong joint name is INVALID_GOAL with the reason; a goal cancelled mid-way leaves the arm holding
+    within 5 mm of where it was; a new goal preempts the running one."""
+    _need_knot_posture()
+    p = action_bringup
+    p.spin_until(lambda: len(p.plans) >= 50 and p.q, "50 plans")
+    names = p.names
+    q0 = np.array([p.q[n] for n in names])
+    dq = np.array([0.3, 0.2, 0.0, -0.2, 0.0, 0.2, 0.0])
+    points = [(0.8 * (k + 1), q0 + dq * (k + 1) / 5) for k in range(5)]
+
+    # --- SUCCESSFUL, within the goal tolerance, path error within the path tolerance
+    gh, fb = p.goal(names, points)
+    assert gh.accepted
+    r = p.result(gh)
+    assert r.error_code == p.FJT.Result.SUCCESSFUL, r.error_string
+    p.wait_sim(0.2)
+    q_end = np.array([p.q[n] for n in names])
+    assert np.abs(q_end - points[-1][1]).max() <= 0.02, q_end - points[-1][1]
+    path_err = max(np.abs(f.error.positions).max() for f in fb)
+    print(f"trajectory: {len(fb)} feedback messages, path error max {path_err:.4f} rad, final error "
+          f"{np.abs(q_end - points[-1][1]).max():.4f} rad ({r.error_string})")
+    assert len(fb) >= 100 and path_err <= 0.2
+
+    # --- a wrong joint name: INVALID_GOAL with the reason
+    gh, _ = p.goal(["A1", "A2", "A3", "A4", "A5", "A6", "NOPE"], points)
+    r = p.result(gh)
+    assert r.error_code == p.FJT.Result.INVALID_GOAL and "['NOPE'] not controlled" in r.error_string, r
+
+    # --- cancel mid-way: the arm holds where it was
+    back = [(0.8 * (k + 1), q_end - dq * (k + 1) / 5) for k in range(5)]
+    gh, _ = p.goal(names, back)
+    p.wait_sim(1.5)
+    fut = gh.cancel_goal_async()
+    p.spin_until(fut.done, "the cancel response")
+    ee_cancel = p.ee[-1][1]
+    r = p.result(gh)
+    assert "canceled" in r.error_string, r
+    t_c = p.now()
+    p.wait_sim(1.5)
+    drift = np.linalg.norm(p.ee_between(t_c, p.now()) - ee_cancel, axis=1).max()
+    print(f"cancel: EE within {drift * 1e3:.2f} mm of where it was at the cancel")
+    assert drift <= 0.005, drift
+
+    # --- a new goal preempts the running one
+    q_now = np.array([p.q[n] for n in names])
+    gh1, _ = p.goal(names, [(3.0, q_now + dq)])
+    p.wait_sim(0.5)
+    gh2, _ = p.goal(names, [(1.5, q_now)])
+    r1 = p.result(gh1)
+    assert r1.error_code == p.FJT.Result.INVALID_GOAL and "preempted" in r1.error_string, r1
+    r2 = p.result(gh2)
+    assert r2.error_code == p.FJT.Result.SUCCESSFUL, r2.error_string

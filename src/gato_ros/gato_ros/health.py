@@ -12,8 +12,9 @@ Levels (the first rule that applies):
   was refused since the previous report (bad joint state / target).
 - **OK** otherwise.
 
-Degraded: a tick that missed its deadline or was commanded by the OSC fallback starts (or
-continues) a degraded spell, which ends after ``recover_s`` without such a tick. A spell
+Degraded: a tick commanded by the OSC fallback, or one that missed its deadline as the
+``miss_run``-th (or later) in a row (the controller's own trigger, fallback_after_misses: single
+late ticks on a loaded machine are counted, not degraded), starts (or continues) a degraded spell, which ends after ``recover_s`` without such a tick. A spell
 longer than ``error_after_s`` is an ERROR: a solver that keeps missing its deadlines (the
 stalled-solver fault) goes OK -> WARN (first misses, first fallback episode) -> ERROR, and back
 to OK ``recover_s`` after it recovers. Times on the node's clock [ns]. In lockstep
@@ -41,12 +42,15 @@ class HealthReport:
 
 class Health:
     """Accumulates ticks between reports. Args: ``error_after_s`` / ``recover_s`` [s],
-    ``misses_degrade`` (above)."""
+    ``misses_degrade``, ``miss_run`` (above)."""
 
-    def __init__(self, error_after_s: float = 2.0, recover_s: float = 1.0, misses_degrade: bool = True):
+    def __init__(self, error_after_s: float = 2.0, recover_s: float = 1.0, misses_degrade: bool = True,
+                 miss_run: int = 3):
         self.error_after_s = float(error_after_s)
         self.recover_s = float(recover_s)
         self.misses_degrade = bool(misses_degrade)
+        self.miss_run = max(int(miss_run), 1)
+        self._run = 0                  # consecutive ticks that missed their deadline
         self._since_ns = None          # start of the degraded spell
         self._last_bad_ns = None       # latest degraded tick
         self._misses_seen = 0          # status.deadline_misses at the previous tick
@@ -74,7 +78,8 @@ class Health:
             w["iters"].append(int(step.iterations))
             w["kkt"].append(bool(np.asarray(st.kkt_converged).reshape(-1)[int(step.best_id)])
                             if np.asarray(st.kkt_converged).size else False)
-        if (missed > 0 and self.misses_degrade) or src == "osc_fallback":
+        self._run = self._run + 1 if missed > 0 else 0
+        if (self._run >= self.miss_run and self.misses_degrade) or src == "osc_fallback":
             if self._since_ns is None:
                 self._since_ns = int(now_ns)
             self._last_bad_ns = int(now_ns)

@@ -46,9 +46,11 @@ import numpy as np
 from . import conversions as cv
 from .frames import FrameTree, urdf_root_link
 from .health import Health
+from .path_cdr import PathCDR
 from .plan_view import EEPath, RateLimiter, plan_view
 from .target_logic import TargetLogic
-from .trajectory_logic import INVALID_GOAL, SUCCESSFUL, InvalidTrajectory, TrajectoryTracker, parse_trajectory
+from .trajectory_logic import (INVALID_GOAL, SUCCESSFUL, InvalidTrajectory, TrajectoryTracker,
+                               knot_posture_supported, parse_trajectory)
 
 __all__ = ["StandardInterfaces", "EE_TARGET_FRAME"]
 
@@ -76,12 +78,13 @@ class StandardInterfaces:
         self.frames = FrameTree()
         self.targets = TargetLogic(cfg, self.base_frame, self.frames, ee_pos=logic.ee_position)
         self.health = Health(cfg["diagnostics_error_after_s"], cfg["diagnostics_recover_s"],
-                             misses_degrade=not cfg["reference_sync"])
+                             misses_degrade=not cfg["reference_sync"],
+                             miss_run=cfg["fallback_after_misses"] or 3)
         self.viz_rate = RateLimiter(cfg["viz_rate_hz"])
         import gato
 
         self.ee_path = EEPath(logic.urdf, gato.robot_info(cfg["robot"])["ee_frame"], logic.solver_joint_names)
-        self._poses: dict = {}          # topic -> the PoseStamped list reused by every message (cheap to fill)
+        self._cdr: dict = {}            # knots -> gato_ros.path_cdr.PathCDR (serialized Path template)
         # the controller takes its reference (and per-knot posture) from the targets while one is active
         logic.target_source = self.targets
         self._warned: set = set()
@@ -93,12 +96,12 @@ class StandardInterfaces:
         self._joint_limits()
         self.trajectories_rejected = 0
         jt = _optional("trajectory_msgs.msg", ("JointTrajectory",))
-        if jt and logic.controller is not None and _knot_posture(logic.solver):
+        if jt and logic.controller is not None and knot_posture_supported(logic.solver):
             node.create_subscription(jt[0], "~/joint_trajectory", self._on_joint_trajectory, qos(1))
         elif not jt:
             missing.append("trajectory_msgs (~/joint_trajectory)")
         fjt = _optional("control_msgs.action", ("FollowJointTrajectory",))
-        if fjt and logic.controller is not None and _knot_posture(logic.solver):
+        if fjt and logic.controller is not None and knot_posture_supported(logic.solver):
             from rclpy.action import ActionServer, CancelResponse, GoalResponse
 
             self._FJT = fjt[0]
@@ -237,28 +240,13 @@ class StandardInterfaces:
         if self._TFMessage is not None and len(view.reference):
             self.pub_tf.publish(self._target_tf(view.reference[0], view.stamp_ns))
 
-    def _path(self, key, pts, stamp_ns, knot_dt):
-        """nav_msgs/Path of ``pts`` (N, 3), pose k stamped at the knot's time. The PoseStamped
-        objects are made once per topic and refilled (building 32 new ones took ~1 ms a message)."""
-        from geometry_msgs.msg import PoseStamped
-
-        poses = self._poses.get(key)
-        if poses is None or len(poses) != len(pts):
-            poses = [PoseStamped() for _ in range(len(pts))]
-            for ps in poses:
-                ps.header.frame_id = self.base_frame
-                ps.pose.orientation.w = 1.0
-            self._poses[key] = poses
-        m = self._Path()
-        m.header.stamp = cv.ns_to_time(stamp_ns)
-        m.header.frame_id = self.base_frame
-        step = int(round(knot_dt * 1e9))
-        for k, (ps, p) in enumerate(zip(poses, np.asarray(pts, dtype=np.float64).tolist())):
-            ps.header.stamp.sec, ps.header.stamp.nanosec = divmod(stamp_ns + k * step, 1_000_000_000)
-            pos = ps.pose.position
-            pos.x, pos.y, pos.z = p
-        m.poses = poses
-        return m
+    def _path(self, key, pts, stamp_ns, knot_dt) -> bytes:
+        """nav_msgs/Path of ``pts`` (N, 3), pose k stamped at the knot's time, serialized directly
+        (gato_ros.path_cdr: ~0.06 ms against ~0.7 ms through rclpy's message conversion)."""
+        cdr = self._cdr.get(len(pts))
+        if cdr is None:
+            cdr = self._cdr[len(pts)] = PathCDR(self.base_frame, len(pts))
+        return cdr(stamp_ns, int(round(knot_dt * 1e9)), pts)
 
     def _target_tf(self, p, stamp_ns):
         from geometry_msgs.msg import TransformStamped
@@ -398,17 +386,6 @@ class StandardInterfaces:
             gh.abort()
             self.node.get_logger().warning(f"follow_joint_trajectory aborted: {text}")
         g["future"].set_result(self._result(code, text))
-
-def _knot_posture(solver) -> bool:
-    """The solver takes per-knot posture targets and weights ((N, nq) arrays: gato.BSQP.set_q_nom /
-    set_q_pos_cost); the node's joint trajectories need them."""
-    try:
-        solver.set_q_nom(np.zeros((solver.N, solver.nq)))
-    except (ValueError, TypeError):
-        return False
-    solver.set_q_nom(None)
-    return True
-
 
 def _matrix_to_quat(R) -> tuple:
     """(x, y, z, w) of a rotation matrix (Shepperd's method, the largest pivot)."""

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["SUCCESSFUL", "INVALID_GOAL", "INVALID_JOINTS", "PATH_TOLERANCE_VIOLATED", "GOAL_TOLERANCE_VIOLATED",
-           "InvalidTrajectory", "Trajectory", "TrajectoryTracker", "parse_trajectory"]
+           "InvalidTrajectory", "Trajectory", "TrajectoryTracker", "parse_trajectory", "knot_posture_supported"]
 
 # control_msgs/action/FollowJointTrajectory Result.error_code
 SUCCESSFUL, INVALID_GOAL, INVALID_JOINTS, OLD_HEADER_TIMESTAMP = 0, -1, -2, -3
@@ -202,3 +202,14 @@ class TrajectoryTracker:
             return GOAL_TOLERANCE_VIOLATED, (f"{tr.joints[j]} {err[j]:.4f} rad from the goal {tr.goal_time_s:g} s after "
                                              f"the last point (goal tolerance {tr.goal_tol[j]:.4f})")
         return None, ""
+
+
+def knot_posture_supported(solver) -> bool:
+    """The solver takes per-knot posture targets and weights ((N, nq) arrays: gato.BSQP.set_q_nom /
+    set_q_pos_cost), which joint trajectories are tracked through."""
+    try:
+        solver.set_q_nom(np.zeros((solver.N, solver.nq)))
+    except (ValueError, TypeError):
+        return False
+    solver.set_q_nom(None)
+    return True
