@@ -32,6 +32,9 @@ ARG_SETS = {
         {"hypotheses": "estimator", "record": "true", "bag": "/tmp/gato_parity_bag",
          "external_wrench": "[0.0, 10.0, 0.0, 0.0, 0.0, 0.0]"},
         {"estimator": "true"},
+        {"view": "true", "record": "true", "bag": "/tmp/gato_parity_bag", "view_port": "0", "foxglove": "false"},
+        {"view": "true", "hypotheses": "estimator", "record": "true", "bag": "/tmp/gato_parity_bag",
+         "view_host": "0.0.0.0"},
     ],
     "hardware.launch.xml": [
         {},
@@ -39,6 +42,8 @@ ARG_SETS = {
         {"robot": "fr3", "controller_name": "my_effort_controller"},
         {"record": "true", "recorder": "gato", "bag": "/tmp/gato_parity_bag"},
         {"record": "true", "recorder": "ros2bag", "mujoco": "true", "bag": "/tmp/gato_parity_bag"},
+        {"view": "true", "foxglove_port": "9876"},
+        {"view": "true", "controller": "plugin", "mode": "embedded"},
     ],
 }
 

@@ -16,6 +16,11 @@ output folder:
     python -m gato_ros.bringup_sim --realtime --reference goals --out /tmp/run1
     python -m gato_ros.bringup_sim --link-mass-scale L4:1.2 --payload-mass 1.5   # model errors
     python -m gato_ros.bringup_sim --planner sampling     # or osc: the other planners (gato.planner)
+    python -m gato_ros.bringup_sim --view --realtime --duration 60   # watch it in a browser (URL printed)
+
+``--view`` starts the live view (gato_ros view_node, its own process): a page at
+http://127.0.0.1:8080 (``--view-port``) with the robot, the plan, the reference and a plot,
+and a Foxglove WebSocket server on 8765 (``--foxglove-port``; ``--no-foxglove``: none).
 
 Model errors (``--link-mass-scale LINK:FACTOR``, repeatable: a URDF link's mass and
 rotational inertia scaled; ``--payload-mass KG``: a point mass at the EE) exist in the
@@ -97,6 +102,12 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout-action", default="hold", choices=("hold", "brake"),
                     help="free-running world without commands (controller dead or late): hold (damped PD + gravity "
                          "compensation, default) or brake")
+    ap.add_argument("--view", action="store_true",
+                    help="live view in a browser (URL printed) and a Foxglove WebSocket server (gato_ros view_node)")
+    ap.add_argument("--view-host", default="127.0.0.1", help="--view: address to serve on (default 127.0.0.1)")
+    ap.add_argument("--view-port", type=int, default=8080, help="--view: HTTP port of the page (default 8080)")
+    ap.add_argument("--foxglove-port", type=int, default=8765, help="--view: Foxglove WebSocket port (default 8765)")
+    ap.add_argument("--no-foxglove", action="store_true", help="--view without the Foxglove server")
     a = ap.parse_args(argv)
     if a.duration <= 0:
         ap.error("--duration must be > 0 (the bringup ends after that much simulated time)")
@@ -126,10 +137,17 @@ def main(argv=None) -> int:
            f"link_mass_scale:={mass_scale}", f"payload_mass_kg:={float(a.payload_mass)!r}",
            f"respawn:={'true' if a.respawn else 'false'}", f"timeout_action:={a.timeout_action}",
            f"planner:={a.planner}"]
+    if a.view:
+        cmd += ["view:=true", f"view_host:={a.view_host}", f"view_port:={a.view_port}",
+                f"foxglove:={'false' if a.no_foxglove else 'true'}", f"foxglove_port:={a.foxglove_port}"]
     print(f"[bringup_sim] {a.robot} in {a.world}, planner {a.planner}, "
           f"{'real time' if a.realtime else 'lockstep'}, {a.duration:g} s "
           f"of {a.reference}; model errors in the world: {', '.join(errors) if errors else 'none'}; "
           f"output in {out}", flush=True)
+    if a.view:
+        host = "127.0.0.1" if a.view_host in ("0.0.0.0", "") else a.view_host
+        print(f"[bringup_sim] view: http://{host}:{a.view_port}/"
+              + ("" if a.no_foxglove else f" (Foxglove: ws://{host}:{a.foxglove_port})"), flush=True)
     t0 = time.monotonic()
     runner = subprocess.Popen(cmd)
     try:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Param", "CONTROLLER", "SIM", "REFERENCE", "ESTIMATOR", "SCHEMAS", "NODE_NAMES", "ROBOTS", "by_name",
+__all__ = ["Param", "CONTROLLER", "SIM", "REFERENCE", "ESTIMATOR", "VIEW", "SCHEMAS", "NODE_NAMES", "ROBOTS", "by_name",
            "defaults",
            "validate", "coerce", "descriptor", "robot_yaml", "controllers_yaml", "ros2_control_xacro", "markdown",
            "main"]
@@ -485,8 +485,29 @@ ESTIMATOR = (
           "of application is the EE frame origin)", read_only=True),
 )
 
+# ---------------------------------------------------------------- the live view node
+VIEW = (
+    Param("robot", "string", lambda r: r, "registered robot (URDF visuals and meshes, EE frame)", read_only=True),
+    Param("host", "string", "127.0.0.1", "address the page and the Foxglove server bind to (127.0.0.1: this "
+          "machine only; 0.0.0.0: every interface)", read_only=True),
+    Param("port", "integer", 8080, "HTTP port of the browser page (0 = a free port, logged)", "port",
+          range=(0, 65535), read_only=True),
+    Param("foxglove", "bool", True, "also serve the Foxglove WebSocket protocol (foxglove-sdk): the scene and "
+          "the graph's topics with their schemas", read_only=True),
+    Param("foxglove_port", "integer", 8765, "port of the Foxglove WebSocket server (0 = a free port, logged)",
+          "port", range=(0, 65535), read_only=True),
+    Param("rate_hz", "double", 10.0, "frames per second the view computes and sends (its own thread; the "
+          "subscriptions only store the newest message)", "Hz", range=(0.5, 120.0), read_only=True),
+    Param("plot_window_s", "double", 10.0, "history of the scrolling plot (EE error, solve time)", "s",
+          range=(0.5, 3600.0), read_only=True),
+    Param("controller_node", "string", "/gato_controller", "node whose plan, step_result, status, "
+          "solver_stats and command topics are shown (the gato plugin in embedded mode: /gato_plugin_embedded)",
+          read_only=True),
+)
+
 #: Node name -> schema. The node names are the keys of the per-robot YAML files.
-SCHEMAS = {"gato_controller": CONTROLLER, "gato_sim": SIM, "gato_reference": REFERENCE, "gato_estimator": ESTIMATOR}
+SCHEMAS = {"gato_controller": CONTROLLER, "gato_sim": SIM, "gato_reference": REFERENCE, "gato_estimator": ESTIMATOR,
+           "gato_view": VIEW}
 NODE_NAMES = tuple(SCHEMAS)
 
 

@@ -1,0 +1,231 @@
+"""Benchmark: what the live view costs the controller (issue 36).
+
+Runs the simulation bringup (``python -m gato_ros.bringup_sim``, what ``scripts/sim.sh`` runs)
+free-running at 100 Hz (``--realtime``: the controller has a real deadline, and the view's
+process competes with it for the CPU) for ``--duration`` simulated seconds, alternately without
+and with ``--view``; during the view runs a headless Chromium (Debian's package) shows the page
+and a Foxglove protocol client subscribes to every channel, so the view renders and sends
+everything it would to a person. Each run's numbers come from its bag (summary.json): the MPC
+step time (ControllerStatus.solve_us) percentiles, deadline misses, joint state -> command
+latency, EE tracking error. Prints a table of every run and the median / spread per
+configuration; ``--out FILE`` appends a section (docs/benchmarks_ros.md).
+
+    source scripts/activate.sh && python bench/bench_view.py [--rounds 3] [--duration 20] [--out docs/benchmarks_ros.md]
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchmarks_doc import append_section
+from run_info import cpu_model, short_commit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "test"))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _cpu_s(pids) -> float:
+    """User + system CPU seconds of these processes so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except OSError:
+            pass
+    return total
+
+
+def _pids(pred) -> list:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                with open(f"/proc/{d}/stat") as f:
+                    pgid = int(f.read().rsplit(")", 1)[1].split()[2])
+            except OSError:
+                continue
+            if pred(int(d), cmd, pgid):
+                out.append(int(d))
+    return out
+
+
+def _cpu_sampler(stop: threading.Event, out: dict, bringup_pgid: int, browser_pgid) -> None:
+    """Every second: the CPU seconds so far of the view node and of the browser (the last reading
+    before they exit is kept)."""
+    while not stop.wait(1.0):
+        view = _pids(lambda pid, cmd, pgid: "view_node" in cmd)
+        ctrl = _pids(lambda pid, cmd, pgid: "controller_node" in cmd)
+        out["view_cpu_s"] = max(out.get("view_cpu_s", 0.0), _cpu_s(view))
+        out["controller_cpu_s"] = max(out.get("controller_cpu_s", 0.0), _cpu_s(ctrl))
+        if browser_pgid is not None:
+            out["browser_cpu_s"] = max(out.get("browser_cpu_s", 0.0),
+                                       _cpu_s(_pids(lambda pid, cmd, pgid: pgid == browser_pgid)))
+
+
+def _foxglove_client(port: int, stop: threading.Event, counts: dict) -> None:
+    """Subscribe to every advertised channel and count the messages until ``stop``."""
+    import struct
+
+    from websockets.sync.client import connect
+
+    subs = {}
+    try:
+        with connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1"], max_size=None) as ws:
+            while not stop.is_set():
+                try:
+                    m = ws.recv(timeout=0.5)
+                except TimeoutError:
+                    continue
+                if isinstance(m, str):
+                    j = json.loads(m)
+                    for c in j.get("channels", []) if j.get("op") == "advertise" else []:
+                        sid = len(subs) + 1
+                        subs[sid] = c["topic"]
+                        ws.send(json.dumps({"op": "subscribe", "subscriptions": [{"id": sid, "channelId": c["id"]}]}))
+                elif m[0] == 1:
+                    sid = struct.unpack_from("<I", m, 1)[0]
+                    counts[subs[sid]] = counts.get(subs[sid], 0) + 1
+    except Exception as e:  # noqa: BLE001 - reported, the run goes on
+        from websockets.exceptions import ConnectionClosed
+
+        if not isinstance(e, ConnectionClosed):        # the server closing at the end of the run is normal
+            counts["error"] = str(e)
+
+
+def run_once(config: str, duration: float, robot: str, work: Path) -> dict:
+    """One bringup run; ``config``: "none" (no view), "view" (the view with a Foxglove client
+    subscribed to everything, no browser), "view+browser" (and a headless Chromium showing the page)."""
+    view, with_browser = config != "none", config == "view+browser"
+    out = work / f"{config.replace('+', '_')}-{time.strftime('%H%M%S')}"
+    cmd = [sys.executable, "-m", "gato_ros.bringup_sim", "--robot", robot, "--realtime", "--duration", str(duration),
+           "--out", str(out)]
+    vp = fp = None
+    if view:
+        vp, fp = _free_port(), _free_port()
+        cmd += ["--view", "--view-port", str(vp), "--foxglove-port", str(fp)]
+    log = open(work / f"{out.name}.log", "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    browser, stop, counts, th = None, threading.Event(), {}, None
+    try:
+        if view:
+            from chromium_cdp import Chromium
+
+            deadline = time.monotonic() + 240
+            while not (_port_open(vp) and _port_open(fp)):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the view did not come up: see {log.name}")
+                time.sleep(0.2)
+            if with_browser:
+                browser = Chromium(1280, 800)
+                browser.navigate(f"http://127.0.0.1:{vp}/")
+            th = threading.Thread(target=_foxglove_client, args=(fp, stop, counts), daemon=True)
+            th.start()
+        cpu: dict = {}
+        sampler = threading.Thread(target=_cpu_sampler, args=(stop, cpu, proc.pid,
+                                                               browser.proc.pid if browser else None), daemon=True)
+        sampler.start()
+        code = proc.wait(timeout=duration * 20 + 300)
+        frames = None
+    finally:
+        if browser is not None:
+            try:
+                frames = browser.evaluate("Number((document.getElementById('gato-frames')||{}).textContent)")
+            except Exception:  # noqa: BLE001 - the page may be gone with the server
+                frames = None
+            browser.close()
+        stop.set()
+        if th is not None:
+            th.join(timeout=5)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=60)
+        log.close()
+    s = json.loads((out / "summary.json").read_text())
+    st, lat = s["solve_time_us"], s["latency_us"]
+    return {"config": config, "view": view, "exit": code, "ticks": s["counters"].get("ticks", 0), "misses": s["deadline_misses"],
+            "solve_p50_ms": st["p50"] / 1e3, "solve_p99_ms": st["p99"] / 1e3, "lat_p50_ms": lat["p50"] / 1e3,
+            "lat_p99_ms": lat["p99"] / 1e3, "err_mean_mm": s["tracking_error_m"]["mean"] * 1e3,
+            "page_frames": frames, "foxglove_msgs": sum(v for k, v in counts.items() if k != "error"),
+            "foxglove_error": counts.get("error"), "view_cpu_s": cpu.get("view_cpu_s", 0.0),
+            "browser_cpu_s": cpu.get("browser_cpu_s", 0.0), "controller_cpu_s": cpu.get("controller_cpu_s", 0.0)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of the three configurations (order rotated)")
+    ap.add_argument("--duration", type=float, default=20.0, help="simulated (= wall-clock, free-running) seconds")
+    ap.add_argument("--robot", default="iiwa14")
+    ap.add_argument("--out", type=Path, help="append the result section to this Markdown file")
+    a = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="gato-bench-view-"))
+    rows = []
+    configs = ["none", "view", "view+browser"]
+    for r in range(a.rounds):
+        for config in configs[r % 3:] + configs[:r % 3]:
+            row = run_once(config, a.duration, a.robot, work)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    hdr = ("| run | view | ticks | deadline misses | MPC step p50 [ms] | p99 [ms] | state->command p50 [ms] | "
+           "p99 [ms] | EE error mean [mm] | page frames | Foxglove messages | CPU s: controller / view / browser |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    body = "".join(f"| {i + 1} | {r['config']} | {r['ticks']} | {r['misses']} | {r['solve_p50_ms']:.2f} | "
+                   f"{r['solve_p99_ms']:.2f} | {r['lat_p50_ms']:.2f} | {r['lat_p99_ms']:.2f} | {r['err_mean_mm']:.1f} | "
+                   f"{r['page_frames'] if r['view'] else ''} | {r['foxglove_msgs'] if r['view'] else ''} | "
+                   f"{r['controller_cpu_s']:.1f} / {r['view_cpu_s']:.1f} / {r['browser_cpu_s']:.1f} |\n"
+                   for i, r in enumerate(rows))
+    summ = ("| configuration | MPC step p50 [ms]: median (min-max) over runs | p99 [ms] | deadline misses per run | "
+            "EE error mean [mm] | CPU s of the view process |\n|---|---|---|---|---|---|\n")
+    for config in configs:
+        rs = [r for r in rows if r["config"] == config]
+
+        def mm(key, fmt="{:.2f}"):
+            v = [r[key] for r in rs]
+            return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})"
+        summ += (f"| {config} | {mm('solve_p50_ms')} | {mm('solve_p99_ms')} | "
+                 f"{mm('misses', '{:g}')} | {mm('err_mean_mm', '{:.1f}')} | {mm('view_cpu_s', '{:.1f}')} |\n")
+    print(hdr + body + "\n" + summ)
+    if a.out:
+        text = (f"\n## Live view: the controller with and without the view ({time.strftime('%Y-%m-%d')}, "
+                f"{short_commit()})\n\n"
+                f"Machine: {cpu_model()}, {os.cpu_count()} cores (shared with other work), Python "
+                f"{platform.python_version()}. Command: `python bench/bench_view.py --rounds {a.rounds} --duration "
+                f"{a.duration:g}` (the simulation bringup free-running at 100 Hz, {a.robot} figure-8, {a.duration:g} s "
+                "per run, in rotation: no view; `--view` with a Foxglove client subscribed to every channel; `--view` with "
+                "that client and a headless Chromium showing the page, on the same machine). Figures from each run's "
+                "bag; CPU seconds from /proc over the run.\n\n"
+                + summ + "\n" + hdr + body)
+        append_section(a.out, text)
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,352 @@
+"""The live view (issue 36): gato_ros.view_logic (ROS-free), and the simulation bringup with the
+view (``python -m gato_ros.bringup_sim --view``, what ``scripts/sim.sh --view`` runs) looked at
+as a person would: the page in headless Chromium (Debian's package, installed on first use),
+the Foxglove WebSocket server with a protocol client, and both servers gone with the bringup.
+"""
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import import_or_skip, processes_with_env
+
+_HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
+pin = import_or_skip("pinocchio", "install the lock (scripts/setup.sh)")
+import_or_skip("gato_ros.view_logic", _HINT)
+from gato_ros.types import JointStateSample, Plan, ReferenceWindow  # noqa: E402
+from gato_ros.view_logic import MAX_BATCH_PATHS, RobotGeometry, ViewLogic  # noqa: E402
+
+ROBOT = "iiwa14"
+NAMES = [f"A{i}" for i in range(1, 8)]
+
+
+@pytest.fixture(scope="module")
+def geometry():
+    return RobotGeometry(ROBOT)
+
+
+def _q(rng):
+    return rng.uniform(-1.0, 1.0, 7)
+
+
+# ------------------------------------------------------------------ the logic, without ROS
+def test_robot_geometry_has_every_mesh_and_pinocchio_kinematics(geometry):
+    import gato
+
+    assert geometry.missing == []
+    meshes = [v for v in geometry.visuals if v.mesh_path]
+    assert len(meshes) == 8 and all(v.faces.shape[1] == 3 and v.vertices.shape[1] == 3 for v in meshes)
+    model = pin.buildModelFromUrdf(str(gato.robot_urdf(ROBOT)))
+    data = model.createData()
+    fid = model.getFrameId(gato.robot_info(ROBOT)["ee_frame"])
+    rng = np.random.default_rng(0)
+    qs = np.stack([_q(rng) for _ in range(5)])
+    want = []
+    for q in qs:
+        pin.framesForwardKinematics(model, data, q)
+        want.append(data.oMf[fid].translation.copy())
+    np.testing.assert_allclose(geometry.ee_positions(qs), np.asarray(want), atol=1e-12)
+    poses = geometry.link_poses(qs[0])
+    assert poses.shape == (len(geometry.visuals), 4, 4)
+    np.testing.assert_allclose(poses[:, 3, :], np.tile([0, 0, 0, 1.0], (len(poses), 1)))
+    np.testing.assert_allclose(geometry.skeleton()[-1], want[0], atol=1e-12)
+
+
+def test_decimate_keeps_the_shape_within_the_budget():
+    import trimesh
+
+    from gato_ros.view_logic import decimate
+
+    m = trimesh.creation.icosphere(subdivisions=5, radius=0.1)          # 20,480 faces
+    v, f = decimate(m.vertices, m.faces, 3000)
+    assert 500 < f.shape[0] <= 3000 and f.min() >= 0 and f.max() < v.shape[0]
+    r = np.linalg.norm(v, axis=1)
+    assert np.all(np.abs(r - 0.1) < 0.004), (r.min(), r.max())        # the vertices stay on the sphere
+    assert trimesh.Trimesh(v, f).area == pytest.approx(m.area, rel=0.05)
+    v2, f2 = decimate(m.vertices, m.faces, 10**6)                     # within budget: unchanged
+    assert f2.shape == m.faces.shape
+
+
+@pytest.mark.parametrize("robot", ["fr3", "indy7"])
+def test_arms_without_visual_meshes_are_drawn_from_their_collision_meshes(robot):
+    g = RobotGeometry(robot)
+    assert g.geometry_type == "collision" and len(g.visuals) >= 6
+    assert all(v.faces.shape[0] <= 6000 for v in g.visuals)
+
+
+def test_unknown_robot_is_refused_by_name():
+    with pytest.raises(ValueError, match="'no_such_arm' is neither a registered robot nor a URDF file"):
+        RobotGeometry("no_such_arm")
+
+
+def test_joint_state_by_name_in_any_order_and_bad_ones_counted(geometry):
+    rng = np.random.default_rng(1)
+    q = _q(rng)
+    logic = ViewLogic(geometry)
+    order = [3, 0, 6, 1, 5, 2, 4]
+    logic.on_joint_state(JointStateSample(2_000_000_000, [NAMES[i] for i in order] + ["gripper"],
+                                          np.r_[q[order], 0.3], np.zeros(8)))
+    fr = logic.frame()
+    np.testing.assert_allclose(fr.q, q)
+    assert fr.t == 2.0 and fr.link_poses.shape[0] == len(geometry.visuals)
+    np.testing.assert_allclose(fr.ee, geometry.ee_positions(q)[0], atol=1e-12)
+    # a state the view cannot read is counted once and named; the robot stays at the last good state
+    logic.on_joint_state(JointStateSample(3_000_000_000, NAMES[:6], q[:6], np.zeros(6)))
+    fr = logic.frame()
+    assert fr.info["rejected"] == 1 and fr.t == 2.0
+    np.testing.assert_allclose(fr.q, q)
+    assert "joint 'A7' missing from the joint state" in fr.info["last_rejected"]
+    assert logic.frame().info["rejected"] == 1
+    logic.on_joint_state(JointStateSample(4_000_000_000, NAMES, np.r_[q[:6], np.nan], np.zeros(7)))
+    fr = logic.frame()
+    assert fr.t == 2.0 and fr.info["rejected"] == 2 and "non-finite" in fr.info["last_rejected"]
+
+
+def _xu(qs, nu=7):
+    """A plan row [x_0, u_0, ..., x_{N-1}] with these positions, zero velocities and torques."""
+    parts = []
+    for k, q in enumerate(qs):
+        parts.append(np.r_[q, np.zeros(7)])
+        if k < len(qs) - 1:
+            parts.append(np.zeros(nu))
+    return np.concatenate(parts)
+
+
+def test_plan_and_batch_paths_are_the_ee_along_each_row(geometry):
+    rng = np.random.default_rng(2)
+    N, B, best = 6, 20, 3
+    rows = [np.stack([_q(rng) for _ in range(N)]) for _ in range(B)]
+    logic = ViewLogic(geometry)
+    logic.on_plan(Plan(0, 0.03, 14, 7, N, NAMES, _xu(rows[best])))
+    logic.on_step_result(np.stack([_xu(r) for r in rows]), 14, 7, N, best)
+    fr = logic.frame()
+    np.testing.assert_allclose(fr.plan_path, geometry.ee_positions(rows[best]), atol=1e-12)
+    others = [b for b in range(B) if b != best][:MAX_BATCH_PATHS]
+    assert len(fr.batch_paths) == len(others) == MAX_BATCH_PATHS
+    for path, b in zip(fr.batch_paths, others):
+        np.testing.assert_allclose(path, geometry.ee_positions(rows[b]), atol=1e-12)
+    # a plan in another joint order draws the same path
+    perm = [6, 5, 4, 3, 2, 1, 0]
+    xu_perm = _xu(rows[best][:, perm])
+    xu_perm_states = xu_perm.copy()
+    logic.on_plan(Plan(0, 0.03, 14, 7, N, [NAMES[i] for i in perm], xu_perm_states))
+    np.testing.assert_allclose(logic.frame().plan_path, geometry.ee_positions(rows[best]), atol=1e-12)
+
+
+def test_plot_samples_tracking_error_and_solve_time_per_new_state(geometry):
+    rng = np.random.default_rng(3)
+    q = _q(rng)
+    ee = geometry.ee_positions(q)[0]
+    logic = ViewLogic(geometry, plot_window_s=1.0)
+    # a window moving 1 cm per knot along x from ee - 2 cm: at t = 2 knots after its stamp the target is ee
+    dt = 0.1
+    pos = np.stack([ee + [0.01 * k - 0.02, 0.0, 0.003] for k in range(10)])
+    logic.on_reference(ReferenceWindow(1_000_000_000, dt, pos))
+    logic.on_status("running", 2500.0, 4, 100)
+    logic.on_joint_state(JointStateSample(1_200_000_000, NAMES, q, np.zeros(7)))
+    fr = logic.frame()
+    np.testing.assert_allclose(fr.plot["t"], [1.2])
+    np.testing.assert_allclose(fr.plot["error_mm"], [3.0], atol=1e-9)
+    np.testing.assert_allclose(fr.plot["solve_ms"], [2.5])
+    assert fr.info["deadline_misses"] == 4 and fr.info["state"] == "running"
+    np.testing.assert_allclose(fr.reference, pos)
+    assert logic.frame().plot["t"].size == 1            # no new joint state: no new sample
+    for k in range(1, 16):                              # 1.5 s more: the plot keeps the last second
+        logic.on_joint_state(JointStateSample(1_200_000_000 + k * 100_000_000, NAMES, q, np.zeros(7)))
+        fr = logic.frame()
+    assert fr.plot["t"][0] >= fr.plot["t"][-1] - 1.0 - 1e-9 and fr.plot["t"][-1] == pytest.approx(2.7)
+    logic.on_joint_state(JointStateSample(500_000_000, NAMES, q, np.zeros(7)))   # a new run: clock back
+    np.testing.assert_allclose(logic.frame().plot["t"], [0.5])
+
+
+def test_plot_window_must_be_positive(geometry):
+    with pytest.raises(ValueError, match="plot_window_s: must be > 0, got 0"):
+        ViewLogic(geometry, plot_window_s=0)
+
+
+# ------------------------------------------------------------------ the bringup with the view
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class Bringup:
+    """``python -m gato_ros.bringup_sim --view`` in its own session, tagged for the leftover check."""
+
+    def __init__(self, tmp: Path, env: dict):
+        self.view_port, self.fox_port = _free_port(), _free_port()
+        self.marker = uuid.uuid4().hex
+        self.out = tmp / "run"
+        self.log = open(tmp / "bringup.log", "w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gato_ros.bringup_sim", "--view", "--view-port", str(self.view_port),
+             "--foxglove-port", str(self.fox_port), "--duration", "600", "--out", str(self.out)],
+            env={**env, "GATO_TEST_MARKER": self.marker}, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.url = f"http://127.0.0.1:{self.view_port}/"
+
+    def text(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace")
+
+    def wait_ports(self, timeout_s: float = 240.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not (_port_open(self.view_port) and _port_open(self.fox_port)):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the view did not come up (exit {self.proc.poll()}):\n{self.text()[-4000:]}")
+            time.sleep(0.5)
+
+    def stop(self, timeout_s: float = 120.0) -> int:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)      # Ctrl-C: the runner and bringup_sim both see it
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+                pytest.fail(f"the bringup did not stop on SIGINT:\n{self.text()[-4000:]}")
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def bringup(tmp_path_factory, ros_env):
+    import_or_skip("gato_msgs.msg", _HINT)
+    b = Bringup(tmp_path_factory.mktemp("view"), ros_env)
+    b.wait_ports()
+    yield b
+    if b.proc.poll() is None:
+        b.stop()
+
+
+def _pixels(png: Path) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.open(png).convert("RGB")).astype(int)
+
+
+@pytest.mark.ros
+def test_page_shows_the_robot_and_the_plan(bringup, tmp_path):
+    from chromium_cdp import Chromium
+
+    assert f"view: {bringup.url}" in bringup.text()          # the URL is printed for the user
+    br = Chromium(1280, 800)
+    try:
+        br.navigate(bringup.url)
+        count = "(function(){var e=document.getElementById('gato-frames');return e?Number(e.textContent):-1;})()"
+        deadline = time.monotonic() + 120
+        while (br.evaluate(count) or 0) < 5:                 # the scene is there and frames arrive
+            assert time.monotonic() < deadline, f"no frames in the page:\n{bringup.text()[-3000:]}"
+            time.sleep(0.5)
+        # frames keep arriving while the controller runs: the page's own counter advances
+        n1 = br.evaluate(count)
+        deadline = time.monotonic() + 30
+        while br.evaluate(count) <= n1 + 5:
+            assert time.monotonic() < deadline, "the page's frame counter stopped"
+            time.sleep(0.2)
+        # the plan is drawn once the controller publishes one; give the page a moment to render
+        panel = "document.body.innerText"
+        deadline = time.monotonic() + 60
+        while "controller: running" not in (br.evaluate(panel) or ""):
+            assert time.monotonic() < deadline, f"panel never showed a running controller: {br.evaluate(panel)}"
+            time.sleep(0.5)
+        time.sleep(2.0)
+        png = br.screenshot(tmp_path / "view.png")
+    finally:
+        br.close()
+    img = _pixels(png)
+    assert img.shape[:2] == (800, 1280)
+    scene = img[160:, :900]                                  # the 3D canvas, left of the panel, below the toasts
+    r, g, b = scene[..., 0], scene[..., 1], scene[..., 2]
+    robot = (r > 120) & (r - b > 70) & (g > 40) & (g < r - 30)            # the orange links, shaded
+    plan = (b > 150) & (b - r > 90) & (b - g > 40)                       # the blue plan path
+    assert robot.sum() > 3000, f"robot pixels: {robot.sum()} (screenshot {png})"
+    assert plan.sum() > 30, f"plan-path pixels: {plan.sum()} (screenshot {png})"
+    ys, xs = np.nonzero(robot)
+    assert 200 < xs.mean() < 800 and 100 < ys.mean() < 560, (xs.mean(), ys.mean())   # in the middle
+    keep = os.environ.get("GATO_VIEW_SCREENSHOT")
+    if keep:
+        Path(keep).write_bytes(png.read_bytes())
+
+
+FOXGLOVE_SUBPROTOCOL = "foxglove.sdk.v1"     # foxglove-sdk 0.30's name of the Foxglove WebSocket protocol
+
+
+@pytest.mark.ros
+def test_foxglove_channels_each_carry_messages(bringup):
+    from rclpy.serialization import deserialize_message
+    from sensor_msgs.msg import JointState
+    from websockets.sync.client import connect
+
+    from gato_ros.view_node import graph_topics
+
+    want = set(graph_topics()) | {"/gato_view/robot", "/gato_view/tf", "/gato_view/scene", "/gato_view/plot"}
+    channels, subs, got, first = {}, {}, {}, {}
+    with connect(f"ws://127.0.0.1:{bringup.fox_port}", subprotocols=[FOXGLOVE_SUBPROTOCOL], max_size=None,
+                 open_timeout=30) as ws:
+        assert ws.subprotocol == FOXGLOVE_SUBPROTOCOL
+        info = json.loads(ws.recv(timeout=30))
+        assert info["op"] == "serverInfo", info
+        deadline = time.monotonic() + 120
+        while not (want <= set(got)) and time.monotonic() < deadline:
+            try:
+                m = ws.recv(timeout=1.0)
+            except TimeoutError:
+                continue
+            if isinstance(m, str):
+                j = json.loads(m)
+                if j["op"] == "advertise":
+                    for c in j["channels"]:
+                        channels[c["topic"]] = c
+                        sid = len(subs) + 1
+                        subs[sid] = c["topic"]
+                        ws.send(json.dumps({"op": "subscribe", "subscriptions": [{"id": sid, "channelId": c["id"]}]}))
+            elif m[0] == 0x01:                                   # message data: sub id, log time, payload
+                sid, _ = struct.unpack_from("<IQ", m, 1)
+                topic = subs[sid]
+                got[topic] = got.get(topic, 0) + 1
+                first.setdefault(topic, m[13:])
+    assert want <= set(channels), f"not advertised: {sorted(want - set(channels))}"
+    assert want <= set(got), f"no message on: {sorted(want - set(got))} (got {got})"
+    from gato_ros.bag import typestore
+
+    ts = typestore()
+    for topic, typ in graph_topics().items():                   # the graph's topics with their ROS schemas
+        c = channels[topic]
+        assert (c["encoding"], c["schemaName"], c["schemaEncoding"]) == ("cdr", typ, "ros2msg"), c
+        assert c["schema"] == ts.generate_msgdef(typ, ros_version=2)[0], topic     # what MCAP bags carry
+    assert channels["/gato_view/scene"]["schemaName"] == "foxglove.SceneUpdate"
+    assert channels["/gato_view/tf"]["schemaName"] == "foxglove.FrameTransforms"
+    js = deserialize_message(bytes(first["/joint_states"]), JointState)      # the bytes are the ROS message
+    assert list(js.name) == NAMES and len(js.position) == 7
+    sample = json.loads(bytes(first["/gato_view/plot"]))
+    assert set(sample) == {"t", "error_mm", "solve_ms"}
+
+
+@pytest.mark.ros
+def test_servers_shut_down_with_the_bringup(bringup):
+    code = bringup.stop()
+    out = bringup.text()
+    assert code == 0, out[-4000:]
+    assert not _port_open(bringup.view_port) and not _port_open(bringup.fox_port)
+    deadline = time.monotonic() + 10
+    while processes_with_env("GATO_TEST_MARKER", bringup.marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with_env("GATO_TEST_MARKER", bringup.marker) == [], "processes left after the bringup"
+    summary = json.loads((bringup.out / "summary.json").read_text())
+    assert summary["launch_exit_code"] == 0
