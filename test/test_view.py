@@ -173,6 +173,43 @@ def test_plot_window_must_be_positive(geometry):
         ViewLogic(geometry, plot_window_s=0)
 
 
+# ------------------------------------------------------------------ the replay view (worst ticks)
+def _case_file(path, geometry, rng, K=3, N=5):
+    nv = 7
+    rows = [np.stack([_q(rng) for _ in range(N)]) for _ in range(2 * K)]
+    goals = np.zeros((K, 6 * N))
+    for k in range(K):
+        goals[k].reshape(N, 6)[:, :3] = geometry.ee_positions(rows[k])
+    np.savez(path, x=np.stack([np.r_[rows[k][0], np.zeros(nv)] for k in range(K)]), goals=goals,
+             xu_recorded=np.stack([_xu(rows[k]) for k in range(K)]),
+             xu_standalone=np.stack([_xu(rows[K + k]) for k in range(K)]),
+             u_recorded=np.zeros((K, nv)), u_standalone=np.ones((K, nv)), tick=np.arange(K) * 10,
+             reason=np.array(["command difference"] * K), robot=np.array(ROBOT))
+    return rows
+
+
+def test_replay_cases_give_recorded_and_replayed_paths_per_tick(geometry, tmp_path):
+    from gato_ros.replay_view import ReplayCases, ReplayView
+
+    rows = _case_file(tmp_path / "worst_ticks.npz", geometry, np.random.default_rng(4))
+    c = ReplayCases(tmp_path / "worst_ticks.npz", geometry)
+    assert (c.K, c.N, c.nu, c.replayed_label) == (3, 5, 7, "standalone re-solve")
+    fr = c.frame(1)
+    np.testing.assert_allclose(fr.q, rows[1][0])
+    np.testing.assert_allclose(fr.plan_path, geometry.ee_positions(rows[1]), atol=1e-12)
+    np.testing.assert_allclose(c.path_of(c.xu_replayed[1]), geometry.ee_positions(rows[4]), atol=1e-12)
+    np.testing.assert_allclose(fr.reference, geometry.ee_positions(rows[1]), atol=1e-12)
+    view = ReplayView(c, port=0)                  # serves, and draws another tick on request
+    try:
+        assert _port_open(view.view.port)
+        view.show(2)
+    finally:
+        view.close()
+    with pytest.raises(ValueError, match="not a gato replay case file"):
+        np.savez(tmp_path / "other.npz", x=np.zeros(3))
+        ReplayCases(tmp_path / "other.npz", geometry)
+
+
 # ------------------------------------------------------------------ the bringup with the view
 def _free_port() -> int:
     with socket.socket() as s:
