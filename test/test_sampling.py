@@ -59,7 +59,7 @@ def test_config_doc_defaults_and_stage_iterations():
     (dict(ctrl_std=[0.1, -1.0]), "ctrl_std"),
     (dict(qpos_std=-1.0), "qpos_std"),
     (dict(num_samples=1), "num_samples"),
-    (dict(planner="ilqr"), "planner"),
+    (dict(planner="lqr"), "planner"),
     (dict(interpolation="quintic"), "interpolation"),
     (dict(elite_ratio=0.0), "elite_ratio"),
     (dict(std_gamma=1.5), "std_gamma"),

@@ -16,6 +16,10 @@ from .config import SimMPCConfig, SimMPCStage
 from .sim import MjSim
 from .sim_mpc import SimMPC
 from .terms import AlignTask, ContactTask, ControlTask, GraspTask, RolloutBatch, SensorTask, StateTask, Term
+from .task import Context, SimContext, Task, VarKey, sim_context
+from .residuals import SimResidualTask, SimTask
+from .ilqr import ILQROptimizer, ILQROptimizerConfig
 
 __all__ = ["SimMPC", "SimMPCConfig", "SimMPCStage", "MjSim", "CartesianControl", "StateTask", "SensorTask",
-           "ControlTask", "AlignTask", "ContactTask", "GraspTask", "Term", "RolloutBatch"]
+           "ControlTask", "AlignTask", "ContactTask", "GraspTask", "Term", "RolloutBatch", "Context", "SimContext",
+           "Task", "VarKey", "sim_context", "SimTask", "SimResidualTask", "ILQROptimizer", "ILQROptimizerConfig"]

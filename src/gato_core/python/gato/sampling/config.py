@@ -15,8 +15,9 @@ import numpy as np
 
 __all__ = ["SimMPCConfig", "SimMPCStage", "PLANNERS", "INTERPOLATIONS", "BACKENDS", "CUDA_GRAPH_MODES"]
 
-#: "mppi": elites weighted by exp(-(c - c_min) / temperature); "cem": elites weighted equally (cross-entropy).
-PLANNERS = ("mppi", "cem")
+#: "mppi": elites weighted by exp(-(c - c_min) / temperature); "cem": elites weighted equally (cross-entropy);
+#: "ilqr": iLQR over commands held for node_steps (gato.sampling.ilqr), max_iterations per plan.
+PLANNERS = ("mppi", "cem", "ilqr")
 INTERPOLATIONS = ("linear", "cubic", "zero")
 BACKENDS = ("cpu", "warp")  # rollout engines: mujoco.rollout, mujoco_warp
 #: backend "warp" on a CUDA device: "step" replays one captured CUDA graph per sim step, "none"
@@ -144,7 +145,11 @@ class SimMPCConfig:
       rollout (stepped once per plan; rollouts start from the settled state).
     - ``terminal_scale`` [10]: cost scale of the horizon's last step for terms without their own.
     - ``seed`` [0]: seed of the node draws and the replicas' start noise.
-    - ``planner`` ["mppi"]: "mppi" or "cem" (cross-entropy: equal elite weights).
+    - ``planner`` ["mppi"]: "mppi", "cem" (cross-entropy: equal elite weights) or "ilqr" (an
+      ``ILQROptimizer`` refines command offsets held for node_steps, max_iterations times a plan;
+      no control_map, warp backend or replicas).
+    - ``ilqr`` [None]: "ilqr"'s ``ILQROptimizerConfig`` (its max_iter replaced by max_iterations);
+      None: ``ILQROptimizerConfig.cautious()``, damped and cautious.
     - ``backend`` ["cpu"]: rollout engine: "cpu" (``mujoco.rollout``, float64, threads over the
       draws) or "warp" (``mujoco_warp``, float32, all draws as one batch of worlds on a Warp
       device; needs the optional packages mujoco-warp and warp-lang).
@@ -191,12 +196,13 @@ class SimMPCConfig:
     settle_steps: int = 0
     terminal_scale: float = 10.0
     seed: int = 0
+    cuda_graph_mode: str = "step"
     planner: str = "mppi"
+    ilqr: Optional[Any] = None
     backend: str = "cpu"
     device: Optional[str] = None
     nconmax: int = 64
     njmax: int = 256
-    cuda_graph_mode: str = "step"
 
     def __post_init__(self):
         self.validate(relations=False)
@@ -279,6 +285,11 @@ class SimMPCConfig:
         self.njmax = _int(self.njmax, "njmax", 1)
         if self.cuda_graph_mode not in CUDA_GRAPH_MODES:
             raise ValueError(f"cuda_graph_mode: expected one of {CUDA_GRAPH_MODES}, got {self.cuda_graph_mode!r}")
+        if self.ilqr is not None:
+            from .ilqr import ILQROptimizerConfig
+
+            if not isinstance(self.ilqr, ILQROptimizerConfig):
+                raise ValueError(f"ilqr: expected None or an ILQROptimizerConfig, got {self.ilqr!r}")
         if self.control_map is not None and not callable(self.control_map):
             raise ValueError(f"control_map: expected None or a callable control map, got {self.control_map!r}")
         self.terms = [self._check_term(t) for t in self.terms]

@@ -50,15 +50,22 @@ class MjSim:
         model: a compiled ``mujoco.MjModel`` or a ``mujoco.MjSpec`` (compiled here; kept as
             :attr:`spec` so cost terms can add sensors to the planner's copy).
         nworld: number of worlds (>= 1).
-        data: optional ``MjData`` every world starts from (copied); else the model's defaults.
+        data: optional ``MjData`` every world starts from (copied) and :meth:`reset` returns to;
+            else the model's defaults.
+        substeps: physics steps per :meth:`step` (>= 1); ``substep_sensordata`` (substeps, nworld,
+            nsensordata) holds the sensordata after each. SimMPC plans one physics step per sim
+            step, so it takes simulators with substeps 1 only.
         nthread: rollout threads of a planner built on this simulator (default: the CPUs this
             process may use). Results do not depend on it.
 
-    Attributes: ``mjm`` (the model), ``spec`` (or None), ``nworld``, ``nthread``, ``data`` (list of
-    ``nworld`` ``MjData``, created on first access).
+    Attributes: ``mjm`` (the model), ``spec`` (or None), ``nworld``, ``substeps``, ``nthread``,
+    ``data`` (list of ``nworld`` ``MjData``, created on first access), ``opt`` (the model's
+    options, shared by the worlds), ``stream`` (None: no CUDA stream on the CPU).
     """
 
-    def __init__(self, model, nworld: int = 1, data=None, nthread: Optional[int] = None):
+    stream = None
+
+    def __init__(self, model, nworld: int = 1, data=None, substeps: int = 1, nthread: Optional[int] = None):
         mj = _mj()
         if isinstance(model, mj.MjSpec):
             self.spec = model
@@ -71,7 +78,10 @@ class MjSim:
             raise ValueError(f"nworld: expected an integer >= 1, got {nworld!r}")
         if data is not None and not isinstance(data, mj.MjData):
             raise ValueError(f"data: expected None or a mujoco.MjData, got {type(data).__name__}")
-        self.nworld = int(nworld)
+        if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or substeps < 1:
+            raise ValueError(f"substeps: expected an integer >= 1, got {substeps!r}")
+        self.nworld, self.substeps = int(nworld), int(substeps)
+        self.substep_sensordata = np.zeros((self.substeps, self.nworld, self.mjm.nsensordata))
         self.nthread = _check_nthread(nthread)
         self._init = data
         self._data = None
@@ -89,11 +99,54 @@ class MjSim:
                 self._data.append(d)
         return self._data
 
+    @property
+    def opt(self):
+        """The model's physics options (``sim.opt.iterations = 5`` applies from the next step on)."""
+        return self.mjm.opt
+
     def step(self) -> None:
-        """One ``mj_step`` in every world (controls: each world's ``data.ctrl``)."""
+        """``substeps`` ``mj_step`` in every world (controls: each world's ``data.ctrl``);
+        ``substep_sensordata[k]``: every world's sensordata after substep k."""
+        mj = _mj()
+        for k in range(self.substeps):
+            for w, d in enumerate(self.data):
+                mj.mj_step(self.mjm, d)
+                self.substep_sensordata[k, w] = d.sensordata
+
+    def reset(self, mask) -> None:
+        """Return the worlds where ``mask`` (nworld,) bool / int is set to the initial state
+        (``data``'s, else the model's defaults), derived quantities recomputed."""
+        mj = _mj()
+        m = np.asarray(mask.numpy() if hasattr(mask, "numpy") and hasattr(mask, "device") else mask).reshape(-1)
+        if m.shape != (self.nworld,):
+            raise ValueError(f"mask: expected ({self.nworld},) values, one per world, got shape {m.shape}")
+        for w in np.flatnonzero(m):
+            d = self.data[w]
+            mj.mj_resetData(self.mjm, d)
+            if self._init is not None:
+                copy_state(self.mjm, self._init, d)
+            mj.mj_forward(self.mjm, d)
+
+    def get_sensor(self, name: str) -> np.ndarray:
+        """(nworld, dim) readings of the sensor ``name`` (a copy)."""
+        mj = _mj()
+        i = mj.mj_name2id(self.mjm, mj.mjtObj.mjOBJ_SENSOR, name)
+        if i < 0:
+            raise ValueError(f"name: {name!r} is not a sensor of the scene")
+        a, n = int(self.mjm.sensor_adr[i]), int(self.mjm.sensor_dim[i])
+        return np.stack([d.sensordata[a:a + n].copy() for d in self.data])
+
+    def kinematics(self) -> None:
+        """``mj_kinematics`` in every world (xpos, xmat, site_xpos, ... from qpos)."""
         mj = _mj()
         for d in self.data:
-            mj.mj_step(self.mjm, d)
+            mj.mj_kinematics(self.mjm, d)
+
+    def com_pos(self) -> None:
+        """``mj_comPos`` in every world (subtree_com, cinert, cdof from the positions)."""
+        mj = _mj()
+        for d in self.data:
+            mj.mj_comPos(self.mjm, d)
 
     def forward(self) -> None:
         """``mj_forward`` in every world (derived quantities, sensordata of the current state)."""
@@ -103,7 +156,7 @@ class MjSim:
 
     def resized(self, nworld: int) -> "MjSim":
         """A simulator of the same scene and thread count with ``nworld`` worlds."""
-        out = MjSim(self.mjm, nworld, self._init, self.nthread)
+        out = MjSim(self.mjm, nworld, self._init, self.substeps, self.nthread)
         out.spec = self.spec
         return out
 

@@ -24,6 +24,7 @@ import numpy as np
 from .config import SimMPCConfig, SimMPCStage
 from .mppi import basis_at, elite_update, free_nodes, node_basis, noise_profile, refit_std
 from .sim import MjSim, RolloutEngine, as_states, state_layout
+from .task import SimContext, Task, as_array
 from .terms import RolloutBatch
 
 __all__ = ["SimMPC"]
@@ -32,8 +33,12 @@ _AUTO_FACTORS = (4, 2)   # coarse step factors the automatic stage choice tries,
 _AUTO_TOLERANCE = 0.11   # coarse costs must stay within this share of the fine costs' spread
 
 
-class SimMPC:
+class SimMPC(Task):
     """Receding-horizon sampling MPC over simulated rollouts, for ``config.batch_size`` instances.
+
+    A :class:`gato.sampling.Task` too: ``resolve(var_values, context)`` takes each instance's
+    state from a :class:`SimContext` (its first world), and ``compute_weighted_cost`` plans from
+    there and adds each instance's planned cost (the plan's cost-to-go) to ``out_cost``.
 
     Args:
         config: :class:`SimMPCConfig` with at least one cost term.
@@ -56,8 +61,12 @@ class SimMPC:
         config.validate()
         if not isinstance(sim, MjSim):
             raise ValueError(f"sim: expected a gato.sampling.MjSim, got {type(sim).__name__}")
+        if sim.substeps != 1:
+            raise ValueError(f"sim: SimMPC plans one physics step per sim step; got substeps {sim.substeps}")
         if not config.terms:
             raise ValueError("terms: the config has no cost term; add one with config.add(term)")
+        if config.planner == "ilqr" and (config.control_map is not None or config.backend != "cpu"):
+            raise ValueError("planner: 'ilqr' needs backend 'cpu' and no control_map (docs/sampling.md)")
         self.config = config
         self.model = self._planning_model(sim)
         for term, _, _ in config.terms:
@@ -93,6 +102,11 @@ class SimMPC:
         self.rng = np.random.default_rng(config.seed)
         self.stages: Optional[List[SimMPCStage]] = list(config.stages) if config.stages else None
         self.num_plans = 0
+        self.ilqr = None
+        if config.planner == "ilqr":
+            from .ilqr import ILQRPlans
+
+            self.ilqr = ILQRPlans(self)
 
     def set_ctrl_ref(self, ctrl_ref: np.ndarray, offset: int = 0) -> None:
         """Replace the reference commands: (T, nu) or (batch_size, T, nu), row k at sim step
@@ -141,7 +155,7 @@ class SimMPC:
     def _segments(self, stage: Optional[SimMPCStage]):
         """[(first fine step, end fine step, factor k), ...] of a stage over the horizon."""
         H, dt = self.config.horizon_steps, float(self.model.opt.timestep)
-        if stage is None or self.config.control_map is not None:
+        if stage is None:
             return [(0, H, 1)]
         out, a = [], 0
         for frac, sdt in stage.segments():
@@ -168,16 +182,22 @@ class SimMPC:
     def _evaluate(self, nodes: np.ndarray, x0r: np.ndarray, warm: np.ndarray, t0: int, segs, ends: bool = False):
         """(B, N) replica-averaged costs of candidate nodes (B, N, K, nu) from x0r (B, R, nstate);
         with ``ends``, also the rollouts' final qpos (B, N, nq), replica-averaged."""
-        B, N = nodes.shape[:2]
+        return self._evaluate_commands(self._commands_of(nodes, t0), x0r, warm, t0, segs, ends)
+
+    def _evaluate_commands(self, U, x0r, warm, t0, segs=None, ends=False):
+        """_evaluate of clipped commands U (B, N, H, nu) (or (B, H, nu): one candidate, costs (B,))."""
+        if U.ndim == 3:
+            return self._evaluate_commands(U[:, None], x0r, warm, t0, segs, ends)[:, 0]
+        segs = segs or [(0, self.config.horizon_steps, 1)]
+        B, N = U.shape[:2]
         R = x0r.shape[1]
         n = B * N * R
-        U = self._commands_of(nodes, t0)
         x = np.broadcast_to(x0r[:, None], (B, N, R, x0r.shape[-1])).reshape(n, -1)
         w = np.broadcast_to(warm[:, None, None], (B, N, R, warm.shape[-1])).reshape(n, -1)
         lay, m = self._layout, self.model
         total = np.zeros(n)
         if self.config.control_map is not None:
-            segs_data = [self._mapped_rollout(U, x, w, t0, R)]
+            segs_data = self._mapped_rollouts(U, x, w, t0, R, segs)
         else:
             segs_data = self._plain_rollouts(U, x, w, segs, R)
         for j, (model, state, sens, ctrl, f, k) in enumerate(segs_data):
@@ -210,24 +230,28 @@ class SimMPC:
             out.append((self._model_k(k), state, sens, ctrl, f, np.full(len(f), k)))
         return out
 
-    def _mapped_rollout(self, U, x, w, t0, R):
-        """Rollouts through the control map, re-evaluated at the start of every node interval."""
+    def _mapped_rollouts(self, U, x, w, t0, R, segs):
+        """Rollouts through the control map, evaluated before every (coarse) step from the state
+        there, as execute applies it; one mujoco.rollout call per step (the map runs in Python)."""
         c, m, lay = self.config, self.model, self._layout
-        B, N, H, _ = U.shape
+        B, N, _, nc = U.shape
         n = B * N * R
-        cmds = np.broadcast_to(U[:, :, None], (B, N, R, H, U.shape[-1])).reshape(n, H, -1)
-        states = np.empty((n, H, lay["size"]))
-        sens = np.empty((n, H, m.nsensordata))
-        ctrl = np.empty((n, H, m.nu))
-        for a in range(0, H, c.node_steps):
-            b = min(H, a + c.node_steps)
-            u = c.control_map(m, x[:, lay["qpos"]:lay["qpos"] + m.nq], x[:, lay["qvel"]:lay["qvel"] + m.nv],
-                              cmds[:, a], t0 + a)
-            ctrl[:, a:b] = np.asarray(u, dtype=np.float64)[:, None]
-            s, sd = self.engine.run(m, x, w, ctrl[:, a:b])
-            states[:, a:b], sens[:, a:b] = s, sd
-            x = s[:, -1].copy()
-        return m, states, sens, ctrl, np.arange(H), np.ones(H, dtype=int)
+        cmds = np.broadcast_to(U[:, :, None], (B, N, R) + U.shape[2:]).reshape(n, -1, nc)
+        out = []
+        for a, b, k in segs:
+            f = np.arange(a, b, k)
+            mk = self._model_k(k)
+            states = np.empty((n, len(f), lay["size"]))
+            sens, ctrl = np.empty((n, len(f), m.nsensordata)), np.empty((n, len(f), m.nu))
+            for i, step in enumerate(f):
+                u = c.control_map(m, x[:, lay["qpos"]:lay["qpos"] + m.nq], x[:, lay["qvel"]:lay["qvel"] + m.nv],
+                                  cmds[:, step], t0 + int(step))
+                ctrl[:, i] = np.asarray(u, dtype=np.float64)
+                st, sd = self.engine.run(mk, x, w, ctrl[:, i:i + 1])
+                states[:, i], sens[:, i] = st[:, 0], sd[:, 0]
+                x = st[:, 0].copy()
+            out.append((mk, states, sens, ctrl, f, np.full(len(f), k)))
+        return out
 
     def _replicas(self, x0: np.ndarray) -> np.ndarray:
         """(B, R, nstate) start states: each replica's qpos / qvel perturbed by qpos_std / qvel_std."""
@@ -291,7 +315,7 @@ class SimMPC:
         q_spread = np.array([np.mean(np.linalg.norm(q[o] - q[o].mean(0), axis=-1)) for q, o in zip(q_fine, ok)])
         picked = None
         for k in _AUTO_FACTORS:
-            if c.control_map is not None or H - int(round(0.25 * H)) < k:
+            if H - int(round(0.25 * H)) < k:
                 continue
             stage = SimMPCStage(c.max_iterations, [(0.25, None), (1.0, k * dt)])
             coarse, q_coarse = self._evaluate(cands, x0r, warm, t0, self._segments(stage), ends=True)
@@ -332,18 +356,21 @@ class SimMPC:
         x0, warm = as_states(self.model, data, B, self._scratch)
         x0 = self._settle(x0, warm)
         x0r = self._replicas(x0)
+        if self.ilqr is not None:
+            return self._plan_ilqr(x0, warm, t0, tic, steps0, roll0)
         self._shift(t0)
         if self.stages is None:
             self._auto_stages(x0r, warm, t0)
         fine_segs = [(0, c.horizon_steps, 1)]
-        std = self._scale[:, None, None] * self._sigma[None]
+        schedule = self._schedule()
+        carry = c.std_range is not None and len(schedule) == 1  # a one-iteration plan starts from the last refit
+        std = (self._scale[:, None, None] if carry else np.ones((B, 1, 1))) * self._sigma[None]
         best_cost, best_nodes = np.full(B, np.inf), self.nodes.copy()
         per_iter = [[] for _ in range(B)]
         stall, stopped = np.zeros(B, dtype=int), np.zeros(B, dtype=bool)
         temperature = np.zeros(B)
         free = self._free[None, :, None]
         n_draw = c.num_samples - 1
-        schedule = self._schedule()
         iters_run = np.zeros(B, dtype=int)
         for i, stage in enumerate(schedule):
             segs = self._segments(stage)
@@ -356,11 +383,14 @@ class SimMPC:
             if is_fine:  # the plan and the draws in one rollout call (a rollout does not depend on its batch)
                 both = self._evaluate(np.concatenate([self.nodes[:, None], cands], axis=1), x0r, warm, t0, segs)
                 plan_cost, costs = both[:, 0], both[:, 1:]
-            else:  # coarse: the plan rides along with the draws (same metric for the elites) and is
-                # scored at the fine step for the best-plan bookkeeping
-                plan_cost = self._evaluate(self.nodes[:, None], x0r, warm, t0, fine_segs)[:, 0]
+            else:  # coarse: the plan rides along with the draws (same metric for the elites); the plan
+                # and the cheapest draw are scored at the fine step for the best-plan bookkeeping
                 both = self._evaluate(np.concatenate([self.nodes[:, None], cands], axis=1), x0r, warm, t0, segs)
                 plan_coarse, costs = both[:, 0], both[:, 1:]
+                jb = np.argmin(costs, axis=1)
+                fine2 = self._evaluate(np.stack([self.nodes, cands[np.arange(B), jb]], axis=1), x0r, warm, t0,
+                                       fine_segs)
+                plan_cost = fine2[:, 0]
             better = plan_cost < best_cost
             best_cost[better], best_nodes[better] = plan_cost[better], self.nodes[better]
             for b in range(B):
@@ -376,6 +406,8 @@ class SimMPC:
                 else:
                     allc = np.concatenate([self.nodes[b][None], cands[b]])
                     allcost = np.concatenate([[plan_coarse[b]], costs[b]])
+                    if fine2[b, 1] < best_cost[b]:
+                        best_cost[b], best_nodes[b] = fine2[b, 1], cands[b, jb[b]]
                 upd = elite_update(allc, allcost, c.elite_ratio, c.planner)
                 temperature[b] = upd["temperature"]
                 std[b] = ((1.0 - c.std_gamma) * std[b] + c.std_gamma * refit_std(allc, upd)) * self._free[:, None]
@@ -386,10 +418,10 @@ class SimMPC:
                                         mean_cost=float(fin.mean()) if fin.size else math.inf,
                                         temperature=upd["temperature"],
                                         std=float(np.sqrt(np.mean(std[b][self._free] ** 2)))))
-                if is_fine:
-                    rel = (plan_cost[b] - np.min(costs[b])) / max(abs(plan_cost[b]), 1e-12)
-                    stall[b] = stall[b] + 1 if rel < c.min_improvement else 0
-                    stopped[b] = stall[b] >= c.patience
+                ref_cost = plan_cost[b] if is_fine else plan_coarse[b]  # the stage's own metric
+                rel = (ref_cost - np.min(costs[b])) / max(abs(ref_cost), 1e-12)
+                stall[b] = stall[b] + 1 if rel < c.min_improvement else 0
+                stopped[b] = stall[b] >= c.patience
             if stopped.all():
                 break
         final = self._evaluate(self.nodes[:, None], x0r, warm, t0, fine_segs)[:, 0]
@@ -401,7 +433,7 @@ class SimMPC:
             elif final[b] > best_cost[b] + c.best_draw_margin * temperature[b]:
                 self.nodes[b] = best_nodes[b]
                 executed, final[b] = "best_draw", best_cost[b]
-            if c.std_range is not None:
+            if carry:
                 ratio = math.sqrt(np.mean(std[b][self._free] ** 2)
                                   / max(np.mean(self._sigma[self._free] ** 2), 1e-300))
                 self._scale[b] = float(np.clip(ratio, *c.std_range))
@@ -410,6 +442,19 @@ class SimMPC:
                               temperature=float(temperature[b]), std_scale=float(self._scale[b]),
                               stages=list(self.stages), per_iteration=per_iter[b]))
         self.plan_commands = self._commands_of(self.nodes[:, None], t0)[:, 0]
+        return self._finish(infos, t0, tic, steps0, roll0)
+
+    def _plan_ilqr(self, x0, warm, t0, tic, steps0, roll0):
+        infos = self.ilqr.plan(self, x0, warm, t0)
+        x0r = x0[:, None]
+        final = self._evaluate_commands(self.plan_commands, x0r, warm, t0)
+        for b, info in enumerate(infos):
+            info.update(plan_cost=float(final[b]), best_cost=float(final[b]), temperature=0.0,
+                        std_scale=float(self._scale[b]))
+        return self._finish(infos, t0, tic, steps0, roll0)
+
+    def _finish(self, infos, t0, tic, steps0, roll0):
+        c = self.config
         self._commands[:] = np.swapaxes(self.plan_commands[:, :c.ctrl_steps], 0, 1)
         self._t_prev = t0
         self.num_plans += 1
@@ -418,11 +463,40 @@ class SimMPC:
             info.update(rollout_steps=int(steps), wall_s=wall, rollout_s=self.engine.rollout_s - roll0)
         return self._commands, infos
 
+    # ---------------------------------------------------------------- as a Task
+    def resolve(self, var_values, context) -> None:
+        """Keep each instance's state (its first world's time, qpos, qvel, act) and the CLOCK step."""
+        super().resolve(var_values, context)
+        c, m = self.config, self.model
+        n, per = int(context[SimContext.NUM_INSTANCES]), int(context[SimContext.WORLDS_PER_INSTANCE])
+        if n != c.batch_size:
+            raise ValueError(f"context: NUM_INSTANCES {n} differs from the config's batch_size {c.batch_size}")
+        take = lambda key, k: as_array(context[key]).reshape(n * per, k)[::per]  # noqa: E731
+        state = {"qpos": take(SimContext.QPOS, m.nq), "qvel": take(SimContext.QVEL, m.nv)}
+        if SimContext.TIME in context:
+            state["time"] = as_array(context[SimContext.TIME]).reshape(-1)[::per]
+        if m.na and SimContext.ACT in context:
+            state["act"] = take(SimContext.ACT, m.na)
+        if var_values is not None:
+            state.update({k: np.asarray(v, dtype=np.float64) for k, v in var_values.items()})
+        self._task_state = state
+        self._task_t0 = int(as_array(context.get(SimContext.CLOCK, [0])).reshape(-1)[0])
+
+    def compute_weighted_cost(self, var_values, out_cost) -> None:
+        """Plan from the resolved states and add each instance's plan_cost to out_cost (batch_size,)."""
+        if getattr(self, "_task_state", None) is None:
+            raise ValueError("SimMPC: resolve(var_values, context) first")
+        _, infos = self.plan(self._task_state, self._task_t0)
+        as_array(out_cost)[...] += np.array([i["plan_cost"] for i in infos])
+
     def reset(self) -> None:
         """Forget the plans: zero node offsets, no shift, the configured noise (the seed's stream
         continues)."""
         self.nodes[:] = 0.0
         self._t_prev = None
+        if self.ilqr is not None:
+            self.ilqr.delta[:] = 0.0
+            self.ilqr.t_prev = None
         self._scale[:] = 1.0
 
     # ---------------------------------------------------------------- execute
@@ -441,8 +515,8 @@ class SimMPC:
         import mujoco
 
         c, B = self.config, self.config.batch_size
-        if not isinstance(sim, MjSim) or sim.nworld != B:
-            raise ValueError(f"sim: expected an MjSim with batch_size = {B} worlds")
+        if not isinstance(sim, MjSim) or sim.nworld != B or sim.substeps != 1:
+            raise ValueError(f"sim: expected an MjSim with batch_size = {B} worlds and substeps 1")
         if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
             raise ValueError(f"num_steps: expected an integer >= 1, got {num_steps!r}")
         m = sim.mjm

@@ -24,6 +24,11 @@ from typing import Dict, Optional, Sequence, Union
 
 import numpy as np
 
+from . import term_residuals as _R
+from .residuals import SimResidualTask, SimTask
+from .state_contacts import ContactTerms
+from .task import ContextModel
+
 __all__ = ["Term", "RolloutBatch", "StateTask", "SensorTask", "ControlTask", "AlignTask", "ContactTask",
            "GraspTask", "sensor_layout"]
 
@@ -50,7 +55,10 @@ class RolloutBatch:
 
 
 def sensor_layout(model) -> Dict[str, tuple]:
-    """{sensor name: (address, dim)} of a compiled model's sensordata."""
+    """{sensor name: (address, dim)} of a compiled model's sensordata (or a ContextModel's, with its
+    virtual pose / contact sensors)."""
+    if isinstance(model, ContextModel):
+        return dict(model.sensor_layout)
     out = {}
     for i in range(model.nsensor):
         out[model.sensor(i).name] = (int(model.sensor_adr[i]), int(model.sensor_dim[i]))
@@ -139,11 +147,10 @@ def qpos_error(model, qpos, qpos_ref) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- base
-class Term:
-    """A cost term: ``require`` (optional sensors), ``resolve`` (indices), ``cost`` (W, T)."""
+class Term(SimTask):
+    """A cost term: ``require`` (optional sensors), ``bind`` (indices in the planning model) or
+    ``resolve(var_values, context)`` (RoboKit's: from a :class:`SimContext`), ``cost`` (W, T)."""
 
-    name: str = ""
-    weight = 1.0
     #: Sim step of the references' row 0: row k applies at step ref_offset + k (a receding-horizon
     #: driver refills a short reference window and moves the offset instead of growing the arrays).
     ref_offset: int = 0
@@ -151,19 +158,12 @@ class Term:
     def require(self, spec) -> None:
         """Add the sensors this term reads to ``spec`` where missing (default: none)."""
 
-    def resolve(self, model) -> None:
-        """Look up what the term reads in the compiled planning model."""
-
     def cost(self, batch: RolloutBatch) -> np.ndarray:  # pragma: no cover - abstract
         raise TypeError(f"{type(self).__name__} does not define cost()")
 
-    @property
-    def cost_name(self) -> str:
-        """Snake-case label used in cost reports (the name when set)."""
-        if self.name:
-            return self.name
-        s = type(self).__name__
-        return "".join("_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(s))
+
+class ResidualTerm(Term, SimResidualTask):
+    """A cost term with residuals (:mod:`gato.sampling.residuals`)."""
 
 
 def _ensure_frame_sensor(spec, body: str, kind: str) -> str:
@@ -192,7 +192,14 @@ def _body_name(model_or_none, body) -> str:
     if isinstance(body, str):
         return body
     if model_or_none is None:
-        raise ValueError(f"body: a body id ({body!r}) needs a compiled model; pass the body's name")
+        raise ValueError(f"body: a body id ({body!r}) needs a compiled model or a spec; pass the body's name")
+    import mujoco
+
+    if isinstance(model_or_none, mujoco.MjSpec):   # its bodies in id order, world first
+        bodies = model_or_none.bodies
+        if not 0 <= int(body) < len(bodies):
+            raise ValueError(f"body: id {body!r} is not a body of the scene ({len(bodies)} bodies)")
+        return bodies[int(body)].name
     return model_or_none.body(int(body)).name
 
 
@@ -207,16 +214,32 @@ def _sensor_slice(layout: dict, name: str, dim: Optional[int], owner: str) -> sl
 
 
 # ----------------------------------------------------------------------------- terms
-class StateTask(Term):
-    """Per row, max(|dof_weight * (qpos - qpos_ref[k])| - pose_tolerance, 0) + vel_weight |qvel - qvel_ref[k]|.
+class StateTask(ResidualTerm):
+    """Per row, max(|dof_weight * (qpos - qpos_ref[k])| - pose_tolerance, 0) + vel_weight |qvel - qvel_ref[k]|,
+    plus the optional contact terms.
 
     qpos_ref (T, nq), qvel_ref (T, nv), dof_weight (nv,) per tangent dof (free / ball joints
     compare rotation vectors), at the row's state step k. squared: the two norms squared (the
     tolerance applies before squaring). freeze_reference: every row uses the plan start's row.
+    Contact terms (cost-only: the residuals cover the errors, so the sampler sees them and the
+    iLQR does not; :mod:`gato.sampling.state_contacts`): penetration_groups (geoms_a, geoms_b)
+    with penetration_scale and margin [m], contacts [(geoms_a, geoms_b, wanted (T,), weight)].
+    Positional order as RoboKit's: the 5th to 8th arguments are the contact ones.
     """
 
-    def __init__(self, qpos_ref, qvel_ref, dof_weight, vel_weight: float = 0.0, squared: bool = False,
+    residuals = _R.state_residual
+    residual_input_jacobian = _R.state_input_jacobian
+
+    def __init__(self, qpos_ref, qvel_ref, dof_weight, vel_weight: float = 0.0, penetration_groups=None,
+                 penetration_scale: float = 0.0, margin: float = 0.0, contacts=(), squared: bool = False,
                  freeze_reference: bool = False, pose_tolerance: float = 0.0, name: str = ""):
+        for n, v in (("squared", squared), ("freeze_reference", freeze_reference)):
+            if not isinstance(v, (bool, np.bool_)):
+                raise ValueError(f"{n}: expected a bool, got {v!r} (RoboKit's order: qpos_ref, qvel_ref, dof_weight, "
+                                 "vel_weight, penetration_groups, penetration_scale, margin, contacts, squared, ...)")
+        self.penetration_groups, self.penetration_scale = penetration_groups, penetration_scale
+        self.margin, self.contacts = margin, contacts
+        self._contact = ContactTerms(penetration_groups, penetration_scale, margin, contacts)
         self.qpos_ref = np.asarray(qpos_ref, dtype=np.float64)
         self.qvel_ref = np.asarray(qvel_ref, dtype=np.float64)
         self.dof_weight = np.asarray(dof_weight, dtype=np.float64)
@@ -227,13 +250,26 @@ class StateTask(Term):
         self.vel_weight, self.squared = float(vel_weight), bool(squared)
         self.freeze_reference, self.pose_tolerance, self.name = bool(freeze_reference), float(pose_tolerance), name
 
-    def resolve(self, model):
+    def require(self, spec):
+        if self._contact:
+            self._contact.require(spec)
+
+    def bind(self, model):
         self._model = model
         self._qref = _ref(self.qpos_ref, "qpos_ref", model.nq)
         self._vref = _ref(self.qvel_ref, "qvel_ref", model.nv)
         self._w = _weight_vec(self.dof_weight, model.nv, "dof_weight")
+        self._residual_dim = 2 * model.nv
+        if self._contact:
+            self._contact.bind(model, sensor_layout(model))
 
     def cost(self, b):
+        c = self.residual_cost(b)
+        if self._contact:
+            c = c + self._contact.cost(b.sensordata, b.ctrl_clock, self.ref_offset)
+        return c
+
+    def residual_cost(self, b):
         clock = np.full_like(b.clock, b.t0) if self.freeze_reference else b.clock
         e = qpos_error(self._model, b.qpos, _rows(self._qref, clock - self.ref_offset)[None])
         pos = np.maximum(np.linalg.norm(e * self._w, axis=-1) - self.pose_tolerance, 0.0)
@@ -246,7 +282,7 @@ class StateTask(Term):
 _RESIDUALS = ("linear", "angle", "quaternion", "yaw")
 
 
-class SensorTask(Term):
+class SensorTask(ResidualTerm):
     """Per row, sum over the weighted sensors s of w_s |sensordata_s - sensor_ref[k]_s|^2.
 
     ``weight``: {sensor name: weight or per-component weights}, or a (nsensordata,) array (the
@@ -269,11 +305,15 @@ class SensorTask(Term):
         self.weight, self.norm, self.residual, self.hinge = weight, bool(norm), residual, hinge
         self.freeze_reference, self.relative, self.name = bool(freeze_reference), relative, name
 
+    residuals = _R.sensor_residual
+    residual_input_jacobian = _R.sensor_input_jacobian
+    _sensor_columns = _R.sensor_columns
+
     def require(self, spec):
         names = list(self.weight) if isinstance(self.weight, dict) else []
         _require_named(spec, names + [self.relative])
 
-    def resolve(self, model):
+    def bind(self, model):
         layout = sensor_layout(model)
         items = []
         if isinstance(self.weight, dict):
@@ -305,6 +345,7 @@ class SensorTask(Term):
                                  f"{sl.stop - sl.start}")
         self._rel = None if self.relative is None else _sensor_slice(layout, self.relative, None, "relative")
         self._items = items
+        self._residual_dim = _R.sensor_residual_dim(self)
 
     def cost(self, b):
         clock = np.full_like(b.ctrl_clock, b.t0) if self.freeze_reference else b.ctrl_clock
@@ -332,7 +373,7 @@ class SensorTask(Term):
         return total
 
 
-class ControlTask(Term):
+class ControlTask(ResidualTerm):
     """Per row, sum(weight * (ctrl - ctrl_ref[k])**2) over the actuators (norm: |weight * (...)|);
     ctrl_ref (T, nu) indexed at the row's command step, default 0."""
 
@@ -340,9 +381,13 @@ class ControlTask(Term):
                  norm: bool = False, name: str = ""):
         self.weight, self.ctrl_ref, self.norm, self.name = weight, ctrl_ref, bool(norm), name
 
-    def resolve(self, model):
+    residuals = _R.control_residual
+    residual_input_jacobian = _R.control_input_jacobian
+
+    def bind(self, model):
         self._w = _weight_vec(self.weight, model.nu, "weight")
         self._ref = np.zeros((1, model.nu)) if self.ctrl_ref is None else _ref(self.ctrl_ref, "ctrl_ref", model.nu)
+        self._residual_dim = model.nu
 
     def cost(self, b):
         r = b.ctrl - _rows(self._ref, b.ctrl_clock - self.ref_offset)[None]
@@ -351,7 +396,7 @@ class ControlTask(Term):
         return np.sum(self._w * r * r, axis=-1)
 
 
-class AlignTask(Term):
+class AlignTask(ResidualTerm):
     """Per row, weight * (1 + u.v / (|u| |v|)) with u = sensor - origin, v = target_ref[k] - origin,
     over ``components`` (default x, y) of 3-D position sensors; 0 where u or v vanishes."""
 
@@ -365,14 +410,18 @@ class AlignTask(Term):
         self.origin, self.sensor, self.target_ref, self.weight = origin, sensor, target_ref, float(weight)
         self.components, self.freeze_reference, self.name = comps, bool(freeze_reference), name
 
+    residuals = _R.align_residual
+    _sensor_columns = _R.align_columns
+
     def require(self, spec):
         _require_named(spec, [self.origin, self.sensor])
 
-    def resolve(self, model):
+    def bind(self, model):
         layout = sensor_layout(model)
         self._o = _sensor_slice(layout, self.origin, 3, "origin")
         self._s = _sensor_slice(layout, self.sensor, 3, "sensor")
         self._ref = _ref(self.target_ref, "target_ref", 3)
+        self._residual_dim = len(self.components)
 
     def cost(self, b):
         clock = np.full_like(b.ctrl_clock, b.t0) if self.freeze_reference else b.ctrl_clock
@@ -397,7 +446,7 @@ class ContactTask(Term):
     - penalty: if ``penalty`` > 0 and the contact (dist <= margin) lies outside every allowed disc
       (x, y, r) of g, cost +penalty.
 
-    Shapes: target (T, G, 2) or (G, 2); radius (T, G), (G,) or a number; allowed (T, G, A, 3) or
+    Shapes: target (T, G, 2) or (G, 2); radius (T, G), (1, T, G), (T, G, 1), (G,) or a number; allowed (T, G, A, 3) or
     (G, A, 3) or None (no disc allowed); G = len(geoms); T indexed at the row's command step.
     """
 
@@ -417,7 +466,11 @@ class ContactTask(Term):
             raise ValueError(f"target: expected (T, {G}, 2) or ({G}, 2), got {t.shape}")
         r = np.asarray(radius, dtype=np.float64)
         r = np.full((1, G), float(r)) if r.ndim == 0 else (r[None] if r.ndim == 1 else r)
-        self.radius = r.reshape(r.shape[0], -1) if r.ndim == 3 and r.shape[-1] == 1 and r.shape[1] == G else r
+        if r.ndim == 3 and r.shape[-1] == 1 and r.shape[1] == G:
+            r = r.reshape(r.shape[0], G)     # (T, G, 1)
+        elif r.ndim == 3 and r.shape[0] == 1 and r.shape[2] == G:
+            r = r[0]                         # (1, T, G): radius over time with a leading axis, as RoboKit's example
+        self.radius = r
         if self.radius.ndim != 2 or self.radius.shape[1] != G or np.any(self.radius < 0):
             raise ValueError(f"radius: expected (T, {G}), ({G},) or a number >= 0, got {np.shape(radius)}")
         if allowed is not None:
@@ -450,7 +503,7 @@ class ContactTask(Term):
             spec.add_sensor(name=self._sensor_name(g), type=mujoco.mjtSensor.mjSENS_CONTACT,
                             objtype=mujoco.mjtObj.mjOBJ_GEOM, objname=g, intprm=[int(dataspec), 1, 1])
 
-    def resolve(self, model):
+    def bind(self, model):
         layout = sensor_layout(model)
         self._sl = [_sensor_slice(layout, self._sensor_name(g), 5, "geoms") for g in self.geoms]
 
@@ -482,11 +535,11 @@ class ContactTask(Term):
         return total
 
 
-class GraspTask(Term):
-    """Per row, weight[k] * max(|p_gripper - (p_obj + R_obj offset[k])| - tolerance, 0).
+class GraspTask(ResidualTerm):
+    """Per row, weight[k] * max(|p_gripper - (p_obj + R_obj offset[k])| - tolerance[k], 0).
 
-    gripper / obj: body names (or ids with a compiled model); offset (T, 3) or (3,) [m], in the
-    object's frame (object_frame=True) or the world's; weight (T,) or a number; tolerance [m].
+    gripper / obj: body names or ids; offset (T, 3) or (3,) [m], in the object's frame
+    (object_frame=True) or the world's; weight (T,) or a number; tolerance [m] a number or (T,).
     Reads framepos / framequat sensors ``sampling/<body>/pos|quat`` (added to the spec).
     """
 
@@ -498,22 +551,28 @@ class GraspTask(Term):
         self.weight = w.reshape(-1) if w.ndim else w.reshape(1)
         if not np.all(np.isfinite(self.weight)) or np.any(self.weight < 0):
             raise ValueError(f"weight: expected numbers >= 0, got {weight!r}")
-        if not (math.isfinite(tolerance) and tolerance >= 0):
-            raise ValueError(f"tolerance: expected a finite number >= 0, got {tolerance!r}")
-        self.tolerance, self.object_frame, self.name = float(tolerance), bool(object_frame), name
+        tol = np.asarray(tolerance, dtype=np.float64)
+        if tol.ndim > 1 or tol.size == 0 or not np.all(np.isfinite(tol)) or np.any(tol < 0):
+            raise ValueError(f"tolerance: expected a finite number >= 0 or a (T,) array of them, got {tolerance!r}")
+        self.tolerance = float(tol) if tol.ndim == 0 else tol
+        self.object_frame, self.name = bool(object_frame), name
+
+    residuals = _R.grasp_residual
+    _sensor_columns = _R.grasp_columns
 
     def require(self, spec):
-        _ensure_frame_sensor(spec, _body_name(None, self.gripper), "pos")
-        _ensure_frame_sensor(spec, _body_name(None, self.obj), "pos")
+        _ensure_frame_sensor(spec, _body_name(spec, self.gripper), "pos")
+        _ensure_frame_sensor(spec, _body_name(spec, self.obj), "pos")
         if self.object_frame:
-            _ensure_frame_sensor(spec, _body_name(None, self.obj), "quat")
+            _ensure_frame_sensor(spec, _body_name(spec, self.obj), "quat")
 
-    def resolve(self, model):
+    def bind(self, model):
         layout = sensor_layout(model)
         g, o = _body_name(model, self.gripper), _body_name(model, self.obj)
         self._g = _sensor_slice(layout, f"{SENSOR_PREFIX}{g}/pos", 3, "gripper")
         self._o = _sensor_slice(layout, f"{SENSOR_PREFIX}{o}/pos", 3, "obj")
         self._q = _sensor_slice(layout, f"{SENSOR_PREFIX}{o}/quat", 4, "obj") if self.object_frame else None
+        self._residual_dim = 3
 
     def cost(self, b):
         clock = b.ctrl_clock
@@ -522,4 +581,9 @@ class GraspTask(Term):
             off = np.einsum("wtij,wtj->wti", quat_to_mat(b.sensordata[..., self._q]),
                             np.broadcast_to(off, b.sensordata.shape[:2] + (3,)))
         d = np.linalg.norm(b.sensordata[..., self._g] - (b.sensordata[..., self._o] + off), axis=-1)
-        return _rows(self.weight, clock - self.ref_offset)[None] * np.maximum(d - self.tolerance, 0.0)
+        return _rows(self.weight, clock - self.ref_offset)[None] * np.maximum(d - self._tol(clock), 0.0)
+
+    def _tol(self, clock) -> np.ndarray:
+        """(T,) tolerance of the rows at ``clock`` (a number: every row)."""
+        t = np.atleast_1d(np.asarray(self.tolerance, dtype=np.float64))
+        return _rows(t, clock - self.ref_offset)
