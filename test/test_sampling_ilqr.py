@@ -186,6 +186,6 @@ def test_sim_mpc_ilqr_refuses_what_it_does_not_support():
 
         def __call__(self, model, qpos, qvel, commands, clock):
             return 2 * commands
-    for bad in (replace(cfg, control_map=Double()), replace(cfg, backend="warp")):
-        with pytest.raises(ValueError, match="planner: 'ilqr' needs backend 'cpu' and no control_map"):
+    for bad in (replace(cfg, control_map=Double()), replace(cfg, backend="warp"), replace(cfg, num_replicas=2)):
+        with pytest.raises(ValueError, match="planner: 'ilqr' needs backend 'cpu', no control_map and num_replicas 1"):
             SimMPC(bad, MjSim(model, 1), np.zeros((60, 1)))

@@ -65,8 +65,10 @@ class SimMPC(Task):
             raise ValueError(f"sim: SimMPC plans one physics step per sim step; got substeps {sim.substeps}")
         if not config.terms:
             raise ValueError("terms: the config has no cost term; add one with config.add(term)")
-        if config.planner == "ilqr" and (config.control_map is not None or config.backend != "cpu"):
-            raise ValueError("planner: 'ilqr' needs backend 'cpu' and no control_map (docs/sampling.md)")
+        if config.planner == "ilqr" and (config.control_map is not None or config.backend != "cpu"
+                                         or config.num_replicas != 1):
+            raise ValueError("planner: 'ilqr' needs backend 'cpu', no control_map and num_replicas 1 "
+                             "(docs/sampling.md)")
         self.config = config
         self.model = self._planning_model(sim)
         for term, _, _ in config.terms:
