@@ -18,8 +18,8 @@ Safety rules (each tested in test/test_ros_controller_logic.py):
   HOLDS.
 - **NaN / Inf** in a controlled joint's position or velocity: refused
   (``rejected_nonfinite``, status ``hold``) and the controller HOLDS.
-- **Implausible values** (a controlled joint more than 0.5 rad beyond its URDF position limit,
-  or faster than 10x its velocity limit: :func:`gato_ros.inputs.state_bounds`): refused
+- **Implausible values** (a controlled joint a full turn beyond its URDF position limit, or
+  faster than 100x its velocity limit: :func:`gato_ros.inputs.state_bounds`): refused
   (``rejected_range``) and the controller HOLDS.
 - **Malformed messages** (the node's boundary, ``on_*_msg``: :mod:`gato_ros.inputs`, each
   message validated once): a joint state with repeated names or arrays that do not match them

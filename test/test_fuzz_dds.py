@@ -1,0 +1,261 @@
+"""Fuzzing over DDS (issue 38): malformed messages from a foreign node on the controller's own
+topics, against the real processes.
+
+- the controller node alone (driven from this process): ~300 malformed JointState, EEReference
+  and WrenchStamped messages between good joint states; no command is non-finite or beyond the
+  URDF effort limits, ~/status counts every bad message, and the node answers good states with
+  MPC commands again afterwards;
+- the acceptance scenario: a free-running simulation bringup (``python -m gato_ros.bringup_sim
+  --realtime``) with 5 s of malformed JointState and EEReference on /joint_states and
+  /ee_reference (50 Hz each, like the report of the issue): it exits 0, writes summary.json and
+  the tracking plot, the summary names the skipped references, and the mean tracking error over
+  the last 3 s is within 2x of an undisturbed run's.
+
+The plugin's plan intake is fuzzed in test/test_ros_plugin.py (inside its controller_manager).
+No wall-clock time is asserted; timeouts are generous (2 shared cores).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from conftest import import_or_skip, kill_tagged
+
+_HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
+rclpy = import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
+import_or_skip("gato_msgs.msg", _HINT)
+import_or_skip("gato_ros.launch_runner", _HINT)
+from fuzz_messages import NS, Context, malformed  # noqa: E402
+from test_ros_system import (_CONTROLLER_LAUNCH, NAMES, ROBOT, WAIT_S, Probe, finish, share,  # noqa: E402
+                             start_runner)
+
+pytestmark = pytest.mark.ros
+REJECT_COUNTERS = ("dropped_out_of_order", "rejected_nonfinite", "rejected_names", "rejected_range",
+                   "rejected_stamps", "rejected_references", "rejected_wrenches")
+
+
+def _limits():
+    import pinocchio as pin
+
+    import gato
+
+    m = pin.buildModelFromUrdf(str(gato.robot_urdf(ROBOT)))
+    return dict(zip(list(m.names)[1:], np.asarray(m.effortLimit, dtype=np.float64)))
+
+
+@pytest.mark.slow
+def test_controller_node_survives_300_malformed_messages_and_counts_them(tmp_path, ros_env):
+    share()
+    from gato.sim.scenarios import Q_READY
+    from gato_msgs.msg import EEReference
+    from geometry_msgs.msg import WrenchStamped
+
+    from gato_ros.node_util import qos
+
+    launch = tmp_path / "controller.launch.xml"
+    launch.write_text(_CONTROLLER_LAUNCH)
+    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
+    proc = start_runner([str(launch)], ros_env, marker, report)
+    probe = None
+    q0 = np.asarray(Q_READY[ROBOT], dtype=np.float64)
+    limits = _limits()
+    try:
+        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+        pub_ref = probe.node.create_publisher(EEReference, "/ee_reference", qos())
+        pub_w = probe.node.create_publisher(WrenchStamped, "/gato_estimator/wrench", qos(1))
+        assert probe.exchange(1 * NS, q0).source == "mpc"
+        probe.spin_until(lambda: pub_ref.get_subscription_count() and pub_w.get_subscription_count(),
+                         what="the controller's reference and wrench subscriptions")
+        rng = np.random.default_rng(38)
+        ref = np.array([[0.5, 0.0, 0.6]]) + 0.001 * np.arange(8)[:, None]
+        n_bad, stamp = 0, 1 * NS
+        pubs = {"JointState": probe.pub, "EEReference": pub_ref, "WrenchStamped": pub_w}
+        for k in range(60):
+            for _ in range(5):
+                kind = str(rng.choice(["JointState", "JointState", "EEReference", "EEReference", "WrenchStamped"]))
+                ctx = Context(stamp_ns=stamp, names=NAMES, q=q0, qd=np.zeros(7), ref=ref, knot_dt=0.01)
+                m, bad, _ = malformed(kind, ctx, rng, only_bad=True)
+                pubs[kind].publish(m)
+                n_bad += int(bad)
+                end = time.monotonic() + 0.015          # paced: the joint-state subscription keeps the newest only
+                while time.monotonic() < end:
+                    probe.ex.spin_once(timeout_sec=0.005)
+            stamp += 10**7
+            c = probe.exchange(stamp, q0)                   # a good state after each burst: answered
+            assert np.all(np.isfinite(c.effort))
+
+        def counted():
+            s = probe.status[-1] if probe.status else None
+            return s if s is not None and sum(getattr(s, k) for k in REJECT_COUNTERS) >= n_bad else None
+
+        st = probe.spin_until(counted, what=f"the status counting {n_bad} bad messages")
+        total = sum(getattr(st, k) for k in REJECT_COUNTERS)
+        assert total == n_bad, {k: getattr(st, k) for k in REJECT_COUNTERS}
+        for c in probe.commands:
+            e = np.asarray(c.effort)
+            assert np.all(np.isfinite(e)) and all(abs(v) <= limits[n] + 1e-9 for n, v in zip(c.joint_names, e)), c
+        # recovered: good states are answered by the MPC again
+        for j in range(1, 4):
+            c = probe.exchange(stamp + j * 10**7, q0)
+        assert c.source == "mpc", c.source
+        assert proc.poll() is None, "the controller's launch exited during the fuzz"
+    finally:
+        if probe is not None:
+            probe.close()
+        proc.send_signal(signal.SIGINT)
+        finish(proc, 60)
+        kill_tagged("GATO_TEST_MARKER", marker)
+    assert proc.returncode == 0
+
+
+class _Fuzzer:
+    """A foreign node publishing malformed JointState and EEReference messages on the
+    controller's topics at ``rate_hz`` each, stamped around the world's /clock."""
+
+    def __init__(self, domain_id, seed=38):
+        from gato_msgs.msg import ControllerStatus, EEReference
+        from rclpy.context import Context as RclContext
+        from rclpy.executors import SingleThreadedExecutor
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import JointState
+
+        from gato_ros.node_util import qos
+
+        self.ctx = RclContext()
+        rclpy.init(context=self.ctx, domain_id=domain_id)
+        self.node = rclpy.create_node("gato_test_fuzzer", context=self.ctx)
+        self.pub_js = self.node.create_publisher(JointState, "/joint_states", qos())
+        self.pub_ref = self.node.create_publisher(EEReference, "/ee_reference", qos())
+        self.clock_ns, self.q, self.ticks = None, None, 0
+        self.node.create_subscription(Clock, "/clock", self._on_clock, qos(1))
+        self.node.create_subscription(JointState, "/joint_states", self._on_js, qos(1))
+        self.node.create_subscription(ControllerStatus, "/gato_controller/status", self._on_status, qos(10))
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        self.rng = np.random.default_rng(seed)
+        self.sent = {"JointState": 0, "EEReference": 0}
+
+    def _on_clock(self, m):
+        self.clock_ns = m.clock.sec * NS + m.clock.nanosec
+
+    def _on_js(self, m):
+        if list(m.name) == NAMES and len(m.position) == 7 and np.all(np.isfinite(m.position)):
+            self.q = np.asarray(m.position, dtype=np.float64)
+
+    def _on_status(self, m):
+        self.ticks = max(self.ticks, int(m.ticks))
+
+    def spin_until(self, pred, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and not pred():
+            self.ex.spin_once(timeout_sec=0.05)
+        return pred()
+
+    def run(self, seconds, rate_hz=50.0):
+        """Publish for ``seconds`` of wall clock: one JointState and one EEReference per period."""
+        ref = None
+        end = time.monotonic() + seconds
+        nxt = time.monotonic()
+        while time.monotonic() < end:
+            self.ex.spin_once(timeout_sec=max(0.0, nxt - time.monotonic()))
+            if time.monotonic() < nxt:
+                continue
+            nxt += 1.0 / rate_hz
+            now = self.clock_ns or 0
+            if ref is None:
+                ref = np.array([[0.5, 0.0, 0.6]]) + 0.001 * np.arange(10)[:, None]
+            ctx = Context(stamp_ns=now, names=NAMES, q=self.q if self.q is not None else np.zeros(7),
+                          qd=np.zeros(7), ref=ref, knot_dt=0.01)
+            for kind, pub in (("JointState", self.pub_js), ("EEReference", self.pub_ref)):
+                m, _, _ = malformed(kind, ctx, self.rng, only_bad=True)
+                pub.publish(m)
+                self.sent[kind] += 1
+
+    def close(self):
+        self.node.destroy_node()
+        self.ctx.try_shutdown()
+
+
+def _bringup(tmp_path, env, name, duration, during=None):
+    """``python -m gato_ros.bringup_sim --realtime``; ``during(proc)`` runs while it does.
+    Returns (exit code, output, out folder)."""
+    out = tmp_path / name
+    marker = uuid.uuid4().hex
+    proc = subprocess.Popen([sys.executable, "-m", "gato_ros.bringup_sim", "--realtime", "--duration", str(duration),
+                             "--out", str(out), "--timeout", "400"], env={**env, "GATO_TEST_MARKER": marker},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        if during is not None:
+            during(proc)
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        kill_tagged("GATO_TEST_MARKER", marker)
+    reader.join(timeout=10)
+    return proc.returncode, "".join(lines), out
+
+
+def _tail_error(summary_path, seconds=3.0):
+    """Mean EE tracking error over the last ``seconds`` of simulated time, from the run's bag
+    (gato_ros.analysis: the summary's series)."""
+    from gato_ros.analysis import summarize_bag
+
+    s = summarize_bag(summary_path.parent / "bag", ROBOT)
+    t, err = s["series"]["t"], s["series"]["err"]
+    sel = t >= t[-1] - seconds
+    return float(np.mean(err[sel])), s
+
+
+@pytest.mark.slow
+def test_free_running_bringup_with_5s_of_malformed_inputs_completes_and_recovers(tmp_path, ros_env):
+    """The acceptance scenario of issue 38 (see the module docstring). 9 s of simulated time: the
+    fuzz starts once the controller commands and lasts 5 s of wall clock (the free-running world
+    keeps wall-clock pace), so it is over before the last 3 s."""
+    share()
+    duration = 9.0
+    fuzz = {}
+
+    def during(proc):
+        fz = _Fuzzer(int(ros_env["ROS_DOMAIN_ID"]))
+        try:
+            assert fz.spin_until(lambda: fz.ticks > 20 and fz.clock_ns is not None or proc.poll() is not None,
+                                 timeout=300), "the controller never commanded"
+            fuzz["start_ns"] = fz.clock_ns
+            fz.run(5.0)
+            fuzz["end_ns"] = fz.clock_ns
+            fuzz["sent"] = dict(fz.sent)
+        finally:
+            fz.close()
+
+    code, out, folder = _bringup(tmp_path, ros_env, "fuzzed", duration, during)
+    assert code == 0, out[-4000:]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert (folder / "tracking.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    skipped = summary["skipped"]
+    print(f"fuzz: sent {fuzz['sent']} between t = {fuzz['start_ns'] / 1e9:.2f} and {fuzz['end_ns'] / 1e9:.2f} s; "
+          f"skipped {json.dumps({k: v['count'] for k, v in skipped.items()})}; counters {summary['counters']}")
+    assert fuzz["sent"]["EEReference"] >= 200 and fuzz["sent"]["JointState"] >= 200, fuzz
+    assert skipped["/ee_reference"]["count"] >= 0.9 * fuzz["sent"]["EEReference"], skipped   # recorder saw them
+    assert skipped["/joint_states"]["count"] >= 0.9 * fuzz["sent"]["JointState"], skipped
+    assert "/ee_reference" in out and "skipped" in out, out[-3000:]         # named in the printed summary
+    assert fuzz["end_ns"] <= (duration - 3.0) * NS, fuzz                    # the fuzz ended before the last 3 s
+    tail, _ = _tail_error(folder / "summary.json")
+
+    code0, out0, folder0 = _bringup(tmp_path, ros_env, "calm", duration)
+    assert code0 == 0, out0[-4000:]
+    tail0, s0 = _tail_error(folder0 / "summary.json")
+    assert not s0["skipped"], s0["skipped"]
+    print(f"mean tracking error over the last 3 s: fuzzed {tail * 1e3:.1f} mm, undisturbed {tail0 * 1e3:.1f} mm")
+    assert tail <= 2.0 * tail0, (tail, tail0)
