@@ -77,17 +77,35 @@ def _pids(pred) -> list:
     return out
 
 
-def _cpu_sampler(stop: threading.Event, out: dict, bringup_pgid: int, browser_pgid) -> None:
-    """Every second: the CPU seconds so far of the view node and of the browser (the last reading
-    before they exit is kept)."""
+def _marked(pid: int, marker: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"GATO_BENCH_MARKER={marker}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _cpu_sampler(stop: threading.Event, samples: list, marker: str, browser_pgid) -> None:
+    """Every second: (wall time, CPU seconds so far of this run's view node, of its controller node,
+    of the browser). Only this run's processes (its marker in their environment) are counted."""
     while not stop.wait(1.0):
-        view = _pids(lambda pid, cmd, pgid: "view_node" in cmd)
-        ctrl = _pids(lambda pid, cmd, pgid: "controller_node" in cmd)
-        out["view_cpu_s"] = max(out.get("view_cpu_s", 0.0), _cpu_s(view))
-        out["controller_cpu_s"] = max(out.get("controller_cpu_s", 0.0), _cpu_s(ctrl))
-        if browser_pgid is not None:
-            out["browser_cpu_s"] = max(out.get("browser_cpu_s", 0.0),
-                                       _cpu_s(_pids(lambda pid, cmd, pgid: pgid == browser_pgid)))
+        view = _pids(lambda pid, cmd, pgid: "view_node" in cmd and _marked(pid, marker))
+        ctrl = _pids(lambda pid, cmd, pgid: "controller_node" in cmd and _marked(pid, marker))
+        br = _pids(lambda pid, cmd, pgid: pgid == browser_pgid) if browser_pgid is not None else []
+        if ctrl:
+            samples.append((time.monotonic(), _cpu_s(view), _cpu_s(ctrl), _cpu_s(br)))
+
+
+def _rates(samples: list, skip_s: float) -> tuple:
+    """CPU use in % of one core (view, controller, browser) from ``skip_s`` after the first sample to
+    the last: the steady state, start-up (imports, meshes) left out."""
+    if len(samples) < 2:
+        return (float("nan"),) * 3
+    t0 = samples[0][0] + skip_s
+    first = next((x for x in samples if x[0] >= t0), samples[0])
+    last = samples[-1]
+    dt = max(last[0] - first[0], 1e-9)
+    return tuple(100.0 * (last[i] - first[i]) / dt for i in (1, 2, 3))
 
 
 def _foxglove_client(port: int, stop: threading.Event, counts: dict) -> None:
@@ -132,7 +150,9 @@ def run_once(config: str, duration: float, robot: str, work: Path) -> dict:
         vp, fp = _free_port(), _free_port()
         cmd += ["--view", "--view-port", str(vp), "--foxglove-port", str(fp)]
     log = open(work / f"{out.name}.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    marker = f"{os.getpid()}-{time.monotonic_ns()}"
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "GATO_BENCH_MARKER": marker})
     browser, stop, counts, th = None, threading.Event(), {}, None
     try:
         if view:
@@ -148,8 +168,8 @@ def run_once(config: str, duration: float, robot: str, work: Path) -> dict:
                 browser.navigate(f"http://127.0.0.1:{vp}/")
             th = threading.Thread(target=_foxglove_client, args=(fp, stop, counts), daemon=True)
             th.start()
-        cpu: dict = {}
-        sampler = threading.Thread(target=_cpu_sampler, args=(stop, cpu, proc.pid,
+        samples: list = []
+        sampler = threading.Thread(target=_cpu_sampler, args=(stop, samples, marker,
                                                                browser.proc.pid if browser else None), daemon=True)
         sampler.start()
         code = proc.wait(timeout=duration * 20 + 300)
@@ -168,14 +188,15 @@ def run_once(config: str, duration: float, robot: str, work: Path) -> dict:
             os.killpg(proc.pid, signal.SIGINT)
             proc.wait(timeout=60)
         log.close()
+    view_pct, ctrl_pct, br_pct = _rates(samples, 5.0)
     s = json.loads((out / "summary.json").read_text())
     st, lat = s["solve_time_us"], s["latency_us"]
     return {"config": config, "view": view, "exit": code, "ticks": s["counters"].get("ticks", 0), "misses": s["deadline_misses"],
             "solve_p50_ms": st["p50"] / 1e3, "solve_p99_ms": st["p99"] / 1e3, "lat_p50_ms": lat["p50"] / 1e3,
             "lat_p99_ms": lat["p99"] / 1e3, "err_mean_mm": s["tracking_error_m"]["mean"] * 1e3,
             "page_frames": frames, "foxglove_msgs": sum(v for k, v in counts.items() if k != "error"),
-            "foxglove_error": counts.get("error"), "view_cpu_s": cpu.get("view_cpu_s", 0.0),
-            "browser_cpu_s": cpu.get("browser_cpu_s", 0.0), "controller_cpu_s": cpu.get("controller_cpu_s", 0.0)}
+            "foxglove_error": counts.get("error"), "view_cpu_pct": view_pct, "controller_cpu_pct": ctrl_pct,
+            "browser_cpu_pct": br_pct}
 
 
 def main(argv=None) -> int:
@@ -193,16 +214,16 @@ def main(argv=None) -> int:
             row = run_once(config, a.duration, a.robot, work)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    hdr = ("| run | view | ticks | deadline misses | MPC step p50 [ms] | p99 [ms] | state->command p50 [ms] | "
-           "p99 [ms] | EE error mean [mm] | page frames | Foxglove messages | CPU s: controller / view / browser |\n"
+    hdr = ("| run | configuration | ticks | deadline misses | MPC step p50 [ms] | p99 [ms] | state->command p50 [ms] | "
+           "p99 [ms] | EE error mean [mm] | page frames | Foxglove messages | CPU % of a core: controller / view / browser |\n"
            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     body = "".join(f"| {i + 1} | {r['config']} | {r['ticks']} | {r['misses']} | {r['solve_p50_ms']:.2f} | "
                    f"{r['solve_p99_ms']:.2f} | {r['lat_p50_ms']:.2f} | {r['lat_p99_ms']:.2f} | {r['err_mean_mm']:.1f} | "
-                   f"{r['page_frames'] if r['view'] else ''} | {r['foxglove_msgs'] if r['view'] else ''} | "
-                   f"{r['controller_cpu_s']:.1f} / {r['view_cpu_s']:.1f} / {r['browser_cpu_s']:.1f} |\n"
+                   f"{r['page_frames'] if r['page_frames'] is not None else ''} | {r['foxglove_msgs'] if r['view'] else ''} | "
+                   f"{r['controller_cpu_pct']:.0f} / {r['view_cpu_pct']:.0f} / {r['browser_cpu_pct']:.0f} |\n"
                    for i, r in enumerate(rows))
     summ = ("| configuration | MPC step p50 [ms]: median (min-max) over runs | p99 [ms] | deadline misses per run | "
-            "EE error mean [mm] | CPU s of the view process |\n|---|---|---|---|---|---|\n")
+            "EE error mean [mm] | view process CPU [% of a core] |\n|---|---|---|---|---|---|\n")
     for config in configs:
         rs = [r for r in rows if r["config"] == config]
 
@@ -210,7 +231,7 @@ def main(argv=None) -> int:
             v = [r[key] for r in rs]
             return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})"
         summ += (f"| {config} | {mm('solve_p50_ms')} | {mm('solve_p99_ms')} | "
-                 f"{mm('misses', '{:g}')} | {mm('err_mean_mm', '{:.1f}')} | {mm('view_cpu_s', '{:.1f}')} |\n")
+                 f"{mm('misses', '{:g}')} | {mm('err_mean_mm', '{:.1f}')} | {mm('view_cpu_pct', '{:.0f}')} |\n")
     print(hdr + body + "\n" + summ)
     if a.out:
         text = (f"\n## Live view: the controller with and without the view ({time.strftime('%Y-%m-%d')}, "
@@ -220,7 +241,7 @@ def main(argv=None) -> int:
                 f"{a.duration:g}` (the simulation bringup free-running at 100 Hz, {a.robot} figure-8, {a.duration:g} s "
                 "per run, in rotation: no view; `--view` with a Foxglove client subscribed to every channel; `--view` with "
                 "that client and a headless Chromium showing the page, on the same machine). Figures from each run's "
-                "bag; CPU seconds from /proc over the run.\n\n"
+                "bag; CPU use from /proc, steady state (from 5 s after the controller started to the end of the run).\n\n"
                 + summ + "\n" + hdr + body)
         append_section(a.out, text)
     shutil.rmtree(work, ignore_errors=True)
