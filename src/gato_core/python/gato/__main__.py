@@ -39,10 +39,30 @@ def _smoke(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _view_cases(args: argparse.Namespace, cases) -> int:
+    """``--view``: serve the worst ticks of a case file in the browser (gato_ros.replay_view, the live
+    view's page; the ROS workspace's Python package, imported only here: the core stays ROS-free)."""
+    import importlib
+
+    try:
+        replay_view = importlib.import_module("gato_ros.replay_view")
+    except ModuleNotFoundError as e:
+        print(f"gato replay: --view needs the gato_ros package of the workspace ({e}); "
+              "source scripts/activate.sh", file=sys.stderr)
+        return 2
+    try:
+        return replay_view.serve(cases, args.view_host, args.view_port, args.view_seconds)
+    except ValueError as e:
+        print(f"gato replay: --view: {e}", file=sys.stderr)
+        return 2
+
+
 def _replay(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     path = Path(args.path)
+    if path.suffix == ".npz" and args.view:
+        return _view_cases(args, path)
     if path.suffix == ".npz":
         from .replay import rerun_cases
 
@@ -70,7 +90,14 @@ def _replay(args: argparse.Namespace) -> int:
 
         print(verdict(s))
         print(f"report: {s['report']}")
-    return 1 if s.get("compared") and not s.get("matched") else 0
+    code = 1 if s.get("compared") and not s.get("matched") else 0
+    if args.view:
+        if not s.get("cases"):
+            print("gato replay: --view: no worst ticks to show (nothing was re-solved)", file=sys.stderr)
+            return 2
+        view_code = _view_cases(args, s["cases"])
+        return view_code or code
+    return code
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -140,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
                    "'-60' = the last minute) or a controller tick ('1500t'); found through the MCAP index")
     p.add_argument("--end", default=None, metavar="S|Nt", help="replay up to here (same forms as --start)")
     p.add_argument("--quiet", action="store_true", help="print only the verdict and the report path")
+    p.add_argument("--view", action="store_true", help="then show the worst ticks in a browser (URL printed): the "
+                   "robot at each tick's state, the recorded and the replayed plan side by side (needs gato_ros)")
+    p.add_argument("--view-host", default="127.0.0.1", help="--view: address to serve on (default 127.0.0.1)")
+    p.add_argument("--view-port", type=int, default=8080, help="--view: HTTP port (default 8080; 0 = a free one)")
+    p.add_argument("--view-seconds", type=float, default=0.0, help="--view: stop after this long (0: at Ctrl-C)")
     p.set_defaults(func=_replay)
     p = sub.add_parser("eval", help="run a scenario sweep (an experiment spec YAML) through the closed-loop "
                        "driver, locally or on Ray; tables, summary with 95 %% CIs, plots, HTML report",
