@@ -387,3 +387,35 @@ def test_servers_shut_down_with_the_bringup(bringup):
     assert processes_with_env("GATO_TEST_MARKER", bringup.marker) == [], "processes left after the bringup"
     summary = json.loads((bringup.out / "summary.json").read_text())
     assert summary["launch_exit_code"] == 0
+
+
+@pytest.mark.ros
+def test_gato_replay_view_serves_the_worst_ticks_of_the_bringups_bag(bringup, tmp_path):
+    """``gato replay BAG --view`` on the bag of the bringup above (its first second): the page
+    with the worst ticks is served (URL printed), and it stops after --view-seconds."""
+    import urllib.request
+
+    if bringup.proc.poll() is None:
+        bringup.stop()
+    port = _free_port()
+    log = open(tmp_path / "replay.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "gato", "replay", str(bringup.out / "bag"), "--out",
+                             str(tmp_path / "replay"), "--end", "1", "--quiet", "--view", "--view-port", str(port),
+                             "--view-seconds", "60"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not _port_open(port):
+            log.flush()
+            assert proc.poll() is None and time.monotonic() < deadline, Path(log.name).read_text()[-3000:]
+            time.sleep(0.5)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
+            assert r.status == 200 and b"<html" in r.read(2000).lower()
+        log.flush()
+        assert f"view: http://127.0.0.1:{port}/" in Path(log.name).read_text()
+        assert (tmp_path / "replay" / "worst_ticks.npz").is_file()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)            # Ctrl-C ends the view
+        code = proc.wait(timeout=60)
+    assert code in (0, 1), Path(log.name).read_text()[-3000:]      # 1: the replay differs (reported)
+    assert not _port_open(port)

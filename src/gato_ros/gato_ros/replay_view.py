@@ -92,6 +92,7 @@ class ReplayView:
         self.view = BrowserView(cases.geometry, host, port, title=f"gato replay: {cases.path.parent.name}")
         self.url = self.view.url
         s = self.view.server
+        self.view._plot.visible = False        # no time series here: one tick at a time
         labels = [f"{i}: tick {cases.tick[i]} ({cases.reason[i]})" for i in range(cases.K)]
         self._pick = s.gui.add_dropdown("worst tick", options=labels, initial_value=labels[0])
         self._text = s.gui.add_html("")
