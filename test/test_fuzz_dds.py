@@ -68,14 +68,15 @@ def test_controller_node_survives_300_malformed_messages_and_counts_them(tmp_pat
     limits = _limits()
     try:
         probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+        t0 = probe.node.get_clock().now().nanoseconds      # stamps on the node's clock (no sim time here)
         pub_ref = probe.node.create_publisher(EEReference, "/ee_reference", qos())
         pub_w = probe.node.create_publisher(WrenchStamped, "/gato_estimator/wrench", qos(1))
-        assert probe.exchange(1 * NS, q0).source == "mpc"
+        assert probe.exchange(t0, q0).source == "mpc"
         probe.spin_until(lambda: pub_ref.get_subscription_count() and pub_w.get_subscription_count(),
                          what="the controller's reference and wrench subscriptions")
         rng = np.random.default_rng(38)
         ref = np.array([[0.5, 0.0, 0.6]]) + 0.001 * np.arange(8)[:, None]
-        n_bad, stamp = 0, 1 * NS
+        n_bad, stamp = 0, t0
         pubs = {"JointState": probe.pub, "EEReference": pub_ref, "WrenchStamped": pub_w}
         for k in range(60):
             for _ in range(5):

@@ -130,11 +130,13 @@ def _check_command(out, limits, names, what):
     assert np.all(np.abs(e) <= lim + 1e-9), f"{what}: command {e} beyond the effort limits {lim}"
 
 
-def _run_controller(fuzz_ticks, *, seed, ticks_before=60, ticks_after=140, per_tick=6):
+def _run_controller(fuzz_ticks, *, seed, ticks_before=60, ticks_after=140, per_tick=6, clock_offset_ns=0):
     """A lockstep loop of the controller, world and reference logic (figure-8, free-running
     semantics: no reference_sync) fed through the controller's message boundary like the node;
     during ``fuzz_ticks`` ticks ``per_tick`` malformed messages on average arrive before each good
-    joint state. Returns (EE errors per tick (T,), bad messages sent, rejections counted)."""
+    joint state. ``clock_offset_ns``: the node clock minus the stamps (0: the sim's clock; a wall
+    clock far ahead of simulated stamps otherwise). Returns (EE errors per tick (T,), bad
+    messages sent, rejections counted)."""
     from gato_ros import conversions as cv
     from gato_ros.controller_logic import ControllerLogic
     from gato_ros.reference_logic import ReferenceLogic
@@ -149,6 +151,7 @@ def _run_controller(fuzz_ticks, *, seed, ticks_before=60, ticks_after=140, per_t
     base = _ctx()
     for k in range(ticks_before + fuzz_ticks + ticks_after):
         t = world.t_ns
+        now = t + clock_offset_ns
         win = ref.window(t)
         if ticks_before <= k < ticks_before + fuzz_ticks and last is not None:
             for _ in range(int(rng.poisson(per_tick))):
@@ -158,19 +161,19 @@ def _run_controller(fuzz_ticks, *, seed, ticks_before=60, ticks_after=140, per_t
                 m, bad, muts = malformed(kind, ctx, rng, only_bad=rng.random() < 0.8)
                 before = _rejections(lg.status)
                 if kind == "JointState":
-                    out = lg.on_joint_state_msg(m, t)
+                    out = lg.on_joint_state_msg(m, now)
                 elif kind == "EEReference":
-                    out = lg.on_reference_msg(m, t)
+                    out = lg.on_reference_msg(m, now)
                 else:
-                    out = lg.on_wrench_msg(m, t)
+                    out = lg.on_wrench_msg(m, now)
                 _check_command(out, limits, names, f"tick {k}, {kind} {muts}")
                 got = _rejections(lg.status) - before
                 assert got == int(bad), f"tick {k}: {kind} {muts} (bad={bad}) counted {got} times: {lg.status}"
                 n_bad += int(bad)
                 last = lg.last_good_stamp_ns()     # a harmless message 1 us later may have been taken
-        lg.on_reference_msg(cv.reference_to_msg(win), t)
+        lg.on_reference_msg(cv.reference_to_msg(win), now)
         js = world.joint_state()
-        out = lg.on_joint_state_msg(cv.joint_state_to_msg(js), t)
+        out = lg.on_joint_state_msg(cv.joint_state_to_msg(js), now)
         _check_command(out, limits, names, f"tick {k}, the good state")
         assert out is not None and out.effort is not None and out.stamp_ns == t, f"tick {k}: no command"
         last, q_last, qd_last = t, js.position, js.velocity
@@ -191,6 +194,24 @@ def test_controller_logic_counts_every_bad_message_commands_stay_safe_and_tracki
     print(f"controller fuzz: {n_bad} bad messages counted; EE error of the last 0.5 s {tail * 1e3:.1f} mm "
           f"(undisturbed {tail0 * 1e3:.1f} mm)")
     assert tail <= 2.0 * tail0 + 1e-3, (tail, tail0)
+
+
+def test_joint_states_far_ahead_of_a_live_stream_are_refused_on_any_clock():
+    """Stamps on another clock than the node's (simulated stamps, a wall clock 30 years ahead):
+    the stamp rule against the node clock cannot see a state an hour ahead of the stream, the
+    live-stream rule does; every bad message is still counted once and the commands stay safe.
+    (EE references have no stream rule: a window from the future is refused against the clock.)"""
+    import fuzz_messages
+
+    fz = fuzz_messages.FUZZERS["EEReference"]
+    saved = list(fz.mutations)
+    fz.mutations[:] = [mu for mu in saved if mu.name != "stamp_future"]
+    try:
+        _, n_bad, counted = _run_controller(40, seed=39, ticks_before=20, ticks_after=20,
+                                            clock_offset_ns=30 * 365 * 86400 * NS)
+    finally:
+        fz.mutations[:] = saved
+    assert n_bad >= 150 and counted == n_bad, (n_bad, counted)
 
 
 def test_controller_parameters_fuzzed_through_the_on_set_check():

@@ -395,11 +395,19 @@ class ControllerLogic:
         once (:func:`gato_ros.inputs.joint_state`), then :meth:`on_joint_state`. Refused there:
         a stamp before the epoch or more than ``inputs.FUTURE_TOLERANCE_S`` ahead of ``now_ns``
         is dropped (``rejected_stamps``; no hold: a foreign publisher's stamp says nothing about
-        the robot); arrays that do not match the names (or repeated names) are a joint-name
+        the robot), and so is one more than that ahead of the last accepted state while the stream
+        is live (stamps on a clock other than the node's); arrays that do not match the names (or repeated names) are a joint-name
         mismatch (``rejected_names``, HOLD), or out of order when stamped before the last
         accepted state (``dropped_out_of_order``). Each refused message is counted once."""
         try:
             js = inputs.joint_state(msg, now_ns)
+            last = self._last_stamp_ns
+            if last is not None and js.stamp_ns - last > inputs.FUTURE_TOLERANCE_S * 1e9 and not (
+                    self._good is not None and ns_to_sec(int(now_ns) - self._good[2]) > self.cfg["joint_state_timeout_s"]):
+                # the stream is live and this one is far ahead of it: the same rule for stamps on another
+                # clock than the node's (a live stream jumps no 10 s; after it went stale a jump is taken)
+                raise Rejected("stamp", f"JointState: stamp {js.stamp_ns / 1e9:.3f} s is more than "
+                               f"{inputs.FUTURE_TOLERANCE_S:g} s ahead of the live stream's ({last / 1e9:.3f} s)")
         except Rejected as e:
             events: list = []
             st = self.status
