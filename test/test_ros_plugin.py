@@ -607,6 +607,62 @@ def test_a_plan_with_nan_is_dropped_and_counted(graph, client):
     assert any(np.allclose(got, u[kk], atol=1e-6) for kk in (k - 1, k)), (got, u[k])
 
 
+def test_malformed_plans_are_counted_and_the_plugin_keeps_following(graph, client):
+    """200 malformed gato_msgs/Plan messages (test/fuzz_messages.py: NaN / Inf knots, bad
+    layouts, knot_dt, integrators, joint names, stamps from the future) between valid plans,
+    one every 20 ms (the plan subscription keeps the newest only): every bad one is counted
+    (plans_dropped_invalid, plans_dropped_order or rejected_names), no command is non-finite or
+    beyond the effort limits, and the next valid plan is followed (issue 38)."""
+    from fuzz_messages import Context, malformed
+
+    from gato_ros.types import Plan
+
+    _, plugin, q0, _ = graph
+    client.bring_up()
+    names = plugin["joints"]
+    q0v = np.array([q0[n] for n in names])
+    x, u = _plan(q0v, 0.0)
+    lim = np.array(_effort_limits(names))
+
+    def counted(st):
+        return st.plans_dropped_invalid + st.plans_dropped_order + st.rejected_names
+
+    accepted = client.status[-1].plans_accepted if client.status else 0
+    client.publish_plan(seq=400, epoch=20, stamp_ns=client.now_ns(), x=x, u=u, names=names)
+    before = client.wait_status(lambda st: st.plans_accepted > accepted and st.state == "follow")
+    rng = np.random.default_rng(38)
+    xu = np.concatenate([np.r_[x[k], u[k]] if k < len(u) else x[k] for k in range(len(x))])
+    n_bad, seq = 0, 400
+    for i in range(200):
+        seq += 1
+        p = Plan(stamp_ns=client.now_ns(), knot_dt=KNOT_DT, nx=x.shape[1], nu=u.shape[1], n_knots=x.shape[0],
+                 joint_names=names, xu=xu, seq=seq, reset_epoch=20)
+        m, bad, muts = malformed("Plan", Context(stamp_ns=p.stamp_ns, names=names, q=q0v, qd=0 * q0v, plan=p), rng,
+                                 only_bad=True)
+        assert bad, muts
+        client.plan_pub.publish(m)
+        n_bad += 1
+        client.spin(0.02)
+    after = client.wait_status(lambda st: counted(st) - counted(before) >= n_bad, timeout=20)
+    assert counted(after) - counted(before) == n_bad, (n_bad, after)
+    assert after.plans_accepted == before.plans_accepted, after    # (the 5 s plan may have run out meanwhile: hold)
+    for _, eff in client.efforts_after(client.now_ns(), names, 0.3):
+        e = np.array([eff[n] for n in names])
+        assert np.all(np.isfinite(e)) and np.all(np.abs(e) <= lim + 1e-9), e
+    client.publish_plan(seq=seq + 1, epoch=20, stamp_ns=client.now_ns(), x=x, u=u + 1.0, names=names)
+    client.wait_status(lambda st: st.plans_accepted == after.plans_accepted + 1 and st.state == "follow")
+
+
+def _effort_limits(names):
+    import pinocchio as pin
+
+    import gato
+
+    m = pin.buildModelFromUrdf(str(gato.robot_urdf(ROBOT)))
+    lim = dict(zip(list(m.names)[1:], m.effortLimit))
+    return [float(lim[n]) for n in names]
+
+
 def test_measured_effort_is_read_and_a_hardware_limit_shows_as_tracking_error(graph, client):
     """The hardware offers <joint>/effort state interfaces: the plugin reads them and reports
     the largest |measured - previously commanded| torque per status. mock_components mirrors
