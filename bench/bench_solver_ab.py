@@ -19,7 +19,7 @@ Building the A core (once; ~10 min on 2 cores):
     (configure /tmp/gato_ab/src/gato_core with pip -Cbuild-dir=/tmp/gato_ab_build, or cmake)
     ninja -C /tmp/gato_ab_build _core_avx2
     site=/tmp/gato_ab_site; mkdir -p $site; cp -r /tmp/gato_ab/src/gato_core/python/gato $site/
-    cp /tmp/gato_ab_build/_core_avx2*.so $site/gato/; cp -r .venv/lib/python3*/site-packages/gato/robots $site/gato/
+    cp /tmp/gato_ab_build/_core_avx2*.so $site/gato/; cp -r .venv/lib/python3*/site-packages/gato/robots/urdf $site/gato/robots/
 
     source scripts/activate.sh && python bench/bench_solver_ab.py --site-a /tmp/gato_ab_site --repeats 15 --identity
 """

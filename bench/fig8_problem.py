@@ -16,7 +16,7 @@ def _references():
     """gato/references.py as a module (numpy only), without importing the gato package."""
     name = "gato_references_standalone"
     if name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "src" / "gato_core" / "python" / "gato" / "references.py"
+        path = Path(__file__).resolve().parents[1] / "src" / "gato_core" / "python" / "gato" / "core" / "references.py"
         spec = importlib.util.spec_from_file_location(name, path)
         sys.modules[name] = module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

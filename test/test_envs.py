@@ -33,7 +33,7 @@ def test_import_gato_stays_light():
     """``import gato`` pulls in neither gymnasium, mujoco nor matplotlib (gato.envs /
     gato.plotting are submodules imported on demand)."""
     code = ("import sys, gato; heavy = [m for m in ('gymnasium', 'mujoco', 'matplotlib') if m in sys.modules]; "
-            "assert not heavy, heavy; assert gato.MPC_GATO.__module__ == 'gato.mpc_gato'")
+            "assert not heavy, heavy; assert gato.MPC_GATO.__module__ == 'gato.frontends.mpc_gato'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

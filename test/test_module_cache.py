@@ -11,7 +11,7 @@ import pinocchio
 import pytest
 
 import gato
-from gato import _cache
+from gato.core import cache as _cache  # the module, so monkeypatch reaches its callers
 
 
 def _fake_tool(folder, name, script):

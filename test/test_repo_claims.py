@@ -36,7 +36,7 @@ def test_core_headers_name_only_types_that_exist():
     """A CamelCase name in a header comment is a type of the C++ core or of the Python API."""
     cpp = ROOT / "src" / "gato_core" / "cpp"
     py = ROOT / "src" / "gato_core" / "python" / "gato"
-    code = "\n".join(p.read_text() for p in [*cpp.rglob("*.hpp"), *cpp.rglob("*.cpp"), *py.glob("*.py")])
+    code = "\n".join(p.read_text() for p in [*cpp.rglob("*.hpp"), *cpp.rglob("*.cpp"), *py.rglob("*.py")])
     defined = set(re.findall(r"\b(?:struct|class|enum class|using)\s+([A-Z]\w*)", code))
     for header in ("types.hpp", "solver.hpp", "rowgroups.hpp"):
         text = (cpp / "include" / "gato" / header).read_text()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-import gato
+from gato.core.bsqp import robot_info, robot_urdf
 
 from . import inputs
 from .bag import read_bag
@@ -58,9 +58,9 @@ def summarize_bag(bag_path, robot: str) -> dict:
     refs = msgs.get(T_REF, [])
     if not js:
         raise ValueError(f"{bag_path}: no {T_JS} messages")
-    model = pin.buildModelFromUrdf(str(gato.robot_urdf(robot)))
+    model = pin.buildModelFromUrdf(str(robot_urdf(robot)))
     data = model.createData()
-    fid = model.getFrameId(gato.robot_info(robot)["ee_frame"])
+    fid = model.getFrameId(robot_info(robot)["ee_frame"])
     joints = list(model.names)[1:]
     lo, hi = inputs.state_bounds(model, joints)
     skips = inputs.Skips()
@@ -172,7 +172,7 @@ def plot_tracking(s: dict, path) -> Path:
     """A PNG of the run from its summary's series: the project's one tracking plot
     (:func:`gato.plotting.plot_tracking`: EE path vs reference in three projections, tracking
     error over simulated time). Raises ValueError when the run has no tick to plot."""
-    from gato.plotting import plot_tracking as plot
+    from gato.sim.plotting import plot_tracking as plot
 
     ser = s["series"]
     stats = {"timestamps": ser["t"], "ee_actual": ser["ee"], "references": ser["ref"],

@@ -59,7 +59,7 @@ def read_bag(path, topics=None) -> dict:
     decoded with the bag's own definitions (rosbags dataclasses, numpy arrays for numeric
     sequences). The project's one bag reader, :func:`gato.bagio.read_bag`, does the work:
     a damaged bag gives what could be read (its problems are in that function's result)."""
-    from gato.bagio import read_bag as read
+    from gato.replay.bagio import read_bag as read
 
     return read(path, topics).messages
 

@@ -65,7 +65,7 @@ def _plot(summary: dict, path: Path):
 
 def _watchdog_summary(bag: Path) -> str:
     """One line on the world's command watchdog from the bag's /gato_sim/status."""
-    from gato.bagio import read_bag
+    from gato.replay.bagio import read_bag
 
     msgs = read_bag(bag, ["/gato_sim/status"]).messages.get("/gato_sim/status", [])
     if not msgs:

@@ -105,11 +105,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-import gato
-from gato import controller_setup as setup
-from gato import planner as planners
-from gato.controller_setup import COST_KEYS, SOLVER_KEYS
-from gato.safety import GravityHold
+from gato.core.bsqp import robot_info, robot_urdf
+from gato.planners import controller_setup as setup
+from gato.planners import planner as planners
+from gato.planners.controller_setup import COST_KEYS, SOLVER_KEYS
+from gato.planners.safety import GravityHold
 
 from . import inputs
 from . import params as schema
@@ -200,7 +200,7 @@ class ControllerLogic:
         cfg = schema.resolve_config(schema.CONTROLLER, config, "controller")
         self.cfg = cfg
         self._log = log or (lambda level, text: None)
-        self.urdf = gato.robot_urdf(robot)
+        self.urdf = robot_urdf(robot)
         self.period_s = 1.0 / cfg["control_rate_hz"]
         self.planner_name = cfg["planner"]
         if self.planner_name != "bsqp" and not cfg["publish_commands"]:
@@ -223,7 +223,7 @@ class ControllerLogic:
             model = pin.buildModelFromUrdf(str(self.urdf))
             solver_joints = list(model.names)[1:]
             self.effort_limit = np.asarray(model.effortLimit, dtype=np.float64)
-            self._ee_pos = _ee_position(model, gato.robot_info(robot)["ee_frame"])
+            self._ee_pos = _ee_position(model, robot_info(robot)["ee_frame"])
         self._order = JointOrder(cfg["joint_names"], solver_joints, robot)
         self.joint_names, self._solver_joints = self._order.names, self._order.model_joints
         self._cmd_from_solver = self._order.to_names  # command order <- solver order
@@ -945,7 +945,7 @@ class ControllerLogic:
         if self._feed is None:
             from .wrench_hypotheses import EstimateFeed
 
-            self._feed = EstimateFeed(self.solver, gato.robot_info(self.cfg["robot"])["ee_frame"],
+            self._feed = EstimateFeed(self.solver, robot_info(self.cfg["robot"])["ee_frame"],
                                       spread=self.cfg["hypothesis_spread_n"],
                                       timeout_s=self.cfg["estimate_timeout_s"])
         return self._feed

@@ -19,8 +19,8 @@ import json
 
 import numpy as np
 
-import gato
-from gato.controller import StepResult as GatoStepResult
+from gato.core.results import SolveResult as GatoSolveResult, SolverStats as GatoSolverStats
+from gato.planners.controller import StepResult as GatoStepResult
 
 from .types import JointStateSample, Plan, ReferenceWindow, SolveInput, NS_PER_S
 
@@ -112,7 +112,7 @@ def solver_stats_to_msg(stats, stamp_ns: int = 0):
     return m
 
 
-def solver_stats_from_msg(m) -> gato.SolverStats:
+def solver_stats_from_msg(m) -> GatoSolverStats:
     """gato_msgs/SolverStats -> gato.SolverStats (per-iteration arrays reshaped (B, I); row
     arrays (B, G) when ``has_row_stats``, else None; empty ADMM arrays -> None)."""
     B, I, G = int(m.batch_size), int(m.n_iters), int(m.n_row_groups)
@@ -125,7 +125,7 @@ def solver_stats_from_msg(m) -> gato.SolverStats:
         return a if a.size else None
 
     rows = m.has_row_stats
-    return gato.SolverStats(
+    return GatoSolverStats(
         solve_time_us=int(m.solve_time_us),
         sqp_iters=_np(m.sqp_iters, np.int32),
         kkt_converged=_np(m.kkt_converged, bool),
@@ -164,11 +164,11 @@ def solve_result_to_msg(res, stamp_ns: int = 0):
     return m
 
 
-def solve_result_from_msg(m) -> gato.SolveResult:
+def solve_result_from_msg(m) -> GatoSolveResult:
     """gato_msgs/SolveResult -> gato.SolveResult with ``xu`` (B, S) float64."""
     xu = _np(m.xu, np.float64).reshape(int(m.batch_size), int(m.xu_size))
-    return gato.SolveResult(xu=xu, solve_time_us=int(m.solve_time_us), stats=solver_stats_from_msg(m.stats),
-                            nx=int(m.nx), nu=int(m.nu), N=int(m.n_knots), n_actuated=int(m.n_actuated))
+    return GatoSolveResult(xu=xu, solve_time_us=int(m.solve_time_us), stats=solver_stats_from_msg(m.stats),
+                           nx=int(m.nx), nu=int(m.nu), N=int(m.n_knots), n_actuated=int(m.n_actuated))
 
 
 # ------------------------------------------------------------------ StepResult

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import gato
-from gato.estimators import OneStepWrenchIdentifier
+from gato.core.bsqp import robot_info, robot_urdf
+from gato.wrench.estimators import OneStepWrenchIdentifier
 
 from . import inputs
 from . import params as schema
@@ -73,8 +73,8 @@ class EstimatorLogic:
         robot = config.get("robot", "iiwa14")
         cfg = schema.resolve_config(schema.ESTIMATOR, config, "estimator")
         self.cfg = cfg
-        self.model = pin.buildModelFromUrdf(str(gato.robot_urdf(robot)))
-        self.ee_frame = gato.robot_info(robot)["ee_frame"]
+        self.model = pin.buildModelFromUrdf(str(robot_urdf(robot)))
+        self.ee_frame = robot_info(robot)["ee_frame"]
         self.identifier = OneStepWrenchIdentifier(self.model, self.ee_frame, alpha=cfg["alpha"],
                                                   damping=cfg["damping"], max_wrench=cfg["max_wrench"],
                                                   mode=cfg["mode"], weight_tau=cfg["weight_tau_s"])

@@ -58,13 +58,14 @@ def mjcf_text(robot: str, keyframe: str = KEYFRAME) -> str:
 
     ValueError for an unknown robot, a floating-base robot (mujoco_ros2_control drives joints
     of a fixed-base arm here) or an empty keyframe name."""
-    import gato
+    from gato.core.bsqp import robot_info
     import numpy as np
-    from gato.worlds import MuJoCoWorld
+    from gato.robots.registry import all_robots
+    from gato.sim.mujoco_world import MuJoCoWorld
 
-    info = gato.robot_info(robot)
+    info = robot_info(robot)
     if not info:
-        raise ValueError(f"robot: unknown robot {robot!r}; registered: {', '.join(sorted(gato.robots.all_robots()))}")
+        raise ValueError(f"robot: unknown robot {robot!r}; registered: {', '.join(sorted(all_robots()))}")
     if info.get("floating_base"):
         raise ValueError(f"robot: {robot!r} has a floating base; the MuJoCo ros2_control bringup supports "
                          "fixed-base arms")

@@ -73,9 +73,9 @@ class Param:
 
 # ---------------------------------------------------------------- robot-specific defaults
 def _registry(robot: str) -> dict:
-    import gato
+    from gato.core.bsqp import robot_info
 
-    info = gato.robot_info(robot)
+    info = robot_info(robot)
     if not info:
         raise ValueError(f"robot: unknown robot {robot!r}")
     return info
@@ -90,7 +90,7 @@ def _ee_frame(robot: str) -> str:
 
 
 def _q_ready(robot: str) -> list:
-    from gato import tasks
+    from gato.sim import scenarios as tasks
 
     q = tasks.Q_READY.get(robot)
     if q is None:
@@ -100,7 +100,7 @@ def _q_ready(robot: str) -> list:
 
 def _goals(robot: str) -> list:
     """Three goals around the plant's centre of record (gato.tasks), flat [x, y, z] * 3, mm-rounded."""
-    from gato import tasks
+    from gato.sim import scenarios as tasks
 
     c = tasks.CENTRE_OF_RECORD[robot]
     offsets = ((0.08, 0.12, 0.06), (0.08, -0.12, -0.06), (-0.06, 0.0, 0.08))
@@ -115,9 +115,9 @@ _LINSYS = ("pcg", "bdsv", "bdsv_first", "auto")
 # The solver defaults are the C++ core's struct (gato/types.hpp through gato._core.Settings and
 # gato.SolverParams), the one place they are written; test/test_defaults_agree.py checks this schema,
 # the dataclass, the struct and docs/parameters.md against each other.
-from gato.config import DEFAULT_LINSYS as _DEFAULT_LINSYS, SolverParams as _SolverParams  # noqa: E402
-from gato.controller_setup import COLLISION_DEFAULTS as _COLLISION, COLLISION_MECHS, \
-    collision_obstacles  # noqa: E402
+from gato.core.config import DEFAULT_LINSYS as _DEFAULT_LINSYS, SolverParams as _SolverParams  # noqa: E402
+from gato.planners.controller_setup import (COLLISION_DEFAULTS as _COLLISION, COLLISION_MECHS,
+                                            collision_obstacles)  # noqa: E402
 
 _SOLVER = _SolverParams()
 

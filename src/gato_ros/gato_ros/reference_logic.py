@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-import gato
-from gato import tasks
-from gato.references import Figure8, GoalSequence, Hold, min_jerk  # noqa: F401  (min_jerk: re-exported)
+from gato.core.bsqp import robot_info, robot_urdf
+from gato.sim import scenarios as tasks
+from gato.core.references import Figure8, GoalSequence, Hold, min_jerk  # noqa: F401  (min_jerk: re-exported)
 
 from . import params as schema
 from .types import ReferenceWindow, ns_to_sec
@@ -38,10 +38,10 @@ class ReferenceLogic:
         robot = config.get("robot", "iiwa14")
         cfg = schema.resolve_config(schema.REFERENCE, config, "reference")
         self.cfg = cfg
-        from gato.simloop import EEKinematics
+        from gato.robots.frames import EEKinematics
 
-        ee = gato.robot_info(robot)["ee_frame"]
-        kin = EEKinematics(gato.robot_urdf(robot), ee)
+        ee = robot_info(robot)["ee_frame"]
+        kin = EEKinematics(robot_urdf(robot), ee)
         q0 = np.asarray(cfg["q0"], dtype=np.float64)
         if q0.shape != (kin.model.nq,):
             raise ValueError(f"q0: expected {kin.model.nq} joint positions [rad], got {q0.size}")

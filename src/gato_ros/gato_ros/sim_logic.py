@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import numpy as np
 
-import gato
-from gato import simloop
-from gato.safety import JointBrake, JointHold
-from gato.simloop import parse_link_mass_scale  # the node's bringup and the tests import it from here
+from gato.core.bsqp import robot_info, robot_urdf
+from gato.robots.frames import EEKinematics
+from gato.sim.clock import check_substep
+from gato.sim.commands import HoldTorque, StateFeedback
+from gato.sim.loop import make_world, Simulation
+from gato.planners.safety import JointBrake, JointHold
+# parse_link_mass_scale: the node's bringup and the tests import it from here
+from gato.sim.disturbances import ConstantWrench, GRAVITY, LinkMassError, parse_link_mass_scale, PendulumPayload
 
 from . import params as schema
 from .joint_order import JointOrder
@@ -53,38 +57,38 @@ class SimWorldLogic:
         robot = config.get("robot", "iiwa14")
         cfg = schema.resolve_config(schema.SIM, config, "sim")
         self.cfg = cfg
-        urdf = str(gato.robot_urdf(robot))
-        ee = gato.robot_info(robot)["ee_frame"]
+        urdf = str(robot_urdf(robot))
+        ee = robot_info(robot)["ee_frame"]
         self.period_ns = sec_to_ns(1.0 / cfg["control_rate_hz"])
         self.physics_dt = cfg["physics_dt"]
-        self.substeps = simloop.check_substep(self.physics_dt, self.period_ns / 1e9, "1 / control_rate_hz",
-                                              name="physics_dt", whole=True)
+        self.substeps = check_substep(self.physics_dt, self.period_ns / 1e9, "1 / control_rate_hz",
+                                      name="physics_dt", whole=True)
         self.mass_scale = parse_link_mass_scale(cfg["link_mass_scale"])
         w = np.asarray(cfg["external_wrench"], dtype=np.float64)
         if w.shape != (6,):
             raise ValueError(f"external_wrench: expected 6 values [fx, fy, fz, tx, ty, tz], got {w.size}")
-        self.wrench = w + np.r_[0.0, 0.0, -simloop.GRAVITY * cfg["payload_mass_kg"], 0.0, 0.0, 0.0]
-        self._load = simloop.ConstantWrench(self.wrench, via="jacobian")
-        dist = [self._load, simloop.LinkMassError(self.mass_scale)]
+        self.wrench = w + np.r_[0.0, 0.0, -GRAVITY * cfg["payload_mass_kg"], 0.0, 0.0, 0.0]
+        self._load = ConstantWrench(self.wrench, via="jacobian")
+        dist = [self._load, LinkMassError(self.mass_scale)]
         if cfg["pendulum_mass_kg"] > 0:
-            dist.append(simloop.PendulumPayload(cfg["pendulum_mass_kg"], cfg["pendulum_length_m"],
-                                                name="pendulum_mass_kg"))
+            dist.append(PendulumPayload(cfg["pendulum_mass_kg"], cfg["pendulum_length_m"],
+                                        name="pendulum_mass_kg"))
         try:
-            self.world = simloop.make_world(cfg["world"], urdf, ee_frame=ee, timestep=self.physics_dt,
-                                            disturbances=dist)
+            self.world = make_world(cfg["world"], urdf, ee_frame=ee, timestep=self.physics_dt,
+                                    disturbances=dist)
         except ValueError as e:
             if str(e).startswith("mass_scale: "):  # the world's check (unknown link): name the parameter
                 raise ValueError("link_mass_scale: " + str(e)[len("mass_scale: "):]) from None
             raise
-        self.kin = simloop.EEKinematics(urdf, ee)
+        self.kin = EEKinematics(urdf, ee)
         model = self.kin.model
         self.order = JointOrder(cfg["joint_names"], list(model.names)[1:], robot)
         self.joint_names, self.urdf_joints = self.order.names, self.order.model_joints
         q0 = np.asarray(cfg["q0"], dtype=np.float64)
         if q0.shape != (model.nq,):
             raise ValueError(f"q0: expected {model.nq} joint positions [rad], got {q0.size}")
-        self.sim = simloop.Simulation(self.world, q0, sim_dt=self.physics_dt, kinematics=self.kin,
-                                      disturbances=dist, carry_remainder=False)
+        self.sim = Simulation(self.world, q0, sim_dt=self.physics_dt, kinematics=self.kin,
+                              disturbances=dist, carry_remainder=False)
         self.t_ns = 0
         self.u = np.zeros(model.nv)     # last applied torques, URDF order
         self.ignored_commands = 0
@@ -155,7 +159,7 @@ class SimWorldLogic:
     def advance(self, u_urdf: np.ndarray) -> None:
         """Advance one control period with torques ``u_urdf`` (URDF order) held; t_k -> t_{k+1}."""
         self.u = np.asarray(u_urdf, dtype=np.float64).copy()
-        self._advance(simloop.HoldTorque(self.u))
+        self._advance(HoldTorque(self.u))
 
     # ------------------------------------------------------------------ safe behaviour (command timeout)
     def engage_safe(self) -> None:
@@ -166,6 +170,6 @@ class SimWorldLogic:
         """Advance one control period under ``command_timeout_action`` (torques re-evaluated
         at every physics step); ``u`` becomes the motor torque applied last (zero for brake)."""
         brake = self.timeout_action == "brake"
-        law = simloop.StateFeedback(self.brake if brake else self.hold)
+        law = StateFeedback(self.brake if brake else self.hold)
         self._advance(law)
         self.u = np.zeros_like(self.u) if brake else law.last

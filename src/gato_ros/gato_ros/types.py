@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # The reference window and the ns clock helpers live in the ROS-free core (gato replay uses them too).
-from gato.reference_window import NS_PER_S, ReferenceWindow, ns_to_sec, sec_to_ns  # noqa: F401
+from gato.core.references import NS_PER_S, ReferenceWindow, ns_to_sec, sec_to_ns  # noqa: F401
 
 __all__ = ["JointStateSample", "ReferenceWindow", "Plan", "SolveInput", "sec_to_ns", "ns_to_sec"]
 

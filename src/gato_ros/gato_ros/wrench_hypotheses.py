@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gato.estimators import fibonacci_sphere
-from gato.hypotheses import ForceHypothesisBatch
+from gato.wrench.estimators import fibonacci_sphere
+from gato.wrench.hypotheses import ForceHypothesisBatch
 
 from .types import ns_to_sec
 

@@ -12,19 +12,21 @@ import time
 def _smoke(args: argparse.Namespace) -> int:
     import numpy as np
 
-    import gato
+    from gato.core.bsqp import BSQP, robot_info, robot_urdf
+    from gato.core.native import core as _core
+    from gato.core.version import __version__
 
-    urdf = gato.robot_urdf(args.robot)
-    s = gato.BSQP(urdf, args.batch, args.N, args.dt, max_sqp_iters=args.iters)
-    info = gato.robot_info(args.robot)
+    urdf = robot_urdf(args.robot)
+    s = BSQP(urdf, args.batch, args.N, args.dt, max_sqp_iters=args.iters)
+    info = robot_info(args.robot)
     # The registry's ready pose; a user-registered robot without one starts mid-range.
     q0 = np.asarray(info.get("q_ready", 0.5 * (s.limits["q_lo"] + s.limits["q_hi"])), dtype=float)
     x0 = np.r_[q0, np.zeros(s.nv)]
     goal = s.ee_pos(q0) + np.array([0.05, -0.05, 0.05])
     ref = np.tile(np.r_[goal, 0, 0, 0], s.N)
-    print(f"gato {gato.__version__} smoke run: {args.robot} (nq={s.nq}, EE frame {info['ee_frame']}), "
+    print(f"gato {__version__} smoke run: {args.robot} (nq={s.nq}, EE frame {info['ee_frame']}), "
           f"N={s.N}, dt={s.dt} s, B={s.batch_size}, {args.iters} SQP iterations")
-    print(f"  core: {gato._core.__name__} ({gato._core.ISA}; GATO_NO_AVX2=1 selects the baseline build)")
+    print(f"  core: {_core.__name__} ({_core.ISA}; GATO_NO_AVX2=1 selects the baseline build)")
     t = time.perf_counter()
     r = s.solve(x0, ref)
     wall = time.perf_counter() - t

@@ -1,5 +1,3 @@
-"""Compatibility name: :class:`ReferenceWindow` and the nanosecond helpers live in
-:mod:`gato.references` (with the references that produce the windows)."""
-from .references import NS_PER_S, ReferenceWindow, ns_to_sec, sec_to_ns
-
-__all__ = ["ReferenceWindow", "sec_to_ns", "ns_to_sec", "NS_PER_S"]
+"""``gato.reference_window``, the old module name of :class:`ReferenceWindow`: the window and the
+nanosecond helpers live in :mod:`gato.core.references`; this file only re-exports them."""
+from .core.references import NS_PER_S, ReferenceWindow, ns_to_sec, sec_to_ns  # noqa: F401

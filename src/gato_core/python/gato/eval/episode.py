@@ -46,8 +46,8 @@ def generate_scenarios(robot: str, task: dict, seeds, n: int) -> list:
     carries its ``seed`` and ``id``."""
     import pinocchio as pin
 
-    from .. import tasks
-    from ..interface import robot_urdf
+    from ..sim import scenarios as tasks
+    from ..core.bsqp import robot_urdf
     from .studies import STUDIES, generate_study_scenarios
 
     model = pin.buildModelFromUrdf(str(robot_urdf(robot)))
@@ -72,19 +72,19 @@ def generate_scenarios(robot: str, task: dict, seeds, n: int) -> list:
 
 def make_disturbance(d: dict):
     """A gato.simloop.Disturbance from its spec mapping ({kind, ...}); ValueError naming the value."""
-    from .. import simloop
+    from ..sim.disturbances import ConstantWrench, Impulse, LinkMassError, PendulumPayload, PointPayload
 
     kind = d["kind"]
     if kind == "constant_wrench":
-        return simloop.ConstantWrench(d["wrench"], via=d.get("via", "auto"))
+        return ConstantWrench(d["wrench"], via=d.get("via", "auto"))
     if kind == "point_payload":
-        return simloop.PointPayload(d["mass"])
+        return PointPayload(d["mass"])
     if kind == "impulse":
-        return simloop.Impulse(d["t_start"], d["duration"], d["wrench"])
+        return Impulse(d["t_start"], d["duration"], d["wrench"])
     if kind == "link_mass_error":
-        return simloop.LinkMassError(d["mass_scale"])
+        return LinkMassError(d["mass_scale"])
     if kind == "pendulum":
-        return simloop.PendulumPayload.from_config({k: v for k, v in d.items() if k != "kind"})
+        return PendulumPayload.from_config({k: v for k, v in d.items() if k != "kind"})
     raise ValueError(f"kind: unknown disturbance {kind!r}")
 
 
@@ -98,12 +98,12 @@ def make_planner(robot: str, entry: dict):
     """The planner of a spec entry ({label, planner, config, params}) for ``robot``. bsqp: the
     controller node's construction (gato.controller_setup.build_controller over the node
     defaults, then ``config`` keys of MPCController are not used); others: gato.planner.make."""
-    from .. import planner as registry
+    from ..planners import planner as registry
 
     name = entry["planner"]
     if name == "bsqp":
-        from ..bsqp_planner import BSQPPlanner
-        from ..controller_setup import build_controller
+        from ..planners.bsqp_planner import BSQPPlanner
+        from ..planners.controller_setup import build_controller
 
         if entry.get("config"):
             raise ValueError("config: the bsqp planner of gato eval takes controller-schema params, not config "
@@ -116,9 +116,11 @@ def make_planner(robot: str, entry: dict):
 
 def _build(ep: dict):
     """(sim, planner, task, kin) of an episode."""
-    from .. import simloop
-    from ..interface import robot_info, robot_urdf
-    from ..references import Figure8
+    from ..robots.frames import EEKinematics
+    from ..sim.loop import make_world, Simulation
+    from ..sim.tasks import GoalTask, TrackingTask
+    from ..core.bsqp import robot_info, robot_urdf
+    from ..core.references import Figure8
 
     robot, sc = ep["robot"], ep["scenario"]
     urdf = robot_urdf(robot)
@@ -126,24 +128,24 @@ def _build(ep: dict):
     planner = make_planner(robot, ep["planner"])
     dists = [make_disturbance(d) for d in ep["disturbances"]]
     sim_dt = float(ep["world"]["sim_dt"])
-    world = simloop.make_world(ep["world"]["kind"], urdf, ee_frame=ee_frame,
-                               timestep=sim_dt if ep["world"]["kind"] == "mujoco" else None, disturbances=dists)
-    kin = simloop.EEKinematics(urdf, ee_frame)
-    from ..tasks import urdf_limits
+    world = make_world(ep["world"]["kind"], urdf, ee_frame=ee_frame,
+                       timestep=sim_dt if ep["world"]["kind"] == "mujoco" else None, disturbances=dists)
+    kin = EEKinematics(urdf, ee_frame)
+    from ..sim.scenarios import urdf_limits
 
     limits = urdf_limits(kin.model)
-    sim = simloop.Simulation(world, np.asarray(sc["q0"], dtype=np.float64), sim_dt=sim_dt, kinematics=kin,
-                             disturbances=dists, effort_limit=limits["u"])
+    sim = Simulation(world, np.asarray(sc["q0"], dtype=np.float64), sim_dt=sim_dt, kinematics=kin,
+                     disturbances=dists, effort_limit=limits["u"])
     duration = float(ep["episode"]["duration"])
     if ep["task_kind"] == "fig8":
         p = sc["params"]
         ref = Figure8(p["offset"], p["A_x"], p["A_z"], p["theta"], p["period"])
-        task = simloop.TrackingTask(ref, planner.N, planner.dt, duration)
+        task = TrackingTask(ref, planner.N, planner.dt, duration)
     else:
         opts = {**_PICKPLACE_TASK, **{k: v for k, v in ep.get("task_options", {}).items() if k in _PICKPLACE_TASK}}
-        task = simloop.GoalTask(np.asarray(sc["goals"]), planner.N, planner.dt, timeout=opts["timeout"],
-                                threshold=opts["threshold"], velocity_threshold=opts["velocity_threshold"],
-                                velocity_norm=2, settle_time=opts["settle_time"], ramp=float(sc["ramp"]))
+        task = GoalTask(np.asarray(sc["goals"]), planner.N, planner.dt, timeout=opts["timeout"],
+                        threshold=opts["threshold"], velocity_threshold=opts["velocity_threshold"],
+                        velocity_norm=2, settle_time=opts["settle_time"], ramp=float(sc["ramp"]))
         task.t_end = min(task.t_end, duration)
     return sim, planner, task, limits
 
@@ -192,7 +194,7 @@ def run_episode(ep: dict) -> dict:
     ("ok" | "error"), error (the traceback, "" when ok), stop_reason, sim_time [s], the
     metric columns, wall_s [s] (wall clock of the episode, not deterministic). Never raises for
     a failing episode (KeyboardInterrupt / SystemExit pass through)."""
-    from ..simloop import run_closed_loop
+    from ..sim.loop import run_closed_loop
     from .studies import STUDIES, run_study
 
     row = identity(ep)

@@ -67,9 +67,9 @@ def fig8_sampling(sc, threads=2, periods=1):
 
 
 def _bsqp(urdf):
-    from .. import BSQP
-    from ..controller import MPCController
-    from ..limit_scenarios import LIMITS_DT as DT, LIMITS_N as N, LIMITS_SOLVER as SOLVER
+    from ..core.bsqp import BSQP
+    from ..planners.controller import MPCController
+    from ..frontends.limit_scenarios import LIMITS_DT as DT, LIMITS_N as N, LIMITS_SOLVER as SOLVER
 
     s = BSQP(str(urdf), 1, N, DT, **SOLVER)
     return s, MPCController(s), N, DT
@@ -77,9 +77,9 @@ def _bsqp(urdf):
 
 def fig8_bsqp(sc, periods=1):
     """RMS EE tracking error [m] of the BSQP controller on a figure-8 scenario."""
-    from ..interface import robot_urdf
-    from ..tasks import fig8_reference
-    from ..worlds import MuJoCoWorld
+    from ..core.bsqp import robot_urdf
+    from ..sim.scenarios import fig8_reference
+    from ..sim.mujoco_world import MuJoCoWorld
 
     urdf = robot_urdf(PLANT)
     s, ctrl, N, DT = _bsqp(urdf)
@@ -132,8 +132,8 @@ def pickplace_sampling(sc, goal_s=2.0, threads=2):
 
 def pickplace_bsqp(sc, goal_s=2.0):
     """Worst end-of-goal EE error [m] of the BSQP controller (step reference per goal)."""
-    from ..interface import robot_urdf
-    from ..worlds import MuJoCoWorld
+    from ..core.bsqp import robot_urdf
+    from ..sim.mujoco_world import MuJoCoWorld
 
     urdf = robot_urdf(PLANT)
     s, ctrl, N, DT = _bsqp(urdf)
@@ -222,7 +222,7 @@ def _check_opts(kind, o, world):
 def _pin_model():
     import pinocchio as pin
 
-    from ..interface import robot_urdf
+    from ..core.bsqp import robot_urdf
 
     return pin.buildModelFromUrdf(str(robot_urdf(PLANT)))
 
@@ -233,14 +233,14 @@ def _robot_check(robot):
 
 
 def _f8_scenarios(robot, o, seed, n):
-    from ..tasks import fig8_scenarios
+    from ..sim.scenarios import fig8_scenarios
 
     _robot_check(robot)
     return fig8_scenarios(_pin_model(), PLANT, n, seed=seed, dt=0.03125, ratio_range=(o["ratio"], o["ratio"]))
 
 
 def _pp_scenarios(robot, o, seed, n):
-    from ..tasks import pickplace_scenarios
+    from ..sim.scenarios import pickplace_scenarios
 
     _robot_check(robot)
     return pickplace_scenarios(_pin_model(), PLANT, n, seed=seed, ramps=(0.0,), n_goals=o["n_goals"])

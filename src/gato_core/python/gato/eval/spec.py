@@ -180,7 +180,7 @@ def _planner(entry, path, labels) -> dict:
     name = entry["planner"]
     if not isinstance(name, str) or not name:
         raise _err(f"{path}.planner", f"expected a planner name, got {name!r}")
-    from ..planner import planners
+    from ..planners.planner import planners
 
     if name not in planners() and ":" not in name:
         raise _err(f"{path}.planner", f"unknown planner {name!r}; registered: {planners()} (or 'module:Class')")
@@ -260,7 +260,7 @@ class Spec:
 
 def parse_spec(raw) -> Spec:
     """Validate a parsed spec (a dict) into a :class:`Spec`; ValueError naming the bad field."""
-    from ..tasks import Q_READY
+    from ..sim.scenarios import Q_READY
 
     _mapping(raw, "", _TOP, required=("planners", "task"))
     name = raw.get("name", "eval")

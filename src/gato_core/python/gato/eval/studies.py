@@ -111,7 +111,7 @@ def _check_planner(kind: str, pl: dict, path: str) -> None:
     if kw and mech == "off":
         raise _err(f"{path}.config.limits_kw", "given, but limits 'off' installs no mechanism to pass them to")
     if mech in ("default", "admm"):
-        from ..controller import MPCController
+        from ..planners.controller import MPCController
 
         known = MPCController.LIMIT_DEFAULTS["admm"]
         bad = sorted(set(kw) - set(known))
@@ -174,7 +174,7 @@ def _check_step(kind, o, world):
 
 
 def _check_limits(kind, o, world):
-    from ..limit_scenarios import LIMITS_DT
+    from ..frontends.limit_scenarios import LIMITS_DT
 
     for k in ("goal_s", "ratio", "periods"):
         if k in o:
@@ -193,20 +193,20 @@ def generate_study_scenarios(robot: str, kind: str, options: dict, seed: int, n:
 
 
 def _step_scenarios(robot, o, seed, n):
-    from ..limit_scenarios import step_scenarios
+    from ..frontends.limit_scenarios import step_scenarios
 
     return step_scenarios(robot, n, seed=seed, n_goals=o["n_goals"], step_range=tuple(o["step_range"]), N=o["N"],
                           dt=o["dt"])
 
 
 def _pp_scenarios(robot, o, seed, n):
-    from ..limit_scenarios import limits_pickplace_set
+    from ..frontends.limit_scenarios import limits_pickplace_set
 
     return limits_pickplace_set(robot, n, seed=seed)
 
 
 def _f8_scenarios(robot, o, seed, n):
-    from ..limit_scenarios import limits_fig8_set
+    from ..frontends.limit_scenarios import limits_fig8_set
 
     return limits_fig8_set(robot, n, seed=seed, ratio=o["ratio"])
 
@@ -230,7 +230,7 @@ def _controller_args(ep):
 
 
 def _run_step(ep):
-    from .. import limit_scenarios as ls
+    from ..frontends import limit_scenarios as ls
 
     sc, o = ep["scenario"], ep["task_options"]
     limits, kw, solver, integ = _controller_args(ep)
@@ -244,7 +244,7 @@ def _run_step(ep):
 
 def _limits_args(ep):
     """(limits, limits_kw, solver_kw (gato.BSQP keywords or None: LIMITS_SOLVER), substeps)."""
-    from ..limit_scenarios import LIMITS_DT
+    from ..frontends.limit_scenarios import LIMITS_DT
 
     limits, kw, solver, integ = _controller_args(ep)
     solver_kw = None
@@ -256,7 +256,7 @@ def _limits_args(ep):
 
 
 def _run_pp(ep):
-    from .. import limit_scenarios as ls
+    from ..frontends import limit_scenarios as ls
 
     sc, o = ep["scenario"], ep["task_options"]
     limits, kw, solver_kw, substeps = _limits_args(ep)
@@ -268,7 +268,7 @@ def _run_pp(ep):
 
 
 def _run_f8(ep):
-    from .. import limit_scenarios as ls
+    from ..frontends import limit_scenarios as ls
 
     sc, o = ep["scenario"], ep["task_options"]
     limits, kw, solver_kw, substeps = _limits_args(ep)

@@ -101,10 +101,12 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
     MPC_GATO built at that B; ``estimator: swing``: the SwingWrenchBatch over a
     PendulumSwingEstimator (B rows, seeded like the others) replaces it likewise. MPC_GATO's
     substep observers feed its identifier (they take the controller's batch when a run starts)."""
-    from ..estimators import ForceEstimator, IdentifiedWrenchSampler, PendulumSwingEstimator
-    from ..hypotheses import FE_CENTRE_RADIUS, ForceHypothesisBatch, SwingWrenchBatch, fe_centre
-    from ..interface import robot_urdf
-    from ..mpc_gato import MPC_GATO
+    from ..wrench.estimators import ForceEstimator, IdentifiedWrenchSampler
+    from ..wrench.hypotheses import ForceHypothesisBatch
+    from ..wrench.options import FE_CENTRE_RADIUS, fe_centre
+    from ..wrench.swing import PendulumSwingEstimator, SwingWrenchBatch
+    from ..core.bsqp import robot_urdf
+    from ..frontends.mpc_gato import MPC_GATO
 
     m = MPC_GATO(None, robot_urdf("iiwa14"), verbose=False, **mpc_gato_kwargs(config, k), **kw)
     h = config.get("hypotheses") or {}
@@ -158,7 +160,7 @@ def _check_planner(kind: str, pl: dict, path: str) -> None:
         if not isinstance(h["inertial_rows"], bool):
             raise _err(f"{hp}.inertial_rows", f"expected true or false, got {h['inertial_rows']!r}")
     if "centre" in h:
-        from ..hypotheses import FE_CENTRES
+        from ..wrench.options import FE_CENTRES
 
         if est != "fe":
             raise _err(f"{hp}.centre", f"only the fe sampler is centred on an identifier, not {est!r}")
@@ -262,7 +264,7 @@ def run_disturbance(force, direction, config: dict, k: int = 0, *, duration=5.0,
     stop_reason, sim_time [s], mean_tracking_error / max_tracking_error over the run and
     mean_tracking_error_settled over t >= settled_s [m], n_ticks, force_estimate (3,) N (the
     hypothesis batch's smoothed estimate / full identified wrench / CEM mean; None without one)."""
-    from ..references import Figure8
+    from ..core.references import Figure8
 
     q0 = np.asarray(_Q_START if q_start is None else q_start, dtype=np.float64)
     d = np.asarray(direction, dtype=np.float64)
@@ -303,8 +305,8 @@ def _run_dist(ep):
 def _pay_scenarios(robot, o, seed, n):
     import pinocchio as pin
 
-    from .. import tasks
-    from ..interface import robot_urdf
+    from ..sim import scenarios as tasks
+    from ..core.bsqp import robot_urdf
 
     model = pin.buildModelFromUrdf(str(robot_urdf(robot)))
     out = tasks.pickplace_scenarios(model, robot, n, seed=seed)

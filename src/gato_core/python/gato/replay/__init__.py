@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import controller_setup as setup
-from ..interface import robot_urdf
+from ..planners import controller_setup as setup
+from ..core.bsqp import robot_urdf
 from .cases import rerun_cases, standalone_solve, write_cases
 from .prediction import Prediction, predict_errors
 from .recording import TOPICS, Recording, Tick, load_recording
@@ -113,7 +113,7 @@ def _in_memory_run(bag_path, robot, urdf, torque_source, say):
     """The replay of a bag whose tick inputs must be reconstructed (no SolveInput): read whole."""
     from types import SimpleNamespace
 
-    from ..bagio import read_bag
+    from .bagio import read_bag
     from .stream import StreamRun
 
     last = [-1.0]

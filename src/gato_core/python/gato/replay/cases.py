@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import controller_setup as setup
-from ..interface import module_name, robot_urdf
+from ..planners import controller_setup as setup
+from ..core.bsqp import module_name, robot_urdf
 from .resolve import install_wrenches
 
 __all__ = ["standalone_solve", "write_cases", "rerun_cases"]
@@ -59,7 +59,7 @@ def standalone_solve(controller, x, goals, xu_warm, dt_elapsed=None, wrenches=No
 def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, *, urdf=None) -> Path:
     """Write the ticks ``indices`` of ``recording`` / ``replay`` as a case file (see the
     module docstring). ``prediction_tau``: optional {tick stamp_ns: tau_res (nv,)}."""
-    from .. import __version__
+    from ..core.version import __version__
 
     ticks = [recording.ticks[i] for i in indices]
     cfg = ticks[0].config

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..reference_window import ReferenceWindow
+from ..core.references import ReferenceWindow
 
 __all__ = ["Tick", "Recording", "TOPICS", "REQUIRED_FIELDS", "load_recording", "stamp_ns"]
 
@@ -363,7 +363,7 @@ def _reconstruct(bag, snaps, joint_names, states_t, states, commands, problems):
 def _robot_joints(robot):
     import pinocchio as pin
 
-    from ..interface import robot_urdf
+    from ..core.bsqp import robot_urdf
 
     return list(pin.buildModelFromUrdf(str(robot_urdf(robot))).names)[1:]
 
@@ -442,7 +442,7 @@ def _solver_joints(bag):
 
 def _guess_robot(bag):
     """The registered robot whose joints all appear in the first joint state, or None."""
-    from ..robots import all_robots
+    from ..robots.registry import all_robots
 
     js = _msgs(bag, "joint_states")
     if not js:

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import controller_setup as setup
-from ..interface import robot_info, robot_urdf
+from ..planners import controller_setup as setup
+from ..core.bsqp import robot_info, robot_urdf
 
 __all__ = ["TickReplay", "TickReplayer", "TickResult", "replay_ticks", "RecordedWrenches", "install_wrenches"]
 
@@ -133,7 +133,7 @@ def install_wrenches(ctrl, wrenches, robot: str, current=None):
             s.set_f_ext_B(np.zeros((B, 6 * nb)))
         return current
     if current is None or current[0].batch_size != B:
-        from ..hypotheses import ForceHypothesisBatch
+        from ..wrench.hypotheses import ForceHypothesisBatch
 
         sampler = RecordedWrenches(B)
         current = (sampler, ForceHypothesisBatch(sampler, s.model, robot_info(robot)["ee_frame"]))

@@ -247,7 +247,7 @@ def parse_bound(text):
 
 def _first_tick_at(path, t_ns: int, span_ns: int):
     """(tick, log_ns) of the first SolveInput logged in [t_ns, t_ns + span_ns), or None."""
-    from ..bagstream import stream_bag
+    from .bagstream import stream_bag
 
     for _, t, m in stream_bag(path, [TOPICS["solve_input"]], start_ns=t_ns, end_ns=t_ns + span_ns):
         return int(m.tick), t
@@ -278,7 +278,7 @@ def _key_tick_before(path, t_ns: int, span_ns: int = int(1e9)):
     ``solver_state_period`` > 1 keeps the state only on key ticks). Searched backwards through the
     index in spans doubling from ``span_ns``; None when the window needs no earlier start or no
     earlier key tick exists (the replay then starts mid-run at the window, as before)."""
-    from ..bagstream import stream_bag
+    from .bagstream import stream_bag
 
     def key(m):
         return bool(m.reset) or int(getattr(m, "solver_state_rows", 0)) > 0
@@ -306,7 +306,7 @@ def _key_tick_before(path, t_ns: int, span_ns: int = int(1e9)):
 
 def resolve_window(path, start=None, end=None):
     """(start_ns, end_ns) absolute log times of a ``--start`` / ``--end`` window (None: open)."""
-    from ..bagstream import stream_bag
+    from .bagstream import stream_bag
 
     if start is None and end is None:
         return None, None
@@ -470,8 +470,8 @@ class _Streamer:
         return tk
 
     def _start(self, m, tk):
-        from .. import controller_setup as setup
-        from ..interface import robot_urdf
+        from ..planners import controller_setup as setup
+        from ..core.bsqp import robot_urdf
 
         self.started = True
         run = self.run
@@ -744,7 +744,7 @@ def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=
     (nothing was replayed: use the in-memory reconstruction). Raises FileNotFoundError /
     ValueError when the path is not a bag or the window is empty.
     """
-    from ..bagstream import stream_bag
+    from .bagstream import stream_bag
 
     start_ns, end_ns = resolve_window(bag_path, start, end)
     from_ns = _key_tick_before(bag_path, start_ns) if start_ns is not None else None

@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 
-from ..planner import Capabilities, Plan, Planner, PlannerStats, StepResult
-from ..references import ReferenceWindow
+from ..planners.planner import Capabilities, Plan, Planner, PlannerStats, StepResult
+from ..core.references import ReferenceWindow
 
 __all__ = ["SamplingPlanner", "DEFAULTS"]
 
@@ -51,7 +51,7 @@ class SamplingPlanner(Planner):
         import mujoco
         import pinocchio as pin
 
-        from ..robots import resolve_robot
+        from ..robots.registry import resolve_robot
         from . import MjSim, SimMPC, SimMPCConfig, SimMPCStage
         from .scenes import ee_sensor, robot_spec
         from .terms import ControlTask, SensorTask
@@ -116,7 +116,7 @@ class SamplingPlanner(Planner):
         return np.stack([np.interp(t, tk, ref[:, i]) for i in range(3)], axis=1)
 
     def step(self, x_measured, reference, dt_elapsed=None, budget_s=None) -> StepResult:
-        from ..tasks import ik_track
+        from ..sim.scenarios import ik_track
 
         tic = time.perf_counter()
         x = np.asarray(x_measured, dtype=np.float64).reshape(-1)

@@ -26,7 +26,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..references import min_jerk
+from ..core.references import min_jerk
 from .config import SimMPCConfig, SimMPCStage
 from .terms import SENSOR_PREFIX, ControlTask, SensorTask
 
@@ -59,7 +59,7 @@ def ee_body(plant: str) -> str:
     """The MuJoCo body at the plant's end-effector frame (the EE fixed joint's child link)."""
     import xml.etree.ElementTree as ET
 
-    from ..interface import robot_info, robot_urdf
+    from ..core.bsqp import robot_info, robot_urdf
 
     frame = robot_info(plant)["ee_frame"]
     for j in ET.parse(str(robot_urdf(plant))).getroot().findall("joint"):
@@ -77,8 +77,8 @@ def robot_spec(plant: str = "iiwa14", *, timestep: float = 0.005, actuators: str
     kp / kv: per-joint servo gains of "position" actuators (defaults: IIWA14_GAINS for the iiwa14,
     else kp = 5 * effort, kv = kp / 15).
     """
-    from ..interface import robot_urdf
-    from ..worlds import _build_spec, _normalize_plane
+    from ..core.bsqp import robot_urdf
+    from ..robots.mjcf import _build_spec, _normalize_plane
     import mujoco
 
     if actuators not in ("position", "motor"):
@@ -169,7 +169,7 @@ def rollout_start(scene: str = "robot"):
     """
     import mujoco
 
-    from ..tasks import Q_READY
+    from ..sim.scenarios import Q_READY
 
     if scene not in ROLLOUT_SCENES:
         raise ValueError(f"scene: expected one of {ROLLOUT_SCENES}, got {scene!r}")
@@ -224,8 +224,8 @@ def fig8_task(scenario: dict, *, timestep: float = 0.005, periods: float = 1.0, 
     """
     import pinocchio as pin
 
-    from .. import tasks
-    from ..interface import robot_urdf
+    from ..sim import scenarios as tasks
+    from ..core.bsqp import robot_urdf
 
     model = pin.buildModelFromUrdf(str(robot_urdf("iiwa14")))
     p = dict(scenario["params"])
@@ -299,8 +299,8 @@ def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0
     """
     import pinocchio as pin
 
-    from .. import tasks
-    from ..interface import robot_urdf
+    from ..sim import scenarios as tasks
+    from ..core.bsqp import robot_urdf
 
     start, goal = np.asarray(scenario["start"], float), np.asarray(scenario["goal"], float)
     spec = box_push_spec(timestep=timestep, table_z=table_z, box_xy=start)

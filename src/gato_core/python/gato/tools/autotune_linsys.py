@@ -29,7 +29,7 @@ def figure8(center, N, dt, duration, amplitude=0.1, period=4.0) -> np.ndarray:
     around ``center`` (3,) [m] with half-amplitudes ``amplitude`` (lateral) and ``amplitude / 2``
     (vertical) [m], sampled every dt [s] at T = ceil(duration/dt) + N + 1 knots, so a window of
     N knots exists at every time in [0, duration]."""
-    from ..references import Figure8
+    from ..core.references import Figure8
 
     T = int(np.ceil(duration / dt)) + int(N) + 1
     ref = Figure8(center, amplitude, 0.5 * amplitude, np.pi / 2, period).window(0.0, T, dt)
@@ -50,8 +50,8 @@ def run_leg(solver, mode, x0, traj, steps, ctrl_dt, noise=0.0, seed=0, log=None)
 
     Returns {"pred_err" (steps,), "solve_ms" (steps,), "ee_err" (steps,) [m]}.
     """
-    from ..controller import MPCController
-    from ..policy import MPCPolicy, TrajectoryReference
+    from ..planners.controller import MPCController
+    from ..frontends.policy import MPCPolicy, TrajectoryReference
 
     ctrl = MPCController(solver, linsys=mode, limits="off")
     ref = TrajectoryReference(traj, solver.dt, solver.N)
@@ -108,8 +108,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     log = (lambda m: None) if args.quiet else (lambda m: print(f"[autotune] {m}", file=sys.stderr, flush=True))
-    import gato
-    from .. import linsys_autotune as lt
+    from ..core import linsys_autotune as lt
+    from ..core.bsqp import BSQP, robot_info, robot_urdf
+    from ..core.version import __version__
 
     def fail(msg):
         print(f"[autotune] error: {msg}", file=sys.stderr)
@@ -119,7 +120,7 @@ def main(argv=None) -> int:
         return fail(f"--steps: expected >= 2 ticks, got {args.steps}")
     ctrl_dt = args.dt if args.ctrl_dt is None else args.ctrl_dt
     try:
-        solver = gato.BSQP(gato.robot_urdf(args.plant), 1, args.N, args.dt, max_sqp_iters=args.max_sqp_iters)
+        solver = BSQP(robot_urdf(args.plant), 1, args.N, args.dt, max_sqp_iters=args.max_sqp_iters)
     except (ValueError, FileNotFoundError) as e:
         return fail(str(e))
     if args.admm:
@@ -129,7 +130,7 @@ def main(argv=None) -> int:
     if args.q0 is not None:
         q0 = np.array([float(v) for v in args.q0.split(",")])
     else:  # the robot's ready pose (the registry), else zeros
-        q0 = np.array(gato.robot_info(args.plant).get("q_ready", np.zeros(solver.nq)), dtype=np.float64)
+        q0 = np.array(robot_info(args.plant).get("q_ready", np.zeros(solver.nq)), dtype=np.float64)
     if q0.shape != (solver.nq,):
         return fail(f"--q0: expected {solver.nq} joint angles, got {q0.size}")
     x0 = np.concatenate([q0, np.zeros(solver.nv)])
@@ -150,7 +151,7 @@ def main(argv=None) -> int:
     entry.update({
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_sha": _git_sha(),
-        "gato_version": getattr(gato, "__version__", "unknown"),
+        "gato_version": __version__,
         "probe": {
             "steps": args.steps, "dt": args.dt, "ctrl_dt": ctrl_dt, "max_sqp_iters": args.max_sqp_iters,
             "amplitude": args.amplitude, "period": args.period, "noise": args.noise, "seed": args.seed,

@@ -1,4 +1,4 @@
-"""Generate ``gato/dynamics_fingerprint.json`` (schema 2) from pinocchio's aba.
+"""Generate ``gato/robots/dynamics_fingerprint.json`` (schema 2) from pinocchio's aba.
 
 Run from the checkout (the default output is the file next to this script's
 package, i.e. the source tree when run by path)::
@@ -42,7 +42,7 @@ PLANTS = ("iiwa14", "indy7", "fr3", "gen3", "ur5e")  # fixed-base arms (go2 is f
 N_GRAVITY = 4
 N_CORIOLIS = 3
 INERTIA_ACC = 10.0  # rad/s^2 target response of the driven joint on its inertia_j probe
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "dynamics_fingerprint.json"
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "robots" / "dynamics_fingerprint.json"
 
 
 def _sig(x: float, digits: int = 3) -> float:
@@ -53,10 +53,9 @@ def plant_entry(plant: str) -> dict:
     """The schema-2 table entry (dict) of one registered fixed-base plant."""
     import pinocchio as pin
 
-    import gato
-    from gato.robots import sha256_file
+    from gato.robots.registry import robot_urdf, sha256_file
 
-    urdf = gato.robot_urdf(plant)
+    urdf = robot_urdf(plant)
     model = pin.buildModelFromUrdf(str(urdf))
     data = model.createData()
     nq, nv = model.nq, model.nv

@@ -1,0 +1,118 @@
+"""The batched-SQP planner ("bsqp"): :class:`gato.MPCController` behind the planner interface.
+
+The controller keeps doing all the work (warm start, hypothesis hooks, best-of-batch,
+time shift, linear-system policy, divergence fallback); this class only converts a
+:class:`gato.references.ReferenceWindow` into the solver's flat reference and the
+controller's :class:`gato.controller.StepResult` into a :class:`gato.planner.StepResult`.
+Its torques are the controller's, bit for bit (test/test_planner.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .planner import Capabilities, Plan, Planner, PlannerStats, StepResult
+from ..core.references import ReferenceWindow
+
+__all__ = ["BSQPPlanner", "solver_params"]
+
+#: Config keys that build the solver: horizon [knots], knot spacing [s], batch size, SolverParams
+#: (an instance or a dict of its fields), and the plant name when ``robot`` is a URDF path.
+SOLVER_KEYS = ("N", "dt", "batch_size", "params", "plant_type")
+#: Config keys passed to :class:`gato.MPCController` as they are (see there).
+CONTROLLER_KEYS = ("hypotheses", "warm_start", "reset_rho_each_step", "linsys", "bdsv_threshold", "task_tag",
+                   "reseed_threshold", "admm_linsys", "admm_threshold", "limits", "limits_kw")
+
+
+def solver_params(params):
+    """A :class:`gato.SolverParams` from None (the defaults), an instance, or a dict of its fields;
+    ValueError naming ``params`` otherwise."""
+    from ..core.config import SolverParams
+
+    if params is None:
+        return SolverParams()
+    if isinstance(params, dict):
+        return SolverParams.from_mapping(params)
+    if not isinstance(params, SolverParams):
+        raise ValueError(f"params: expected None, a gato.SolverParams or a dict of its fields, "
+                         f"got {type(params).__name__}")
+    return params
+
+
+class BSQPPlanner(Planner):
+    """Args:
+        robot: a registered plant name or a URDF path.
+        config: None or a dict: ``N`` (32), ``dt`` (0.03125 s), ``batch_size`` (1), ``params``
+            (SolverParams or dict; default SolverParams()), ``plant_type``, and the
+            MPCController keywords :data:`CONTROLLER_KEYS`. Unknown keys raise ValueError.
+
+    ``controller`` (the MPCController) and ``solver`` (its BSQP) stay reachable for the
+    reference-API layer. :meth:`from_controller` wraps an existing controller instead.
+    """
+
+    capabilities = Capabilities(batch=True, hypotheses=True, plan_output=True, warmup=True, budget=True,
+                                warm_start_io=True)
+
+    def __init__(self, robot, config=None):
+        from .controller import MPCController
+        from ..core.bsqp import BSQP
+        from ..robots.registry import resolve_robot
+
+        cfg = dict(config or {})
+        unknown = sorted(set(cfg) - set(SOLVER_KEYS) - set(CONTROLLER_KEYS))
+        if unknown:
+            raise ValueError(f"config: unknown keys {unknown}; bsqp takes {list(SOLVER_KEYS + CONTROLLER_KEYS)}")
+        urdf, plant, _ = resolve_robot(robot, None)
+        solver = BSQP(urdf, cfg.get("batch_size", 1), cfg.get("N", 32), cfg.get("dt", 0.03125),
+                      solver_params(cfg.get("params")),
+                      plant_type=cfg.get("plant_type", plant))
+        self._bind(MPCController(solver, **{k: cfg[k] for k in CONTROLLER_KEYS if k in cfg}))
+
+    @classmethod
+    def from_controller(cls, controller) -> "BSQPPlanner":
+        """The planner over an existing :class:`gato.MPCController` (shared, not copied)."""
+        from .controller import MPCController
+
+        if not isinstance(controller, MPCController):
+            raise ValueError(f"controller: expected a gato.MPCController, got {type(controller).__name__}")
+        self = cls.__new__(cls)
+        self._bind(controller)
+        return self
+
+    def _bind(self, controller) -> None:
+        self.controller = controller
+        s = self.solver = controller.solver
+        self.nx, self.nu, self.N, self.dt = int(s.nx), int(s.nu), int(s.N), float(s.dt)
+        self.nu_act = int(getattr(s, "n_actuated", s.nu))
+
+    # ------------------------------------------------------------------ conversions
+    def _flat(self, reference) -> np.ndarray:
+        """The (6N,) solver reference of a ReferenceWindow (resampled when its grid is not
+        the solver's); a flat (6N,) / (N, 6) array passes through (the reference-API layout)."""
+        if not isinstance(reference, ReferenceWindow):
+            return reference
+        if reference.n_knots == self.N and reference.knot_dt == self.dt:
+            return reference.solver_layout()
+        return reference.solver_reference(reference.stamp_ns, self.N, self.dt)
+
+    def _plan(self, xu) -> Plan:
+        return Plan(np.asarray(xu, dtype=np.float64), self.nx, self.nu, self.nu_act, self.N, self.dt)
+
+    # ------------------------------------------------------------------ interface
+    def reset(self, x0) -> None:
+        self.controller.reset(x0)
+
+    def warmup(self, x, reference) -> Plan:
+        """The controller's warm-up solve; the plan of batch entry 0."""
+        res = self.controller.warmup(x, self._flat(reference))
+        return self._plan(np.asarray(res.xu, dtype=np.float64)[0])
+
+    def step(self, x_measured, reference, dt_elapsed=None, budget_s=None) -> StepResult:
+        r = self.controller.step(x_measured, self._flat(reference), dt_elapsed=dt_elapsed, budget_s=budget_s)
+        st = r.solve.stats
+        pcg = np.asarray(st.pcg_iters)
+        extra = dict(pred_err=float(r.pred_err), reseeded=bool(r.reseeded), linsys=str(st.linsys),
+                     pcg_iters=int(pcg[r.best_id].sum()) if pcg.ndim == 2 and pcg.size else 0,
+                     admm_linsys=r.admm_linsys, limits=r.limits, diverged=bool(r.diverged))
+        stats = PlannerStats(solve_s=r.solve.solve_time_us * 1e-6, wall_s=r.wall_s, iterations=r.iterations,
+                             best_id=int(r.best_id), fallback=r.fallback, budget_hit=r.budget_hit, extra=extra)
+        return StepResult(u=r.u, plan=self._plan(r.xu_best), stats=stats, detail=r)
