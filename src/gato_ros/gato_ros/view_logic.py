@@ -113,13 +113,13 @@ class RobotGeometry:
     """
 
     def __init__(self, robot: str, ee_frame: str | None = None):
-        import gato
         import pinocchio as pin
+        from gato.robots.registry import robot_info, robot_urdf
 
         self._pin = pin
         try:
-            info = gato.robot_info(robot)
-            urdf = str(gato.robot_urdf(robot))
+            info = robot_info(robot)
+            urdf = str(robot_urdf(robot))
             self.joint_names = [str(j) for j in info["joints"]]
             ee = ee_frame or str(info.get("ee_frame", "EE"))
         except Exception as e:                     # not registered: a URDF path
