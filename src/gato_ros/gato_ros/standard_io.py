@@ -81,9 +81,9 @@ class StandardInterfaces:
                              misses_degrade=not cfg["reference_sync"],
                              miss_run=cfg["fallback_after_misses"] or 3)
         self.viz_rate = RateLimiter(cfg["viz_rate_hz"])
-        import gato
+        from gato.robots.registry import robot_info
 
-        self.ee_path = EEPath(logic.urdf, gato.robot_info(cfg["robot"])["ee_frame"], logic.solver_joint_names)
+        self.ee_path = EEPath(logic.urdf, robot_info(cfg["robot"])["ee_frame"], logic.solver_joint_names)
         self._cdr: dict = {}            # knots -> gato_ros.path_cdr.PathCDR (serialized Path template)
         # the controller takes its reference (and per-knot posture) from the targets while one is active
         logic.target_source = self.targets

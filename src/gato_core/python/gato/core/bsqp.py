@@ -17,6 +17,7 @@ from .arrays import batch_array, from_numpy, kind_of, to_numpy, vector
 from .cuda_backend import check_backend, solver_class
 from .config import DEFAULT_INTEGRATOR, DEFAULT_LINSYS, INTEGRATOR_MODES, LINSYS_MODES, SolverParams
 from .results import SolveResult, SolverStats
+from .collision_rows import CollisionRowAPI
 from .rowgroups import (ADMM_LINSYS_MODES, MAX_ROW_GROUPS, MAX_ROWS_PER_GROUP,  # noqa: F401 (re-exported)
                         MECH_DEFAULT_WEIGHT, RowGroupAPI)
 from ..robots.registry import all_robots, detect_plant, robot_info, robot_urdf
@@ -60,7 +61,7 @@ def available(variant: str = "default") -> dict:
     return {(p, N): so for p in plants for N in CPU_HORIZONS}
 
 
-class BSQP(RowGroupAPI):
+class BSQP(RowGroupAPI, CollisionRowAPI):
     """Batched SQP trajectory optimizer (CPU backend).
 
     Args:
@@ -265,19 +266,36 @@ class BSQP(RowGroupAPI):
         self._knot_weights = w
         self._s.set_knot_weights(w.ravel())
 
+    def _per_knot(self, value, name: str):
+        """An (N, nq) per-knot table (finite, float64) or None when ``value`` is not 2-D."""
+        a = np.asarray(to_numpy(value, name, np.float64) if kind_of(value) != "numpy" else value,
+                       dtype=np.float64)
+        if a.ndim != 2:
+            return None
+        if a.shape != (self.N, self.nq):
+            raise ValueError(f"{name}: expected ({self.nq},) or per knot ({self.N}, {self.nq}), got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{name}: entries must be finite")
+        return a
+
     def set_q_pos_cost(self, weight) -> None:
-        """Posture anchor: adds 0.5*w*||q - q_nom||^2 at every knot; w scalar or (nq,) (default 0 = off)."""
-        w = vector(weight, "weight", self.nq, allow_scalar=True)
+        """Posture anchor: adds 0.5*w_kj*(q_j - q_nom,kj)^2 at every knot k; w scalar, (nq,), or
+        (N, nq) per knot (a joint trajectory to track; default 0 = off)."""
+        w = self._per_knot(weight, "weight")
+        if w is None:
+            w = vector(weight, "weight", self.nq, allow_scalar=True)
         if np.any(w < 0):
             raise ValueError("weight: anchor weights must be >= 0")
         self._q_pos_cost = w
-        self._s.set_q_pos_cost(w)
+        self._s.set_q_pos_cost(w.ravel())
 
     def set_q_nom(self, q_nom=None) -> None:
-        """Posture target of the anchor, (nq,) rad (None resets to zeros)."""
-        q = np.zeros(self.nq) if q_nom is None else vector(q_nom, "q_nom", self.nq)
+        """Posture target of the anchor, (nq,) rad or (N, nq) per knot (None resets to zeros)."""
+        q = None if q_nom is None else self._per_knot(q_nom, "q_nom")
+        if q is None:
+            q = np.zeros(self.nq) if q_nom is None else vector(q_nom, "q_nom", self.nq)
         self._q_nom = q
-        self._s.set_q_nom(q)
+        self._s.set_q_nom(q.ravel())
 
     def set_u_cost_vec(self, weights=None) -> None:
         """Per-joint control weights (n_actuated,), >= 0, replacing the scalar/per-knot u weight at
