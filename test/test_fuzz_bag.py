@@ -2,8 +2,8 @@
 the controller rightly refused. A lockstep run of the controller, world and reference logic
 (test/replay_fixtures.py, real CDR, MCAP as the recorder writes it) with seeded malformed
 JointState and EEReference messages (test/fuzz_messages.py) on /joint_states and
-/ee_reference between the good ones: the bringup summary (gato_ros.analysis) completes and
-names what it skipped.
+/ee_reference between the good ones: the bringup summary (gato_ros.analysis), `gato replay`
+(text and HTML reports, the worst-tick cases npz) complete and name what they skipped.
 """
 import json
 
@@ -69,3 +69,21 @@ def test_the_bringup_summary_completes_and_names_every_skipped_message(fuzzed_ba
     assert f"/joint_states: {sent['/joint_states']} message(s) skipped" in text, text
     json.loads(an.summary_json(s))                                    # what bringup_sim writes
     assert an.plot_tracking(s, tmp_path / "tracking.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_gato_replay_completes_and_reports_the_skips_in_text_html_and_cases(fuzzed_bag, tmp_path):
+    from gato.replay import replay_bag
+
+    bag, sent = fuzzed_bag
+    for html in (False, True):
+        out = tmp_path / ("html" if html else "text")
+        s = replay_bag(bag, out, html=html, log=None)
+        assert s["ticks"] >= 50 and s["over_tolerance"] == 0, {k: s.get(k) for k in ("ticks", "over_tolerance")}
+        sk = s["skipped"]
+        assert sk["/joint_states"]["count"] == sent["/joint_states"], (sk, sent)
+        assert sk["/ee_reference"]["count"] == sent["/ee_reference"], (sk, sent)
+        report = (out / ("report.html" if html else "report.md")).read_text()
+        assert f"/ee_reference: {sent['/ee_reference']} message(s) skipped" in report
+        assert f"/joint_states: {sent['/joint_states']} message(s) skipped" in report
+        with np.load(out / "worst_ticks.npz") as z:
+            assert len(z.files) > 0

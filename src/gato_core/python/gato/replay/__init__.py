@@ -129,6 +129,7 @@ def _in_memory_run(bag_path, robot, urdf, torque_source, say):
                     robot=rec.robot, joint_names=rec.joint_names, reconstructed=rec.reconstructed,
                     counts={k: int(v) for k, v in rec.counts.items()}, bag_problems=list(bag.problems))
     run.problems = list(rec.problems)
+    run.skipped = dict(rec.skipped)
     T = len(rec.ticks)
     cols = dict(tick=np.array([tk.tick for tk in rec.ticks], dtype=np.int64),
                 stamp_ns=np.array([tk.stamp_ns for tk in rec.ticks], dtype=np.int64),
@@ -223,6 +224,8 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
     summary: dict = {"bag": str(bag_path), "storage": run.storage, "complete": bool(run.complete),
                      "robot": run.robot, "ticks": run.T, "reconstructed": run.reconstructed,
                      "streamed": run.streamed, "tolerance": tol, "counts": dict(run.counts)}
+    # messages skipped as invalid (named in ``problems`` too): {topic: {count, by_kind, stamps_ns, first_reason}}
+    summary["skipped"] = dict(getattr(run, "skipped", None) or {})
     if window is not None:
         summary["window"] = {"start": window[0], "end": window[1]}
     if run.streamed:

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..core.references import ReferenceWindow
+from ..core import messages
 
 __all__ = ["Tick", "Recording", "TOPICS", "REQUIRED_FIELDS", "load_recording", "stamp_ns"]
 
@@ -122,6 +122,7 @@ class Recording:
     reconstructed: bool
     problems: list = field(default_factory=list)
     counts: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)   # invalid messages skipped (gato.core.messages.Skips.as_dict)
     robot: str | None = None
     efforts: np.ndarray | None = None
 
@@ -169,29 +170,31 @@ def _snapshots(bag, node: str) -> list:
     return out
 
 
-def _state_table(bag, joint_names, problems):
+def _state_table(bag, joint_names, problems, skips=None, bounds=None):
     """(t_ns (T,), x (T, nx), effort (T, nv)) of the distinct joint states, solver order;
-    effort rows are NaN where the message carried no (complete) effort array."""
+    effort rows are NaN where the message carried no (complete) effort array. Each message is
+    validated once (gato.core.messages: arrays, stamp, the joints present, finite, within
+    ``bounds``, not older than the newest state taken); a refused one is counted in ``skips``."""
     seen, ts, xs, es = set(), [], [], []
-    missing_once = False
-    for _, m in _msgs(bag, "joint_states"):
-        s = stamp_ns(m.header)
+    skips = skips if skips is not None else messages.Skips()
+    newest = None
+    for t_log, m in _msgs(bag, "joint_states"):
+        try:
+            s, names, pos, vel, eff = messages.joint_state_arrays(m, now_ns=t_log)
+            x = messages.joint_vector(names, pos, vel, joint_names, bounds)
+            if newest is not None and s < newest:
+                raise messages.Rejected("order", f"JointState: stamp {s / 1e9:.3f} s is older than the newest "
+                                        f"state's ({newest / 1e9:.3f} s)")
+        except messages.Rejected as e:
+            skips.reject(TOPICS["joint_states"], m, e)
+            continue
         if s in seen:            # lockstep re-sends
             continue
-        names = list(m.name)
-        pos, vel = np.asarray(m.position, dtype=np.float64), np.asarray(m.velocity, dtype=np.float64)
-        idx = {n: i for i, n in enumerate(names)}
-        if not all(j in idx for j in joint_names) or len(pos) != len(names) or len(vel) != len(names):
-            if not missing_once:
-                problems.append(f"{TOPICS['joint_states']}: messages without the joints {joint_names} (or with "
-                                "arrays shorter than the names) skipped")
-                missing_once = True
-            continue
         seen.add(s)
-        sel = [idx[j] for j in joint_names]
+        newest = s
+        sel = [names.index(j) for j in joint_names]
         ts.append(s)
-        xs.append(np.r_[pos[sel], vel[sel]])
-        eff = np.asarray(m.effort, dtype=np.float64)
+        xs.append(x)
         es.append(eff[sel] if len(eff) == len(names) else np.full(len(sel), np.nan))
     order = np.argsort(np.asarray(ts, dtype=np.int64), kind="stable")
     t = np.asarray(ts, dtype=np.int64)[order]
@@ -304,20 +307,22 @@ def _from_solve_inputs(bag, problems):
     return ticks
 
 
-def _windows(bag):
+def _windows(bag, skips=None):
+    """[(log ns, ReferenceWindow)] of the valid EE reference windows (gato.core.messages, the
+    controller's rules); a refused one is counted in ``skips``."""
     out = []
     for t_log, m in _msgs(bag, "reference"):
         try:
-            out.append((t_log, ReferenceWindow(stamp_ns(m.header), float(m.knot_dt),
-                                               np.asarray(m.positions, dtype=np.float64))))
-        except ValueError:
-            continue
+            out.append((t_log, messages.reference_window(m, now_ns=t_log)))
+        except messages.Rejected as e:
+            if skips is not None:
+                skips.reject(TOPICS["reference"], m, e)
     return out
 
 
 def _reconstruct(bag, snaps, joint_names, states_t, states, commands, problems):
     """Ticks rebuilt from commands, joint states, reference windows and parameter snapshots."""
-    windows = _windows(bag)
+    windows = _windows(bag)      # invalid windows were counted by load_recording
     by_stamp = {w.stamp_ns: w for _, w in windows}
     w_log = [tl for tl, _ in windows]          # log order: the latest window before a time by bisection
     s_log = [t for t, _ in snaps]
@@ -404,7 +409,9 @@ def load_recording(bag, *, robot: str | None = None) -> Recording:
         return Recording([], [], np.zeros(0, np.int64), np.zeros((0, 0)), {}, None, False, problems,
                          efforts=np.zeros((0, 0)))
     joint_names = _solver_joints(bag) or _robot_joints(robot)
-    states_t, states, efforts = _state_table(bag, joint_names, problems)
+    skips = messages.Skips()
+    _windows(bag, skips)
+    states_t, states, efforts = _state_table(bag, joint_names, problems, skips, _bounds(robot, joint_names))
     commands = _commands(bag, joint_names)
     if not ticks and config is not None and commands:
         problems.append(f"{TOPICS['solve_input']}: not in the bag: tick inputs are reconstructed from the joint "
@@ -419,9 +426,23 @@ def load_recording(bag, *, robot: str | None = None) -> Recording:
     if ticks and not any(t.u_recorded is not None for t in ticks):
         problems.append(f"{TOPICS['command']}: no recorded command matches a tick: commands are not compared")
     counts = {k: len(_msgs(bag, k)) for k in TOPICS}
+    problems += skips.notes()
     return Recording(ticks=ticks, joint_names=joint_names, state_t_ns=states_t, states=states,
                      commands={s: c[:2] for s, c in commands.items()}, config=config, reconstructed=reconstructed,
-                     problems=problems, counts=counts, robot=robot, efforts=efforts)
+                     problems=problems, counts=counts, robot=robot, efforts=efforts, skipped=skips.as_dict())
+
+
+def _bounds(robot, joint_names):
+    """The plausible [q; qd] of ``joint_names`` (gato.core.messages.state_bounds), or None
+    when the robot's URDF does not have them (then the names and finiteness are still checked)."""
+    try:
+        import pinocchio as pin
+
+        from ..core.bsqp import robot_urdf
+
+        return messages.state_bounds(pin.buildModelFromUrdf(str(robot_urdf(robot))), joint_names)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _lacks_fields(bag, topic) -> bool:

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core import messages
+from ..core.messages import Skips
 from .prediction import Predictor, Residuals
 from .recording import REQUIRED_FIELDS, TOPICS, stamp_ns, tick_from_solve_input
 from .resolve import TickReplayer
@@ -123,6 +125,7 @@ class StreamRun:
     urdf: object = None
     urdf_matches: bool | None = None
     effort_limit: np.ndarray | None = None
+    skipped: dict = field(default_factory=dict)   # invalid messages skipped (gato.core.messages.Skips.as_dict)
     bag_problems: list = field(default_factory=list)
     reconstructed: bool = False
     gaps: list = field(default_factory=list)   # TickGaps.finish(): lost ticks, per topic
@@ -358,7 +361,9 @@ class _Streamer:
         self.cmd_t: list = []                 # sorted stamps of self.commands
         self.steps: dict = {}
         self.plans: dict = {}
-        self.missing_joints_once = False
+        self.skips = Skips()                  # joint states and EE references refused (gato.core.messages)
+        self.state_bounds = None              # plausible [q; qd] in the solver's joint order, once known
+        self.newest_state = None              # stamp of the newest joint state taken
         self.rows = None                      # per-tick outputs (tick_rows), once the controller is known
         self.nan_u = None
         self.top_du = _TopK(worst)
@@ -384,6 +389,9 @@ class _Streamer:
 
     # -------------------------------------------------------------- messages
     def feed(self, topic, t, m):
+        if topic == TOPICS["reference"]:
+            self._reference(m, t)
+            return
         if self.report_from is not None and t < self.report_from:
             self._preroll(topic, t, m)
             return
@@ -502,12 +510,22 @@ class _Streamer:
                 self.pred = Predictor(self.urdf, run.joint_names)
             except ValueError as e:
                 run.prediction_error = str(e)
+            try:
+                import pinocchio as pin
+
+                self.state_bounds = messages.state_bounds(pin.buildModelFromUrdf(str(self.urdf)), run.joint_names)
+            except Exception:  # noqa: BLE001 - joints the URDF lacks: no range check (the names are checked)
+                self.state_bounds = None
         if self.torque_source == "command":
             self.use_eff = False
 
     def _command(self, m, count=True):
         s = stamp_ns(m.header)
         if s in self.commands:
+            # a second command for a stamp (a hold answering a refused joint state that repeated the
+            # last stamp) is not compared, but its tick number counts: it is no gap
+            if count:
+                self.gaps.see(int(m.tick), s, str(m.source))
             return
         names = list(m.joint_names)
         eff = np.asarray(m.effort, dtype=np.float64)
@@ -521,26 +539,36 @@ class _Streamer:
             self.gaps.see(int(m.tick), s, str(m.source))
 
     def _state(self, m, t_log):
-        s = stamp_ns(m.header)
+        """A joint state, validated once (gato.core.messages: arrays, stamp, the controlled joints
+        present, finite and plausible, not older than the newest one taken, the rules of the
+        controller); a refused one is skipped and counted (summary ``skipped``)."""
+        jn = self.run.joint_names
+        try:
+            s, names, pos, vel, eff = messages.joint_state_arrays(m, now_ns=t_log)
+            x = messages.joint_vector(names, pos, vel, jn, self.state_bounds)
+            if self.newest_state is not None and s < self.newest_state:
+                raise messages.Rejected("order", f"JointState: stamp {s / 1e9:.3f} s is older than the newest "
+                                        f"state's ({self.newest_state / 1e9:.3f} s)")
+        except messages.Rejected as e:
+            self.skips.reject(TOPICS["joint_states"], m, e)
+            return
         if s in self.seen_states:
             return
-        jn = self.run.joint_names
-        names = list(m.name)
-        pos, vel = np.asarray(m.position, dtype=np.float64), np.asarray(m.velocity, dtype=np.float64)
-        idx = {n: i for i, n in enumerate(names)}
-        if not all(j in idx for j in jn) or len(pos) != len(names) or len(vel) != len(names):
-            if not self.missing_joints_once:
-                self.problems.append(f"{TOPICS['joint_states']}: messages without the joints {jn} (or with "
-                                     "arrays shorter than the names) skipped")
-                self.missing_joints_once = True
-            return
         self.seen_states.add(s)
-        sel = [idx[j] for j in jn]
-        eff = np.asarray(m.effort, dtype=np.float64)
+        self.newest_state = s
+        sel = [names.index(j) for j in jn]
         e = eff[sel] if len(eff) == len(names) else np.full(len(sel), np.nan)
         self.seq += 1
-        bisect.insort(self.pending_states, (s, self.seq, t_log, np.concatenate((pos[sel], vel[sel])), e))
+        bisect.insort(self.pending_states, (s, self.seq, t_log, x, e))
         self.run.n_states += 1
+
+    def _reference(self, m, t_log):
+        """An EE reference window: not used (each tick carries its own), but validated like the
+        controller does, so the report names the windows the controller refused."""
+        try:
+            messages.reference_window(m, now_ns=t_log)
+        except messages.Rejected as e:
+            self.skips.reject(TOPICS["reference"], m, e)
 
     def _queue_tick(self, tk, t_log):
         self.seq += 1
@@ -705,6 +733,8 @@ class _Streamer:
             run.notes = self.resolver.finish()
             run.effort_limit = self.resolver.effort_limit
         run.gaps = self.gaps.finish()
+        run.skipped = self.skips.as_dict()
+        self.problems.extend(self.skips.notes())
         kept = self.top_du.items()
         kept.update(self.top_norm.items())
         run.kept = kept
@@ -784,7 +814,7 @@ def stream_replay(bag_path, *, robot=None, urdf=None, torque_source="auto", tol=
 
 #: Topics the streamed replay only counts (summary ``counts``): the ticks carry their reference
 #: window and configuration (the plan too where the bag has step results).
-_COUNT_ONLY = frozenset(TOPICS[k] for k in ("reference", "status", "snapshot", "parameter_events"))
+_COUNT_ONLY = frozenset(TOPICS[k] for k in ("status", "snapshot", "parameter_events"))
 
 
 def _with_messages(bs) -> set:
