@@ -8,7 +8,9 @@ its arguments and prints / plots the table from the result rows.
 
 Per scenario (gato.tasks.pickplace_scenarios(seed=--seed): 3 goals, start pose jittered around
 the ready pose, a step or minimum-jerk reference ramp) and configuration, gato.MPC_GATO (bsqp
-planner, N = 32, dt = 31.25 ms, SolverParams() defaults, lockstep PinocchioWorld with the
+planner, N = 32, dt = 31.25 ms, SolverParams() defaults unless --solver is given (the documented
+figures of record use --solver vel_lim_cost=0.1, and MPC_GATO's observe_first default: the start
+pose held for the first period with sensor-fed hypotheses), lockstep PinocchioWorld with the
 pendulum, RK4 at 1 ms, torques clamped to the URDF limits) runs run_mpc_goals (5 s timeout per
 goal, 5 cm / 1 rad/s (L1) gates). Success = every goal reached, no joint outside its URDF
 position or velocity limit at any recorded tick, no planner fallback and no divergence.

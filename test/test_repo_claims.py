@@ -43,3 +43,33 @@ def test_core_headers_name_only_types_that_exist():
         comments = " ".join(re.findall(r"//(.*)", text))
         for name in set(re.findall(r"\b[A-Z][a-z]+[A-Z]\w*\b", comments)) - {"DoF"}:
             assert name in defined, f"{header} names {name!r}, which is not defined anywhere"
+
+
+# The three front ends of issue 18 before the seams work (`git show 3eff898^:PATH | wc -l`:
+# gato/mpc_gato.py, gato/envs.py, gato_ros/sim_logic.py), written out: CI's checkout may be shallow.
+_FRONT_ENDS_BEFORE = (689, 284, 176)
+
+
+def _line_count(path):
+    return (ROOT / path).read_text().count("\n")
+
+
+def test_status_front_end_line_count_is_the_files_own():
+    """docs/status.md's "thin front ends" row: its line counts are those of the files now (wc -l),
+    its percentage follows from them, and it says "works" only when the three files together are
+    at least a third shorter than before (issue 18's target; issue 32: the figure had drifted)."""
+    now = (_line_count("src/gato_core/python/gato/frontends/mpc_gato.py"),
+           _line_count("src/gato_core/python/gato/frontends/envs.py"),
+           _line_count("src/gato_ros/gato_ros/sim_logic.py"))
+    row = next(line for line in (ROOT / "docs" / "status.md").read_text().splitlines()
+               if line.startswith("| thin front ends"))
+    m = re.search(r"\| (works|partial|missing) \|.*?(\d+) lines \((\d+) \+ (\d+) \+ (\d+)\) vs (\d+) "
+                  r"\((\d+) \+ (\d+) \+ (\d+)\) before the seams work, (-?\d+\.\d) %", row)
+    assert m, row
+    status, total, parts, total0, parts0, pct = (m.group(1), int(m.group(2)), tuple(map(int, m.group(3, 4, 5))),
+                                                 int(m.group(6)), tuple(map(int, m.group(7, 8, 9))),
+                                                 float(m.group(10)))
+    assert parts0 == _FRONT_ENDS_BEFORE and total0 == sum(parts0), row
+    assert parts == now and total == sum(now), f"status.md says {parts}, the files have {now} lines"
+    assert pct == round(100.0 * (sum(now) / sum(parts0) - 1.0), 1), row
+    assert (status == "works") == (3 * sum(now) <= 2 * sum(parts0)), (status, sum(now))
