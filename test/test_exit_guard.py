@@ -1,7 +1,10 @@
-"""The nodes' exit guard (gato_ros.node_util.arm_exit_guard / run): a node whose main thread is
-blocked in native code when SIGINT / SIGTERM arrives still exits 0 within its grace, says why on
-stderr with the Python stacks; a node that stops normally is not cut short; the recorder runs
-without a guard (closing its bag must never be cut)."""
+"""The nodes' exit guard (gato_ros.node_util.arm_exit_guard / run), a last resort that reports: a
+node whose main thread is blocked in native code when SIGINT / SIGTERM arrives is ended after its
+grace with a NON-zero exit code (EXIT_GUARD_CODE), an error line with the marker, the blocked
+native call (the main thread's native stack) and the Python stacks on stderr, and the line in
+$GATO_EXIT_GUARD_REPORT (which test/conftest.py watches: a guard that fires fails its test); a
+node that stops normally is not cut short; the recorder runs without a guard (closing its bag
+must never be cut)."""
 import os
 import signal
 import subprocess
@@ -60,8 +63,8 @@ _CLEAN_NODE = textwrap.dedent("""
 """)
 
 
-def _start(code, ros_env):
-    return subprocess.Popen([sys.executable, "-c", code], env=ros_env, stdout=subprocess.PIPE,
+def _start(code, env):
+    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -92,8 +95,10 @@ def guard_lib():
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_node_blocked_in_native_code_exits_0_after_its_grace(ros_env, guard_lib, sig):
-    proc = _start(_STUCK_NODE.format(grace=1.0), ros_env)
+def test_a_node_blocked_in_native_code_is_reported_and_exits_non_zero(ros_env, guard_lib, tmp_path, sig):
+    # this test's own report file: the guard firing here is the point, not a fault of the suite
+    report = tmp_path / "fired.log"
+    proc = _start(_STUCK_NODE.format(grace=1.0), dict(ros_env, **{node_util.EXIT_GUARD_REPORT_ENV: str(report)}))
     try:
         _wait_line(proc, "blocking in native code")
         time.sleep(0.3)
@@ -105,11 +110,20 @@ def test_a_node_blocked_in_native_code_exits_0_after_its_grace(ros_env, guard_li
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0, err[-2000:]
-    assert "[stuck_node] still running 1.0 s after the stop signal: the main thread is blocked in native code (for instance a DDS call" in err
-    assert "exiting without it (exit code 0)" in err
+    assert node_util.EXIT_GUARD_CODE != 0
+    assert proc.returncode == node_util.EXIT_GUARD_CODE, (proc.returncode, err[-3000:])
+    line = (f"{node_util.EXIT_GUARD_MARKER} [stuck_node] error: still running 1.0 s after the stop signal: the main "
+            "thread is blocked in native code (for instance a DDS call that does not return); a fault, exiting "
+            f"with code {node_util.EXIT_GUARD_CODE}.")
+    assert line in err, err[-3000:]
+    # the main thread's native stack names the call it is blocked in (ctypes called libc's
+    # pthread_mutex_lock), before the Python stacks
+    native = err.split("GATO_EXIT_GUARD native stack of the main thread", 1)[1].split("GATO_EXIT_GUARD end of", 1)[0]
+    assert "pthread_mutex_lock" in native, err[-3000:]
     # faulthandler's dump names the Python frame the main thread was stuck in
-    assert "in block" in err, err[-2000:]
+    assert "in block" in err, err[-3000:]
+    # the line the suite watches (conftest.no_exit_guard_fires)
+    assert report.read_text().startswith(line)
 
 
 def test_a_node_that_stops_normally_is_not_cut_short(ros_env, guard_lib):
@@ -122,7 +136,7 @@ def test_a_node_that_stops_normally_is_not_cut_short(ros_env, guard_lib):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, err[-2000:]
-    assert "closed" in out and "still running" not in err
+    assert "closed" in out and node_util.EXIT_GUARD_MARKER not in err
 
 
 def test_arm_exit_guard_rejects_a_bad_grace():
@@ -130,3 +144,33 @@ def test_arm_exit_guard_rejects_a_bad_grace():
         node_util.arm_exit_guard("x", 0)
     with pytest.raises(ValueError, match=r"grace_s: expected a positive number of seconds, got -1"):
         node_util.arm_exit_guard("x", -1)
+
+
+# A test that passes by its own checks while a node's guard fires during it: the suite's watch
+# (test/conftest.py, no_exit_guard_fires) must fail it anyway.
+_TEST_WITH_A_STUCK_NODE = textwrap.dedent('''
+    import os, signal, subprocess, sys, time
+
+    def test_looks_fine():
+        proc = subprocess.Popen([sys.executable, "-c", {code!r}], stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        while "blocking in native code" not in proc.stdout.readline():
+            pass
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)              # whatever the exit code: this test checks nothing
+''')
+
+
+def test_the_suite_fails_a_test_in_which_a_guard_fired(ros_env, guard_lib, tmp_path):
+    (tmp_path / "test_inner.py").write_text(_TEST_WITH_A_STUCK_NODE.format(code=_STUCK_NODE.format(grace=1.0)))
+    env = dict(ros_env, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), ros_env.get("PYTHONPATH", "")]))
+    env.pop(node_util.EXIT_GUARD_REPORT_ENV, None)     # the inner session's conftest sets its own
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:rerunfailures", str(tmp_path / "test_inner.py")],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-3000:]
+    assert "1 passed, 1 error" in out, out[-3000:]
+    assert "a node's exit guard fired during this test" in out, out[-3000:]
+    assert f"{node_util.EXIT_GUARD_MARKER} [stuck_node] error" in out, out[-3000:]

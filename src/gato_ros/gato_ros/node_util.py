@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 import sys
 
-__all__ = ["declare_schema", "param_value", "run", "arm_exit_guard", "EXIT_GRACE_S", "qos", "NODE_EXECUTABLES",
+__all__ = ["declare_schema", "param_value", "run", "arm_exit_guard", "EXIT_GRACE_S", "EXIT_GUARD_CODE",
+           "EXIT_GUARD_MARKER", "EXIT_GUARD_REPORT_ENV", "qos", "NODE_EXECUTABLES",
            "exit_on_startup_signal", "use_fastdds_profile", "FASTDDS_PROFILE"]
 
 #: The node executables (console scripts) of gato_ros.
@@ -78,17 +79,32 @@ class _Stop:
 #: launch's 5 s SIGINT-to-SIGTERM escalation and the launch runner's 10 s).
 EXIT_GRACE_S = 4.0
 
+#: The exit code of a node its exit guard ended (sysexits' EX_SOFTWARE, "internal software
+#: error"): a node that did not stop by itself is a fault, never a clean exit (issue 32).
+EXIT_GUARD_CODE = 70
+
+#: The marker that starts the guard's error line on stderr (and the lines of its native stack).
+EXIT_GUARD_MARKER = "GATO_EXIT_GUARD_FIRED"
+
+#: Environment variable: a file the guard appends its error line to when it fires. The test
+#: suite sets it (test/conftest.py) and fails the test during which the file grew.
+EXIT_GUARD_REPORT_ENV = "GATO_EXIT_GUARD_REPORT"
+
 
 def arm_exit_guard(name: str, grace_s: float = EXIT_GRACE_S) -> bool:
-    """Make this process exit (code 0) at most ``grace_s`` s after its first SIGINT / SIGTERM,
-    even when its main thread is blocked in native code and never returns to Python (a DDS call
-    that does not return: Python's signal handlers, and any watchdog thread in Python, would wait
-    for it forever). A native thread (libgato_exit_guard.so, built with gato_ros) reads the
-    signal numbers Python's C-level handler writes to :func:`signal.set_wakeup_fd`; when the
-    grace runs out it prints one line naming ``name`` and every Python thread's stack
-    (faulthandler, on SIGUSR2) to stderr, then calls ``_exit(0)``. Call it from the main
-    thread, once. Returns False (nothing armed) where the library is not installed (gato_ros
-    not built by colcon) or another wakeup fd is in use."""
+    """Make this process exit, with code :data:`EXIT_GUARD_CODE` (non-zero), at most ``grace_s``
+    s after its first SIGINT / SIGTERM, even when its main thread is blocked in native code and
+    never returns to Python (a DDS call that does not return: Python's signal handlers, and any
+    watchdog thread in Python, would wait for it forever). A last resort that reports the fault,
+    never one that hides it: a native thread (libgato_exit_guard.so, built with gato_ros) reads
+    the signal numbers Python's C-level handler writes to :func:`signal.set_wakeup_fd`; when the
+    grace runs out it prints an error line starting with :data:`EXIT_GUARD_MARKER` and naming
+    ``name``, the main thread's native stack (``backtrace``, run on the main thread by a
+    SIGRTMIN+4 handler: its frames name the blocked call) and every Python thread's stack
+    (faulthandler, on SIGUSR2) to stderr, appends the error line to the file named by
+    ``$GATO_EXIT_GUARD_REPORT`` if set, then calls ``_exit(EXIT_GUARD_CODE)``. Call it from the
+    main thread, once. Returns False (nothing armed) where the library is not installed
+    (gato_ros not built by colcon) or another wakeup fd is in use."""
     import ctypes
     import faulthandler
     import os
@@ -111,9 +127,12 @@ def arm_exit_guard(name: str, grace_s: float = EXIT_GRACE_S) -> bool:
         return False
     faulthandler.register(signal.SIGUSR2, all_threads=True)
     dll = ctypes.CDLL(lib)
-    dll.gato_exit_guard_arm.argtypes = [ctypes.c_int, ctypes.c_double, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    dll.gato_exit_guard_arm.argtypes = [ctypes.c_int, ctypes.c_double, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                                        ctypes.c_int, ctypes.c_char_p]
     dll.gato_exit_guard_arm.restype = ctypes.c_int
-    return dll.gato_exit_guard_arm(r, float(grace_s), name.encode(), 0, int(signal.SIGUSR2)) == 0
+    report = os.environ.get(EXIT_GUARD_REPORT_ENV, "")
+    return dll.gato_exit_guard_arm(r, float(grace_s), name.encode(), EXIT_GUARD_CODE, int(signal.SIGUSR2),
+                                   int(signal.SIGRTMIN) + 4, report.encode()) == 0
 
 
 def _node_name(argv) -> str:
@@ -258,7 +277,8 @@ def run(make_node, argv=None, exit_grace_s: float | None = EXIT_GRACE_S) -> int:
     callback in progress finish, then the loop ends and the node is closed in order.
 
     ``exit_grace_s``: the exit guard (:func:`arm_exit_guard`): a node still running that long
-    after the first signal (blocked in native code) exits 0 anyway; None: no guard (the
+    after the first signal (blocked in native code) is ended with an error line, its stacks and
+    exit code :data:`EXIT_GUARD_CODE` (a fault, not a clean stop); None: no guard (the
     recorder: closing its bag may take longer and must not be cut)."""
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
