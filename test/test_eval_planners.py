@@ -94,6 +94,8 @@ def test_pickplace_and_box_push_through_the_runner_equal_direct_calls(tmp_path):
 @pytest.mark.parametrize("edit, field", [
     (lambda r: r["planners"][0].update(config={"thread": 2}), "planners[0].config.thread"),
     (lambda r: r["planners"][0].update(config={"threads": 0}), "planners[0].config.threads"),
+    (lambda r: r["planners"][0].update(config={"method": "lqr"}), "planners[0].config.method"),
+    (lambda r: r["planners"][0].update(config={"iterations": 0}), "planners[0].config.iterations"),
     (lambda r: r["planners"][1].update(planner="osc"), "planners[1].planner"),
     (lambda r: r["planners"][1].update(params={"q_cost": 2.0}), "planners[1].params"),
     (lambda r: r["task"]["options"].update(periods=-1), "task.options.periods"),
@@ -107,6 +109,20 @@ def test_bad_fields_are_named(edit, field):
     edit(raw)
     with pytest.raises(ValueError, match="^" + re.escape(field) + ":"):
         geval.parse_spec(raw)
+
+
+def test_fig8_ilqr_through_the_runner_equals_the_direct_call(tmp_path):
+    """config.method ilqr (issue 39): the runner's figure-8 row equals fig8_sampling(method='ilqr')."""
+    raw = _raw("fig8")
+    raw["task"] = dict(raw["task"], n=1, options={**raw["task"].get("options", {}), "periods": 0.05})
+    raw["planners"] = [dict(p, config={"threads": 2, "method": "ilqr", "iterations": 1})
+                       for p in raw["planners"] if p["label"] == "sampling"]
+    spec = geval.parse_spec(raw)
+    rows = _run(spec, tmp_path, workers=1)
+    (sc,) = spec.scenarios("iiwa14")
+    direct = ps.fig8_sampling(ps._arrays(sc), threads=2, periods=0.05, method="ilqr", iterations=1)
+    assert rows["sampling"]["rms_tracking_error"] == pytest.approx(direct, rel=1e-9)
+    assert direct < 0.01
 
 
 def test_box_push_takes_the_sampling_planner_only():

@@ -31,7 +31,9 @@ from .spec import _number as _num
 __all__ = ["PLANNER_STUDIES", "fig8_sampling", "fig8_bsqp", "pickplace_sampling", "pickplace_bsqp", "box_push"]
 
 PLANT = "iiwa14"
-_SAMPLING_CONFIG = ("threads",)
+#: sampling planner config: rollout threads; method "mppi" | "cem" | "ilqr" (SimMPCConfig.planner) and
+#: iterations per plan (SimMPCConfig.max_iterations; None: the scenes' 2) of the figure-8 / pick-and-place studies.
+_SAMPLING_CONFIG = ("threads", "method", "iterations")
 
 
 def _err(path, msg):
@@ -39,6 +41,18 @@ def _err(path, msg):
 
 
 # ------------------------------------------------------------------ episode functions
+def _method(cfg, method=None, iterations=None):
+    """The scenes' SimMPCConfig with the planner ``method`` and ``iterations`` (None: unchanged); iLQR
+    plans at the fine step (no stages)."""
+    from dataclasses import replace
+
+    its = cfg.max_iterations if iterations is None else int(iterations)
+    if method == "ilqr":
+        return replace(cfg, planner="ilqr", stages=None, max_iterations=its)
+    cfg = replace(cfg, planner=method or cfg.planner)
+    return replace(cfg, stages=[replace(cfg.stages[0], iters=its)]) if cfg.stages else replace(cfg, max_iterations=its)
+
+
 def _sampling_run(config, ctrl_ref, model_spec, q0, num_steps, threads):
     import mujoco
 
@@ -55,11 +69,12 @@ def _sampling_run(config, ctrl_ref, model_spec, q0, num_steps, threads):
     return rows, plans, mpc.model
 
 
-def fig8_sampling(sc, threads=2, periods=1):
+def fig8_sampling(sc, threads=2, periods=1, method=None, iterations=None):
     """RMS EE tracking error [m] of SimMPC on a figure-8 scenario (5 ms MuJoCo steps)."""
     from ..sampling import scenes
 
     cfg, qs, xyz, n = scenes.fig8_task(sc, timestep=0.005, periods=periods)
+    cfg = _method(cfg, method, iterations)
     rows, plans, m = _sampling_run(cfg, qs, scenes.robot_spec(PLANT, timestep=0.005), sc["q0"], n, threads)
     lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
     err = np.linalg.norm(rows["sensordata"][:, lay:lay + 3] - xyz[1:n + 1], axis=1)
@@ -98,7 +113,7 @@ def fig8_bsqp(sc, periods=1):
     return float(np.sqrt(np.mean(np.square(errs))))
 
 
-def pickplace_sampling(sc, goal_s=2.0, threads=2):
+def pickplace_sampling(sc, goal_s=2.0, threads=2, method=None, iterations=None):
     """Worst end-of-goal EE error [m] of SimMPC. Like the bsqp run, the planner knows only the
     current goal: per goal, the EE term's target, the control term's and ctrl_ref's joint targets
     are that goal (its IK solution) held."""
@@ -107,6 +122,7 @@ def pickplace_sampling(sc, goal_s=2.0, threads=2):
     from ..sampling import MjSim, SimMPC, scenes
 
     cfg, qs, ee_ref, n = scenes.pickplace_task(sc, timestep=0.005, goal_s=goal_s)
+    cfg = _method(cfg, method, iterations)
     mpc = SimMPC(cfg, MjSim(scenes.robot_spec(PLANT, timestep=0.005), 1, nthread=threads), qs)
     m = mpc.model
     ex = MjSim(m, 1)
@@ -204,6 +220,12 @@ def _check_planner_for(planners):
                                                       f"study; expected one of {list(allowed)}")
         if "threads" in cfg:
             _num(cfg["threads"], f"{path}.config.threads", lo=1, integer=True)
+        if "iterations" in cfg:
+            _num(cfg["iterations"], f"{path}.config.iterations", lo=1, integer=True)
+        if "method" in cfg and cfg["method"] not in ("mppi", "cem", "ilqr"):
+            raise _err(f"{path}.config.method", f"expected one of ['mppi', 'cem', 'ilqr'], got {cfg['method']!r}")
+        if kind == "sampling_box_push" and ("method" in cfg or "iterations" in cfg):
+            raise _err(f"{path}.config", "the box-push study takes threads only")
     return check
 
 
@@ -256,7 +278,9 @@ def _box_scenarios(robot, o, seed, n):
 def _run_f8(ep):
     sc, o = _arrays(ep["scenario"]), ep["task_options"]
     if ep["planner"]["planner"] == "sampling":
-        e = fig8_sampling(sc, threads=_threads(ep), periods=o["periods"])
+        c = ep["planner"]["config"]
+        e = fig8_sampling(sc, threads=_threads(ep), periods=o["periods"], method=c.get("method"),
+                          iterations=c.get("iterations"))
     else:
         e = fig8_bsqp(sc, periods=o["periods"])
     return dict(stop_reason="reference_end", sim_time=float(o["periods"] * sc["params"]["period"]),
@@ -266,7 +290,9 @@ def _run_f8(ep):
 def _run_pp(ep):
     sc, o = _arrays(ep["scenario"]), ep["task_options"]
     if ep["planner"]["planner"] == "sampling":
-        e = pickplace_sampling(sc, goal_s=o["goal_s"], threads=_threads(ep))
+        c = ep["planner"]["config"]
+        e = pickplace_sampling(sc, goal_s=o["goal_s"], threads=_threads(ep), method=c.get("method"),
+                               iterations=c.get("iterations"))
     else:
         e = pickplace_bsqp(sc, goal_s=o["goal_s"])
     return dict(stop_reason="goals_done", sim_time=float(len(sc["goals"]) * o["goal_s"]),

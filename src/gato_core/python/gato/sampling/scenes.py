@@ -341,5 +341,15 @@ class _GatedSensorTask(SensorTask):
         super().__init__(sensor_ref, weight, **kw)
         self.gate = np.asarray(gate, dtype=np.float64)
 
+    def _g(self, b) -> np.ndarray:
+        return self.gate[np.clip(b.ctrl_clock - self.ref_offset, 0, len(self.gate) - 1)][None]
+
     def cost(self, b):
-        return super().cost(b) * self.gate[np.clip(b.ctrl_clock, 0, len(self.gate) - 1)][None]
+        return super().cost(b) * self._g(b)
+
+    def residuals(self, b):  # |r|^2 = the gated cost (the iLQR sees the gate too)
+        return super().residuals(b) * np.sqrt(self._g(b))[..., None]
+
+    def residual_input_jacobian(self, b):
+        j = super().residual_input_jacobian(b)
+        return None if j is None else {k: v * np.sqrt(self._g(b))[..., None, None] for k, v in j.items()}
