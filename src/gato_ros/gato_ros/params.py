@@ -292,8 +292,9 @@ CONTROLLER = (
           range=(0, 256), read_only=True, group="sampling"),
     Param("sampling_seed", "integer", 0, "planner sampling: noise seed (a lockstep run is reproducible for a seed "
           "and thread count)", range=(0, 2**31 - 1), read_only=True, group="sampling"),
-    Param("sampling_method", "string", "mppi", "planner sampling: mppi (exponentially weighted elites) or cem "
-          "(cross-entropy: equal elite weights)", choices=("mppi", "cem"), read_only=True, group="sampling"),
+    Param("sampling_method", "string", "mppi", "planner sampling: mppi (exponentially weighted elites), cem "
+          "(cross-entropy: equal elite weights) or ilqr (iLQR over the same rollouts, sampling_iterations per plan)",
+          choices=("mppi", "cem", "ilqr"), read_only=True, group="sampling"),
     Param("fault_solver_delay_s", "double", 0.0, "fault injection for tests: every planner step sleeps this long "
           "first (a stalled solver: deadline misses on demand; 0 = off)", "s", range=(0.0, 1.0),
           group="testing"),
