@@ -15,7 +15,8 @@ from .cartesian import CartesianControl
 from .config import SimMPCConfig, SimMPCStage
 from .sim import MjSim
 from .sim_mpc import SimMPC
-from .terms import AlignTask, ContactTask, ControlTask, GraspTask, RolloutBatch, SensorTask, StateTask, Term
+from .batch import RolloutBatch
+from .terms import AlignTask, ContactTask, ControlTask, GraspTask, SensorTask, StateTask, Term
 from .task import Context, SimContext, Task, VarKey, sim_context
 from .residuals import SimResidualTask, SimTask
 from .ilqr import ILQROptimizer, ILQROptimizerConfig

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .terms import quat_error, quat_to_mat
+from .batch import quat_error, quat_to_mat
 
 __all__ = ["CartesianControl"]
 

@@ -145,7 +145,7 @@ class ILQROptimizer:
 
     def batch(self, p: ILQRProblem, state, sens, ctrl):
         """The RolloutBatch of rollouts (W, H, ...) of the problem."""
-        from .terms import RolloutBatch
+        from .batch import RolloutBatch
 
         m, lay = p.model, p.layout
         H = ctrl.shape[1]

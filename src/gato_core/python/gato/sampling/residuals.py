@@ -100,7 +100,7 @@ class SimTask(Task):
 
     def _view(self, var_values):
         """(ContextModel, RolloutBatch of the worlds as one row each) for var_values / the context."""
-        from .terms import RolloutBatch
+        from .batch import RolloutBatch
 
         ctx = getattr(self, "_context", None)
         if ctx is None:

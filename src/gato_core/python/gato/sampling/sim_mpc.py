@@ -25,7 +25,7 @@ from .config import SimMPCConfig, SimMPCStage
 from .mppi import basis_at, elite_update, free_nodes, node_basis, noise_profile, refit_std
 from .sim import MjSim, RolloutEngine, as_states, state_layout
 from .task import SimContext, Task, as_array
-from .terms import RolloutBatch
+from .batch import RolloutBatch
 
 __all__ = ["SimMPC"]
 

@@ -17,14 +17,12 @@ import math
 
 import numpy as np
 
+from .batch import _rows, _wrap, _yaw, qpos_error, quat_error, quat_to_mat
+
 __all__ = ["state_residual", "state_input_jacobian", "control_residual", "control_input_jacobian",
            "sensor_residual", "sensor_input_jacobian", "align_residual", "grasp_residual", "so3_right_jacobian_inv"]
 
 
-def _terms():
-    from . import terms
-
-    return terms
 
 
 def _shrink(e: np.ndarray, tol: float):
@@ -57,10 +55,9 @@ def so3_right_jacobian_inv(phi: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- StateTask
 def _state_parts(self, b):
-    T = _terms()
     clock = np.full_like(b.clock, b.t0) if self.freeze_reference else b.clock
-    e = T.qpos_error(self._model, b.qpos, T._rows(self._qref, clock - self.ref_offset)[None])
-    dv = b.qvel - T._rows(self._vref, clock - self.ref_offset)[None]
+    e = qpos_error(self._model, b.qpos, _rows(self._qref, clock - self.ref_offset)[None])
+    dv = b.qvel - _rows(self._vref, clock - self.ref_offset)[None]
     return e, dv
 
 
@@ -102,8 +99,7 @@ def _control_scale(self):
 
 def control_residual(self, b) -> np.ndarray:
     """scale * (ctrl - ctrl_ref[k]), scale sqrt(weight) (norm: weight): (W, T, nu)."""
-    T = _terms()
-    return _control_scale(self) * (b.ctrl - T._rows(self._ref, b.ctrl_clock - self.ref_offset)[None])
+    return _control_scale(self) * (b.ctrl - _rows(self._ref, b.ctrl_clock - self.ref_offset)[None])
 
 
 def control_input_jacobian(self, b) -> dict:
@@ -114,9 +110,8 @@ def control_input_jacobian(self, b) -> dict:
 # ----------------------------------------------------------------------------- SensorTask
 def _sensor_items(self, b):
     """Per weighted sensor: (slice, ref cols, scale, value, reference) at the batch's rows."""
-    T = _terms()
     clock = np.full_like(b.ctrl_clock, b.t0) if self.freeze_reference else b.ctrl_clock
-    ref = T._rows(self._ref, clock - self.ref_offset)[None]
+    ref = _rows(self._ref, clock - self.ref_offset)[None]
     for (s, sl, w), rc in zip(self._items, self._ref_cols):
         val = b.sensordata[..., sl]
         if self._rel is not None:
@@ -126,18 +121,17 @@ def _sensor_items(self, b):
 
 def sensor_residual(self, b) -> np.ndarray:
     """Per sensor, scale (sqrt(w), norm: w) times its residual, shrunk by the hinge: (W, T, sum of dims)."""
-    T = _terms()
     out = []
     for sl, w, val, r_ref in _sensor_items(self, b):
         if self.residual == "linear":
             r = val - r_ref
         elif self.residual == "angle":
-            r = T._wrap(val - r_ref)
+            r = _wrap(val - r_ref)
         elif self.residual == "quaternion":
-            r = T.quat_error(val, r_ref)
+            r = quat_error(val, r_ref)
             w = w[:3]
         else:
-            r = T._wrap(T._yaw(val) - T._yaw(r_ref))[..., None]
+            r = _wrap(_yaw(val) - _yaw(r_ref))[..., None]
             w = w[:1]
         e = r * (w if self.norm else np.sqrt(w))
         out.append(_shrink(e, self.hinge or 0.0)[0])
@@ -159,7 +153,7 @@ def sensor_input_jacobian(self, b):
         scale = w if self.norm else np.sqrt(w)
         r = val - r_ref
         if self.residual == "angle":
-            r = _terms()._wrap(r)
+            r = _wrap(r)
         e = r * scale
         _, s, dsn = _shrink(e, self.hinge or 0.0)
         De = np.broadcast_to(np.diag(scale), (W, T_, k, k))
@@ -181,11 +175,10 @@ def sensor_columns(self) -> list:
 # ----------------------------------------------------------------------------- AlignTask
 def align_residual(self, b) -> np.ndarray:
     """sqrt(weight / 2) (u/|u| + v/|v|) over the components: |r|^2 = weight (1 + cos) (0 where u or v vanishes)."""
-    T = _terms()
     clock = np.full_like(b.ctrl_clock, b.t0) if self.freeze_reference else b.ctrl_clock
     o = b.sensordata[..., self._o][..., self.components]
     u = b.sensordata[..., self._s][..., self.components] - o
-    v = T._rows(self._ref, clock - self.ref_offset)[None][..., self.components] - o
+    v = _rows(self._ref, clock - self.ref_offset)[None][..., self.components] - o
     nu_, nv_ = np.linalg.norm(u, axis=-1, keepdims=True), np.linalg.norm(v, axis=-1, keepdims=True)
     ok = (nu_ > 1e-12) & (nv_ > 1e-12)
     r = u / np.maximum(nu_, 1e-12) + v / np.maximum(nv_, 1e-12)
@@ -199,17 +192,16 @@ def align_columns(self) -> list:
 # ----------------------------------------------------------------------------- GraspTask
 def grasp_residual(self, b) -> np.ndarray:
     """sqrt(weight[k]) (p_gripper - p_obj - R_obj offset[k]), shrunk by the tolerance: (W, T, 3)."""
-    T = _terms()
     clock = b.ctrl_clock
-    off = T._rows(self.offset, clock - self.ref_offset)[None]
+    off = _rows(self.offset, clock - self.ref_offset)[None]
     if self._q is not None:
-        off = np.einsum("wtij,wtj->wti", T.quat_to_mat(b.sensordata[..., self._q]),
+        off = np.einsum("wtij,wtj->wti", quat_to_mat(b.sensordata[..., self._q]),
                         np.broadcast_to(off, b.sensordata.shape[:2] + (3,)))
     e = b.sensordata[..., self._g] - (b.sensordata[..., self._o] + off)
     n = np.linalg.norm(e, axis=-1, keepdims=True)
     tol = self._tol(clock)[None, :, None]
     e = e * np.maximum(n - tol, 0.0) / np.maximum(n, 1e-300)
-    return np.sqrt(T._rows(self.weight, clock - self.ref_offset))[None, :, None] * e
+    return np.sqrt(_rows(self.weight, clock - self.ref_offset))[None, :, None] * e
 
 
 def grasp_columns(self) -> list:
