@@ -78,12 +78,15 @@ def test_sampling_is_registered():
         P.make("sampling", "iiwa14", {"dt": -0.01})
 
 
-def test_sampling_planner_in_the_closed_loop():
-    """gato.simloop.run_closed_loop drives make("sampling") on a MuJoCo torque world tracking a
-    figure-8 for 1 s: no divergence, the EE within 2 cm of the window on average, finite torques
-    inside the effort limits, and the plans it returns are state-torque trajectories."""
+@pytest.mark.parametrize("method", ["mppi", "ilqr"])
+def test_sampling_planner_in_the_closed_loop(method):
+    """gato.simloop.run_closed_loop drives make("sampling") (MPPI, or the iLQR planner with one
+    iteration per tick) on a MuJoCo torque world tracking a figure-8 for 1 s: no divergence, the
+    EE within 2 cm of the window on average, finite torques inside the effort limits, and the plans
+    it returns are state-torque trajectories."""
     urdf = str(gato.robot_urdf("iiwa14"))
-    pl = P.make("sampling", "iiwa14", {"nthread": 2, "num_samples": 32})
+    extra = {"planner": "ilqr", "iterations": 1} if method == "ilqr" else {}
+    pl = P.make("sampling", "iiwa14", {"nthread": 2, "num_samples": 32, **extra})
     q0 = Q_READY["iiwa14"]
     kin = L.EEKinematics(urdf, "EE")
     fig8 = R.Figure8(kin.ee_pos(q0), 0.1, 0.05, np.pi / 2, 3.0)
