@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gato.core.bsqp import robot_info, robot_urdf
-from gato.wrench.estimators import OneStepWrenchIdentifier
+from gato.wrench.identifier import OneStepWrenchIdentifier
 
 from . import inputs
 from . import params as schema

@@ -19,11 +19,6 @@ from .native import core as _core
 _D = _core.Settings()
 
 
-def core_defaults() -> "_core.Settings":
-    """A fresh gato._core.Settings holding the C++ struct's defaults."""
-    return _core.Settings()
-
-
 def _name(member) -> str:
     """The API's string for an enum member of the core (LinSys.BDSV_FIRST -> "bdsv_first")."""
     return member.name.lower()

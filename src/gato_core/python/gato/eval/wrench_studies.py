@@ -101,7 +101,8 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
     MPC_GATO built at that B; ``estimator: swing``: the SwingWrenchBatch over a
     PendulumSwingEstimator (B rows, seeded like the others) replaces it likewise. MPC_GATO's
     substep observers feed its identifier (they take the controller's batch when a run starts)."""
-    from ..wrench.estimators import ForceEstimator, IdentifiedWrenchSampler
+    from ..wrench.estimators import ForceEstimator
+    from ..wrench.identifier import IdentifiedWrenchSampler
     from ..wrench.hypotheses import ForceHypothesisBatch
     from ..wrench.options import FE_CENTRE_RADIUS, fe_centre
     from ..wrench.swing import PendulumSwingEstimator, SwingWrenchBatch

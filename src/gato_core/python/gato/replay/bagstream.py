@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .bagio import (ZSTD_MAGIC, _decode_problems, _decompress, _deserialize, _layout, _Progress, _Reading, _require,
-                    _scan_files, _short, _typestore)
+from .bagfiles import ZSTD_MAGIC, _decompress, _layout, _Progress, _Reading, _scan_files, _short
+from .bagio import _decode_problems, _deserialize, _require, _typestore
 
 __all__ = ["BagStream", "stream_bag"]
 

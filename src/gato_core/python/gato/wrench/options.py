@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .estimators import CEMForceEstimator, ForceEstimator, IdentifiedWrenchSampler, OneStepWrenchIdentifier
+from .estimators import CEMForceEstimator, ForceEstimator
+from .identifier import IdentifiedWrenchSampler, OneStepWrenchIdentifier
 from .hypotheses import ForceHypothesisBatch, IdentifiedWrenchBatch
 from .swing import PendulumSwingEstimator
 

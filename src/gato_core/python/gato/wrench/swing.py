@@ -14,7 +14,8 @@ import math
 
 import numpy as np
 
-from .estimators import OneStepWrenchIdentifier, _batch_size, _ee_frame_id, _feedback, _real, _seed
+from .estimators import _batch_size, _feedback, _real, _seed
+from .identifier import OneStepWrenchIdentifier, _ee_frame_id
 from .hypotheses import HypothesisBatch, _check_estimator, _WrenchInjection, planned_knots, winning_plan
 
 __all__ = ["PendulumSwingEstimator", "SwingWrenchBatch"]
