@@ -30,9 +30,9 @@ PENDING_SPLIT = {"src/gato_core/python/gato/replay/stream.py": 854,
                  "src/gato_core/python/gato/core/bsqp.py": 611,
                  "src/gato_ros/gato_ros/controller_logic.py": 1043,
                  "src/gato_ros/gato_ros/params.py": 941}
-# Import cycles outside gato.eval not broken yet, each as its sorted module list: the sampling
-# task's residual interface (issue 39) came in with terms <-> residuals <-> term_residuals.
-PENDING_CYCLES = [["gato.sampling.residuals", "gato.sampling.term_residuals", "gato.sampling.terms"]]
+# Import cycles outside gato.eval not broken yet, each as its sorted module list (the sampling one of
+# issue 39, terms <-> residuals <-> term_residuals, is broken: gato.sampling.batch).
+PENDING_CYCLES = []
 
 
 def _module_name(pkg: str, root: Path, path: Path) -> str:
