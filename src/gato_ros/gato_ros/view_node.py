@@ -6,7 +6,8 @@ Off the control path: its own process; it only subscribes (best effort, keep-las
 never holds a publisher back) to what the graph publishes anyway, and the subscription
 callbacks only store the serialized message (and hand it to the Foxglove server, which sends
 it from its own thread). Deserialization, kinematics and rendering run in the view's render
-thread at ``rate_hz``, on the newest message of each topic.
+thread at ``rate_hz``, on the newest message of each topic, and only while a page is open or a
+Foxglove client subscribes to the scene.
 
 Subscribes (``controller_node`` = /gato_controller by default):
     /joint_states (sensor_msgs/JointState), /ee_reference (gato_msgs/EEReference),
@@ -153,6 +154,12 @@ class ViewNode(Node):
         period = 1.0 / self.cfg["rate_hz"]
         next_t = time.monotonic()
         while not self._stop.is_set():
+            page, fox = self.browser.watched(), self.foxglove is not None and self.foxglove.watched()
+            if not (page or fox):                # nobody looks: nothing to compute (the graph's topics
+                next_t += period                 # still go to Foxglove subscribers from the callbacks)
+                self._stop.wait(max(0.0, next_t - time.monotonic()))
+                next_t = max(next_t, time.monotonic() - period)
+                continue
             with self._latest_lock:
                 batch, self._latest = self._latest, {}
                 refs, self._refs = self._refs, []
@@ -169,8 +176,9 @@ class ViewNode(Node):
                     self.logic.reject(f"{topic}: {e}")
             try:
                 fr = self.logic.frame()
-                self.browser.draw(fr)
-                if self.foxglove is not None:
+                if page:
+                    self.browser.draw(fr)
+                if fox:
                     self.foxglove.draw(fr)
             except Exception as e:               # never take the view down on one bad frame
                 self.get_logger().warning(f"view frame failed: {e}", throttle_duration_sec=5.0)

@@ -131,6 +131,10 @@ class BrowserView:
         handle.visible = True
         return handle
 
+    def watched(self) -> bool:
+        """Whether a page is connected (no page: nothing to draw)."""
+        return bool(self.server.get_clients())
+
     def draw(self, fr: ViewFrame) -> None:
         """Send one frame to every connected page (in one atomic update)."""
         s = self.server
@@ -253,6 +257,10 @@ class FoxgloveView:
     @staticmethod
     def _points(sc, path):
         return [sc.Point3(x=float(a), y=float(b), z=float(c)) for a, b, c in np.asarray(path).reshape(-1, 3)]
+
+    def watched(self) -> bool:
+        """Whether a client subscribes to one of the scene channels (none: no scene to build)."""
+        return any(ch.has_sinks() for ch in (self._tf_ch, self._scene_ch, self._plot_ch))
 
     def draw(self, fr: ViewFrame) -> None:
         sc = self._sc
