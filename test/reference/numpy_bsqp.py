@@ -149,6 +149,11 @@ class RefProblem:
     f_ext : None or (N-1, njoints-1, 6): per knot interval, per body (pinocchio
         joints 1..njoints-1), a spatial force in the joint-local frame, ordered
         [angular; linear].
+    rot_cost, N_rot_cost : EE orientation weight on running knots / on the last knot
+        (1/rad^2; 0 = no term); rot_axis : (3,) per-axis factors (tool frame);
+        rot_knot_weights : optional (N,) per-knot orientation weights replacing both.
+        The term is 1/2 w_k sum_a c_a e_a^2, e = log3(exp3(ref[3:6])' R_ee(q)), Gauss-Newton
+        with J_e = Jlog3(E) R' J_w (pinocchio's log3 / Jlog3 / exp3).
     u_ref : "zero" (the control term is 1/2 s u^2) or "gravity" (1/2 s (u - g(q_k))^2,
         g the generalized gravity, no f_ext); with "gravity" the KKT blocks gain the
         cross blocks S (N-1, nu, nx) = d2l/du dx and the Gauss-Newton q-block G' diag(s) G.
@@ -158,7 +163,8 @@ class RefProblem:
                  u_cost=2e-6, N_cost=50.0, q_lim_cost=0.01, vel_lim_cost=0.0,
                  ctrl_lim_cost=0.0, mu=10.0, rho=0.01, adapt_rho=True,
                  drho_factor=1.2, integrator="euler", knot_weights=None,
-                 u_cost_vec=None, q_pos_cost=0.0, q_nom=None, f_ext=None, u_ref="zero"):
+                 u_cost_vec=None, q_pos_cost=0.0, q_nom=None, f_ext=None, u_ref="zero",
+                 rot_cost=0.0, N_rot_cost=0.0, rot_axis=(1.0, 1.0, 1.0), rot_knot_weights=None):
         self.model = pin.buildModelFromUrdf(str(urdf_path))
         self.data = self.model.createData()
         if self.model.nq != self.model.nv:
@@ -179,6 +185,11 @@ class RefProblem:
         if u_ref not in ("zero", "gravity"):
             raise ValueError(f"unknown u_ref {u_ref!r}")
         self.u_ref = u_ref
+        self.w_rot = np.full(int(N), float(rot_cost))
+        self.w_rot[int(N) - 1] = float(N_rot_cost)
+        if rot_knot_weights is not None:
+            self.w_rot = np.asarray(rot_knot_weights, dtype=np.float64).reshape(int(N)).copy()
+        self.rot_axis = np.asarray(rot_axis, dtype=np.float64).reshape(3).copy()
 
         m = LIMIT_MARGIN
         self.q_lo = np.asarray(self.model.lowerPositionLimit, dtype=np.float64) + m
@@ -278,6 +289,26 @@ class RefProblem:
         J = pin.computeFrameJacobian(self.model, self.data, q, self.ee_id,
                                      pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
         return np.array(J[:3, :])
+
+    def ee_rot(self, q):
+        """EE frame rotation (3, 3), world <- EE."""
+        pin.forwardKinematics(self.model, self.data, np.asarray(q, dtype=np.float64))
+        pin.updateFramePlacements(self.model, self.data)
+        return self.data.oMf[self.ee_id].rotation.copy()
+
+    def ee_jac_angular(self, q):
+        """3 x nv world angular-velocity Jacobian of the EE frame (LOCAL_WORLD_ALIGNED angular rows)."""
+        q = np.asarray(q, dtype=np.float64)
+        pin.forwardKinematics(self.model, self.data, q)
+        pin.updateFramePlacements(self.model, self.data)
+        J = pin.computeFrameJacobian(self.model, self.data, q, self.ee_id, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+        return np.array(J[3:, :])
+
+    def rot_error(self, q, ref, k):
+        """(e (3,), E (3, 3)): e = log3(R_ref' R(q)), R_ref = exp3(ref[k, 3:6])."""
+        Rt = pin.exp3(np.asarray(ref, dtype=np.float64).reshape(self.N, 6)[k, 3:6].copy())
+        E = Rt.T @ self.ee_rot(q)
+        return np.array(pin.log3(E)), E
 
     def gravity(self, q):
         """(g (nv,), dg/dq (nv, nv)): generalized gravity at q and its Jacobian."""
@@ -418,6 +449,9 @@ class RefProblem:
         q, qd = x[:nv], x[nv:]
         e = self.ee_pos(q) - self.ref_point(ref, k)
         l = 0.5 * self.w_ee[k] * e @ e
+        if self.w_rot[k] > 0:
+            er, _ = self.rot_error(q, ref, k)
+            l += 0.5 * self.w_rot[k] * np.sum(self.rot_axis * er * er)
         l += 0.5 * np.sum(self.a_pos * (q - self.q_nom) ** 2)
         l += 0.5 * self.w_qd[k] * qd @ qd
         if self.q_lim_cost != 0.0:
@@ -447,6 +481,12 @@ class RefProblem:
         g = np.zeros(nx)
         Q[:nv, :nv] = self.w_ee[k] * J.T @ J + np.diag(self.a_pos)
         g[:nv] = self.w_ee[k] * J.T @ e + self.a_pos * (qpos - self.q_nom)
+        if self.w_rot[k] > 0:
+            er, E = self.rot_error(qpos, ref, k)
+            Je = np.array(pin.Jlog3(E)) @ self.ee_rot(qpos).T @ self.ee_jac_angular(qpos)
+            W = self.w_rot[k] * self.rot_axis
+            Q[:nv, :nv] += Je.T @ (W[:, None] * Je)
+            g[:nv] += Je.T @ (W * er)
         if self.q_lim_cost != 0.0:
             _, bg, bh = box_barrier(qpos, self.q_lo, self.q_hi)
             Q[:nv, :nv] += self.q_lim_cost * np.diag(bh)

@@ -178,6 +178,10 @@ CONTROLLER = (
           group="cost"),
     Param("ctrl_lim_cost", "double", _SOLVER.ctrl_lim_cost, "torque limit barrier weight (0 = off)", range=(0.0, 1e3),
           group="cost"),
+    Param("u_ref", "string", _SOLVER.u_ref, "reference of the torque cost: zero (penalise u, the reference's "
+          "cost: holding the arm up costs, the plan sags under gravity) or gravity (penalise u - g(q) at every "
+          "knot: gravity compensation is free; docs/solver_method.md)", choices=("zero", "gravity"),
+          group="cost"),
     # solver settings (tunable)
     Param("mu", "double", _SOLVER.mu, "merit-function weight of the L1 defect norm", range=(0.0, 1e4),
           group="solver"),

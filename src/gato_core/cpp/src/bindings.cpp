@@ -107,6 +107,8 @@ void bind_solver(py::module_& m, const char* name) {
       .def("set_u_cost_vec", [](P& p, const Arr<double>& v) { p.solver->set_u_cost_vec(to_vec<S>(v)); })
       .def("set_q_pos_cost", [](P& p, const Arr<double>& v) { p.solver->set_q_pos_cost(to_vec<S>(v)); })
       .def("set_q_nom", [](P& p, const Arr<double>& v) { p.solver->set_q_nom(to_vec<S>(v)); })
+      .def("set_rot_axis_weights", [](P& p, const Arr<double>& v) { p.solver->set_rot_axis_weights(to_vec<S>(v)); })
+      .def("set_rot_knot_weights", [](P& p, const Arr<double>& v) { p.solver->set_rot_knot_weights(to_vec<S>(v)); })
       .def("set_fext", [](P& p, const Arr<S>& f) {
         const auto& s = *p.solver;
         if (f.size() == 0) { p.solver->set_fext({}); return; }

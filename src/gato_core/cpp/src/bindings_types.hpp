@@ -266,7 +266,9 @@ inline const Fields<Settings>& settings_fields() {
         .add("q_lim_cost", &Settings::q_lim_cost)
         .add("vel_lim_cost", &Settings::vel_lim_cost)
         .add("ctrl_lim_cost", &Settings::ctrl_lim_cost)
-        .add_enum("u_ref", &Settings::u_ref);
+        .add_enum("u_ref", &Settings::u_ref)
+        .add("rot_cost", &Settings::rot_cost)
+        .add("N_rot_cost", &Settings::N_rot_cost);
     return t;
   }();
   return f;

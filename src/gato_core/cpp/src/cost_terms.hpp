@@ -24,6 +24,7 @@
 
 #include "gato/barrier.hpp"
 #include "gato/types.hpp"
+#include "so3.hpp"
 
 namespace gato {
 namespace cost {
@@ -45,6 +46,9 @@ struct CostModel {
   std::vector<double> q_pos_w, q_nom;  // posture anchor weights and target (nv, or N x nv per knot)
   VecNV lo_q, hi_q, max_qd, max_u;    // barrier boxes (URDF box shrunk by kLimitMargin)
   bool u_ref_gravity = false;         // Settings::u_ref: the control term penalises u - g(q)
+  double rot_cost = 0, N_rot_cost = 0;  // orientation weights, running / terminal [1/rad^2]
+  double rot_axis[3] = {1, 1, 1};       // per-axis factors (tool frame), set_rot_axis_weights
+  std::vector<double> rot_knot_w;       // N per-knot orientation weights, empty = the scalars
 
   void set_weights(const Settings& s) {
     q_cost = s.q_cost;
@@ -55,6 +59,23 @@ struct CostModel {
     vel_lim_cost = s.vel_lim_cost;
     ctrl_lim_cost = s.ctrl_lim_cost;
     u_ref_gravity = s.u_ref == URef::kGravity;
+    rot_cost = s.rot_cost;
+    N_rot_cost = s.N_rot_cost;
+  }
+  /// Orientation weight of knot k: the per-knot vector, else N_rot_cost at the last knot and
+  /// rot_cost before.
+  S rot_weight(int k) const {
+    if (!rot_knot_w.empty()) return S(rot_knot_w[k]);
+    return S(k == N - 1 ? N_rot_cost : rot_cost);
+  }
+  /// Whether any knot has an orientation term (the EE rotation is computed only then).
+  bool rot_on() const {
+    if (!rot_knot_w.empty()) {
+      for (double w : rot_knot_w)
+        if (w > 0) return true;
+      return false;
+    }
+    return rot_cost > 0 || N_rot_cost > 0;
   }
   /// EE weight w_k: the table's column 0, else N_cost at the last knot and q_cost before.
   S ee_weight(int k) const {
@@ -84,6 +105,10 @@ struct Knot {
   const MatJ* J;
   const S* uref = nullptr;
   const S* dg = nullptr;
+  // The orientation term: the EE rotation (3 x 3 column-major, world <- EE; null when no knot
+  // has an orientation weight) and, for the derivatives, the world angular Jacobian (3 x nv).
+  const S* rot = nullptr;
+  const MatJ* Jw = nullptr;
 };
 
 /// Where the derivatives go (D = true): the stage blocks Q (nx x nx), q (nx), R (nu x nu),
@@ -123,6 +148,45 @@ struct EePositionTerm {
       } else {
         der->Q.template topLeftCorner<NV, NV>().noalias() = w * J.transpose() * J;
         der->q.template head<NV>().noalias() = w * J.transpose() * d;
+      }
+    }
+  }
+};
+
+/// EE orientation tracking: ½ w_k Σ_a c_a e_a², e = log(R_refᵀ R(q)) (rad, tool frame),
+/// R_ref = exp(ref[3:6]) (the reference's rotation vector, world frame), c the per-axis
+/// factors. Gauss-Newton with J_e = Jr⁻¹(e) Rᵀ J_ω (J_ω the world angular Jacobian):
+/// gradient J_eᵀ (w c ∘ e), Hessian J_eᵀ diag(w c) J_e. Not evaluated while w_k = 0.
+template <typename S, int NV>
+struct EeOrientationTerm {
+  using V3 = so3::V3<S>;
+  using M3 = so3::M3<S>;
+  template <bool D, bool first, typename Model, typename K, typename Der>
+  static void add(const Model& m, const K& p, S& acc, Der* der) {
+    static_assert(!first, "EeOrientationTerm adds to the position block: register it after EePositionTerm");
+    const S w = m.rot_weight(p.k);
+    if (!(w > S(0))) return;
+    const M3 R = Eigen::Map<const M3>(p.rot);
+    const M3 Rt = so3::exp<S>(V3(p.ref[3], p.ref[4], p.ref[5]));
+    const V3 e = so3::log<S>(M3(Rt.transpose() * R));
+    V3 we;
+    for (int a = 0; a < 3; ++a) {
+      we[a] = w * S(m.rot_axis[a]) * e[a];
+      acc += S(0.5) * we[a] * e[a];
+    }
+    if constexpr (D) {
+      const M3 A = so3::jr_inv<S>(e) * R.transpose();
+      using MatJ = std::decay_t<decltype(*p.Jw)>;
+      const MatJ Je = A * (*p.Jw);
+      MatJ WJ = Je;
+      for (int a = 0; a < 3; ++a) WJ.row(a) *= w * S(m.rot_axis[a]);
+      if constexpr (NV == Eigen::Dynamic) {
+        const int nv = m.nv;
+        der->Q.topLeftCorner(nv, nv).noalias() += Je.transpose() * WJ;
+        der->q.head(nv).noalias() += Je.transpose() * (we);
+      } else {
+        der->Q.template topLeftCorner<NV, NV>().noalias() += Je.transpose() * WJ;
+        der->q.template head<NV>().noalias() += Je.transpose() * (we);
       }
     }
   }
@@ -235,7 +299,7 @@ struct AboutURef<T, std::void_t<decltype(T::kAboutURef)>> : std::bool_constant<T
 template <typename S, int NV>
 struct StageCost {
   // The registered terms, in the order their values are summed.
-  using DenseTerms = TermList<EePositionTerm<S, NV>>;
+  using DenseTerms = TermList<EePositionTerm<S, NV>, EeOrientationTerm<S, NV>>;
   using StateTerms = TermList<PostureTerm<S, NV>, BarrierTerm<S, NV, Var::kQ>, VelocityTerm<S, NV>,
                               BarrierTerm<S, NV, Var::kV>>;
   using ControlTerms = TermList<ControlTerm<S, NV>, BarrierTerm<S, NV, Var::kU>>;

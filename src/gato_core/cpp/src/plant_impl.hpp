@@ -408,6 +408,26 @@ void Plant<S>::points_kinematics(PlantWorkspace<S>& ws, const S* q, int n, const
 }
 
 template <typename S>
+void Plant<S>::ee_rotation(PlantWorkspace<S>& ws, const S* q, S* R, Mat* Jw) const {
+  auto& w = detail::cast(ws);
+  const auto& m = impl_->model;
+  Eigen::Map<const Vec> Q(q, m.nq);
+  if (Jw) {
+    pinocchio::computeJointJacobians(m, w.data, Q);  // also runs forward kinematics
+  } else {
+    pinocchio::forwardKinematics(m, w.data, Q);
+  }
+  const auto& frame = m.frames[impl_->ee_frame];
+  Eigen::Map<Eigen::Matrix<S, 3, 3>> Rm(R);
+  Rm = w.data.oMi[frame.parentJoint].act(frame.placement).rotation();
+  if (Jw) {
+    w.J6.setZero();
+    pinocchio::getFrameJacobian(m, w.data, impl_->ee_frame, pinocchio::LOCAL_WORLD_ALIGNED, w.J6);
+    *Jw = w.J6.template bottomRows<3>();
+  }
+}
+
+template <typename S>
 void Plant<S>::gravity(PlantWorkspace<S>& ws, const S* q, S* g, Mat* dg_dq) const {
   auto& w = detail::cast(ws);
   const auto& m = impl_->model;

@@ -63,6 +63,16 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void set_u_cost_vec(const std::vector<double>& w) override { cost_.u_vec = w; }
   void set_q_pos_cost(const std::vector<double>& w) override { cost_.q_pos_w = w; }
   void set_q_nom(const std::vector<double>& q) override { cost_.q_nom = q; }
+  void set_rot_axis_weights(const std::vector<double>& w) override {
+    if (w.size() != 3) throw std::invalid_argument("rot_axis_weights: expected 3 numbers");
+    for (int a = 0; a < 3; ++a) cost_.rot_axis[a] = w[a];
+  }
+  void set_rot_knot_weights(const std::vector<double>& w) override {
+    if (!w.empty() && int(w.size()) != N_) throw std::invalid_argument("rot_knot_weights: expected N numbers");
+    cost_.rot_knot_w = w;
+    if (cost_.rot_on())
+      for (auto& e : entries_) e->size_rotation();
+  }
   void set_fext(const std::vector<S>& f) override {
     has_fext_ = !f.empty();
     fext_ = f;
@@ -138,7 +148,13 @@ class BatchSolverImpl final : public BatchSolver<S> {
     return lanes_ && set_.line_search == LineSearch::kBest && plant_->use_lean();
   }
   S stage_cost_value(int k, const S* x, const S* u, const S* ee, const S* ref,
-                     const S* uref = nullptr) const;
+                     const S* uref = nullptr, const S* rot = nullptr) const;
+  // The orientation term is on: the EE rotation of state x into e.t_R, else null.
+  const S* rotation_of(Entry& e, const S* x) const {
+    if (!cost_.rot_on()) return nullptr;
+    plant_->ee_rotation(*e.ws, x, e.t_R.data());
+    return e.t_R.data();
+  }
   // u_ref = gravity: g(q) of state x into e.t_g (null when the knot has no control or
   // u_ref = zero), the control reference of the line search's stage cost.
   const S* gravity_ref(Entry& e, const S* x, bool has_u) const {
@@ -264,6 +280,18 @@ struct BatchSolverImpl<S, NV>::Entry {
   std::vector<VecNX> qt;  // q_k + [K' r_k; 0], the gradient of the eliminated knot
   VecNU t_g;
   MatX<S> dg_dyn;
+  // The orientation term (rot_cost / N_rot_cost / per-knot weights > 0): the EE rotation per
+  // knot and the world angular Jacobian of the KKT point; t_R for the line search.
+  std::vector<Eigen::Matrix<S, 3, 3>> Rot;
+  MatJ Jw;
+  MatX<S> Jw_dyn;
+  Eigen::Matrix<S, 3, 3> t_R;
+  void size_rotation() {
+    if (!Rot.empty()) return;
+    Rot.assign(N, Eigen::Matrix<S, 3, 3>::Identity());
+    Jw = MatJ::Zero(3, nv);
+    Jw_dyn = MatX<S>::Zero(3, nv);
+  }
 
   int nv, nx, nu, N;
   const S* xs = nullptr;   // measured state (nx)
@@ -417,6 +445,7 @@ void BatchSolverImpl<S, NV>::set_settings(const Settings& s) {
   cost_.set_weights(s);
   for (auto& e : entries_) {
     if (cost_.u_ref_gravity) e->size_gravity();
+    if (cost_.rot_on()) e->size_rotation();
     e->mu = S(s.mu);
     e->pcg_tol = S(s.pcg_tol);
     // Statistics rows are sized by max_sqp_iters (host-side, between solves).

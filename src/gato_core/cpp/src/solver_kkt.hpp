@@ -15,9 +15,9 @@ const S* BatchSolverImpl<S, NV>::fext_ptr(int b, int k) const {
 // value-only path of the cost terms (src/cost_terms.hpp), summed per knot.
 template <typename S, int NV>
 S BatchSolverImpl<S, NV>::stage_cost_value(int k, const S* x, const S* u, const S* ee,
-                                           const S* ref, const S* uref) const {
+                                           const S* ref, const S* uref, const S* rot) const {
   using Derivs = cost::KnotDerivs<MatXX, VecNX, MatUU, VecNU>;
-  const cost::Knot<S, MatJ> p{k, x, u, ee, ref + 6 * k, nullptr, uref};
+  const cost::Knot<S, MatJ> p{k, x, u, ee, ref + 6 * k, nullptr, uref, nullptr, rot};
   S l = 0;
   cost::StageCost<S, NV>::template add<false>(cost_, p, l, static_cast<Derivs*>(nullptr));
   return l;
@@ -78,6 +78,13 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
       p.uref = e.ug[k].data();
       p.dg = e.dg[k].data();
       der.Suq = &e.Suq[k];
+    }
+    if (cost_.rot_on()) {
+      // The orientation term: EE rotation and world angular Jacobian (pinocchio).
+      plant_->ee_rotation(*e.ws, x, e.Rot[k].data(), &e.Jw_dyn);
+      e.Jw = e.Jw_dyn;
+      p.rot = e.Rot[k].data();
+      p.Jw = &e.Jw;
     }
     cost::StageCost<S, NV>::template add<true>(cost_, p, cost, &der);
   }

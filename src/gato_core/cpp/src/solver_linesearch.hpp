@@ -21,10 +21,10 @@ S BatchSolverImpl<S, NV>::trial_merit(Entry& e, S alpha) {
       dynamics_step(*plant_, *e.ws, e.dyn, set_.integrator, dt_, x, u, fext_ptr(e.b, k),
                     e.xnext.data(), e.ee[k].data());
       defect += (Eigen::Map<const VecNX>(x + nx + nu, nx) - e.xnext).template lpNorm<1>();
-      cost += stage_cost_value(k, x, u, e.ee[k].data(), e.ref, gravity_ref(e, x, true));
+      cost += stage_cost_value(k, x, u, e.ee[k].data(), e.ref, gravity_ref(e, x, true), rotation_of(e, x));
     } else {
       plant_->frame_position(*e.ws, x, e.ee[k].data());
-      cost += stage_cost_value(k, x, nullptr, e.ee[k].data(), e.ref);
+      cost += stage_cost_value(k, x, nullptr, e.ee[k].data(), e.ref, nullptr, rotation_of(e, x));
     }
   }
   defect += (Eigen::Map<const VecNX>(e.trial.data(), nx) - Eigen::Map<const VecNX>(e.xs, nx))
@@ -73,9 +73,10 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
           }
           defect[a] += (e.t_nx - e.xnext).template lpNorm<1>();
           cost[a] += stage_cost_value(k, e.t_nx2.data(), e.t_nu.data(), ee, e.ref,
-                                      gravity_ref(e, e.t_nx2.data(), true));
+                                      gravity_ref(e, e.t_nx2.data(), true), rotation_of(e, e.t_nx2.data()));
         } else {
-          cost[a] += stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref);
+          cost[a] += stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref, nullptr,
+                                      rotation_of(e, e.t_nx2.data()));
           for (int i = 0; i < 3; ++i) ee_last[a][i] = ee[i];
         }
       }

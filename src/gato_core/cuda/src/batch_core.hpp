@@ -73,6 +73,9 @@ class BatchCore {
 
   void set_settings(const Settings& s) {
     if (s.max_sqp_iters < 1) throw std::invalid_argument("max_sqp_iters: must be >= 1");
+    if (s.rot_cost != 0 || s.N_rot_cost != 0)
+      throw std::invalid_argument("rot_cost / N_rot_cost: the EE orientation term runs on the CPU backend only "
+                                  "(not in gato_cuda/sqp.hpp yet); use backend='cpu' or weight 0");
     const double old_rho = set_.rho;
     const bool first = !configured_;
     set_ = s;

@@ -98,6 +98,9 @@ class Plant {
   /// For tests and benchmarks; not thread-safe against running solves.
   void set_use_lean(bool on);
   bool use_lean() const;
+  /// EE frame rotation R (3 x 3, column-major, world <- EE frame) and, when Jw is not null,
+  /// the EE world angular-velocity Jacobian (3 x nv, resized): omega_world = Jw qd.
+  void ee_rotation(PlantWorkspace<S>& ws, const S* q, S* R, Mat* Jw = nullptr) const;
   /// Generalized gravity g(q) (nv; N·m or N: the torque that holds q at rest, no f_ext)
   /// and, when dg_dq is not null, its Jacobian dg/dq (nv x nv, resized).
   void gravity(PlantWorkspace<S>& ws, const S* q, S* g, Mat* dg_dq = nullptr) const;

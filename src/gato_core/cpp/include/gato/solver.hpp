@@ -79,6 +79,10 @@ class BatchSolver {
   /// Posture anchor weight (nq) and target (nq).
   virtual void set_q_pos_cost(const std::vector<double>& w) = 0;
   virtual void set_q_nom(const std::vector<double>& q) = 0;
+  /// Orientation term: per-axis factors c (3, tool frame; default 1) and per-knot weights
+  /// (N, replacing rot_cost / N_rot_cost; empty = the scalars). docs/solver_method.md.
+  virtual void set_rot_axis_weights(const std::vector<double>& w) = 0;
+  virtual void set_rot_knot_weights(const std::vector<double>& w) = 0;
   /// (B, N, 6*nbodies) joint-local external wrenches; empty clears.
   virtual void set_fext(const std::vector<S>& f) = 0;
   virtual bool has_fext() const = 0;

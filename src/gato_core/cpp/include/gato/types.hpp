@@ -38,6 +38,8 @@ struct Settings {
   double q_lim_cost = 0.01, vel_lim_cost = 0.0, ctrl_lim_cost = 0.0;
   // Control cost reference: zero (the reference's 1/2 s u^2) or gravity (1/2 s (u - g(q))^2).
   URef u_ref = URef::kZero;
+  // EE orientation weights [1/rad^2], running / terminal (0 = off: the reference's cost).
+  double rot_cost = 0.0, N_rot_cost = 0.0;
 };
 
 inline constexpr int kLineSearchSteps = 8;   // alpha = 2^-i, i = 0..7

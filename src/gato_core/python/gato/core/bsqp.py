@@ -231,11 +231,14 @@ class BSQP(RowGroupAPI, CollisionRowAPI):
 
     # -------------------------------------------------------------- cost setters
     def set_cost_weights(self, q_cost=None, qd_cost=None, u_cost=None, N_cost=None, q_lim_cost=None,
-                         vel_lim_cost=None, ctrl_lim_cost=None) -> None:
-        """Update scalar cost weights (None keeps the current value); recorded in ``self.params``."""
+                         vel_lim_cost=None, ctrl_lim_cost=None, u_ref=None) -> None:
+        """Update scalar cost weights and the control reference ``u_ref`` ("zero" | "gravity")
+        (None keeps the current value); recorded in ``self.params``."""
         changes = {k: float(v) for k, v in dict(q_cost=q_cost, qd_cost=qd_cost, u_cost=u_cost, N_cost=N_cost,
                                                  q_lim_cost=q_lim_cost, vel_lim_cost=vel_lim_cost,
                                                  ctrl_lim_cost=ctrl_lim_cost).items() if v is not None}
+        if u_ref is not None:
+            changes["u_ref"] = u_ref
         self.params = self.params.replace(**changes)  # validates (finite, >= 0)
         self._push_settings()
 
@@ -251,20 +254,52 @@ class BSQP(RowGroupAPI, CollisionRowAPI):
         self._push_settings()
 
     def set_cost_weights_per_knot(self, knot_weights) -> None:
-        """Per-knot [ee, qd, u] weights, shape (N, 3), finite and >= 0; overrides the scalar q/qd/u/N
-        weights (the terminal EE weight is row N-1's ee entry). None clears the table. A zero qd or
-        u entry gets a step-only regularization (docs/solver_method.md, "Zero weights")."""
+        """Per-knot [ee, qd, u] weights, shape (N, 3), or [ee, qd, u, rot] (N, 4), finite and >= 0;
+        overrides the scalar q/qd/u/N weights (the terminal EE weight is row N-1's ee entry) and,
+        with a 4th column, rot_cost / N_rot_cost (the EE orientation weight per knot). None clears
+        the table. A zero qd or u entry gets a step-only regularization (docs/solver_method.md,
+        "Zero weights")."""
         if knot_weights is None:
             self._knot_weights = None
             self._s.set_knot_weights(np.zeros(0))
+            self._s.set_rot_knot_weights(np.zeros(0))
             return
         w = to_numpy(knot_weights, "knot_weights", np.float64)
-        if w.shape != (self.N, 3):
-            raise ValueError(f"knot_weights: expected shape ({self.N}, 3), got {tuple(w.shape)}")
+        if w.shape not in ((self.N, 3), (self.N, 4)):
+            raise ValueError(f"knot_weights: expected shape ({self.N}, 3) or ({self.N}, 4), got {tuple(w.shape)}")
         if not np.all(np.isfinite(w)) or np.any(w < 0):
             raise ValueError("knot_weights: entries must be finite and >= 0")
         self._knot_weights = w
-        self._s.set_knot_weights(w.ravel())
+        self._s.set_knot_weights(np.ascontiguousarray(w[:, :3]).ravel())
+        self._s.set_rot_knot_weights(np.ascontiguousarray(w[:, 3]) if w.shape[1] == 4 else np.zeros(0))
+        self._rot_knot = w.shape[1] == 4 and bool(np.any(w[:, 3] > 0))
+
+    def set_rot_axis_weights(self, weights) -> None:
+        """Per-axis factors c (3,) of the EE orientation term, tool-frame axes x, y, z (default 1):
+        the cost is 1/2 w sum_a c_a e_a^2 (e.g. [1, 1, 0]: the tool may spin about its z axis)."""
+        c = to_numpy(weights, "rot_axis_weights", np.float64).reshape(-1)
+        if c.shape != (3,):
+            raise ValueError(f"rot_axis_weights: expected 3 numbers, got shape {tuple(c.shape)}")
+        if not np.all(np.isfinite(c)) or np.any(c < 0):
+            raise ValueError(f"rot_axis_weights: entries must be finite and >= 0, got {c.tolist()}")
+        self._s.set_rot_axis_weights(c)
+
+    def _rot_on(self) -> bool:
+        return self.params.rot_cost > 0 or self.params.N_rot_cost > 0 or getattr(self, "_rot_knot", False)
+
+    def _check_orientation(self, ref: np.ndarray, name: str) -> None:
+        """With the orientation term on, the reference's slots [3:6] of every knot are a rotation
+        vector: finite, norm <= pi."""
+        if not self._rot_on():
+            return
+        rv = np.asarray(ref, dtype=np.float64).reshape(-1, self.N, 6)[:, :, 3:6]
+        if not np.all(np.isfinite(rv)):
+            raise ValueError(f"{name}: orientation slots [3:6] must be finite")
+        n = np.linalg.norm(rv, axis=2)
+        if np.any(n > np.pi + 1e-9):
+            b, k = np.unravel_index(int(np.argmax(n)), n.shape)
+            raise ValueError(f"{name}: orientation slots [3:6] of entry {b}, knot {k}: rotation vector norm "
+                             f"{n[b, k]:.6g} > pi (a rotation vector in [0, pi])")
 
     def _per_knot(self, value, name: str):
         """An (N, nq) per-knot table (finite, float64) or None when ``value`` is not 2-D."""
@@ -398,6 +433,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI):
         B = self.batch_size
         x = batch_array(xcur_B, "xcur_B", B, self.nx, self.dtype)
         ref = batch_array(eepos_goals_B, "eepos_goals_B", B, 6 * self.N, self.dtype)
+        self._check_orientation(ref, "eepos_goals_B")
         if xu_warm is None:
             xu = self.hold_trajectory(x)
         else:
@@ -528,6 +564,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI):
         budget = self._budget(budget_s)
         xs = batch_array(x, "x", self.batch_size, self.nx, self.dtype)
         r = batch_array(ref, "ref", self.batch_size, 6 * self.N, self.dtype)
+        self._check_orientation(r, "ref")
         xu = self._resident().copy()
         self._s.solve(xs, r, xu, budget)
         self._warm = xu.copy()

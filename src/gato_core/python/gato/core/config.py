@@ -27,6 +27,8 @@ def _name(member) -> str:
 LINSYS_MODES = tuple(n.lower() for n in _core.LinSys.__members__)
 LINE_SEARCH_MODES = tuple(n.lower() for n in _core.LineSearch.__members__)
 INTEGRATOR_MODES = tuple(n.lower() for n in _core.Integrator.__members__)
+#: What the control cost penalises (docs/solver_method.md): u ("zero") or u - g(q) ("gravity").
+U_REF_MODES = tuple(n.lower() for n in _core.URef.__members__)
 #: The backend's wired linsys (SolverParams.linsys = None resolves to it).
 DEFAULT_LINSYS = _name(_D.linsys)
 DEFAULT_INTEGRATOR = _name(_D.integrator)
@@ -58,6 +60,16 @@ class SolverParams:
     finite and >= 0; a zero ``qd_cost`` or ``u_cost`` (with its barrier off) gets a step-only
     regularization, exact at convergence (docs/solver_method.md, "Zero weights").
 
+    ``u_ref``: "zero" (default, the reference: the control term is 1/2 s u^2) or "gravity"
+    (1/2 s (u - g(q_k))^2: the torque beyond gravity compensation at each knot, so holding the
+    arm up costs nothing and the plan does not sag; docs/solver_method.md).
+
+    ``rot_cost`` / ``N_rot_cost``: EE orientation weights [1/rad^2] on running knots / the last
+    knot (0 = off, the default: the reference's cost). The reference's slots [3:6] of each knot
+    then carry the target orientation as a rotation vector (world frame, norm <= pi); the cost
+    is 1/2 w sum_a c_a e_a^2 with e = log(R_ref' R_ee(q)) (tool frame) and per-axis factors c
+    (:meth:`BSQP.set_rot_axis_weights`); docs/solver_method.md. CPU backend only.
+
     ``exact_hessian``: second-order stage Hessians; the CPU backend has none (Gauss-Newton
     only) and rejects True with a clear error.
 
@@ -81,6 +93,9 @@ class SolverParams:
     q_lim_cost: float = _D.q_lim_cost
     vel_lim_cost: float = _D.vel_lim_cost
     ctrl_lim_cost: float = _D.ctrl_lim_cost
+    u_ref: str = _name(_D.u_ref)
+    rot_cost: float = _D.rot_cost
+    N_rot_cost: float = _D.N_rot_cost
     exact_hessian: bool = False
     line_search: str = _name(_D.line_search)
 
@@ -90,7 +105,7 @@ class SolverParams:
             if isinstance(v, bool) or not isinstance(v, (int,)) or v < 1:
                 raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
         floats = ("pcg_tol", "solve_ratio", "mu", "rho", "q_cost", "qd_cost", "u_cost",
-                  "N_cost", "q_lim_cost", "vel_lim_cost", "ctrl_lim_cost")
+                  "N_cost", "q_lim_cost", "vel_lim_cost", "ctrl_lim_cost", "rot_cost", "N_rot_cost")
         for name in floats:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
@@ -101,6 +116,8 @@ class SolverParams:
             raise ValueError(f"solve_ratio: expected a fraction in (0, 1], got {self.solve_ratio!r}")
         if self.linsys is not None and self.linsys not in LINSYS_MODES:
             raise ValueError(f"linsys: expected one of {LINSYS_MODES} or None, got {self.linsys!r}")
+        if self.u_ref not in U_REF_MODES:
+            raise ValueError(f"u_ref: expected one of {U_REF_MODES}, got {self.u_ref!r}")
         if self.line_search not in LINE_SEARCH_MODES:
             raise ValueError(f"line_search: expected one of {LINE_SEARCH_MODES}, got {self.line_search!r}")
         for name in ("adapt_rho", "exact_hessian"):

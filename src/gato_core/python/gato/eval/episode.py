@@ -23,7 +23,7 @@ __all__ = ["NODE_DEFAULTS", "generate_scenarios", "make_disturbance", "bsqp_conf
 NODE_DEFAULTS = dict(N=32, dt=0.03125, batch_size=1, warm_start="shift", linsys="bdsv", limits="admm",
                      reseed_threshold=0.0, q_cost=2.0, qd_cost=0.01, u_cost=2e-6, N_cost=50.0, q_lim_cost=0.01,
                      vel_lim_cost=0.0, ctrl_lim_cost=0.0, mu=10.0, rho=0.01, max_sqp_iters=1, max_pcg_iters=200,
-                     pcg_tol=1e-4)
+                     pcg_tol=1e-4, u_ref="zero")
 
 _PICKPLACE_TASK = dict(timeout=2.0, threshold=0.02, velocity_threshold=0.1, settle_time=0.1)
 

@@ -105,12 +105,12 @@ GENERIC_METRICS = ("mean_tracking_error", "max_tracking_error", "final_goal_dist
 #: configuration takes under ``params``: the cost weights and solver settings go to
 #: SolverParams, the rest to the planner (as gato.controller_setup.build_controller does).
 BSQP_COST_SOLVER_KEYS = ("q_cost", "qd_cost", "u_cost", "N_cost", "q_lim_cost", "vel_lim_cost", "ctrl_lim_cost",
-                         "mu", "rho", "max_sqp_iters", "max_pcg_iters", "pcg_tol")
+                         "mu", "rho", "max_sqp_iters", "max_pcg_iters", "pcg_tol", "u_ref")
 BSQP_STRUCT_KEYS = ("N", "dt", "batch_size", "warm_start", "linsys", "limits", "reseed_threshold")
 BSQP_PARAM_KEYS = BSQP_COST_SOLVER_KEYS + BSQP_STRUCT_KEYS
 _INT_PARAMS = ("N", "batch_size", "max_sqp_iters", "max_pcg_iters")
 _STR_PARAMS = {"warm_start": ("shift", "hold"), "linsys": ("pcg", "bdsv", "bdsv_first", "auto"),
-               "limits": ("off", "telemetry", "barrier", "al", "admm")}
+               "limits": ("off", "telemetry", "barrier", "al", "admm"), "u_ref": ("zero", "gravity")}
 
 _DISTURBANCE_KINDS = {"constant_wrench": ("wrench",), "point_payload": ("mass",),
                       "impulse": ("t_start", "duration", "wrench"), "link_mass_error": ("mass_scale",),

@@ -29,8 +29,9 @@ __all__ = ["COST_KEYS", "SOLVER_KEYS", "COLLISION_KEYS", "COLLISION_DEFAULTS", "
 
 #: Cost weights (SolverParams fields set through ``solver.set_cost_weights``).
 COST_KEYS = ("q_cost", "qd_cost", "u_cost", "N_cost", "q_lim_cost", "vel_lim_cost", "ctrl_lim_cost")
-#: Solver settings (SolverParams fields set through ``solver.set_params``).
-SOLVER_KEYS = ("mu", "rho", "max_sqp_iters", "max_pcg_iters", "pcg_tol")
+#: Solver settings (SolverParams fields set through ``solver.set_params``); u_ref: the control
+#: cost's reference ("zero" | "gravity", docs/solver_method.md).
+SOLVER_KEYS = ("mu", "rho", "max_sqp_iters", "max_pcg_iters", "pcg_tol", "u_ref")
 #: Collision clearance rows (docs/constraints.md "Collision clearance rows", "From ROS"): world
 #: obstacles as flat arrays (spheres x, y, z, r per obstacle; planes nx, ny, nz, offset per
 #: half-space n.p <= offset), the clearance margin [m] and the rows' mechanism. No obstacle = no rows.
