@@ -72,66 +72,14 @@ class Param:
 
 
 # ---------------------------------------------------------------- robot-specific defaults
-def _registry(robot: str) -> dict:
-    from gato.core.bsqp import robot_info
+# (gato_ros.param_defaults: what the schema takes from the robot registry and the core; the
+# underscore aliases keep the schema's entries short)
+from .param_defaults import (COLLISION_MECHS, ROBOTS, SOLVER as _SOLVER, LIMITS as _LIMITS,  # noqa: E402
+                             LINSYS as _LINSYS, COLLISION_DEFAULTS as _COLLISION,
+                             DEFAULT_LINSYS as _DEFAULT_LINSYS, ee_frame as _ee_frame,
+                             goals as _goals, joint_names as _joint_names, obstacle_check as _obstacles,
+                             q_ready as _q_ready, registry_entry as _registry)
 
-    info = robot_info(robot)
-    if not info:
-        raise ValueError(f"robot: unknown robot {robot!r}")
-    return info
-
-
-def _joint_names(robot: str) -> list:
-    return list(_registry(robot)["joints"])
-
-
-def _ee_frame(robot: str) -> str:
-    return str(_registry(robot)["ee_frame"])
-
-
-def _q_ready(robot: str) -> list:
-    from gato.sim import scenarios as tasks
-
-    q = tasks.Q_READY.get(robot)
-    if q is None:
-        q = _registry(robot).get("q_ready")
-    return [float(v) for v in q]
-
-
-def _goals(robot: str) -> list:
-    """Three goals around the plant's centre of record (gato.tasks), flat [x, y, z] * 3, mm-rounded."""
-    from gato.sim import scenarios as tasks
-
-    c = tasks.CENTRE_OF_RECORD[robot]
-    offsets = ((0.08, 0.12, 0.06), (0.08, -0.12, -0.06), (-0.06, 0.0, 0.08))
-    return [round(float(c[i] + o[i]), 3) for o in offsets for i in range(3)]
-
-
-#: Robots with task tables (start pose, centre of record): the ones that get parameter files.
-ROBOTS = ("iiwa14", "indy7", "fr3", "gen3", "ur5e")
-
-_LIMITS = ("off", "telemetry", "barrier", "al", "admm")
-_LINSYS = ("pcg", "bdsv", "bdsv_first", "auto")
-# The solver defaults are the C++ core's struct (gato/types.hpp through gato._core.Settings and
-# gato.SolverParams), the one place they are written; test/test_defaults_agree.py checks this schema,
-# the dataclass, the struct and docs/parameters.md against each other.
-from gato.core.config import DEFAULT_LINSYS as _DEFAULT_LINSYS, SolverParams as _SolverParams  # noqa: E402
-from gato.planners.controller_setup import (COLLISION_DEFAULTS as _COLLISION, COLLISION_MECHS,
-                                            collision_obstacles)  # noqa: E402
-
-_SOLVER = _SolverParams()
-
-
-def _obstacles(name: str):
-    """The check of a flat obstacle array (gato.controller_setup.collision_obstacles: length a multiple
-    of 4, radius > 0, normal non-zero): its reason, or None."""
-    def check(value):
-        try:
-            collision_obstacles(name, value)
-        except ValueError as e:
-            return str(e)
-        return None
-    return check
 
 # ---------------------------------------------------------------- the controller node
 CONTROLLER = (
