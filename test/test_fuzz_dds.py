@@ -221,11 +221,13 @@ def _tail_error(summary_path, seconds=3.0):
 
 @pytest.mark.slow
 def test_free_running_bringup_with_5s_of_malformed_inputs_completes_and_recovers(tmp_path, ros_env):
-    """The acceptance scenario of issue 38 (see the module docstring). 9 s of simulated time: the
+    """The acceptance scenario of issue 38 (see the module docstring). 11 s of simulated time: the
     fuzz starts once the controller commands and lasts 5 s of wall clock (the free-running world
-    keeps wall-clock pace), so it is over before the last 3 s."""
+    keeps wall-clock pace, or lags it under load), so it is over before the last 3 s even when the
+    controller's first command comes late (CI on a loaded 2-core machine: t = 1.78 s; 9 s left the
+    fuzz running until t = 6.7 s, inside the scored tail)."""
     share()
-    duration = 9.0
+    duration = 11.0
     fuzz = {}
 
     def during(proc):
