@@ -145,11 +145,12 @@ class Probe:
         return {kv.key: kv.value for kv in st.values}
 
 
-@pytest.fixture
-def bringup(tmp_path, ros_env):
+def _sim_graph(tmp_path, ros_env, extra_arg):
+    """The simulation bringup (iiwa14, no end) with one extra launch argument and a Probe on its
+    topics; yields the probe, then stops the graph with SIGINT and checks its clean exit."""
     share()
     marker, report = uuid.uuid4().hex, tmp_path / "report.json"
-    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=0", "reference:=hold"],
+    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=0", extra_arg],
                         ros_env, marker, report)
     probe = None
     try:
@@ -167,6 +168,11 @@ def bringup(tmp_path, ros_env):
                 os.killpg(proc.pid, signal.SIGKILL)
             kill_tagged("GATO_TEST_MARKER", marker)
     assert_clean_exit(proc, out, report, marker)
+
+
+@pytest.fixture
+def bringup(tmp_path, ros_env):
+    yield from _sim_graph(tmp_path, ros_env, "reference:=hold")
 
 
 @pytest.mark.slow
@@ -259,26 +265,7 @@ def test_pose_goal_twist_stream_paths_tf_and_diagnostics(bringup):
 
 @pytest.fixture
 def free_running(tmp_path, ros_env):
-    share()
-    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
-    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=0", "lockstep:=false"],
-                        ros_env, marker, report)
-    probe = None
-    try:
-        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
-        yield probe
-    finally:
-        if probe is not None:
-            probe.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        try:
-            out = finish(proc, RUN_TIMEOUT_S)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            kill_tagged("GATO_TEST_MARKER", marker)
-    assert_clean_exit(proc, out, report, marker)
+    yield from _sim_graph(tmp_path, ros_env, "lockstep:=false")
 
 
 @pytest.mark.slow
