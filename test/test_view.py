@@ -6,7 +6,6 @@ the Foxglove WebSocket server with a protocol client, and both servers gone with
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import import_or_skip, processes_with_env
+from localhost_ports import free_port as _free_port, port_open as _port_open
 
 _HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
 pin = import_or_skip("pinocchio", "install the lock (scripts/setup.sh)")
@@ -211,18 +211,6 @@ def test_replay_cases_give_recorded_and_replayed_paths_per_tick(geometry, tmp_pa
 
 
 # ------------------------------------------------------------------ the bringup with the view
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 class Bringup:
     """``python -m gato_ros.bringup_sim --view`` in its own session, tagged for the leftover check."""
 
