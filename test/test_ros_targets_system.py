@@ -15,6 +15,7 @@ loopback; the targets replace its windows while they are active):
 Times are the joint states' stamps (simulated); no wall-clock time is asserted.
 """
 import os
+import re
 import signal
 import time
 import uuid
@@ -413,14 +414,23 @@ def test_follow_joint_trajectory_succeeds_refuses_cancels_and_preempts(action_br
     p.wait_sim(1.5)
     fut = gh.cancel_goal_async()
     p.spin_until(fut.done, "the cancel response")
-    ee_cancel = p.ee[-1][1]
     r = p.result(gh)
     assert "canceled" in r.error_string, r
-    t_c = p.now()
+    # The hold is the joint state the controller measured at its first tick after the cancel
+    # request (stamped in the result), not what this client saw when the response arrived: on a
+    # loaded machine those are tens of ms of arm motion apart.
+    m = re.search(r"measured at ([0-9.]+) s", r.error_string)
+    assert m, r.error_string
+    t_hold = int(round(float(m.group(1)) * NS))
+    ee_hold = min(p.ee, key=lambda e: abs(e[0] - t_hold))[1]
     p.wait_sim(1.5)
-    drift = np.linalg.norm(p.ee_between(t_c, p.now()) - ee_cancel, axis=1).max()
-    print(f"cancel: EE within {drift * 1e3:.2f} mm of where it was at the cancel")
-    assert drift <= 0.005, drift
+    t_end = p.now()
+    moved = np.linalg.norm(p.ee_between(t_hold, t_end) - ee_hold, axis=1)
+    settled = np.linalg.norm(p.ee_between(t_end - int(0.3 * NS), t_end) - ee_hold, axis=1).max()
+    print(f"cancel: EE braked within {moved.max() * 1e3:.2f} mm and settled within {settled * 1e3:.2f} mm "
+          "of where it was at the cancel")
+    assert settled <= 0.005, settled
+    assert moved.max() <= 0.025, moved.max()    # braking from a ~0.1 m/s joint trajectory
 
     # --- a new goal preempts the running one
     q_now = np.array([p.q[n] for n in names])
