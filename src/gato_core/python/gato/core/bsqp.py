@@ -19,6 +19,7 @@ from .config import DEFAULT_INTEGRATOR, DEFAULT_LINSYS, INTEGRATOR_MODES, LINSYS
 from .results import SolveResult, SolverStats
 from .collision_rows import CollisionRowAPI
 from .cost_weights import CostWeightAPI
+from .feedback_gains import FeedbackGainAPI
 from .rowgroups import (ADMM_LINSYS_MODES, MAX_ROW_GROUPS, MAX_ROWS_PER_GROUP,  # noqa: F401 (re-exported)
                         MECH_DEFAULT_WEIGHT, RowGroupAPI)
 from ..robots.registry import all_robots, detect_plant, robot_info, robot_urdf
@@ -62,7 +63,7 @@ def available(variant: str = "default") -> dict:
     return {(p, N): so for p in plants for N in CPU_HORIZONS}
 
 
-class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI):
+class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
     """Batched SQP trajectory optimizer (CPU backend).
 
     Args:
@@ -167,6 +168,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI):
         self.xu_size = self._s.xu_size
         self._collect_stats = True
         self._warm = None  # resident warm start (B, xu_size)
+        self._solved = None  # (x_s, ref, xu) of the last solve (feedback_gains)
         self._model = None
         self._data = None
         self._knot_weights = None
@@ -375,6 +377,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI):
         budget = self._budget(budget_s)
         x, ref, xu = self._inputs(xcur_B, eepos_goals_B, xu_warm)
         self._s.solve(x, ref, xu, budget)
+        self._solved = (x, ref, xu.copy())
         return self._result(xu, kind)
 
     def _budget(self, budget_s) -> float:
@@ -476,6 +479,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI):
         xu = self._resident().copy()
         self._s.solve(xs, r, xu, budget)
         self._warm = xu.copy()
+        self._solved = (xs, r, xu.copy())
         return self._result(xu, kind)
 
     def shift_warm(self, best_id: int = 0, hold: bool = False) -> None:
