@@ -44,6 +44,11 @@ class Context:
     ref: np.ndarray = field(default_factory=lambda: np.zeros((1, 3)))
     knot_dt: float = 0.01
     plan: object = None
+    ee: np.ndarray = field(default_factory=lambda: np.array([0.5, 0.0, 0.6]))
+    lower: np.ndarray | None = None     # (n,) rad URDF position limits (JointTrajectory)
+    upper: np.ndarray | None = None
+    vel_limit: np.ndarray | None = None  # (n,) rad/s URDF velocity limits
+    frames: tuple = ("world",)          # frames a target may name (the first is the base frame)
 
 
 @dataclass
@@ -339,7 +344,262 @@ PLAN = Fuzzer(plan_valid, [
     Mutation("stamp_future", lambda m, ctx, rng: _stamp(m, ctx.stamp_ns + 3600 * NS), True),
 ])
 
-FUZZERS = {"JointState": JOINT_STATE, "EEReference": EE_REFERENCE, "WrenchStamped": WRENCH, "Plan": PLAN}
+
+# ------------------------------------------------------------------ geometry_msgs/PoseStamped (~/goal_pose)
+def pose_valid(ctx: Context):
+    from geometry_msgs.msg import PoseStamped
+
+    m = PoseStamped()
+    _stamp(m, ctx.stamp_ns)
+    m.header.frame_id = ctx.frames[0]
+    m.pose.position.x, m.pose.position.y, m.pose.position.z = _arr(ctx.ee + [0.05, -0.03, 0.02])
+    m.pose.orientation.w = 1.0
+    return m
+
+
+def _pose_poison(m, ctx, rng):
+    setattr(m.pose.position, str(rng.choice(["x", "y", "z"])), float(rng.choice(POISON[:3])))
+
+
+def _pose_far(m, ctx, rng):
+    setattr(m.pose.position, str(rng.choice(["x", "y", "z"])), float(rng.choice([5.0, -40.0, 1e308, -1e308])))
+
+
+def _quat_poison(m, ctx, rng):
+    setattr(m.pose.orientation, str(rng.choice(["x", "y", "z", "w"])), float(rng.choice(POISON[:3])))
+
+
+def _quat_zero(m, ctx, rng):
+    o = m.pose.orientation
+    o.x = o.y = o.z = o.w = 0.0
+
+
+def _quat_unnormalised(m, ctx, rng):
+    """A rotation with a non-unit quaternion: normalised on receipt (tf2's rule), so harmless."""
+    o, k = m.pose.orientation, float(rng.choice([1e-3, 2.0, 1e3]))
+    q = rng.normal(size=4)
+    o.x, o.y, o.z, o.w = _arr(k * q / np.linalg.norm(q))
+
+
+def _unknown_frame(m, ctx, rng):
+    m.header.frame_id = str(rng.choice(["map", "odom", "\u00e9\u00e9", "world/", "tool0_typo"]))
+
+
+def _known_frame(m, ctx, rng):
+    """Another frame the tree knows, or the base frame with tf2's tolerated leading slash."""
+    f = str(rng.choice(list(ctx.frames)))
+    m.header.frame_id = f if rng.random() < 0.5 else "/" + f
+
+
+def _pose_stamp_any(m, ctx, rng):
+    """Goals act at the controller's tick time: the stamp is informational (like MoveIt's)."""
+    _stamp(m, ctx.stamp_ns + int(rng.choice([-HOUR_NS, 20 * NS, -NS])))
+
+
+POSE_STAMPED = Fuzzer(pose_valid, [
+    Mutation("position_poisoned", _pose_poison, True),
+    Mutation("position_far", _pose_far, True),
+    Mutation("orientation_poisoned", _quat_poison, True, "orientation"),
+    Mutation("orientation_zero", _quat_zero, True, "orientation"),
+    Mutation("orientation_unnormalised", _quat_unnormalised, False, "orientation"),
+    Mutation("frame_unknown", _unknown_frame, True, "frame"),
+    Mutation("frame_known", _known_frame, False, "frame"),
+    Mutation("stamp_any", _pose_stamp_any, False),
+])
+
+
+# ------------------------------------------------------------------ geometry_msgs/TwistStamped (~/delta_twist_cmds)
+def twist_valid(ctx: Context):
+    from geometry_msgs.msg import TwistStamped
+
+    m = TwistStamped()
+    _stamp(m, ctx.stamp_ns)
+    m.header.frame_id = ctx.frames[0]
+    m.twist.linear.x, m.twist.linear.y, m.twist.linear.z = 0.02, -0.01, 0.0
+    return m
+
+
+def _twist_poison(m, ctx, rng):
+    comp = [m.twist.linear, m.twist.angular][int(rng.integers(2))]
+    setattr(comp, str(rng.choice(["x", "y", "z"])), float(rng.choice(POISON[:3])))
+
+
+def _twist_fast(m, ctx, rng):
+    """A finite but too fast linear twist: clamped to servo_max_speed_mps (counted), not refused."""
+    v = float(rng.choice([1.0, -50.0, 1e154, 1e308, -1e308]))
+    for a in rng.choice(["x", "y", "z"], size=int(rng.integers(1, 4)), replace=False):
+        setattr(m.twist.linear, str(a), v)
+
+
+def _twist_angular(m, ctx, rng):
+    setattr(m.twist.angular, str(rng.choice(["x", "y", "z"])), float(rng.choice([0.3, -2.0, 1e308])))
+
+
+TWIST_STAMPED = Fuzzer(twist_valid, [
+    Mutation("poisoned", _twist_poison, True, "values"),      # one value mutation each: a later one could undo it
+    Mutation("frame_unknown", _unknown_frame, True, "frame"),
+    Mutation("frame_known", _known_frame, False, "frame"),
+    Mutation("too_fast", _twist_fast, False, "values"),
+    Mutation("angular", _twist_angular, False, "values"),
+])
+
+
+# ------------------------------------------------------------------ trajectory_msgs/JointTrajectory
+# (~/joint_trajectory, and the trajectory of a FollowJointTrajectory goal)
+def jt_valid(ctx: Context):
+    from builtin_interfaces.msg import Duration
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    m = JointTrajectory()
+    _stamp(m, ctx.stamp_ns)
+    m.joint_names = list(ctx.names)
+    pts = []
+    for k in range(3):
+        p = JointTrajectoryPoint()
+        p.positions = _arr(ctx.q + 0.05 * (k + 1))
+        p.time_from_start = Duration(sec=k + 1, nanosec=0)
+        pts.append(p)
+    m.points = pts
+    return m
+
+
+def _jt_points(m):
+    return list(m.points)
+
+
+def _jt_poison(field_name):
+    def f(m, ctx, rng):
+        pts = _jt_points(m)
+        if not pts:
+            return
+        p = pts[int(rng.integers(len(pts)))]
+        v = list(getattr(p, field_name)) or [0.0] * len(m.joint_names)
+        if not v:
+            return
+        v[int(rng.integers(len(v)))] = float(rng.choice(POISON[:3]))
+        setattr(p, field_name, v)
+        if field_name == "velocities":     # velocities for every point (else another rule refuses it)
+            for o in pts:
+                if len(o.velocities) != len(v):
+                    o.velocities = [0.0] * len(v)
+    return f
+
+
+def _jt_names(m, ctx, rng):
+    names = list(m.joint_names)
+    c = int(rng.integers(3))
+    if c == 0 and len(names) > 1:
+        names[1] = names[0]                          # repeated
+    elif c == 1:
+        names[int(rng.integers(len(names)))] = "NOPE"  # unknown
+    else:
+        names = names[:-1]                           # one missing (positions keep their length: also refused)
+    m.joint_names = names
+
+
+def _jt_empty(m, ctx, rng):
+    m.points = []
+
+
+def _jt_positions_size(m, ctx, rng):
+    pts = _jt_points(m)
+    if pts:
+        p = pts[int(rng.integers(len(pts)))]
+        p.positions = list(p.positions)[:-1] if rng.random() < 0.5 else list(p.positions) + [0.0]
+
+
+def _jt_time_order(m, ctx, rng):
+    from builtin_interfaces.msg import Duration
+
+    pts = _jt_points(m)
+    if len(pts) < 2:
+        return
+    c = int(rng.integers(3))
+    if c == 0:
+        pts[1].time_from_start = Duration(sec=pts[0].time_from_start.sec, nanosec=pts[0].time_from_start.nanosec)
+    elif c == 1:
+        pts[0].time_from_start = Duration(sec=-int(rng.integers(1, 2**31 - 1)), nanosec=0)
+    else:
+        pts[-1].time_from_start = Duration(sec=0, nanosec=1)
+
+
+def _jt_beyond_limits(m, ctx, rng):
+    pts = _jt_points(m)
+    if not pts or ctx.upper is None:
+        return
+    p = pts[int(rng.integers(len(pts)))]
+    v = list(p.positions)
+    j = int(rng.integers(min(len(v), len(m.joint_names))))
+    # the limits of the joint at this slot (names may be reordered, or one renamed: then any joint's)
+    k = list(ctx.names).index(m.joint_names[j]) if m.joint_names[j] in ctx.names else j % len(ctx.names)
+    v[j] = float(ctx.upper[k] + rng.choice([0.01, 1.0, 1e6])) if rng.random() < 0.5 else float(ctx.lower[k] - 0.5)
+    p.positions = v
+
+
+def _jt_too_fast(m, ctx, rng):
+    """Velocities beyond the URDF velocity limits (finite, up to 1e308): a Hermite segment through
+    them would leave the joint limits or overflow."""
+    pts = _jt_points(m)
+    if not pts or ctx.vel_limit is None:
+        return
+    n = len(m.joint_names)
+    for o in pts:
+        if len(o.velocities) != n:
+            o.velocities = [0.0] * n
+    p = pts[int(rng.integers(len(pts)))]
+    v = list(p.velocities)
+    j = int(rng.integers(n))
+    k = list(ctx.names).index(m.joint_names[j]) if m.joint_names[j] in ctx.names else 0
+    v[j] = float(rng.choice([2.0, -10.0, 1e6, 1e308])) * float(ctx.vel_limit[k])
+    p.velocities = v
+
+
+def _jt_some_velocities(m, ctx, rng):
+    pts = _jt_points(m)
+    if len(pts) >= 2:
+        pts[int(rng.integers(len(pts)))].velocities = [0.0] * len(m.joint_names)
+        if all(len(o.velocities) for o in pts):
+            pts[0].velocities = []
+
+
+def _jt_reorder(m, ctx, rng):
+    """Another joint order, every point permuted the same way: a valid trajectory."""
+    n = len(m.joint_names)
+    if not all(len(p.positions) == n and len(p.velocities) in (0, n) for p in m.points):
+        return
+    perm = rng.permutation(n)
+    m.joint_names = [m.joint_names[int(i)] for i in perm]
+    for p in m.points:
+        p.positions = [p.positions[int(i)] for i in perm]
+        if len(p.velocities):
+            p.velocities = [p.velocities[int(i)] for i in perm]
+
+
+def _jt_slow_velocities(m, ctx, rng):
+    """Every point with velocities within the limits: valid."""
+    for p in m.points:
+        if len(p.velocities) not in (0, len(p.positions)):
+            return
+    for p in m.points:
+        p.velocities = _arr(rng.uniform(-0.1, 0.1, size=len(p.positions)))
+
+
+JOINT_TRAJECTORY = Fuzzer(jt_valid, [
+    Mutation("positions_poisoned", _jt_poison("positions"), True),
+    Mutation("velocities_poisoned", _jt_poison("velocities"), True, "velocities"),
+    Mutation("names_bad", _jt_names, True, "names"),
+    Mutation("points_empty", _jt_empty, True),
+    Mutation("positions_size", _jt_positions_size, True),
+    Mutation("time_order", _jt_time_order, True),
+    Mutation("beyond_limits", _jt_beyond_limits, True),
+    Mutation("too_fast", _jt_too_fast, True, "velocities"),
+    Mutation("velocities_for_some_points", _jt_some_velocities, True, "velocities"),
+    Mutation("names_reordered", _jt_reorder, False, "names"),
+    Mutation("velocities_given", _jt_slow_velocities, False, "velocities"),
+])
+
+FUZZERS = {"JointState": JOINT_STATE, "EEReference": EE_REFERENCE, "WrenchStamped": WRENCH, "Plan": PLAN,
+           "PoseStamped": POSE_STAMPED, "TwistStamped": TWIST_STAMPED, "JointTrajectory": JOINT_TRAJECTORY}
 
 
 def malformed(kind: str, ctx: Context, rng, *, only_bad: bool = False):

@@ -50,7 +50,7 @@ from .path_cdr import PathCDR
 from .plan_view import EEPath, RateLimiter, plan_view
 from .target_logic import TargetLogic
 from .trajectory_logic import (INVALID_GOAL, SUCCESSFUL, InvalidTrajectory, TrajectoryTracker,
-                               knot_posture_supported, parse_trajectory)
+                               knot_posture_supported, parse_trajectory, points_from_msg)
 
 __all__ = ["StandardInterfaces", "EE_TARGET_FRAME"]
 
@@ -293,13 +293,15 @@ class StandardInterfaces:
         idx = [names.index(j) for j in self.logic.solver_joint_names]
         self._lo = np.asarray(model.lowerPositionLimit, dtype=np.float64)[idx]
         self._hi = np.asarray(model.upperPositionLimit, dtype=np.float64)[idx]
+        self._vlim = np.asarray(model.velocityLimit, dtype=np.float64)[idx]
 
     def _parse(self, names, points, path_tol=(), goal_tol=(), goal_time_s=0.0):
         cfg = self.logic.cfg
         return parse_trajectory(names, points, self.logic.solver_joint_names, self._lo, self._hi,
                                 path_tolerance=path_tol, goal_tolerance=goal_tol, goal_time_tolerance_s=goal_time_s,
                                 defaults={k: cfg[k] for k in ("traj_path_tolerance_rad", "traj_goal_tolerance_rad",
-                                                              "traj_goal_time_s")})
+                                                              "traj_goal_time_s")},
+                                velocity_limit=self._vlim)
 
     def _start(self, traj):
         """Track ``traj`` from the latest good joint state; None when there is none yet."""
@@ -312,7 +314,7 @@ class StandardInterfaces:
 
     def _on_joint_trajectory(self, msg):
         try:
-            traj = self._parse(msg.joint_names, _points(msg.points))
+            traj = self._parse(msg.joint_names, points_from_msg(msg.points))
         except InvalidTrajectory as e:
             self.trajectories_rejected += 1
             self._refused("joint trajectory", f"refused: {e}")
@@ -332,7 +334,7 @@ class StandardInterfaces:
 
         g = gh.request
         try:
-            traj = self._parse(g.trajectory.joint_names, _points(g.trajectory.points),
+            traj = self._parse(g.trajectory.joint_names, points_from_msg(g.trajectory.points),
                                [(t.name, t.position, t.velocity) for t in g.path_tolerance],
                                [(t.name, t.position, t.velocity) for t in g.goal_tolerance],
                                cv.time_to_ns(g.goal_time_tolerance) * 1e-9)
@@ -405,6 +407,3 @@ def _matrix_to_quat(R) -> tuple:
         q = (*v, (R[k, j] - R[j, k]) / s)
     return tuple(float(x) for x in q)
 
-
-def _points(msg_points):
-    return [(cv.time_to_ns(p.time_from_start) * 1e-9, list(p.positions), list(p.velocities)) for p in msg_points]

@@ -165,9 +165,13 @@ class TargetLogic:
             return self._refuse("twists_rejected", f"twist refused: frame {frame_id!r} is unknown or not connected "
                                 f"to {self.base_frame!r} (no transform on /tf or /tf_static)")
         v = tf[0] @ v
-        speed, vmax = float(np.linalg.norm(v)), self.cfg["servo_max_speed_mps"]
+        # the norm of the direction, then its scale: |v| of a finite 1e308 m/s twist overflows, and
+        # v * (vmax / inf) would stop the arm instead of moving it at vmax in that direction
+        scale = float(np.abs(v).max())
+        unit = v / scale if scale > 0 else v
+        speed, vmax = scale * float(np.linalg.norm(unit)), self.cfg["servo_max_speed_mps"]
         if speed > vmax:
-            v = v * (vmax / speed)
+            v = unit * (vmax / float(np.linalg.norm(unit)))
             self.counters.twists_clamped += 1
             self.last_reason = f"twist of {speed:.3f} m/s clamped to servo_max_speed_mps = {vmax:g}"
         if np.any(w != 0.0):

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["SUCCESSFUL", "INVALID_GOAL", "INVALID_JOINTS", "PATH_TOLERANCE_VIOLATED", "GOAL_TOLERANCE_VIOLATED",
-           "InvalidTrajectory", "Trajectory", "TrajectoryTracker", "parse_trajectory", "knot_posture_supported"]
+           "InvalidTrajectory", "Trajectory", "TrajectoryTracker", "parse_trajectory", "points_from_msg",
+           "knot_posture_supported"]
 
 # control_msgs/action/FollowJointTrajectory Result.error_code
 SUCCESSFUL, INVALID_GOAL, INVALID_JOINTS, OLD_HEADER_TIMESTAMP = 0, -1, -2, -3
@@ -61,6 +62,8 @@ class Trajectory:
     goal_vel_tol: np.ndarray
     goal_time_s: float
     joints: list
+    lower: np.ndarray | None = None    # (n,) rad position limits the samples are clipped to
+    upper: np.ndarray | None = None
 
 
 def _tol(value: float, default: float) -> float:
@@ -70,17 +73,30 @@ def _tol(value: float, default: float) -> float:
     return default if value == 0 else float(value)
 
 
+def points_from_msg(msg_points) -> list:
+    """[(time_from_start s, positions, velocities)] of trajectory_msgs/JointTrajectoryPoint
+    messages (duck-typed: no ROS import), the form :func:`parse_trajectory` takes."""
+    return [((int(p.time_from_start.sec) * 1_000_000_000 + int(p.time_from_start.nanosec)) * 1e-9,
+             list(p.positions), list(p.velocities)) for p in msg_points]
+
+
 def parse_trajectory(names, points, joints, lower, upper, *, path_tolerance=(), goal_tolerance=(),
-                     goal_time_tolerance_s: float = 0.0, defaults: dict) -> Trajectory:
+                     goal_time_tolerance_s: float = 0.0, defaults: dict, velocity_limit=None) -> Trajectory:
     """Validate a trajectory and reorder it into ``joints`` (the solver order).
 
     ``names``: the trajectory's joint names; ``points``: [(time_from_start s, positions,
     velocities)]; ``lower`` / ``upper`` (n,) URDF position limits [rad] in ``joints`` order;
+    ``velocity_limit`` (n,) rad/s URDF velocity limits (None: not checked): a point's given
+    velocity beyond it is refused (finite but absurd velocities would make the Hermite segments
+    through them leave the joint limits, or overflow);
     ``path_tolerance`` / ``goal_tolerance``: [(joint name, position tol, velocity tol)];
     ``defaults``: ``traj_path_tolerance_rad``, ``traj_goal_tolerance_rad``, ``traj_goal_time_s``.
     Raises :class:`InvalidTrajectory`."""
     names, joints = [str(n) for n in names], list(joints)
     n = len(joints)
+    vlim = None if velocity_limit is None else np.asarray(velocity_limit, dtype=np.float64).reshape(n)
+    if vlim is not None:
+        vlim = np.where(vlim > 0, vlim, np.inf)      # a URDF without a velocity limit (0): not checked
     if len(set(names)) != len(names):
         raise InvalidTrajectory(f"joint_names: repeated names in {names}")
     unknown = [x for x in names if x not in joints]
@@ -116,6 +132,12 @@ def parse_trajectory(names, points, joints, lower, upper, *, path_tolerance=(), 
             j = int(bad[0])
             raise InvalidTrajectory(f"points[{i}]: {joints[j]} = {q[j]:.4f} rad is beyond its URDF limits "
                                     f"[{lower[j]:.4f}, {upper[j]:.4f}]")
+        if have_v and vlim is not None:
+            over = np.flatnonzero(np.abs(vel[order]) > vlim)
+            if over.size:
+                j = int(over[0])
+                raise InvalidTrajectory(f"points[{i}].velocities: {joints[j]} = {vel[order][j]:.4g} rad/s is beyond "
+                                        f"its URDF velocity limit {vlim[j]:.4f}")
         ts.append(float(t))
         qs.append(q)
         qds.append(vel[order] if have_v else None)
@@ -138,7 +160,8 @@ def parse_trajectory(names, points, joints, lower, upper, *, path_tolerance=(), 
     if not np.isfinite(gt):
         raise InvalidTrajectory("goal_time_tolerance: non-finite")
     return Trajectory(np.array(ts), np.array(qs), np.array(qds) if have_v else None, path_tol, goal_tol,
-                      goal_vel_tol, _tol(gt, defaults["traj_goal_time_s"]), joints)
+                      goal_vel_tol, _tol(gt, defaults["traj_goal_time_s"]), joints,
+                      np.asarray(lower, dtype=np.float64).copy(), np.asarray(upper, dtype=np.float64).copy())
 
 
 class TrajectoryTracker:
@@ -176,6 +199,13 @@ class TrajectoryTracker:
         dq = ((6 * u**2 - 6 * u) * p0 + (3 * u**2 - 4 * u + 1) * v0 + (-6 * u**2 + 6 * u) * p1
               + (3 * u**2 - 2 * u) * v1) / h
         dq[s >= self.duration_s] = 0.0
+        tr = self.traj
+        if tr.lower is not None:
+            # a Hermite segment overshoots its points by up to ~v h / 4: the posture target never
+            # leaves the joint limits (where clipped, its velocity is 0)
+            clipped = (q < tr.lower) | (q > tr.upper)
+            q = np.clip(q, tr.lower, tr.upper)
+            dq[clipped] = 0.0
         return q, dq
 
     def check(self, t_ns: int, q, qd) -> tuple[int | None, str]:
