@@ -11,7 +11,9 @@ topics, against the real processes.
   the tracking plot, the summary names the skipped references, and the mean tracking error over
   the last 3 s is within 2x of an undisturbed run's.
 
-The plugin's plan intake is fuzzed in test/test_ros_plugin.py (inside its controller_manager).
+The standard target topics and set_parameters are fuzzed over DDS against the controller node
+(test_standard_targets_and_parameter_values_fuzzed_over_dds). The plugin's plan intake is fuzzed in
+test/test_ros_plugin.py (inside its controller_manager).
 No wall-clock time is asserted; timeouts are generous (2 shared cores).
 """
 import json
@@ -262,3 +264,110 @@ def test_free_running_bringup_with_5s_of_malformed_inputs_completes_and_recovers
     assert not s0["skipped"], s0["skipped"]
     print(f"mean tracking error over the last 3 s: fuzzed {tail * 1e3:.1f} mm, undisturbed {tail0 * 1e3:.1f} mm")
     assert tail <= 2.0 * tail0, (tail, tail0)
+
+
+_TARGETS_LAUNCH = _CONTROLLER_LAUNCH.replace(
+    '<param name="joint_state_timeout_s" value="10.0"/>',
+    '<param name="joint_state_timeout_s" value="10.0"/>\n    <param name="diagnostics_period_s" value="0.05"/>')
+TARGET_TOPICS = {"PoseStamped": ("/gato_controller/goal_pose", "goals_rejected"),
+                 "TwistStamped": ("/gato_controller/delta_twist_cmds", "twists_rejected"),
+                 "JointTrajectory": ("/gato_controller/joint_trajectory", "trajectories_rejected")}
+#: values a foreign node may set any tunable to (rclpy infers the parameter type from the value)
+PARAM_JUNK = [float("nan"), float("inf"), -float("inf"), 1e308, -1e308, -1.0, 0.0, 1e-300, 3, -7, 2**62, True,
+              "", "nan", "a" * 300, [float("nan")] * 7, [1e308] * 7, [1.0] * 3, ["x"], [1, 2], [True]]
+
+
+@pytest.mark.slow
+def test_standard_targets_and_parameter_values_fuzzed_over_dds(tmp_path, ros_env):
+    """The controller node's standard target topics and its set_parameters service, from a foreign
+    node over DDS: 150 malformed PoseStamped / TwistStamped / JointTrajectory messages (each sent
+    once the previous one is counted: the topics keep the newest only) are refused and counted
+    exactly on /diagnostics; 120 junk values for the tunables through rclpy's parameter client
+    each get a result (refused with a reason, or taken); between them good joint states are
+    answered with finite commands within the URDF effort limits, and the node stays up."""
+    share()
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import PoseStamped, TwistStamped
+    from rclpy.parameter import Parameter
+    from trajectory_msgs.msg import JointTrajectory
+
+    from gato.sim.scenarios import Q_READY
+    from gato_ros import params as schema
+    from gato_ros.node_util import qos
+
+    launch = tmp_path / "controller.launch.xml"
+    launch.write_text(_TARGETS_LAUNCH)
+    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
+    proc = start_runner([str(launch)], ros_env, marker, report)
+    probe = None
+    q0 = np.asarray(Q_READY[ROBOT], dtype=np.float64)
+    limits = _limits()
+    diag = {}
+
+    def on_diag(m):
+        for st in m.status:
+            if st.name.startswith("gato_controller"):
+                diag.update({kv.key: kv.value for kv in st.values})
+
+    try:
+        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+        probe.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, qos(10))
+        pubs = {k: probe.node.create_publisher(t, TARGET_TOPICS[k][0], qos())
+                for k, t in (("PoseStamped", PoseStamped), ("TwistStamped", TwistStamped),
+                             ("JointTrajectory", JointTrajectory))}
+        stamp = probe.node.get_clock().now().nanoseconds
+        assert probe.exchange(stamp, q0).source == "mpc"
+        probe.spin_until(lambda: all(p.get_subscription_count() for p in pubs.values()) and diag,
+                         what="the controller's target subscriptions and its /diagnostics")
+
+        def count(key):
+            return int(diag.get(key, "0"))
+
+        # --- targets: each bad message refused and counted once
+        rng = np.random.default_rng(3839)
+        ctx = Context(stamp_ns=stamp, names=NAMES, q=q0, qd=np.zeros(7), lower=np.full(7, -3.0),
+                      upper=np.full(7, 3.0), vel_limit=np.full(7, 1.0), frames=("iiwa14_link_0",))
+        sent = {key: 0 for _, key in TARGET_TOPICS.values()}
+        for i in range(150):
+            kind = ("PoseStamped", "TwistStamped", "JointTrajectory")[i % 3]
+            key = TARGET_TOPICS[kind][1]
+            m, bad, names = malformed(kind, ctx, rng, only_bad=True)
+            assert bad
+            pubs[kind].publish(m)
+            sent[key] += 1
+            probe.spin_until(lambda: count(key) >= sent[key], what=f"{key} counting case {i} {names}")
+            if i % 15 == 14:
+                stamp += 10**7
+                c = probe.exchange(stamp, q0)
+                e = np.asarray(c.effort)
+                assert np.all(np.isfinite(e)) and all(abs(v) <= limits[n] + 1e-9 for n, v in zip(c.joint_names, e))
+        assert {k: count(k) for k in sent} == sent
+        assert diag["target_mode"] == "none" and diag["goals_accepted"] == "0", diag   # nothing bad was taken
+
+        # --- parameters: every value answered, the node keeps commanding
+        assert probe.params.wait_for_services(timeout_sec=WAIT_S)
+        tunables = [p for p in schema.CONTROLLER if not p.read_only]
+        n_refused = 0
+        for i in range(120):
+            p = tunables[int(rng.integers(len(tunables)))]
+            v = PARAM_JUNK[int(rng.integers(len(PARAM_JUNK)))]
+            r = probe.set_param(p.name, v)
+            if not r.successful:
+                n_refused += 1
+                assert r.reason, (p.name, v)
+            if i % 10 == 9:
+                stamp += 10**7
+                c = probe.exchange(stamp, q0)
+                e = np.asarray(c.effort)
+                assert np.all(np.isfinite(e)) and all(abs(v) <= limits[n] + 1e-9 for n, v in zip(c.joint_names, e)), \
+                    (p.name, v, c)
+        assert n_refused >= 60, n_refused
+        print(f"parameters: {n_refused} of 120 junk values refused with a reason; last command from {c.source!r}")
+        assert proc.poll() is None, "the controller's launch exited during the fuzz"
+    finally:
+        if probe is not None:
+            probe.close()
+        proc.send_signal(signal.SIGINT)
+        finish(proc, 60)
+        kill_tagged("GATO_TEST_MARKER", marker)
+    assert proc.returncode == 0
