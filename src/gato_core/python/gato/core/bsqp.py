@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -203,10 +204,13 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         return self._linsys
 
     def set_linsys(self, mode: str) -> None:
-        """Pick the S·λ = γ path for subsequent solves: "pcg" | "bdsv" | "bdsv_first" (zero cost)."""
+        """Pick the S·λ = γ path for subsequent solves: "pcg" | "bdsv" | "bdsv_first" (zero cost).
+        Recorded in ``self.params.linsys`` (the contract: setters of configuration fields update
+        ``solver.params``)."""
         if mode not in LINSYS_MODES:
             raise ValueError(f"linsys: expected one of {LINSYS_MODES}, got {mode!r}")
         self._linsys = mode
+        self.params = self.params.replace(linsys=mode)
         self._s.set_linsys(mode)
 
     def set_collect_stats(self, on: bool) -> None:
@@ -373,10 +377,11 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         fits; the first iteration always runs. ``stats.budget_hit`` and
         ``stats.sqp_iters`` report it. None: ``max_sqp_iters`` iterations.
         """
+        t0 = time.perf_counter()  # the budget is measured from entry (the input copies count)
         kind = kind_of(xcur_B)
         budget = self._budget(budget_s)
         x, ref, xu = self._inputs(xcur_B, eepos_goals_B, xu_warm)
-        self._s.solve(x, ref, xu, budget)
+        self._s.solve(x, ref, xu, self._remaining(budget, t0))
         self._solved = (x, ref, xu.copy())
         return self._result(xu, kind)
 
@@ -386,6 +391,15 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         if not isinstance(budget_s, (int, float, np.floating)) or not math.isfinite(budget_s) or budget_s <= 0:
             raise ValueError(f"budget_s: expected a finite budget > 0 s or None, got {budget_s!r}")
         return float(budget_s)
+
+    @staticmethod
+    def _remaining(budget: float, t0: float) -> float:
+        """What is left of ``budget`` [s] (0 = none set) after the Python-side work since ``t0``:
+        the core's clock starts at its own entry, the contract's at the call's. At least 1 ns, so
+        a budget already spent still runs the one iteration that always runs."""
+        if budget <= 0.0:
+            return 0.0
+        return max(budget - (time.perf_counter() - t0), 1e-9)
 
     def _result(self, xu: np.ndarray, kind: str) -> SolveResult:
         st = self._s.stats()  # gato._core.SolveStats
@@ -471,13 +485,14 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
     def solve_warm(self, x, ref, *, budget_s=None) -> SolveResult:
         """Solve from the resident warm start (its knot-0 states replaced by x); the solution
         stays resident and comes back as ``SolveResult.xu`` in the caller's kind."""
+        t0 = time.perf_counter()
         kind = kind_of(x)
         budget = self._budget(budget_s)
         xs = batch_array(x, "x", self.batch_size, self.nx, self.dtype)
         r = batch_array(ref, "ref", self.batch_size, 6 * self.N, self.dtype)
         self._check_orientation(r, "ref")
         xu = self._resident().copy()
-        self._s.solve(xs, r, xu, budget)
+        self._s.solve(xs, r, xu, self._remaining(budget, t0))
         self._warm = xu.copy()
         self._solved = (xs, r, xu.copy())
         return self._result(xu, kind)

@@ -30,30 +30,42 @@ from ..robots.manifest import cache_dir, load_manifest, store_entry
 from ..robots.registry import find_urdf, sha256_file, shipped_registry
 
 
-def register_robot(name: str, urdf_path: str | os.PathLike, *, ee_frame: str = "EE",
-                   floating_base: bool = False, cache_dir_override: Path | None = None,
-                   force: bool = False, N=(32,), variant: str = "default", build: bool = False,
-                   **_ignored) -> dict:
+def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame: str = "EE",
+                   floating_base: bool = False, collision_res=0.15, contact_frames=None,
+                   variant: str = "default", build: bool = False, cache_dir_override: Path | None = None,
+                   arch=None, jobs=None, force: bool = False) -> dict:
     """Record a robot (URDF + EE frame) in the cache manifest; returns its entry.
 
-    The URDF is loaded once to check it (fixed base, the EE frame exists).
-    Re-registering a name with a different URDF needs ``force=True``.
+    The URDF is loaded once to check it (fixed base, the EE frame and every contact frame
+    exist). Re-registering a name with a different URDF needs ``force=True``.
     ``build=True`` also makes the cache entry of each horizon in ``N``
     (:func:`ensure_module`: a check solve, no compile); otherwise the first
-    :func:`load_module` / :func:`ensure_module` makes it. The reference's compile
-    settings (``collision_res``, ``contact_frames``, ``arch``, ``jobs``) have no
-    effect on the CPU backend.
+    :func:`load_module` / :func:`ensure_module` makes it.
+
+    ``collision_res`` [m] (None: no collision spheres) is recorded in the entry and sets the
+    spacing of the robot's collision sphere cover (``BSQP.collision_spheres``, the COLLISION
+    rows). ``contact_frames`` (None: ``[ee_frame]``) is checked against the URDF and recorded
+    (``robot_info``). No argument is ignored: ``variant`` other than "default" (whether or not
+    ``build``), ``arch`` other than None (a CUDA architecture) and ``jobs`` other than None
+    (compile jobs: the CPU backend compiles nothing per robot) raise ValueError naming the
+    argument (docs/reference_differences.md).
     """
     import pinocchio as pin
 
+    from ..robots.builder import _check_frames, check_collision_res
+
+    if variant != "default":
+        raise ValueError(f"variant: {variant!r} modules are CUDA builds; the CPU backend runs 'default' "
+                         "(refused whether or not build=True)")
+    _check_no_compile(arch, jobs)
+    check_collision_res(collision_res)
     urdf = Path(urdf_path).resolve()
     if not urdf.is_file():
         raise ValueError(f"urdf_path: file not found: {urdf}")
     if floating_base:
         raise ValueError("floating_base: the CPU backend supports fixed-base robots only")
     model = pin.buildModelFromUrdf(str(urdf))
-    if not model.existFrame(ee_frame):
-        raise ValueError(f"ee_frame: frame {ee_frame!r} not found in {urdf}")
+    frames = _check_frames(model, urdf, ee_frame, contact_frames)
     cache = Path(cache_dir_override or cache_dir())
     manifest = load_manifest(cache)
     digest = sha256_file(urdf)
@@ -63,13 +75,23 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, ee_frame: str = "
                          f"({old.get('urdf_path')}); pass force=True to replace it")
     entry = dict(nq=model.nq, nv=model.nv, ee_frame=ee_frame, urdf=urdf.name, urdf_path=str(urdf),
                  description="", floating_base=False, urdf_sha256=digest,
-                 joints=list(model.names)[1:])
+                 joints=list(model.names)[1:], contact_frames=frames, collision_res=collision_res)
     store_entry(name, entry, cache)
     if build:
         horizons = [N] if isinstance(N, int) else list(N)
         for n in horizons:
             ensure_module(name, n, variant, cache=cache, quiet=True)
     return entry
+
+
+def _check_no_compile(arch, jobs) -> None:
+    """The reference's compile settings: refused with a ValueError naming them unless unset."""
+    if arch is not None:
+        raise ValueError(f"arch: {arch!r} is a CUDA architecture; the CPU backend compiles no GPU code "
+                         "(leave arch=None)")
+    if jobs is not None:
+        raise ValueError(f"jobs: {jobs!r} parallel compile jobs, but the CPU backend compiles nothing per robot "
+                         "(leave jobs=None)")
 
 
 # --- toolchain and native-source identity -------------------------------------------------
@@ -287,21 +309,20 @@ def find_module(name: str, N: int, variant: str = "default", cache: Path | None 
 
 
 def ensure_module(name: str, N: int, variant: str = "default", *, cache: Path | None = None,
-                  arch: str | None = None, jobs: int = 2, quiet: bool = False) -> Path:
+                  arch: str | None = None, jobs: int | None = None, quiet: bool = False) -> Path:
     """Return the cache entry (``meta.json``) for (name, N, variant), making it once if missing.
 
     Making it = building a one-solve :class:`gato.BSQP` of the robot at N on the
     loaded core, running one solve (hold at q = 0, reference = the EE there) and
     recording the key's inputs, the core file and the check's outcome. Only
     "default" exists on the CPU backend; ``arch`` must be None (nothing is
-    compiled for a GPU); ``jobs`` has no effect (nothing is compiled per robot).
+    compiled for a GPU); ``jobs`` must be None (nothing is compiled per robot).
     Raises ValueError naming the argument for an unknown robot or bad N/variant/arch,
     RuntimeError when the check solve does not produce a finite trajectory.
     """
     if variant != "default":
         raise ValueError(f"variant: {variant!r} modules are CUDA builds; the CPU backend runs 'default'")
-    if arch is not None:
-        raise ValueError(f"arch: {arch!r} is a CUDA architecture; the CPU backend compiles no GPU code")
+    _check_no_compile(arch, jobs)
     entry, plant_root = _resolved(name, cache)
     key, inputs = module_key(entry, N, variant, plant_root, None)
     folder = _entry_dir(name, key, cache)
@@ -369,7 +390,7 @@ def available_cached(cache: Path | None = None) -> dict:
     return out
 
 
-def build(urdf_path, name=None, N=(32,), ee_frame="EE", arch=None, jobs=4, build_dir=None, collision_res=0.15,
+def build(urdf_path, name=None, N=(32,), ee_frame="EE", arch=None, jobs=None, build_dir=None, collision_res=0.15,
           contact_frames=None, floating_base=False, contact_forces=False, exact_hessian=False) -> list:
     """Codegen + make the solver cache entries of a URDF for each horizon in ``N``.
 
@@ -377,23 +398,27 @@ def build(urdf_path, name=None, N=(32,), ee_frame="EE", arch=None, jobs=4, build
     robot in the per-host cache), then :func:`ensure_module` for
     every N: a check solve on the shared CPU core, recorded under the module
     key. Afterwards ``gato.BSQP(urdf, N=n, plant_type=name)`` just works.
-    ``contact_forces`` / ``exact_hessian`` ("fc" / "eh" variants) and ``arch``
-    are CUDA-only and raise ValueError; ``jobs`` / ``build_dir`` configure a
-    compile and have no effect here (nothing is compiled per robot).
+    ``build_dir``: the folder the generated description goes to (``<build_dir>/<name>/``:
+    the canonical URDF, description.json, spheres.json), an isolated tree instead of the
+    cache's ``robots/<codegen key>``; None = the cache.
+    ``contact_forces`` / ``exact_hessian`` ("fc" / "eh" variants), ``arch`` (a CUDA
+    architecture) and ``jobs`` (compile jobs; nothing is compiled per robot) are refused
+    with a ValueError naming them unless left at their defaults.
     Returns the list of (name, N) pairs made.
     """
     if contact_forces or exact_hessian:
         raise ValueError("contact_forces/exact_hessian: the 'fc' / 'eh' variants are CUDA builds; "
                          "the CPU backend runs 'default'")
-    if arch is not None:
-        raise ValueError(f"arch: {arch!r} is a CUDA architecture; the CPU backend compiles no GPU code")
+    _check_no_compile(arch, jobs)
+    if build_dir is not None and not isinstance(build_dir, (str, os.PathLike)):
+        raise ValueError(f"build_dir: expected a folder path or None, got {type(build_dir).__name__}")
     horizons = [N] if isinstance(N, int) else list(N)
     if not horizons or any(isinstance(n, bool) or not isinstance(n, int) or n < 2 for n in horizons):
         raise ValueError(f"N: expected an integer >= 2 or a non-empty list of them, got {N!r}")
     if name is None:
         name = Path(os.fspath(urdf_path)).stem
     codegen(urdf_path, name, ee_frame=ee_frame, collision_res=collision_res, contact_frames=contact_frames,
-            floating_base=floating_base)
+            floating_base=floating_base, out_dir=None if build_dir is None else Path(os.fspath(build_dir)))
     for n in horizons:
         ensure_module(name, n, quiet=True)
     return [(name, n) for n in horizons]

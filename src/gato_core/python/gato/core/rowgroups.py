@@ -436,6 +436,10 @@ class RowGroupAPI:
                 raise ValueError(f"C: a cone needs 3 rows [g0; g1; g2] (||[g1, g2]|| <= g0), got {m}")
             if lo is not None or hi is not None:
                 raise ValueError("lo / hi: a cone group has no interval bounds")
+            if mech == "al" and self._nonneg(sigma, "sigma") > 0:
+                # the core's AL cone has no multiplier cap: sigma would be silently ignored
+                raise ValueError("sigma: elastic cones are ADMM-only (this cone runs AL); "
+                                 "pass sigma=0 or mech='admm'")
             lo_a, hi_a = np.zeros(3), np.full(3, np.inf)
         else:
             lo_a, hi_a = self._bounds(-np.inf if lo is None else lo, 0.0 if hi is None else hi, m, "add_lin_u_rows")

@@ -191,7 +191,10 @@ class MPC_GATO:
     @property
     def force_estimator(self):
         """The hypothesis estimator behind the ForceHypothesisBatch ('fe' / 'cem' / 'wid'
-        sampler); None at batch_size == 1 without 'wid', with estimator=None or wrench_id."""
+        sampler); None at batch_size == 1 (the reference's rule; a B = 1 'wid' sampler is
+        :attr:`wrench_identifier`), with estimator=None or wrench_id."""
+        if self.batch_size == 1:
+            return None
         return getattr(self.controller.hypotheses, "estimator", None)
 
     @property

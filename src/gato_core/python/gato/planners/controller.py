@@ -152,6 +152,18 @@ class MPCController:
         "barrier": {},
         "telemetry": {},
     }
+    #: The reference's values (gato_api_reference.txt, MPCController.LIMIT_DEFAULTS; the consumer
+    #: contract: "per-box rho 0.1 / 0.03 / 1e-5, cap 10"). gato's ADMM default raises the cap to 30
+    #: and the velocity rho to 0.1: with these values the RK4 plant overshot the URDF velocity
+    #: limit by up to ~5 % (issue 22, docs/constraints.md "Tracking weight"). Restore them with
+    #: ``MPCController(solver, limits="admm", limits_kw=MPCController.LIMIT_DEFAULTS_REFERENCE["admm"])``
+    #: (docs/reference_differences.md).
+    LIMIT_DEFAULTS_REFERENCE = {
+        "admm": {"eps_rel": 0.01, "iters": 10, "rho": 0.01, "rho_q": 0.1, "rho_qd": 0.03, "rho_u": 1e-05},
+        "al": {},
+        "barrier": {},
+        "telemetry": {},
+    }
 
     def __init__(self, solver, *, hypotheses=None, warm_start="shift", reset_rho_each_step=True, linsys=None,
                  bdsv_threshold=None, task_tag=None, reseed_threshold=None, admm_linsys=None,

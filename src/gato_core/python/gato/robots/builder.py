@@ -152,9 +152,19 @@ def canonicalize_inertials(urdf_path, out_path) -> list[str]:
     return rewritten
 
 
+def check_collision_res(collision_res) -> None:
+    """ValueError naming ``collision_res`` unless it is None or a finite sphere spacing > 0 [m]."""
+    if collision_res is not None and (isinstance(collision_res, bool) or not isinstance(collision_res, (int, float))
+                                      or not math.isfinite(collision_res) or collision_res <= 0):
+        raise ValueError(f"collision_res: expected None or a sphere spacing > 0 m, got {collision_res!r}")
+
+
 def _check_frames(model, urdf: Path, ee_frame: str, contact_frames) -> list[str]:
     if not isinstance(ee_frame, str) or not model.existFrame(ee_frame):
         raise ValueError(f"ee_frame: frame {ee_frame!r} not found in {urdf}")
+    if isinstance(contact_frames, (str, bytes)):
+        raise ValueError(f"contact_frames: expected a list of URDF frame names or None, got the string "
+                         f"{contact_frames!r}")
     frames = [ee_frame] if contact_frames is None else list(contact_frames)
     for f in frames:
         if not isinstance(f, str) or not model.existFrame(f):
@@ -197,9 +207,7 @@ def codegen(urdf_path, name, ee_frame="EE", algorithm_list=None, out_dir=None, r
     if algorithm_list not in (None, "all"):
         raise ValueError(f"algorithm_list: the CPU backend evaluates every algorithm with pinocchio at run "
                          f"time; only None or 'all' apply, got {algorithm_list!r}")
-    if collision_res is not None and (isinstance(collision_res, bool) or not isinstance(collision_res, (int, float))
-                                      or not math.isfinite(collision_res) or collision_res <= 0):
-        raise ValueError(f"collision_res: expected None or a sphere spacing > 0 m, got {collision_res!r}")
+    check_collision_res(collision_res)
     src, _ = _parse_urdf(urdf_path)
     src = src.resolve()
     try:

@@ -4,6 +4,7 @@ constant world-frame wrench. Units: rad, rad/s, N*m, s."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +20,19 @@ __all__ = ["PinocchioWorld"]
 _PENDULUM_KEYS = {"mass", "length", "damping", "radius"}
 
 
+def _is_driver(obj) -> bool:
+    """An MPC_GATO-like driver (model_path, solver, pendulum_config): the reference's
+    ``PinocchioWorld(mpc)`` argument."""
+    return all(hasattr(obj, a) for a in ("model_path", "solver", "pendulum_config"))
+
+
 class PinocchioWorld:
     """pinocchio ``aba`` + RK4: the solver's own rigid-body model, with optional disturbances.
 
     Args:
-        urdf_path: robot URDF (fixed base).
+        urdf_path: robot URDF (fixed base), or a :class:`gato.MPC_GATO` driver (the reference's
+            ``PinocchioWorld(mpc)``: its URDF, the solver's EE frame, its pendulum and constant
+            wrench; ee_frame / pendulum / constant_f_ext must then be left unset).
         ee_frame: frame the pendulum hangs from and the constant wrench acts at (needed only
             when one of them is used; pass ``gato.robot_info(plant)["ee_frame"]``).
         substeps: RK4 steps per ``step`` call (each sim_dt / substeps long).
@@ -56,6 +65,20 @@ class PinocchioWorld:
         import pinocchio as pin
 
         self._pin = pin
+        if _is_driver(urdf_path):
+            # The reference's form PinocchioWorld(mpc): the world of an MPC_GATO driver (its URDF,
+            # the solver's EE frame, its pendulum payload and constant wrench).
+            mpc = urdf_path
+            if ee_frame != "EE" or pendulum is not None or constant_f_ext is not None:
+                raise ValueError("ee_frame / pendulum / constant_f_ext: PinocchioWorld(mpc) takes them from the "
+                                 "MPC_GATO driver; pass a URDF path to set them")
+            urdf_path, ee_frame = mpc.model_path, mpc.solver.ee_frame
+            pendulum = None if mpc.pendulum_config is None else dict(mpc.pendulum_config)
+            f = getattr(mpc, "constant_f_ext_world", None)
+            constant_f_ext = None if f is None or not np.any(f) else np.asarray(f, dtype=np.float64)
+        if not isinstance(urdf_path, (str, os.PathLike)):
+            raise ValueError(f"urdf_path: expected a URDF path or a gato.MPC_GATO driver, got "
+                             f"{type(urdf_path).__name__}")
         path = Path(urdf_path).resolve()
         if not path.is_file():
             raise ValueError(f"urdf_path: file not found: {path}")

@@ -302,7 +302,9 @@ def pickplace_scenarios(model, plant, n, *, seed, n_goals=3, ramps=(0.0, 0.6, 1.
     """n seeded pick-and-place scenarios for ``plant`` (model: its pinocchio Model).
 
     Goals are drawn uniformly in GOAL_BOX[plant], each at least ``min_separation`` [m] from the
-    previous one, and kept only if IK from Q_READY (100 DLS updates) reaches it within
+    previous one (a gato addition: a goal next to the previous one is no pick-and-place move;
+    ``min_separation=0`` removes the rejection, and the draws are then those of the reference's
+    signature, which has no such test), and kept only if IK from Q_READY (100 DLS updates) reaches it within
     ik_err_max [m] with the solution Q_MARGIN inside the position limits. Start pose
     q0 = Q_READY + U(-0.05, 0.05) rad per joint. ramp [s]: drawn from ``ramps`` - seconds of
     minimum-jerk reference travel between goals (0 = a step reference, which asks for maximal
@@ -312,6 +314,9 @@ def pickplace_scenarios(model, plant, n, *, seed, n_goals=3, ramps=(0.0, 0.6, 1.
     q_goals (n_goals, nq) rad (the IK solutions that certified the goals), ramp [s].
     """
     _check_plant(model, plant)
+    if isinstance(min_separation, bool) or not isinstance(min_separation, (int, float, np.floating, np.integer)) \
+            or not math.isfinite(min_separation) or min_separation < 0:
+        raise ValueError(f"min_separation: expected a finite distance >= 0 m, got {min_separation!r}")
     ee = ee_frame or ee_frame_of(plant)
     rng = np.random.default_rng(seed)
     lo, hi = GOAL_BOX[plant]

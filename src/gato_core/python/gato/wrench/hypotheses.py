@@ -328,6 +328,13 @@ class ForceHypothesisBatch(HypothesisBatch):
             it scores (made at the apply before). False: the rows constant over the
             horizon. None (default): True exactly when the centre predicts. True without such a
             centre is a ValueError.
+        scorer: keyword-only. "momentum" (default): :meth:`select`'s generalized-momentum
+            residual at the interval's midpoint configuration. "rollout": the reference's
+            selection, the base class's scorer ``argmin_b ||x_next[b] - x_meas||`` of the one-step
+            rollout under the wrenches as programmed for the solve (with ``score_dt=None``: one
+            step of dt, the reference's exactly). The default differs because the plain state
+            norm favours what the light distal links feel and a sampler crawls along the heavy
+            directions (docs/reference_differences.md).
 
     Attributes: ``batch_size`` (the estimator's), ``batch_used`` (B, 6) the world batch of the
     last apply, ``best_wrench`` (6,) the last winner's world wrench, ``band`` (B, N, 6) the
@@ -338,7 +345,13 @@ class ForceHypothesisBatch(HypothesisBatch):
     #: a 10 N wrench on a 31 ms control period (one 31 ms step favoured a wrong wrench).
     score_dt = 0.002
 
-    def __init__(self, estimator, model, ee_frame="EE", *, score_dt=0.002, centre_knots=None):
+    #: Selection rules of :meth:`select` ("rollout" = the reference's, the base class's scorer).
+    SCORERS = ("momentum", "rollout")
+
+    def __init__(self, estimator, model, ee_frame="EE", *, score_dt=0.002, centre_knots=None, scorer="momentum"):
+        if scorer not in self.SCORERS:
+            raise ValueError(f"scorer: expected one of {self.SCORERS}, got {scorer!r}")
+        self.scorer = scorer
         self.batch_size = _check_estimator(estimator)
         centre = getattr(estimator, "centre", None)
         predicts = centre is not None and callable(getattr(centre, "predict", None))
@@ -417,6 +430,8 @@ class ForceHypothesisBatch(HypothesisBatch):
         if B == 1 or self.batch_used is None:
             self.last_errors = np.zeros(B)
             return 0
+        if self.scorer == "rollout":
+            return super().select(solver, result, x_prev, u_prev, x_meas, dt)
         xp = np.asarray(x_prev, dtype=np.float64).reshape(-1)
         xm = np.asarray(x_meas, dtype=np.float64).reshape(-1)
         q_mid = 0.5 * (xp[:nq] + xm[:nq])
@@ -483,11 +498,18 @@ class IdentifiedWrenchBatch(HypothesisBatch):
         model: the solver's pinocchio Model (robot only). ee_frame: the frame the wrench acts at.
         n_actuated: width of the applied-torque head of the control (None: the model's nv);
             controls beyond it (contact-force slots) are not applied torques and are dropped.
+        tick_fit: keyword-only. True (default): :meth:`select` fits at tick rate when no
+            sensor-rate sample arrived since the previous tick (above). False: :meth:`select` is
+            the reference's no-op; the estimate then moves only with ``identifier.identify``
+            called by the caller's sensor loop.
     """
 
     batch_size = 1
 
-    def __init__(self, identifier, model, ee_frame="EE", n_actuated=None):
+    def __init__(self, identifier, model, ee_frame="EE", n_actuated=None, *, tick_fit=True):
+        if not isinstance(tick_fit, bool):
+            raise ValueError(f"tick_fit: expected True or False, got {tick_fit!r}")
+        self.tick_fit = tick_fit
         B = _check_estimator(identifier, "identifier")
         if B != 1 or not callable(getattr(identifier, "identify", None)):
             raise ValueError(f"identifier: expected a gato.estimators.OneStepWrenchIdentifier (batch_size 1, "
@@ -511,10 +533,11 @@ class IdentifiedWrenchBatch(HypothesisBatch):
 
     def select(self, solver, result, x_prev, u_prev, x_meas, dt) -> int:
         """Returns 0 (one hypothesis). Fits (x_prev, u_prev) -> x_meas over dt only when the
-        identifier got no sensor-rate sample since the previous tick."""
+        identifier got no sensor-rate sample since the previous tick (never with ``tick_fit=False``,
+        the reference's no-op)."""
         self.last_errors = np.zeros(1)
         n = int(getattr(self.identifier, "n_updates", 0))
-        if n == self._seen:
+        if self.tick_fit and n == self._seen:
             nq, nv = self.model.nq, self.model.nv
             xp = np.asarray(x_prev, dtype=np.float64).reshape(-1)
             xm = np.asarray(x_meas, dtype=np.float64).reshape(-1)
