@@ -20,15 +20,13 @@ import numpy as np
 
 
 def bringup_params(robot: str) -> dict:
-    """The solver weights of the shipped controller configuration of ``robot`` (the
-    generator of src/gato_bringup/config/<robot>.yaml)."""
+    """The solver weights of the shipped controller configuration of ``robot``: the controller
+    schema's defaults for it (gato_ros.params, the generator of src/gato_bringup/config/<robot>.yaml)."""
     from gato_ros import params as P
-    cfg = P.controller_config(robot) if hasattr(P, "controller_config") else None
-    if cfg is None:
-        raise SystemExit("gato_ros.params has no controller_config(robot)")
+    cfg = P.defaults(P.CONTROLLER, robot)
     keys = ("q_cost", "qd_cost", "u_cost", "N_cost", "q_lim_cost", "vel_lim_cost", "ctrl_lim_cost",
             "mu", "rho", "max_sqp_iters", "u_ref")
-    return {k: cfg[k] for k in keys if k in cfg}
+    return {k: cfg[k] for k in keys}
 
 
 def run(robot: str, params: dict, seeds, n: int, N: int = 32, periods: float = 1.0, limits: str = "admm") -> dict:
