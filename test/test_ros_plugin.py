@@ -40,6 +40,8 @@ EMBEDDED = "gato_embedded"
 KNOT_DT = 0.1
 N = 50
 A7_HW_LIMIT = 30.0      # the test hardware's A7 effort command limit [N*m] (URDF: 40)
+DIAG_PERIOD = 0.25      # the plugin's /diagnostics period in this test [s]
+DIAG_NAME = f"{PLUGIN}: plan executor"
 PROBE_SRC = ROOT / "test" / "cpp" / "alloc_probe" / "alloc_probe.c"
 PROBE_FIELDS = ("updates", "allocs", "frees", "locks", "trylocks", "throws", "first_alloc_size",
                 "first_alloc_update", "fw_allocs", "fw_frees", "fw_locks", "fw_throws")
@@ -197,6 +199,7 @@ def graph(tmp_path_factory, ros_env):
     cfg["controller_manager"]["ros__parameters"]["update_rate"] = 500
     plugin = cfg[PLUGIN]["ros__parameters"]
     plugin.update(plan_timeout=10.0, status_rate_hz=50.0)
+    plugin["diagnostic_updater"] = {"period": DIAG_PERIOD}   # the updater's standard parameter (1 s)
     # A second instance of the plugin in embedded mode (BSQP in its own solver thread).
     cfg["controller_manager"]["ros__parameters"][EMBEDDED] = {"type": params.PLUGIN_TYPE}
     cfg[EMBEDDED] = {"ros__parameters": dict(copy.deepcopy(plugin), mode="embedded", plan_timeout=0.2, N=16,
@@ -245,6 +248,11 @@ class Client:
         self.status = []
         self.node.create_subscription(JointState, "/joint_states", self.js.append, 100)
         self.node.create_subscription(ControllerStatus, f"/{PLUGIN}/status", self.status.append, 100)
+        self.diag = []     # (receive time [s, monotonic], the plugin's DiagnosticStatus)
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: self.diag.extend(
+            (time.monotonic(), st) for st in m.status if st.name == DIAG_NAME), 100)
         self.plan_pub = self.node.create_publisher(Plan, "/gato_controller/plan", 10)
         self.Plan = Plan
 
@@ -732,6 +740,116 @@ def test_deactivation_drops_the_plan_and_zeroes_the_commands(graph, client):
     client.switch(deactivate=[PLUGIN])
     client.wait_state(PLUGIN, "inactive")
 
+
+
+def _set_param(client, name, value):
+    """Sets one double parameter of the plugin through its parameter service."""
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+
+    req = client.set_params.srv_type.Request()
+    req.parameters = [Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
+                                                                double_value=float(value)))]
+    assert client.set_params.wait_for_service(timeout_sec=10)
+    fut = client.set_params.call_async(req)
+    while not fut.done():
+        client.spin(0.05)
+    assert fut.result().results[0].successful, fut.result().results[0].reason
+
+
+def _diag_values(st):
+    return {kv.key: kv.value for kv in st.values}
+
+
+def test_diagnostics_go_ok_warn_error_when_plans_stop_and_back_to_ok(graph, client):
+    """/diagnostics from the plugin (diagnostic_updater on the controller's node, fed wait-free
+    by update()): holding without a plan is a WARN naming the plan topic; following fresh plans
+    is OK; when the plans stop, the plan's age passes half of plan_timeout (WARN, with the age)
+    and then plan_timeout, where the executor holds (ERROR: plan_stale); plans again: OK. The
+    values carry the state, the fallback, the plan age, missed cycles (the controller manager
+    stopped for 0.4 s: counted, with the period) and the counters; deactivated, the status says inactive (OK)."""
+    _, plugin, q0, _ = graph
+    client.bring_up()
+    names = plugin["joints"]
+    x, u = _plan(np.array([q0[n] for n in names]), 0.0)
+    _set_param(client, "plan_timeout", 1.0)
+
+    def wait_diag(pred, timeout, what):
+        """The first status received from now on that satisfies pred."""
+        start = len(client.diag)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for _, st in client.diag[start:]:
+                if pred(st):
+                    return st
+            client.spin(0.05)
+        raise AssertionError(f"no {what} in {timeout} s; last: "
+                             f"{[(st.level, st.message) for _, st in client.diag[start:]][-3:]}")
+
+    try:
+        waiting = wait_diag(lambda st: _diag_values(st).get("plan_timeout_ms") == "1000", 10, "plan_timeout 1 s")
+        assert waiting.level == b"\x01" and "no plan yet (waiting for /gato_controller/plan)" in waiting.message, \
+            waiting
+        v = _diag_values(waiting)
+        assert (v["state"], v["reason"], v["fallback"]) == ("hold", "no_plan", "hold (gravity compensation + damping)")
+        assert float(v["update_rate_hz"]) == 500.0 and int(v["missed_cycles"]) >= 0 and v["plan_age_ms"] == "-"
+
+        seq = 500
+
+        def publish_for(seconds):
+            nonlocal seq
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                seq += 1
+                client.publish_plan(seq=seq, epoch=40, stamp_ns=client.now_ns(), x=x, u=u, names=names)
+                client.spin(0.1)
+
+        t_ok = len(client.diag)
+        publish_for(1.5)
+        ok = wait_diag(lambda st: st.level == b"\x00", 5, "OK while following")
+        v = _diag_values(ok)
+        assert v["state"] == "follow" and v["fallback"] == "none" and ok.message.startswith("following: plan age")
+        assert 0.0 <= float(v["plan_age_ms"]) < 500.0, v
+
+        # The plans stop: WARN (age > 0.5 s), then ERROR (age > 1 s: the executor holds).
+        stop = len(client.diag)
+        warn = wait_diag(lambda st: st.level == b"\x01" and "plan age" in st.message, 5, "WARN on the plan's age")
+        assert float(_diag_values(warn)["plan_age_ms"]) > 500.0 and "over half of plan_timeout" in warn.message
+        err = wait_diag(lambda st: st.level == b"\x02", 5, "ERROR on the stale plan")
+        v = _diag_values(err)
+        assert "plan_stale" in err.message and (v["state"], v["reason"]) == ("hold", "plan_stale"), err
+        assert float(v["plan_age_ms"]) > 1000.0 and int(v["stale_events"]) >= 1
+        levels = [st.level for _, st in client.diag[stop:]]
+        assert levels.index(b"\x01") < levels.index(b"\x02"), levels    # OK -> WARN -> ERROR
+
+        # Plans again: back to OK.
+        again = len(client.diag)
+        publish_for(1.5)
+        wait_diag(lambda st: st.level == b"\x00", 5, "OK after the plans resumed")
+        seen = [st.level for _, st in client.diag[t_ok:]]
+        print("plugin /diagnostics levels:", [int.from_bytes(b, "little") for b in seen])
+        assert seen[again - t_ok:].count(b"\x02") <= 1
+
+        # A stalled control loop (the controller manager stopped for 0.4 s): the next update's
+        # period is a missed cycle, counted with the longest period.
+        _, _, _, d = graph
+        cm = processes_with_env("GATO_ALLOC_PROBE_OUT", str(d / "alloc_probe.txt"))
+        assert len(cm) == 1, cm
+        before = _diag_values(client.diag[-1][1])
+        os.kill(cm[0], signal.SIGSTOP)
+        try:
+            time.sleep(0.4)
+        finally:
+            os.kill(cm[0], signal.SIGCONT)
+        publish_for(0.5)
+        late = wait_diag(lambda st: int(_diag_values(st)["missed_cycles"]) > int(before["missed_cycles"]), 5,
+                         "a missed cycle")
+        assert float(_diag_values(late)["period_max_ms"]) >= 350.0, _diag_values(late)
+    finally:
+        _set_param(client, "plan_timeout", 10.0)
+        client.switch(deactivate=[PLUGIN])
+        client.wait_state(PLUGIN, "inactive")
+    inactive = wait_diag(lambda st: st.message == "inactive: not commanding", 5, "inactive status")
+    assert inactive.level == b"\x00"
 
 
 def test_embedded_mode_solves_in_the_plugin_and_follows_the_reference(graph, client):

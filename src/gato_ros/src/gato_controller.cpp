@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "gato/solver.hpp"  // SolveStats of the embedded solves
@@ -33,6 +34,13 @@ const char* state_name(gato::ExecMode m) {
   }
   return "?";
 }
+
+// Diagnostics levels (src/gato_ros/README.md): a following plan older than this fraction of
+// plan_timeout is a WARN (the planner is late; at plan_timeout the executor holds: ERROR), and
+// so is a report window in which more than this fraction of the updates came late.
+constexpr double kPlanAgeWarnFraction = 0.5;
+constexpr double kMissedWarnFraction = 0.05;
+constexpr double kMissedPeriodFactor = 1.5;  // a period over 1.5 x the nominal one: a missed cycle
 
 /// The child link of joint `name` in a URDF text, or "" (the first <joint ... name="name"> element).
 std::string child_link_of(const std::string& urdf, const std::string& name) {
@@ -264,6 +272,14 @@ CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
   status_pub_ = get_node()->create_publisher<gato_msgs::msg::ControllerStatus>("~/status", rclcpp::QoS(10));
   rt_status_ = std::make_unique<realtime_tools::RealtimePublisher<gato_msgs::msg::ControllerStatus>>(status_pub_);
   status_period_ns_ = std::int64_t(1e9 / params_.status_rate_hz);
+  // Diagnostics: the updater's timer runs on this node's executor (the controller manager's
+  // non-real-time thread); its period is the standard `diagnostic_updater.period` parameter.
+  diag_box_.init([](DiagSample& d) { d = DiagSample(); });
+  diag_have_prev_ = false;
+  missed_cycles_ = overruns_ = 0;
+  diagnostics_ = std::make_unique<diagnostic_updater::Updater>(get_node(), 1.0);
+  diagnostics_->setHardwareID(get_node()->get_name());
+  diagnostics_->add("plan executor", this, &GatoController::diagnose);
   // Tunables: checked off the real-time thread and handed to the executor between updates.
   param_timer_ = get_node()->create_wall_timer(std::chrono::milliseconds(100), [this] { apply_parameters(); });
   if (embedded_)
@@ -544,6 +560,12 @@ CallbackReturn GatoController::on_activate(const rclcpp_lifecycle::State&) {
   std::fill(timing_hist_.begin(), timing_hist_.end(), 0u);
   timing_count_ = 0;
   timing_max_us_ = 0.0;
+  const unsigned int rate = get_update_rate();
+  nominal_period_ns_ = rate > 0 ? std::int64_t(1e9 / double(rate)) : 0;
+  first_update_ = true;   // its period spans the inactive time: not a missed cycle
+  period_max_ms_ = 0.0;
+  diag_restart_ = true;   // the first report after activation has no window
+  active_ = true;
   return CallbackReturn::SUCCESS;
 }
 
@@ -551,6 +573,7 @@ CallbackReturn GatoController::on_deactivate(const rclcpp_lifecycle::State&) {
   // Leave the effort interfaces at zero: the next owner (or the hardware's own
   // safety) starts from no torque rather than from our last command.
   solving_ = false;
+  active_ = false;
   executor_->reset();
   for (auto& c : command_interfaces_) (void)c.set_value(0.0);
   return CallbackReturn::SUCCESS;
@@ -626,6 +649,7 @@ CallbackReturn GatoController::on_cleanup(const rclcpp_lifecycle::State&) {
   step_pub_.reset();
   stats_pub_.reset();
   param_timer_.reset();
+  diagnostics_.reset();
   plan_sub_.reset();
   rt_status_.reset();
   status_pub_.reset();
@@ -693,7 +717,8 @@ struct ProbeScope {
 };
 }  // namespace
 
-controller_interface::return_type GatoController::update(const rclcpp::Time& time, const rclcpp::Duration&) {
+controller_interface::return_type GatoController::update(const rclcpp::Time& time,
+                                                         const rclcpp::Duration& period) {
   if (probe_begin_) probe_begin_();
   const ProbeScope probe{probe_end_};
   const auto t_start = std::chrono::steady_clock::now();
@@ -726,6 +751,36 @@ controller_interface::return_type GatoController::update(const rclcpp::Time& tim
   ++timing_hist_[size_t(std::min(int(us / kTimingBinUs), kTimingBins - 1))];
   ++timing_count_;
   timing_max_us_ = std::max(timing_max_us_, us);
+  // Missed cycles (a period well over the nominal one) and overruns (update() itself longer
+  // than the nominal period), then the tick's snapshot for the diagnostics timer (wait-free).
+  const std::int64_t period_ns = period.nanoseconds();
+  if (first_update_) {
+    first_update_ = false;
+  } else {
+    period_max_ms_ = std::max(period_max_ms_, double(period_ns) * 1e-6);
+    if (nominal_period_ns_ > 0 && double(period_ns) > kMissedPeriodFactor * double(nominal_period_ns_))
+      ++missed_cycles_;
+  }
+  if (nominal_period_ns_ > 0 && us * 1e3 > double(nominal_period_ns_)) ++overruns_;
+  {
+    DiagSample& d = diag_box_.back();
+    d.now_ns = now;
+    d.has_plan = executor_->has_plan();
+    d.plan_stamp_ns = executor_->active_plan().stamp_ns;
+    d.mode = mode;
+    d.reason = executor_->hold_reason();
+    d.plan_timeout_s = executor_->tunables().plan_timeout_s;
+    d.counters = executor_->counters();
+    d.missed_cycles = missed_cycles_;
+    d.overruns = overruns_;
+    d.rejected_names = plans_rejected_names_.load(std::memory_order_relaxed);
+    d.rejected_layout = plans_rejected_layout_.load(std::memory_order_relaxed);
+    d.rejected_references = refs_rejected_.load(std::memory_order_relaxed);
+    d.solver_failures = solve_failures_.load(std::memory_order_relaxed);
+    d.update_max_us = timing_max_us_;
+    d.period_max_ms = period_max_ms_;
+    diag_box_.publish();
+  }
   if (rt_status_ && now >= next_status_ns_) {
     next_status_ns_ = now + status_period_ns_;
     const auto& c = executor_->counters();
@@ -763,6 +818,122 @@ controller_interface::return_type GatoController::update(const rclcpp::Time& tim
     }
   }
   return controller_interface::return_type::OK;
+}
+
+void GatoController::diagnose(diagnostic_updater::DiagnosticStatusWrapper& stat) {
+  using diagnostic_msgs::msg::DiagnosticStatus;
+  if (!active_.load()) {
+    stat.summary(DiagnosticStatus::OK, "inactive: not commanding");
+    stat.add("state", "inactive");
+    diag_have_prev_ = false;
+    return;
+  }
+  if (diag_restart_.exchange(false)) diag_have_prev_ = false;
+  if (!diag_box_.take() && diag_have_prev_) {
+    // Active, but no update() since the previous report: the controller manager's loop stalled.
+    stat.summary(DiagnosticStatus::ERROR, "no update() since the last report (the control loop is not running)");
+    stat.add("state", "stalled");
+    return;
+  }
+  const DiagSample& d = diag_box_.front();
+  if (d.counters.updates == 0) {
+    stat.summary(DiagnosticStatus::WARN, "active, no update() yet");
+    stat.add("state", "starting");
+    return;
+  }
+  const DiagSample& p = diag_have_prev_ ? diag_prev_ : d;  // the window: since the previous report
+  const auto& c = d.counters;
+  const auto& pc = p.counters;
+  const std::uint64_t window = c.updates - pc.updates;
+  const double age_ms = d.has_plan ? double(d.now_ns - d.plan_stamp_ns) * 1e-6 : -1.0;
+  const double timeout_ms = d.plan_timeout_s * 1e3;
+  std::vector<std::string> errors, warns;
+  auto ms = [](double v) {
+    std::ostringstream o;
+    o.setf(std::ios::fixed);
+    o.precision(1);
+    o << v << " ms";
+    return o.str();
+  };
+  const char* reason = gato::hold_reason_name(d.reason);
+  switch (d.mode) {
+    case gato::ExecMode::kNoState:
+      errors.push_back("no finite joint state yet: zero torque");
+      break;
+    case gato::ExecMode::kHold:
+      if (d.reason == gato::HoldReason::kNoPlan)
+        warns.push_back(embedded_ ? "holding: no plan from the embedded solver yet"
+                                  : "holding: no plan yet (waiting for " + params_.plan_topic + ")");
+      else if (d.reason == gato::HoldReason::kPlanStale)
+        errors.push_back(std::string("holding (gravity compensation): plan_stale, the newest plan is ") + ms(age_ms) +
+                         " old (plan_timeout " + ms(timeout_ms) + ")");
+      else
+        errors.push_back(std::string("holding (gravity compensation): ") + reason);
+      break;
+    case gato::ExecMode::kFollow:
+      if (age_ms > kPlanAgeWarnFraction * timeout_ms)
+        warns.push_back("plan age " + ms(age_ms) + ", over half of plan_timeout " + ms(timeout_ms));
+      if (c.holds > pc.holds)
+        warns.push_back("held for " + std::to_string(c.holds - pc.holds) + " updates since the last report");
+      break;
+  }
+  const std::uint64_t missed = d.missed_cycles - p.missed_cycles;
+  if (window > 0 && double(missed) > kMissedWarnFraction * double(window))
+    warns.push_back(std::to_string(missed) + " of " + std::to_string(window) +
+                    " cycles missed since the last report (period over 1.5 x the nominal one)");
+  const std::uint64_t refused = (c.dropped_invalid - pc.dropped_invalid) + (d.rejected_layout - p.rejected_layout) +
+                                (d.rejected_names - p.rejected_names) +
+                                (c.dropped_out_of_order - pc.dropped_out_of_order) +
+                                (c.dropped_stale_epoch - pc.dropped_stale_epoch);
+  if (refused > 0) warns.push_back(std::to_string(refused) + " plans refused since the last report");
+  if (d.rejected_references > p.rejected_references)
+    warns.push_back(std::to_string(d.rejected_references - p.rejected_references) +
+                    " EE references refused since the last report");
+  if (d.solver_failures > p.solver_failures)
+    warns.push_back(std::to_string(d.solver_failures - p.solver_failures) +
+                    " embedded solves failed since the last report");
+  std::string message;
+  for (const auto* list : {&errors, &warns})
+    for (const auto& r : *list) message += (message.empty() ? "" : "; ") + r;
+  const unsigned char level = !errors.empty() ? DiagnosticStatus::ERROR
+                              : !warns.empty() ? DiagnosticStatus::WARN : DiagnosticStatus::OK;
+  if (message.empty()) message = "following: plan age " + ms(age_ms);
+  stat.summary(level, message);
+  stat.add("state", state_name(d.mode));
+  stat.add("reason", d.mode == gato::ExecMode::kFollow ? "" : reason);
+  stat.add("fallback", d.mode == gato::ExecMode::kFollow ? "none"
+                       : d.mode == gato::ExecMode::kHold ? "hold (gravity compensation + damping)" : "zero torque");
+  stat.add("mode", embedded_ ? "embedded" : "follow");
+  if (d.has_plan)
+    stat.add("plan_age_ms", age_ms);
+  else
+    stat.add("plan_age_ms", "-");
+  stat.add("plan_timeout_ms", timeout_ms);
+  stat.add("update_rate_hz", nominal_period_ns_ > 0 ? 1e9 / double(nominal_period_ns_) : 0.0);
+  stat.add("updates", c.updates);
+  stat.add("updates_since_last_report", window);
+  stat.add("missed_cycles", d.missed_cycles);
+  stat.add("missed_cycles_since_last_report", missed);
+  stat.add("overruns", d.overruns);
+  stat.add("period_max_ms", d.period_max_ms);
+  stat.add("update_max_us", d.update_max_us);
+  stat.add("holds", c.holds);
+  stat.add("stale_events", c.stale_events);
+  stat.add("plans_accepted", c.plans_accepted);
+  stat.add("plans_dropped_invalid", c.dropped_invalid + d.rejected_layout);
+  stat.add("plans_dropped_order", c.dropped_out_of_order + c.dropped_stale_epoch);
+  stat.add("rejected_names", d.rejected_names);
+  stat.add("rejected_nonfinite_states", c.nonfinite_states);
+  stat.add("fallbacks_nonfinite_output", c.nonfinite_outputs);
+  stat.add("clamped", c.clamped);
+  stat.add("limit_cuts", c.limit_cuts);
+  if (embedded_) {
+    stat.add("rejected_references", d.rejected_references);
+    stat.add("solver_failures", d.solver_failures);
+    stat.add("solve_us", last_solve_us_.load(std::memory_order_relaxed));
+  }
+  diag_prev_ = d;
+  diag_have_prev_ = true;
 }
 
 }  // namespace gato_ros

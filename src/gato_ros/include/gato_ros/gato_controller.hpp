@@ -14,6 +14,12 @@
 // the tick's record into a preallocated lock-free ring (TickRing); it never allocates,
 // locks (only try_lock in RealtimePublisher) or throws. A non-real-time thread drains
 // the ring and publishes the ticks in batches on ~/ticks (gato_msgs/ControlTicks).
+//
+// Diagnostics: update() also hands a plain snapshot (DiagSample: mode, hold reason, plan age,
+// counters, missed cycles) to a wait-free triple buffer every tick; a diagnostic_updater task
+// on the controller's node (the controller manager's executor, not the real-time loop) reads
+// it and publishes one status on /diagnostics every `diagnostic_updater.period` (1 s) with the
+// levels of src/gato_ros/README.md ("ros2_control plugin", diagnostics).
 #pragma once
 
 #include <atomic>
@@ -24,6 +30,7 @@
 #include <vector>
 
 #include "controller_interface/controller_interface.hpp"
+#include "diagnostic_updater/diagnostic_updater.hpp"
 #include "gato/embedded_mpc.hpp"
 #include "gato/plan_executor.hpp"
 #include "gato/triple_buffer.hpp"
@@ -67,6 +74,7 @@ class GatoController : public controller_interface::ControllerInterface {
   bool read_state() noexcept;                       // interfaces -> q_, v_, effort_ (plant order)
   void track_effort() noexcept;                     // measured effort vs the previous command
   void write_torque(const std::vector<double>& tau) noexcept;  // plant order -> interfaces
+  void diagnose(diagnostic_updater::DiagnosticStatusWrapper& stat);  // diagnostics timer (not RT)
 
   std::shared_ptr<gato_plugin::ParamListener> param_listener_;
   gato_plugin::Params params_;
@@ -156,6 +164,31 @@ class GatoController : public controller_interface::ControllerInterface {
   std::atomic<bool> tick_stop_{false};
   rclcpp::Publisher<gato_msgs::msg::ControlTicks>::SharedPtr ticks_pub_;
   gato_msgs::msg::ControlTicks ticks_msg_;            // tick thread only
+
+  // Diagnostics (/diagnostics). update() fills and publishes one DiagSample per tick (plain
+  // values: no heap); diagnose() takes the newest and compares it with the previous report's.
+  struct DiagSample {
+    std::int64_t now_ns = 0;          // the update's time
+    std::int64_t plan_stamp_ns = 0;   // the active plan's stamp (valid when has_plan)
+    bool has_plan = false;
+    gato::ExecMode mode = gato::ExecMode::kNoState;
+    gato::HoldReason reason = gato::HoldReason::kNoPlan;
+    double plan_timeout_s = 0.0;      // the executor's (live tunable)
+    gato::ExecutorCounters counters;
+    std::uint64_t missed_cycles = 0;  // updates whose period exceeded 1.5 x the nominal one
+    std::uint64_t overruns = 0;       // updates whose own run time exceeded the nominal period
+    std::uint64_t rejected_names = 0, rejected_layout = 0, rejected_references = 0, solver_failures = 0;
+    double update_max_us = 0.0, period_max_ms = 0.0;  // since activation
+  };
+  gato::TripleBuffer<DiagSample> diag_box_;
+  std::unique_ptr<diagnostic_updater::Updater> diagnostics_;
+  std::int64_t nominal_period_ns_ = 0;  // 1 / the controller's update rate (0: unknown)
+  bool first_update_ = true;
+  std::uint64_t missed_cycles_ = 0, overruns_ = 0;
+  double period_max_ms_ = 0.0;
+  std::atomic<bool> active_{false}, diag_restart_{true};
+  DiagSample diag_prev_;                // diagnostics timer only: the previous report's sample
+  bool diag_have_prev_ = false;
 };
 
 }  // namespace gato_ros
