@@ -33,7 +33,7 @@ import numpy as np
 
 from ..wrench import options as wrench_options
 from ..sim.clock import check_substep, EPS
-from ..sim.commands import PlanPlayback, StateFeedback
+from ..sim.commands import FEEDBACK_MODES, FeedbackLaw, PlanPlayback, StateFeedback
 from ..sim.disturbances import _wrench, ConstantWrench, PendulumPayload
 from ..sim.loop import make_world, run_closed_loop, Simulation
 from ..sim.tasks import GoalTask, TrackingTask
@@ -98,6 +98,15 @@ class MPC_GATO:
             nominal model's :class:`gato.safety.JointHold` at :attr:`OBSERVE_HOLD_HZ`, every
             substep) instead of playing the warm-up plan, so a sensor-fed identifier sees the
             load before the first plan moves the arm (the warm-up still warms the solver).
+        feedback: how each plan is executed over the substeps until the next one: None
+            (default: the plan's torques open loop, knot by knot), "pd" (plus joint PD toward
+            the planned state, the ros2_control plugin's executor), "riccati" (plus the
+            plan's own time-varying gains, gato.BSQP.feedback_gains of the winning row),
+            "riccati+pd" (both); see :class:`gato.sim.commands.FeedbackLaw`. Plans without
+            usable gains fall back to PD (counted: the run's ``stats["feedback"]``).
+        feedback_kp, feedback_kd, feedback_limit: (nu,) or scalar PD stiffness [N*m/rad],
+            damping [N*m*s/rad] and the saturation of the feedback term [N*m]; None: 0.1,
+            0.01 and 0.25 x the URDF effort limits.
             None (default): on when the hypotheses identify from the sensor at the run's start
             (a ``sensor_identifier``: wid, wrench_id, swing, an fe centre) on a fixed-base
             robot; True / False: always / never. Why: a plan made at t = 0 knows nothing of an
@@ -121,7 +130,8 @@ class MPC_GATO:
                  track_full_stats=False, plant_type=None, variant=None, pendulum_config=None, params=None,
                  linsys=None, bdsv_threshold=None, reseed_threshold=None, admm_linsys=None, admm_threshold=None,
                  limits=None, limits_kw=None, fe_seed=0, fc_config=None, wrench_id=None, world=None,
-                 estimator="fe", *, verbose=None, clamp_torques=True, observe_first=None):
+                 estimator="fe", *, verbose=None, clamp_torques=True, observe_first=None, feedback=None,
+                 feedback_kp=None, feedback_kd=None, feedback_limit=None):
         # --- options whose machinery this build lacks: refuse loudly, never degrade silently
         if variant not in (None, "default"):
             raise ValueError(f"variant: {variant!r} solver modules are not available in this build "
@@ -165,6 +175,16 @@ class MPC_GATO:
         self.observe_first = observe_first
         self.u_limit = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)[:self.nu_act]
         self.pendulum_config = pendulum_config
+        self.feedback = feedback
+        self.feedback_law = None
+        if feedback is not None:
+            if feedback not in FEEDBACK_MODES:
+                raise ValueError(f"feedback: expected one of {FEEDBACK_MODES} or None, got {feedback!r}")
+            if not self._fixed_base:
+                raise ValueError("feedback: the plan executor's feedback needs a fixed-base robot (every joint "
+                                 "actuated)")
+            self.feedback_law = FeedbackLaw(feedback, self.u_limit, feedback_kp, feedback_kd, feedback_limit)
+        self.planner.plan_gains = feedback in ("riccati", "riccati+pd")
 
         if world is None or world in ("pinocchio", "mujoco"):
             self._world_kind = world or "pinocchio"
@@ -303,8 +323,12 @@ class MPC_GATO:
                 f"(dist {1000 * e['dist']:.1f} mm, |dq| {e['vel']:.2f} rad/s)")
 
         sim = self._simulation(x[:self.nq], x[self.nq:], sim_dt)
+        law = self.feedback_law
+        if law is not None:
+            law.plans = law.gains_dropped = 0
         rec = run_closed_loop(sim, self.planner, task, paced=pace, on_tick=on_tick if verbose else None,
-                              on_event=on_event if verbose else None, first_command=self._first_command(x))
+                              on_event=on_event if verbose else None, first_command=self._first_command(x),
+                              feedback=law)
         self.last_record = rec  # the run as the core records it (planner stats, events)
         if rec.stop_reason == "diverged":
             raise RuntimeError(f"MPC_GATO: the {self._world_kind} world diverged at t = {rec.sim_time:.4f} s")
@@ -324,7 +348,9 @@ class MPC_GATO:
                             fe_seed=self.fe_seed,
                             constant_f_ext=self.constant_f_ext_world.tolist(),
                             pendulum=None if self.pendulum_config is None else dict(self.pendulum_config),
-                            world=self.world_params)
+                            world=self.world_params, feedback=self.feedback)
+        if law is not None:
+            st["feedback"] = law.counters()
         say(f"[MPC_GATO {name}] done: {done(st)}")
         return st
 

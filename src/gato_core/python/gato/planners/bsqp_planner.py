@@ -47,6 +47,11 @@ class BSQPPlanner(Planner):
 
     ``controller`` (the MPCController) and ``solver`` (its BSQP) stay reachable for the
     reference-API layer. :meth:`from_controller` wraps an existing controller instead.
+
+    ``plan_gains`` (attribute, default False): attach the winning row's feedback gains
+    (:meth:`gato.BSQP.feedback_gains`) to each step's plan as :attr:`Plan.K`; a plan of the
+    gravity fallback, or one whose model has no unique minimizer, carries none (counted in
+    ``gains_failed``).
     """
 
     capabilities = Capabilities(batch=True, hypotheses=True, plan_output=True, warmup=True, budget=True,
@@ -83,6 +88,8 @@ class BSQPPlanner(Planner):
         s = self.solver = controller.solver
         self.nx, self.nu, self.N, self.dt = int(s.nx), int(s.nu), int(s.N), float(s.dt)
         self.nu_act = int(getattr(s, "n_actuated", s.nu))
+        self.plan_gains = False
+        self.gains_failed = 0
 
     # ------------------------------------------------------------------ conversions
     def _flat(self, reference) -> np.ndarray:
@@ -102,9 +109,13 @@ class BSQPPlanner(Planner):
         self.controller.reset(x0)
 
     def warmup(self, x, reference) -> Plan:
-        """The controller's warm-up solve; the plan of batch entry 0."""
+        """The controller's warm-up solve; the plan of batch entry 0 (with its gains under
+        ``plan_gains`` unless it diverged)."""
         res = self.controller.warmup(x, self._flat(reference))
-        return self._plan(np.asarray(res.xu, dtype=np.float64)[0])
+        plan = self._plan(np.asarray(res.xu, dtype=np.float64)[0])
+        if self.plan_gains and not bool(np.asarray(res.diverged)[0]):
+            plan.K = self._row_gains(0)
+        return plan
 
     def step(self, x_measured, reference, dt_elapsed=None, budget_s=None) -> StepResult:
         r = self.controller.step(x_measured, self._flat(reference), dt_elapsed=dt_elapsed, budget_s=budget_s)
@@ -115,4 +126,19 @@ class BSQPPlanner(Planner):
                      admm_linsys=r.admm_linsys, limits=r.limits, diverged=bool(r.diverged))
         stats = PlannerStats(solve_s=r.solve.solve_time_us * 1e-6, wall_s=r.wall_s, iterations=r.iterations,
                              best_id=int(r.best_id), fallback=r.fallback, budget_hit=r.budget_hit, extra=extra)
-        return StepResult(u=r.u, plan=self._plan(r.xu_best), stats=stats, detail=r)
+        plan = self._plan(r.xu_best)
+        if self.plan_gains:
+            plan.K = self._gains(r)
+        return StepResult(u=r.u, plan=plan, stats=stats, detail=r)
+
+    def _gains(self, r):
+        """The winning row's gains (N-1, nu, nx), or None for the gravity fallback's plan (not
+        a solved one) and a model without a unique minimizer (counted in ``gains_failed``)."""
+        return None if r.fallback == "gravity" else self._row_gains(int(r.best_id))
+
+    def _row_gains(self, row):
+        try:
+            return self.solver.feedback_gains(row)
+        except ValueError:
+            self.gains_failed += 1
+            return None

@@ -57,7 +57,9 @@ class Capabilities:
 class Plan:
     """A state-control trajectory: ``xu`` flat ``[x_0, u_0, x_1, u_1, ..., x_{N-1}]``
     ((N - 1) * (nx + nu) + nx,), knots ``dt`` [s] apart; controls are full width ``nu``,
-    the first ``nu_act`` of them actuated torques (N*m)."""
+    the first ``nu_act`` of them actuated torques (N*m). ``K``: None, or the plan's own
+    time-varying feedback gains (N - 1, nu, nx), ``u = u_k + K_k (x - x_k)`` (N*m/rad on q,
+    N*m*s/rad on qd; :meth:`gato.BSQP.feedback_gains`)."""
 
     xu: np.ndarray
     nx: int
@@ -65,6 +67,7 @@ class Plan:
     nu_act: int
     N: int
     dt: float
+    K: np.ndarray | None = None
 
     def control(self, k: int) -> np.ndarray:
         """(nu_act,) actuated torque of knot k, k clamped to [0, N - 2] (a copy)."""

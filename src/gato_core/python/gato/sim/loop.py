@@ -203,7 +203,7 @@ class Simulation:
 # ----------------------------------------------------------------- the run record
 # ----------------------------------------------------------------- the loop
 def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget_s=None, on_tick=None,
-                    on_event=None, first_command=None) -> RunRecord:
+                    on_event=None, first_command=None, feedback=None) -> RunRecord:
     """Close the loop between ``sim``, a :class:`gato.planner.Planner` and ``task``::
 
         planner.reset(x0); play planner.warmup(x0, task.begin(ee0)) (or a first step)
@@ -216,6 +216,8 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
     simulation events. ``first_command``: a command (``torque(i, sim_dt, q, dq)``) the world
     plays for the first period instead of the planner's first answer (which still warms the
     planner up), e.g. a :class:`StateFeedback` start-pose hold while an identifier observes.
+    ``feedback``: None (each plan played open loop, knot by knot) or a
+    :class:`gato.sim.commands.FeedbackLaw` (each plan played with PD and / or its own gains).
     Returns the :class:`RunRecord` (finished).
     """
     rec = RunRecord(sim.q.size, sim.dq.size, planner.nu_act, planner.dt)
@@ -225,9 +227,9 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
     planner.reset(x)
     first = task.begin(sim.ee_pos())
     if planner.capabilities.warmup:
-        command = command_of(planner.warmup(x, first))
+        command = command_of(planner.warmup(x, first), feedback)
     else:
-        command = command_of(planner.step(x, first, budget_s=budget_s))
+        command = command_of(planner.step(x, first, budget_s=budget_s), feedback)
     if first_command is not None:
         if not callable(getattr(first_command, "torque", None)):
             raise ValueError(f"first_command: expected a command with torque(i, sim_dt, q, dq), got "
@@ -255,7 +257,7 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
         res = planner.step(sim.x, tick.window, dt_elapsed=max(n, 1) * sim.sim_dt, budget_s=budget_s)
         wall = time.perf_counter() - t0
         period = wall
-        command = command_of(res)
+        command = command_of(res, feedback)
         rec.planner_stats.append(res.stats)
         rec.add(timestamps=t, solve_times=res.stats.solve_s * 1000.0, step_wall_times=wall * 1000.0,
                 ee_actual=ee, joint_positions=sim.q.copy(), joint_velocities=sim.dq.copy(),
