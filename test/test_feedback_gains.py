@@ -153,6 +153,19 @@ def test_bad_input_gets_clear_errors():
             s.feedback_gains(bad)
 
 
+def test_the_cuda_backends_refuse_by_name():
+    """The CUDA core exposes no KKT blocks: feedback_gains says so instead of guessing (the
+    host build of the CUDA code, where it is built)."""
+    try:
+        s = gato.BSQP(gato.robot_urdf("indy7"), 1, 6, 0.02, backend="cuda_host")
+    except (RuntimeError, ValueError) as e:
+        pytest.skip(f"cuda_host backend not built here: {e}")
+    x = np.r_[ROBOTS["indy7"], np.zeros(6)]
+    s.solve(x[None], goal_ref(s, x)[None])
+    with pytest.raises(ValueError, match=r"^feedback_gains: not available on the 'cuda_host' backend"):
+        s.feedback_gains()
+
+
 def test_riccati_gains_refuses_a_model_without_a_minimizer():
     """An indefinite control Hessian (no unique minimizer) and a non-finite block are refused
     naming what was wrong."""
