@@ -598,8 +598,102 @@ JOINT_TRAJECTORY = Fuzzer(jt_valid, [
     Mutation("velocities_given", _jt_slow_velocities, False, "velocities"),
 ])
 
+
+# ------------------------------------------------------------------ commands into the simulation world
+# gato_msgs/EffortCommand (lockstep: names and the answered stamp) and std_msgs/Float64MultiArray
+# (realtime: the forward-command controller's convention, the configured joint order). ``ctx.q``
+# carries the good torques here [N*m]; ``ctx.vel_limit`` is unused; ``ctx.upper`` the effort limits.
+def effort_valid(ctx: Context):
+    from gato_msgs.msg import EffortCommand
+
+    m = EffortCommand()
+    _stamp(m, ctx.stamp_ns)
+    m.joint_names = list(ctx.names)
+    m.effort = _arr(ctx.q)
+    m.source, m.tick = "mpc", 1
+    return m
+
+
+def _effort_names(m, ctx, rng):
+    names = list(m.joint_names)
+    c = int(rng.integers(3))
+    if c == 0 and len(names) > 1:
+        names[1] = names[0]                                # repeated
+    elif c == 1:
+        slots = [i for i, n in enumerate(names) if n in ctx.names] or [0]
+        names[int(rng.choice(slots))] = "NOPE"            # a model joint missing
+    else:                                                  # one model joint short, consistently
+        slots = [i for i, n in enumerate(names) if n in ctx.names] or [0]
+        k = int(rng.choice(slots))
+        names = names[:k] + names[k + 1:]
+        m.effort = [v for i, v in enumerate(m.effort) if i != k]
+    m.joint_names = names
+
+
+def _effort_size(m, ctx, rng):
+    e = list(m.effort)
+    m.effort = e[:-1] if rng.random() < 0.5 else e + [0.0]
+
+
+def _effort_huge(m, ctx, rng):
+    """Finite torques up to 1e308 N*m: saturate at the effort limits when applied (the motors)."""
+    e = list(m.effort)
+    e[int(rng.integers(len(e)))] = float(rng.choice([2.0, -10.0, 1e308 / max(float(np.max(ctx.upper)), 1.0)])
+                                        * float(np.max(ctx.upper)))
+    m.effort = e
+
+
+def _effort_reorder(m, ctx, rng):
+    if len(m.joint_names) != len(m.effort) or len(set(m.joint_names)) != len(m.joint_names):
+        return
+    p = rng.permutation(len(m.effort))
+    m.joint_names = [m.joint_names[int(i)] for i in p]
+    m.effort = [m.effort[int(i)] for i in p]
+
+
+def _effort_extra(m, ctx, rng):
+    m.joint_names = list(m.joint_names) + ["gripper_finger"]   # not a model joint: ignored
+    m.effort = list(m.effort) + [1.0]
+
+
+EFFORT_COMMAND = Fuzzer(effort_valid, [
+    Mutation("effort_poisoned", _poison("effort", POISON[:3]), True, "values"),
+    Mutation("names_bad", _effort_names, True, "names"),
+    Mutation("size", _effort_size, True, "size"),
+    Mutation("huge", _effort_huge, False, "values"),
+    Mutation("names_reordered", _effort_reorder, False, "names"),
+    Mutation("extra_joint", _effort_extra, False, "size"),
+])
+
+
+def multiarray_valid(ctx: Context):
+    from std_msgs.msg import Float64MultiArray
+
+    m = Float64MultiArray()
+    m.data = _arr(ctx.q)
+    return m
+
+
+def _ma_size(m, ctx, rng):
+    d = list(m.data)
+    m.data = [[], d[:-1], d + [0.0], d * 2][int(rng.integers(4))]
+
+
+def _ma_huge(m, ctx, rng):
+    d = list(m.data) or [0.0]
+    d[int(rng.integers(len(d)))] = float(rng.choice([-3.0, 1e6, 1e300])) * float(np.max(ctx.upper))
+    m.data = d
+
+
+FLOAT64_MULTIARRAY = Fuzzer(multiarray_valid, [
+    Mutation("data_poisoned", _poison("data", POISON[:3]), True, "values"),
+    Mutation("size", _ma_size, True, "size"),
+    Mutation("huge", _ma_huge, False, "values"),
+])
+
 FUZZERS = {"JointState": JOINT_STATE, "EEReference": EE_REFERENCE, "WrenchStamped": WRENCH, "Plan": PLAN,
-           "PoseStamped": POSE_STAMPED, "TwistStamped": TWIST_STAMPED, "JointTrajectory": JOINT_TRAJECTORY}
+           "PoseStamped": POSE_STAMPED, "TwistStamped": TWIST_STAMPED, "JointTrajectory": JOINT_TRAJECTORY,
+           "EffortCommand": EFFORT_COMMAND, "Float64MultiArray": FLOAT64_MULTIARRAY}
 
 
 def malformed(kind: str, ctx: Context, rng, *, only_bad: bool = False):

@@ -92,6 +92,7 @@ class SimWorldLogic:
         self.t_ns = 0
         self.u = np.zeros(model.nv)     # last applied torques, URDF order
         self.ignored_commands = 0
+        self.saturated_periods = 0      # control periods whose command saturated at the effort limits
         self.effort_limit = np.asarray(model.effortLimit, dtype=np.float64).copy()  # URDF order [N*m]
         self.timeout_action = cfg["command_timeout_action"]
         self.hold = JointHold(model, cfg["hold_frequency_hz"], self.effort_limit)
@@ -125,11 +126,15 @@ class SimWorldLogic:
     def effort_from(self, effort, names=None) -> np.ndarray:
         """Command torques in URDF order from ``effort`` in ``names`` order (default: the
         configured joint_names order, the Float64MultiArray convention). Raises ValueError on
-        a wrong length, unknown names or NaN/Inf."""
+        a wrong length, missing or repeated names, or NaN/Inf. Names beyond the model's joints
+        (a gripper) are ignored. Finite torques beyond the URDF effort limits are accepted and
+        saturate there when applied (:meth:`advance`), as the motors would."""
         e = np.asarray(effort, dtype=np.float64).reshape(-1)
         names = self.joint_names if names is None or len(names) == 0 else list(names)
         if e.size != len(names):
             raise ValueError(f"effort: {e.size} values for {len(names)} joints")
+        if len(set(names)) != len(names):
+            raise ValueError(f"effort: repeated joint names in {names}")
         idx = self.order.index(names)
         if idx is None:
             raise ValueError(f"effort: command lacks joints {self.order.missing(names)}")
@@ -157,8 +162,15 @@ class SimWorldLogic:
         self.t_ns += self.period_ns
 
     def advance(self, u_urdf: np.ndarray) -> None:
-        """Advance one control period with torques ``u_urdf`` (URDF order) held; t_k -> t_{k+1}."""
-        self.u = np.asarray(u_urdf, dtype=np.float64).copy()
+        """Advance one control period with torques ``u_urdf`` (URDF order) held; t_k -> t_{k+1}.
+        Torques beyond the URDF effort limits saturate at them (actuator saturation, as in
+        :class:`gato.sim.loop.Simulation` with ``effort_limit``; a joint without a limit, 0 in
+        the URDF, is not clamped), counted in ``saturated_periods``."""
+        u = np.asarray(u_urdf, dtype=np.float64)
+        lim = np.where(self.effort_limit > 0, self.effort_limit, np.inf)
+        self.u = np.clip(u, -lim, lim)
+        if np.any(self.u != u):
+            self.saturated_periods += 1
         self._advance(HoldTorque(self.u))
 
     # ------------------------------------------------------------------ safe behaviour (command timeout)

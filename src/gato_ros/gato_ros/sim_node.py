@@ -145,8 +145,16 @@ class SimNode(Node):
             self.get_logger().error(f"command rejected: {e}; re-sending the joint state", throttle_duration_sec=1.0)
             return
         self._watchdog_event(self.watchdog.command(self._watchdog_now(), self.logic.t_ns), False)
-        self.logic.advance(u)
+        self._advance(u)
         self._last_progress = time.monotonic()
+
+    def _advance(self, u):
+        """Apply ``u`` (URDF order) for one period; a command beyond the effort limits saturates (logged)."""
+        before = self.logic.saturated_periods
+        self.logic.advance(u)
+        if self.logic.saturated_periods > before:
+            self.get_logger().warning(f"command beyond the URDF effort limits: saturated ({self.logic.saturated_periods} "
+                                      "periods so far)", throttle_duration_sec=1.0)
         if not self._finish_if_done():
             self._publish_state()
 
@@ -186,7 +194,7 @@ class SimNode(Node):
             self.logic.engage_safe()      # hold where the arm is now
             self._watchdog_event(ev, True)
         if self.watchdog.fresh:
-            self.logic.advance(self._u)
+            self._advance(self._u)
         else:
             self.logic.advance_safe()     # before the first command, and after a timeout
         if not self._finish_if_done():
