@@ -385,6 +385,12 @@ def test_follow_joint_trajectory_succeeds_refuses_cancels_and_preempts(action_br
     _need_knot_posture()
     p = action_bringup
     p.spin_until(lambda: len(p.plans) >= 50 and p.q, "50 plans")
+    check_follow_joint_trajectory(p)
+
+
+def check_follow_joint_trajectory(p):
+    """The action's acceptance (the test above) on a running graph seen by ActionProbe ``p``
+    (also run through ros2_control + MuJoCo: test_launch_targets_hardware.py)."""
     names = p.names
     q0 = np.array([p.q[n] for n in names])
     dq = np.array([0.3, 0.2, 0.0, -0.2, 0.0, 0.2, 0.0])
