@@ -378,3 +378,41 @@ def test_sim_world_commands_fuzzed_refused_or_saturated_and_the_world_stays_sane
             for _ in range(20):
                 world.advance_safe()
     assert n_bad >= 300 and n_huge >= 100, (n_bad, n_huge)
+
+
+# ------------------------------------------------------------------ the recorder's tick-gap check
+def test_recorder_tick_check_counts_real_gaps_and_rebases_foreign_or_restarted_counters():
+    """The recorder's lost-command check (gato_ros.recorder_logic.TickGapCheck, receipt times):
+    a controller at 100 Hz that loses 3 ticks is reported as 3 missing; foreign EffortCommands on
+    the same topic with absurd ticks (2^64 - 1, 0, random) and a controller restarted at tick 0
+    are re-based and noted, never reported as billions of missing ticks."""
+    from gato_ros.recorder_logic import TickGapCheck
+
+    rng = np.random.default_rng(3841)
+    c = TickGapCheck("/gato_controller/command", "receipt times", max_rate_hz=TickGapCheck.MAX_RATE_HZ)
+    t = 0
+    for tick in range(1, 200):
+        t += 10_000_000
+        if tick in (50, 51, 52):
+            continue                                   # three lost commands
+        c.feed(tick, t)
+    assert c.missing == 3 and len(c.gaps) == 1 and c.gaps[0][1:3] == (50, 52), c.gaps
+    foreign = [2**64 - 1, 0, int(rng.integers(2**62)), 10**12]
+    for k, bogus in enumerate(foreign):
+        t += 1_000_000
+        c.feed(bogus, t)                               # a foreign publisher
+        t += 9_000_000
+        c.feed(200 + k, t)                             # the controller goes on
+    assert c.missing == 3, (c.missing, c.gaps)
+    assert len(c.rebased) == 2 * len(foreign), c.rebased
+    assert "jumped from 199 to 18446744073709551615" in c.rebase_line(c.rebased[0])
+    # a restart: the counter starts again at 1, then continues; a later real gap is still found
+    for tick in range(1, 30):
+        t += 10_000_000
+        if tick != 20:
+            c.feed(tick, t)
+    assert c.missing == 4 and c.gaps[-1][1:3] == (20, 20), c.gaps
+    # long silences are not jumps: 1,000 ticks missing over 10 s at 100 Hz are 1,000 missing ticks
+    t += 10 * 10**9
+    c.feed(29 + 1001, t)
+    assert c.missing == 4 + 1000

@@ -9,7 +9,7 @@ import importlib
 import os
 from pathlib import Path
 
-__all__ = ["SNAPSHOT_TOPIC", "CONTROLLER_GRAPH_TOPICS", "controller_graph_topics", "SolverStateThinner"]
+__all__ = ["SNAPSHOT_TOPIC", "CONTROLLER_GRAPH_TOPICS", "controller_graph_topics", "SolverStateThinner", "TickGapCheck"]
 
 
 SNAPSHOT_TOPIC = "/gato_recorder/parameter_snapshot"
@@ -71,26 +71,43 @@ def _fmt_bytes(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
 
 
-class _GapCheck:
+class TickGapCheck:
     """Sequence-number bookkeeping of one topic: the gaps seen so far.
 
     ``gaps``: (missing, first missing seq, last missing seq, t0 ns, t1 ns), where t0/t1 are
     the times around the hole (receipt times for EffortCommand, the ticks' own stamps for
     ControlTicks, see ``time_kind``)."""
 
-    def __init__(self, topic: str, time_kind: str):
+    #: a jump of the counter the controller cannot make in the time between two entries: ahead by
+    #: more than MAX_RATE_HZ x elapsed + JUMP_SLACK, or back by more than JUMP_SLACK (a foreign
+    #: publisher on the topic, a restarted controller whose ticks start again at 0)
+    MAX_RATE_HZ = 10_000.0
+    JUMP_SLACK = 100
+
+    def __init__(self, topic: str, time_kind: str, max_rate_hz: float | None = None):
         self.topic, self.time_kind = topic, time_kind
+        self.max_rate_hz = max_rate_hz    # None: no plausibility check (the entries' own stamps)
         self.last = None          # (seq, t ns) of the newest entry seen
         self.gaps: list = []
         self.missing = 0
         self.seen = 0             # entries (ticks) checked
         self.unchecked = 0        # messages stored whose numbers could not be read (another version)
         self.ring_dropped = 0     # ControlTicks: what the publisher's ring itself dropped
+        self.rebased: list = []   # (from seq, to seq, t ns) of the implausible jumps (not counted as gaps)
 
     def feed(self, seq: int, t_ns: int):
-        """One entry; returns the new gap (tuple) or None. Older / repeated numbers are ignored."""
+        """One entry; returns the new gap (tuple) or None. Older / repeated numbers are ignored;
+        an implausible jump (see :attr:`MAX_RATE_HZ`) re-bases the count there (noted in
+        ``rebased``, never reported as missing ticks)."""
         self.seen += 1
         last, gap = self.last, None
+        if last is not None and self.max_rate_hz is not None:
+            ahead = seq - last[0]
+            allowed = self.max_rate_hz * max(t_ns - last[1], 0) * 1e-9 + self.JUMP_SLACK
+            if ahead > allowed or ahead < -self.JUMP_SLACK:
+                self.rebased.append((last[0], seq, t_ns))
+                self.last = (seq, t_ns)
+                return None
         if last is not None and seq > last[0] + 1:
             n = seq - last[0] - 1
             gap = (n, last[0] + 1, seq - 1, last[1], t_ns)
@@ -104,6 +121,12 @@ class _GapCheck:
         n, a, b, t0, t1 = g
         return (f"{self.topic}: {n} tick{'s' if n > 1 else ''} missing between t={t0 / 1e9:.3f} s and "
                 f"t={t1 / 1e9:.3f} s (ticks {a}..{b}; {self.time_kind}): not received by the recorder")
+
+    def rebase_line(self, r) -> str:
+        a, b, t = r
+        return (f"{self.topic}: the tick counter jumped from {a} to {b} at t={t / 1e9:.3f} s ({self.time_kind}), "
+                "more than the controller can tick in that time: another publisher or a restarted controller; "
+                "counted from there, not as missing ticks")
 
 
 class SolverStateThinner:

@@ -103,7 +103,7 @@ from .bag import typestore
 from .node_util import run
 from .recorder_logic import (_DEPTH, _DISCOVERY_S, _LATCHED_HINT, _SNAPSHOT_DEBOUNCE_S, _SNAPSHOT_TIMEOUT_S,
                              COMMAND_TYPE, CONTROLLER_GRAPH_TOPICS, PARAMETER_EVENT_TYPE, SNAPSHOT_TOPIC,
-                             SOLVE_INPUT_TYPE, TICKS_TYPE, _ament_msg_file, _fmt_bytes, _GapCheck, _msg_class,
+                             SOLVE_INPUT_TYPE, TICKS_TYPE, _ament_msg_file, _fmt_bytes, TickGapCheck, _msg_class,
                              _Topic, controller_graph_topics, SolverStateThinner)
 
 __all__ = ["RecorderNode", "SolverStateThinner", "CONTROLLER_GRAPH_TOPICS", "SNAPSHOT_TOPIC", "controller_graph_topics", "main"]
@@ -173,7 +173,8 @@ class RecorderNode(Node):
         self.compression = compression
         # lost ticks: the controller's command topic (EffortCommand.tick) and every ControlTicks topic
         self._cmd_topic = f"{self.controller_node or '/gato_controller'}/command"
-        self.checks: dict[str, _GapCheck] = {self._cmd_topic: _GapCheck(self._cmd_topic, "receipt times")}
+        self.checks: dict[str, TickGapCheck] = {
+            self._cmd_topic: TickGapCheck(self._cmd_topic, "receipt times", max_rate_hz=TickGapCheck.MAX_RATE_HZ)}
         self._solve_topic = f"{self.controller_node or '/gato_controller'}/solve_input"
         self.solver_state_period = state_period
         self._thinner = SolverStateThinner(state_period, self._ts)
@@ -281,7 +282,7 @@ class RecorderNode(Node):
         is_ticks = t.type == TICKS_TYPE
         thin = t.name == self._solve_topic and t.type == SOLVE_INPUT_TYPE and self.solver_state_period > 1
         if is_ticks and t.name not in self.checks:
-            self.checks[t.name] = _GapCheck(t.name, "tick stamps")
+            self.checks[t.name] = TickGapCheck(t.name, "tick stamps")
 
         def on_msg(raw, t=t):
             if self._closed:
@@ -433,7 +434,7 @@ class RecorderNode(Node):
 
     @property
     def gaps(self) -> list:
-        """The gaps on the controller's command topic (see :class:`_GapCheck`)."""
+        """The gaps on the controller's command topic (see :class:`TickGapCheck`)."""
         return self.checks[self._cmd_topic].gaps
 
     @property
@@ -441,7 +442,7 @@ class RecorderNode(Node):
         """Ticks missing on every checked topic (command topic and ControlTicks topics)."""
         return sum(c.missing for c in self.checks.values())
 
-    def _report_gap(self, check: _GapCheck, gap) -> None:
+    def _report_gap(self, check: TickGapCheck, gap) -> None:
         if gap is not None and len(check.gaps) <= 20:
             self.get_logger().warning(check.line(gap))
 
@@ -454,7 +455,10 @@ class RecorderNode(Node):
         except Exception:  # noqa: BLE001 - a message of another version: no counter to check
             return
         check = self.checks[self._cmd_topic]
+        n = len(check.rebased)
         self._report_gap(check, check.feed(tick, now_ns))
+        if len(check.rebased) > n and n < 20:
+            self.get_logger().warning(check.rebase_line(check.rebased[-1]))
 
     def _thin_solve_input(self, raw, now_ns):
         f = len(self._writer.files) + (1 if self._writer.splits_before(now_ns) else 0)   # this message's file
@@ -515,9 +519,11 @@ class RecorderNode(Node):
                     f"sequence numbers of {c.seen} ticks received"
                     + (f"; the publisher's ring dropped {c.ring_dropped}" if c.ring_dropped else ""))
             what += f"; {c.unchecked} messages stored unchecked" if c.unchecked else ""
+            what += f"; {len(c.rebased)} implausible counter jumps re-based" if c.rebased else ""
             lines.append(f"  {c.missing} ticks missing on {c.topic} ({what})"
                          + ("" if not c.gaps else f" in {len(c.gaps)} gaps:"))
             lines += ["  " + c.line(g) for g in c.gaps[:20]]
+            lines += ["  " + c.rebase_line(r) for r in c.rebased[:5]]
             if len(c.gaps) > 20:
                 lines.append(f"  ... and {len(c.gaps) - 20} more gaps")
         width = max([len(t) for t in self.counts()] + [10])
