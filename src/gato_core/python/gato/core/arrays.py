@@ -17,6 +17,14 @@ def kind_of(a) -> str:
     return "numpy"
 
 
+def flag(v, name: str) -> bool:
+    """``v`` as a bool; ValueError naming ``name`` for anything but True / False (a string such as
+    "no" would otherwise read as True)."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    raise ValueError(f"{name}: expected True or False, got {v!r}")
+
+
 def to_numpy(a, name: str, dtype) -> np.ndarray:
     """A fresh C-contiguous numpy copy of ``a`` in ``dtype``; ValueError naming ``name`` otherwise."""
     kind = kind_of(a)

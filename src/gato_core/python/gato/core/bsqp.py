@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .native import core as _core
-from .arrays import batch_array, from_numpy, kind_of, to_numpy, vector
+from .arrays import batch_array, flag, from_numpy, kind_of, to_numpy, vector
 from .cuda_backend import check_backend, solver_class
 from .config import DEFAULT_INTEGRATOR, DEFAULT_LINSYS, INTEGRATOR_MODES, LINSYS_MODES, SolverParams
 from .results import SolveResult, SolverStats
@@ -152,6 +152,8 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         self.params = params
         if threads is None:
             threads = min(self.batch_size, os.cpu_count() or 1)
+        elif isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+            raise ValueError(f"threads: expected an integer >= 1 or None, got {threads!r}")
         # Wired CPU default (the C++ struct's, gato/types.hpp): one exact block-tridiagonal
         # solve is cheaper here than the PCG iterations of a warm step.
         self._linsys = params.linsys or DEFAULT_LINSYS
@@ -216,7 +218,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
     def set_collect_stats(self, on: bool) -> None:
         """Collect per-iteration statistics (on by default). Off: ``SolveResult.stats`` carries
         only the per-solve fields (times, iterations, merits); per-iteration arrays are empty."""
-        self._collect_stats = bool(on)
+        self._collect_stats = flag(on, "on")
         self._s.set_collect_stats(self._collect_stats)  # also skips the per-stage timers
 
     def set_drho_batch(self, drho_batch, set_as_reset_default: bool = True) -> None:
@@ -225,7 +227,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         v = vector(drho_batch, "drho_batch", self.batch_size, allow_scalar=True)
         if np.any(v <= 1.0):
             raise ValueError("drho_batch: factors must be > 1")
-        self._s.set_drho_batch(v, bool(set_as_reset_default))
+        self._s.set_drho_batch(v, flag(set_as_reset_default, "set_as_reset_default"))
 
     def exact_hessian_available(self) -> bool:
         """False: the CPU backend runs Gauss-Newton stage Hessians."""
@@ -241,9 +243,13 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
                          vel_lim_cost=None, ctrl_lim_cost=None, u_ref=None) -> None:
         """Update scalar cost weights and the control reference ``u_ref`` ("zero" | "gravity")
         (None keeps the current value); recorded in ``self.params``."""
-        changes = {k: float(v) for k, v in dict(q_cost=q_cost, qd_cost=qd_cost, u_cost=u_cost, N_cost=N_cost,
-                                                 q_lim_cost=q_lim_cost, vel_lim_cost=vel_lim_cost,
-                                                 ctrl_lim_cost=ctrl_lim_cost).items() if v is not None}
+        changes = {k: v for k, v in dict(q_cost=q_cost, qd_cost=qd_cost, u_cost=u_cost, N_cost=N_cost,
+                                          q_lim_cost=q_lim_cost, vel_lim_cost=vel_lim_cost,
+                                          ctrl_lim_cost=ctrl_lim_cost).items() if v is not None}
+        for k, v in changes.items():
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise ValueError(f"{k}: expected a finite number >= 0, got {v!r}")
+            changes[k] = float(v)
         if u_ref is not None:
             changes["u_ref"] = u_ref
         self.params = self.params.replace(**changes)  # validates (finite, >= 0)
@@ -503,7 +509,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         if not 0 <= int(best_id) < self.batch_size:
             raise ValueError(f"best_id: expected 0 <= best_id < {self.batch_size}, got {best_id}")
         row = self._resident()[int(best_id)]
-        row = row.copy() if hold else shift_plan(row, self.nx, self.nu, self.N)
+        row = row.copy() if flag(hold, "hold") else shift_plan(row, self.nx, self.nu, self.N)
         self._warm = np.repeat(row[None, :], self.batch_size, axis=0)
 
     # --------------------------------------------------------------- kinematics

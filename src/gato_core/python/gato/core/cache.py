@@ -25,6 +25,9 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import numpy as np
+
+from .arrays import flag
 from ..robots.builder import codegen, repo_root
 from ..robots.manifest import cache_dir, load_manifest, store_entry
 from ..robots.registry import find_urdf, sha256_file, shipped_registry
@@ -59,6 +62,11 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame
                          "(refused whether or not build=True)")
     _check_no_compile(arch, jobs)
     check_collision_res(collision_res)
+    horizons = _horizons(N)
+    build, force = flag(build, "build"), flag(force, "force")
+    if cache_dir_override is not None and not isinstance(cache_dir_override, (str, os.PathLike)):
+        raise ValueError(f"cache_dir_override: expected a folder path or None, got "
+                         f"{type(cache_dir_override).__name__}")
     urdf = Path(urdf_path).resolve()
     if not urdf.is_file():
         raise ValueError(f"urdf_path: file not found: {urdf}")
@@ -78,10 +86,21 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame
                  joints=list(model.names)[1:], contact_frames=frames, collision_res=collision_res)
     store_entry(name, entry, cache)
     if build:
-        horizons = [N] if isinstance(N, int) else list(N)
         for n in horizons:
             ensure_module(name, n, variant, cache=cache, quiet=True)
     return entry
+
+
+def _horizons(N) -> list:
+    """``N`` (an integer >= 2 or a non-empty list of them) as a list; ValueError naming N."""
+    horizons = [N] if isinstance(N, (int, np.integer)) and not isinstance(N, bool) else N
+    try:
+        horizons = list(horizons)
+    except TypeError:
+        horizons = []
+    if not horizons or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2 for n in horizons):
+        raise ValueError(f"N: expected an integer >= 2 or a non-empty list of them, got {N!r}")
+    return [int(n) for n in horizons]
 
 
 def _check_no_compile(arch, jobs) -> None:
@@ -412,9 +431,7 @@ def build(urdf_path, name=None, N=(32,), ee_frame="EE", arch=None, jobs=None, bu
     _check_no_compile(arch, jobs)
     if build_dir is not None and not isinstance(build_dir, (str, os.PathLike)):
         raise ValueError(f"build_dir: expected a folder path or None, got {type(build_dir).__name__}")
-    horizons = [N] if isinstance(N, int) else list(N)
-    if not horizons or any(isinstance(n, bool) or not isinstance(n, int) or n < 2 for n in horizons):
-        raise ValueError(f"N: expected an integer >= 2 or a non-empty list of them, got {N!r}")
+    horizons = _horizons(N)
     if name is None:
         name = Path(os.fspath(urdf_path)).stem
     codegen(urdf_path, name, ee_frame=ee_frame, collision_res=collision_res, contact_frames=contact_frames,

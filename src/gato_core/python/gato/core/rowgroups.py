@@ -14,7 +14,7 @@ import numpy as np
 
 from .native import core as _core
 from . import rowkinds as rk
-from .arrays import batch_array, to_numpy, vector
+from .arrays import batch_array, flag, to_numpy, vector
 
 #: ADMM inner-loop linear solvers: the names of the core's enum (gato._core.AdmmLinSys).
 ADMM_LINSYS_MODES = tuple(n.lower() for n in _core.AdmmLinSys.__members__)
@@ -249,7 +249,7 @@ class RowGroupAPI:
     def set_admm_merit(self, on: bool = True) -> None:
         """Ablation toggle: add y'(g - z) + (rho/2)|g - z|² (the current row state) to the
         line-search merit. Off by default: the ADMM merit is tracking only."""
-        self._admm["merit"] = bool(on)
+        self._admm["merit"] = flag(on, "on")
         self._push_admm()
 
     def set_admm_rho_adaptation(self, on: bool = True) -> None:
@@ -257,7 +257,7 @@ class RowGroupAPI:
         group's rho, updated once per SQP iteration from the inner loop's final (scale-free)
         residuals: when r_prim/r_dual is off by more than 5x, multiply by sqrt(ratio), clamped to
         [1e-2, 1e2]. Persists across solves; toggling (and reset_dual) resets it to 1."""
-        self._admm["rho_adapt"] = bool(on)
+        self._admm["rho_adapt"] = flag(on, "on")
         self._push_admm()
 
     def get_admm_rho_scale(self) -> np.ndarray:
@@ -428,9 +428,10 @@ class RowGroupAPI:
             raise ValueError("C: contains NaN or Inf")
         m = Cm.shape[0]
         dv = np.zeros(m) if d is None else vector(d, "d", m, allow_scalar=True)
-        if equilibrate:
+        if flag(equilibrate, "equilibrate"):
             raise ValueError("equilibrate: not available on the CPU backend (normalize=True scales the rows)")
-        cone = bool(cone)
+        cone = flag(cone, "cone")
+        normalize = flag(normalize, "normalize")
         if cone:
             if m != 3:
                 raise ValueError(f"C: a cone needs 3 rows [g0; g1; g2] (||[g1, g2]|| <= g0), got {m}")
@@ -486,15 +487,16 @@ class RowGroupAPI:
         if Cm.shape != (3, self.nu):
             raise ValueError(f"C: expected shape (3, {self.nu}) (rows g0, g1, g2), got {tuple(Cm.shape)}")
         dv = np.zeros(3) if d is None else vector(d, "d", 3, allow_scalar=True)
-        if form == "soc":
-            return self.add_lin_u_rows(Cm, dv, mech=mech, rho=rho, cone=True, **kw)
-        if form != "facets":
+        if form not in ("soc", "facets"):
             raise ValueError(f"form: expected 'soc' or 'facets', got {form!r}")
+        # checked whatever the form (an unusable value is refused, not ignored by form="soc")
         if isinstance(facets, bool) or not isinstance(facets, (int, np.integer)) \
                 or not 3 <= facets <= MAX_ROWS_PER_GROUP:
             raise ValueError(f"facets: expected an integer in [3, {MAX_ROWS_PER_GROUP}], got {facets!r}")
         if facet_scale not in ("inscribed", "circumscribed"):
             raise ValueError(f"facet_scale: expected 'inscribed' or 'circumscribed', got {facet_scale!r}")
+        if form == "soc":
+            return self.add_lin_u_rows(Cm, dv, mech=mech, rho=rho, cone=True, **kw)
         s = math.cos(math.pi / facets) if facet_scale == "inscribed" else 1.0
         t = 2 * np.pi * np.arange(facets) / facets
         rows = np.cos(t)[:, None] * Cm[1] + np.sin(t)[:, None] * Cm[2] - s * Cm[0]

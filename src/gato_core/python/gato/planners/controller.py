@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.arrays import from_numpy, kind_of, to_numpy
+from ..core.arrays import flag, from_numpy, kind_of, to_numpy
 from ..core.bsqp import robot_info, shift_plan
 from ..core.linsys_autotune import check_threshold, resolve_admm_linsys, resolve_linsys
 from ..core.results import SolveResult
@@ -186,7 +186,7 @@ class MPCController:
         if warm_start not in ("shift", "hold"):
             raise ValueError(f"warm_start: expected 'shift' or 'hold', got {warm_start!r}")
         self.warm_start = warm_start
-        self.reset_rho_each_step = bool(reset_rho_each_step)
+        self.reset_rho_each_step = flag(reset_rho_each_step, "reset_rho_each_step")
         if task_tag is not None and (not isinstance(task_tag, str) or not task_tag):
             raise ValueError(f"task_tag: expected a non-empty string or None, got {task_tag!r}")
         self.task_tag = task_tag

@@ -204,6 +204,10 @@ def codegen(urdf_path, name, ee_frame="EE", algorithm_list=None, out_dir=None, r
         raise ValueError(f"name: expected an identifier (module suffix), got {name!r}")
     if floating_base:
         raise ValueError("floating_base: the CPU backend supports fixed-base robots only")
+    if out_dir is not None and not isinstance(out_dir, (str, os.PathLike)):
+        raise ValueError(f"out_dir: expected a folder path or None, got {type(out_dir).__name__}")
+    if not isinstance(register, (bool, np.bool_)):
+        raise ValueError(f"register: expected True or False, got {register!r}")
     if algorithm_list not in (None, "all"):
         raise ValueError(f"algorithm_list: the CPU backend evaluates every algorithm with pinocchio at run "
                          f"time; only None or 'all' apply, got {algorithm_list!r}")
