@@ -12,7 +12,8 @@ topics, against the real processes.
   the last 3 s is within 2x of an undisturbed run's.
 
 The standard target topics and set_parameters are fuzzed over DDS against the controller node
-(test_standard_targets_and_parameter_values_fuzzed_over_dds). The plugin's plan intake is fuzzed in
+(test_standard_targets_and_parameter_values_fuzzed_over_dds), joint states and commands against the
+estimator node (test_estimator_node_counts_fuzzed_joint_states_and_commands_over_dds). The plugin's plan intake is fuzzed in
 test/test_ros_plugin.py (inside its controller_manager).
 No wall-clock time is asserted; timeouts are generous (2 shared cores).
 """
@@ -364,6 +365,96 @@ def test_standard_targets_and_parameter_values_fuzzed_over_dds(tmp_path, ros_env
         assert n_refused >= 60, n_refused
         print(f"parameters: {n_refused} of 120 junk values refused with a reason; last command from {c.source!r}")
         assert proc.poll() is None, "the controller's launch exited during the fuzz"
+    finally:
+        if probe is not None:
+            probe.close()
+        proc.send_signal(signal.SIGINT)
+        finish(proc, 60)
+        kill_tagged("GATO_TEST_MARKER", marker)
+    assert proc.returncode == 0
+
+
+_ESTIMATOR_LAUNCH = """\
+<launch>
+  <node pkg="gato_ros" exec="estimator_node" name="gato_estimator">
+    <param from="$(find-pkg-share gato_bringup)/config/iiwa14.yaml"/>
+    <param name="effort_source" value="command"/>
+  </node>
+</launch>
+"""
+
+
+@pytest.mark.slow
+def test_estimator_node_counts_fuzzed_joint_states_and_commands_over_dds(tmp_path, ros_env):
+    """The estimator node alone (effort_source=command), from a foreign node over DDS: 150 ticks
+    of good (joint state, command) pairs with a malformed JointState and a malformed EffortCommand
+    in each (all bad: NaN / Inf, sizes, names, stamps): ~/stats counts every one exactly
+    (rejected + ignored_stamps), every published wrench is finite, and the node keeps estimating."""
+    share()
+    from gato_msgs.msg import EffortCommand
+    from geometry_msgs.msg import WrenchStamped
+    from std_msgs.msg import String
+
+    from gato.sim.scenarios import Q_READY
+    from gato_ros import conversions as cv
+    from gato_ros.node_util import qos
+    from gato_ros.types import JointStateSample
+
+    launch = tmp_path / "estimator.launch.xml"
+    launch.write_text(_ESTIMATOR_LAUNCH)
+    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
+    proc = start_runner([str(launch)], ros_env, marker, report)
+    probe = None
+    q0 = np.asarray(Q_READY[ROBOT], dtype=np.float64)
+    stats, wrenches = [], []
+    try:
+        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+        probe.node.create_subscription(String, "/gato_estimator/stats", lambda m: stats.append(json.loads(m.data)),
+                                       qos(100))
+        probe.node.create_subscription(WrenchStamped, "/gato_estimator/wrench", wrenches.append, qos(100))
+        pub_cmd = probe.node.create_publisher(EffortCommand, "/gato_controller/command", qos())
+        probe.spin_until(lambda: probe.pub.get_subscription_count() and pub_cmd.get_subscription_count(),
+                         what="the estimator's joint-state and command subscriptions")
+
+        def pace():
+            end = time.monotonic() + 0.004
+            while time.monotonic() < end:
+                probe.ex.spin_once(timeout_sec=0.002)
+
+        rng = np.random.default_rng(3843)
+        t0 = probe.node.get_clock().now().nanoseconds
+        S = 10_000_000
+        n_bad = 0
+        for k in range(160):
+            stamp = t0 + k * S
+            probe.send(stamp, q0)
+            pace()
+            if 3 <= k < 153:
+                ctx = Context(stamp_ns=stamp - S, names=NAMES, q=q0, qd=np.zeros(7), upper=np.full(7, 300.0))
+                m, bad, _ = malformed("JointState", ctx, rng, only_bad=True)
+                probe.pub.publish(m)
+                pace()
+                ctx.stamp_ns, ctx.q = stamp, np.zeros(7)
+                m, bad2, _ = malformed("EffortCommand", ctx, rng, only_bad=True)
+                pub_cmd.publish(m)
+                pace()
+                n_bad += int(bad) + int(bad2)
+            pub_cmd.publish(cv.effort_command_to_msg(np.zeros(7), NAMES, stamp, "mpc", k))
+            pace()
+
+        def counted():
+            return stats and stats[-1]["rejected"] + stats[-1]["ignored_stamps"] >= n_bad
+        probe.spin_until(counted, what=f"~/stats counting {n_bad} bad messages")
+        st = stats[-1]
+        assert st["rejected"] + st["ignored_stamps"] == n_bad, (st, n_bad)
+        for w in wrenches:
+            v = np.array([w.wrench.force.x, w.wrench.force.y, w.wrench.force.z,
+                          w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z])
+            assert np.all(np.isfinite(v)), v
+        print(f"estimator: {n_bad} bad messages counted ({st['rejected']} rejected, {st['ignored_stamps']} old "
+              f"stamps), {len(wrenches)} estimates, all finite")
+        assert len(wrenches) >= 20, len(wrenches)
+        assert proc.poll() is None, "the estimator's launch exited during the fuzz"
     finally:
         if probe is not None:
             probe.close()

@@ -416,3 +416,42 @@ def test_recorder_tick_check_counts_real_gaps_and_rebases_foreign_or_restarted_c
     t += 10 * 10**9
     c.feed(29 + 1001, t)
     assert c.missing == 4 + 1000
+
+
+def test_estimator_logic_effort_commands_fuzzed_bad_ones_counted_estimates_finite():
+    """effort_source=command: ~1,500 malformed EffortCommands (NaN / Inf, wrong sizes, repeated or
+    missing names; and harmless ones: reordered names, an extra joint, finite torques up to
+    1e308 N*m) beside the good command of each tick: a bad one is counted once in ``rejected``
+    and never stored, a harmless one is taken; every estimate is finite and within max_wrench."""
+    from gato_ros import conversions as cv
+    from gato_ros.estimator_logic import EstimatorLogic
+    from gato_ros.sim_logic import SimWorldLogic
+
+    rng = np.random.default_rng(3842)
+    est = EstimatorLogic({"robot": ROBOT, "effort_source": "command"})
+    world = SimWorldLogic({"robot": ROBOT})
+    names = list(world.joint_names)
+    lim = world.effort_limit
+    n_bad = n_ok = n_est = 0
+
+    def check(w):
+        nonlocal n_est
+        if w is not None:
+            n_est += 1
+            assert np.all(np.isfinite(w.wrench)) and np.all(np.abs(w.wrench) <= est.cfg["max_wrench"] + 1e-9)
+
+    for k in range(300):
+        js = world.joint_state()
+        check(est.on_joint_state_msg(cv.joint_state_to_msg(js), now_ns=js.stamp_ns))
+        ctx = Context(stamp_ns=js.stamp_ns, names=names, q=np.zeros(len(names)), qd=np.zeros(len(names)), upper=lim)
+        for _ in range(5):
+            m, bad, muts = malformed("EffortCommand", ctx, rng)
+            before = est.rejected
+            check(est.on_effort_msg(m))
+            assert est.rejected - before == int(bad), (k, muts, est.last_rejection)
+            n_bad += int(bad)
+            n_ok += int(not bad)
+        u = np.zeros(len(names))                       # the command applied: the last word for this stamp
+        check(est.on_effort_msg(cv.effort_command_to_msg(u, names, js.stamp_ns, "mpc", k)))
+        world.advance(world.effort_from(u))
+    assert n_bad >= 500 and n_ok >= 300 and n_est >= 70, (n_bad, n_ok, n_est)   # 77 estimates undisturbed
