@@ -99,9 +99,7 @@ limit mechanism) and applied at the start of the next tick, never inside one.
 """
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
 import numpy as np
 
@@ -113,76 +111,21 @@ from gato.planners.safety import GravityHold
 
 from . import inputs
 from . import params as schema
+from .controller_fallback import OscFallback
+from .controller_gating import REFERENCE_LOST_RESENDS, TickGating
+from .controller_params import ControllerParameters
+from .controller_reference import ReferenceTracker, window_from_flat  # noqa: F401 - window_from_flat: its old path
+from .controller_ticks import PlannerTicks
+from .controller_types import Status, TickOutput
+from .controller_wrench import WrenchSync
 from .inputs import Rejected
 from .joint_order import JointOrder
-from .reference_logic import min_jerk
-from .types import JointStateSample, Plan, ReferenceWindow, SolveInput, ns_to_sec, sec_to_ns
+from .types import JointStateSample, ReferenceWindow, ns_to_sec
 
 __all__ = ["ControllerLogic", "TickOutput", "Status", "COST_KEYS", "SOLVER_KEYS", "REFERENCE_LOST_RESENDS"]
-#: reference_sync: re-sends of a tick's joint state without its window after which the reference is lost
-REFERENCE_LOST_RESENDS = 3
-_SCHEMA = schema.by_name(schema.CONTROLLER)
-#: OSC gains of the schema (osc_<name>) = gato.osc_planner config keys
-_OSC_GAINS = ("stiffness", "damping", "orientation_stiffness", "orientation_damping", "null_space_stiffness",
-              "null_space_damping")
-_FALLBACK_KEYS = ("fallback", "fallback_after_misses", "fallback_grace_ticks", "fallback_recover_ticks",
-                  "fault_solver_delay_s")
 
 
-@dataclass
-class Status:
-    """Health counters and state (gato_msgs/ControllerStatus without the header)."""
-
-    state: str = "waiting"
-    reason: str = "no joint state received yet"
-    ticks: int = 0
-    deadline_misses: int = 0
-    dropped_out_of_order: int = 0
-    rejected_nonfinite: int = 0
-    rejected_names: int = 0
-    rejected_range: int = 0        # joint states beyond the plausible range (gato_ros.inputs.state_bounds)
-    rejected_stamps: int = 0       # joint states stamped negative or too far ahead of the node clock
-    rejected_references: int = 0   # EE reference windows refused (gato_ros.inputs.reference_window)
-    rejected_wrenches: int = 0     # wrench estimates refused (gato_ros.inputs.wrench)
-    stale_events: int = 0
-    fallbacks: int = 0
-    clamped: int = 0
-    holds: int = 0
-    latency_us: float = 0.0
-    solve_us: float = 0.0
-    params_json: str = ""
-    active_planner: str = ""       # planner that computed the last command ("" on hold ticks)
-    fallback_reason: str = ""      # "" | "deadline" | "diverged" | "reseeded" while the OSC fallback commands
-    fallback_switches: int = 0     # switches from the planner to the OSC fallback
-
-
-@dataclass
-class TickOutput:
-    """What one tick publishes.
-
-    ``effort`` (n,) N*m in ``joint_names`` order, or None when there is nothing to command
-    (refused input before any good state). ``stamp_ns``: the stamp of the joint state it
-    answers. ``step`` / ``plan`` / ``solve_input`` are set on MPC ticks only (``solve_input``:
-    what the step solved from, for recording and replay). ``duplicate``: a re-send of the
-    previous output for a repeated state stamp. ``planner_step``: the
-    :class:`gato.planner.StepResult` of a planner tick (any planner, the OSC fallback
-    included); ``step`` stays the BSQP controller's own result (bsqp ticks only).
-    """
-
-    stamp_ns: int
-    effort: np.ndarray | None
-    source: str
-    tick: int
-    step: object = None
-    plan: Plan | None = None
-    solve_input: SolveInput | None = None
-    duplicate: bool = False
-    events: list = field(default_factory=list)
-    planner_step: object = None
-    planner: str = ""
-
-
-class ControllerLogic:
+class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallback, WrenchSync):
     """MPC controller with the node's safety rules; no ROS.
 
     Args:
@@ -193,6 +136,12 @@ class ControllerLogic:
             called on state changes (entering / leaving hold, refusals), not every tick.
 
     Raises ValueError on an invalid configuration (the reason names the parameter).
+
+    The jobs of a tick live in one module each, mixed in here: parameter changes
+    (:mod:`gato_ros.controller_params`), tick gating (:mod:`gato_ros.controller_gating`), the
+    bsqp / sampling / osc ticks (:mod:`gato_ros.controller_ticks`), the OSC fallback
+    (:mod:`gato_ros.controller_fallback`), wrench sync (:mod:`gato_ros.controller_wrench`); the
+    EE reference is a collaborator (``references``, :class:`gato_ros.controller_reference.ReferenceTracker`).
     """
 
     def __init__(self, config: dict, *, log=None):
@@ -251,15 +200,10 @@ class ControllerLogic:
         self._stale = False
         self._need_reset = True        # next MPC tick resets the warm start at its state
         self._last_out: TickOutput | None = None
-        self._refs: dict = {}          # stamp_ns -> ReferenceWindow (recent)
-        self._ref_latest: ReferenceWindow | None = None
-        self._hold_ref: ReferenceWindow | None = None
-        self._ref_lost = False         # reference_sync: the reference stopped arriving (solve without it)
+        # the EE reference windows and each tick's reference from them (stale, start-up hold, resume blend)
+        self.references = ReferenceTracker(cfg, self.period_s, self._ee_pos, self.nq,
+                                           lambda level, text: self._log(level, text))
         self._pending_resends = 0      # reference_sync: re-sends of the state waiting for its window
-        self._stale_ref = None         # (window stamp_ns, EE position (3,)) held past the window's end
-        self._ramp = None              # (t0_ns, EE position (3,) at t0, duration s): resume blend
-        self._ramp_pending = False     # start a resume blend at the next tick
-        self._no_ref_yet = False       # ticks ran on the start-up hold reference (no window yet)
         self._pending_tick_stamp = None  # reference_sync: a state waiting for its reference
         self._prev_tick_stamp = None
         self._plan_seq = 0             # plans emitted (gato_msgs/Plan seq)
@@ -277,107 +221,6 @@ class ControllerLogic:
         self.status.params_json = self.params_json()
         self._config_json = self._make_config_json()
 
-    # ------------------------------------------------------------------ parameters
-    def validate_changes(self, changes: dict) -> str | None:
-        """Why a run-time change is refused (first reason), or None. Schema checks (type,
-        range, choices, read-only) plus the limit-mechanism capability check."""
-        for name, value in changes.items():
-            reason = schema.validate(schema.CONTROLLER, name, value)
-            if reason:
-                return reason
-            if name == "limits" and value != "off" and not callable(getattr(self.solver, f"enable_limit_{value}",
-                                                                               None)):
-                return (f"limits: {value!r} needs the solver's constraint row-group layer, which this solver "
-                        f"({type(self.solver).__name__}, backend {self.cfg['backend']}) does not have "
-                        f"(no enable_limit_{value}); only 'off' is available")
-            if self.controller is None and (name in setup.TUNABLE_KEYS or (name == "hypotheses"
-                                                                              and value != "none")):
-                return (f"{name}: a setting of planner bsqp; this node runs planner {self.planner_name!r} "
-                        "(planner is read-only)")
-        if self.controller is not None and set(changes) & {"limits", *setup.COLLISION_KEYS}:
-            merged = {**self.cfg, **self._pending, **changes}
-            try:
-                setup.check_collision_limits(merged, merged["limits"])
-            except ValueError as e:
-                return str(e)
-            if (merged["collision_spheres"] or merged["collision_planes"]) \
-                    and not callable(getattr(self.solver, "enable_collision", None)):
-                return (f"collision_spheres: this solver ({type(self.solver).__name__}, backend "
-                        f"{self.cfg['backend']}) has no collision rows")
-        return None
-
-    def request_changes(self, changes: dict) -> None:
-        """Queue validated changes; they take effect at the start of the next tick."""
-        reason = self.validate_changes(changes)
-        if reason:
-            raise ValueError(reason)
-        self._pending.update({k: schema.coerce(_SCHEMA[k], v) for k, v in changes.items()})
-
-    def _apply_pending(self) -> None:
-        if not self._pending:
-            return
-        ch, self._pending = self._pending, {}
-        if self.controller is not None:
-            setup.apply_tunables(self.controller, {k: v for k, v in ch.items() if k in setup.TUNABLE_KEYS})
-        self.cfg.update(ch)
-        if any(k.startswith("osc_") for k in ch) and self._osc is not None:
-            self._rebuild_osc()
-        if self.cfg["fallback"] != "osc" and self._fb is not None:
-            self._leave_fallback("fallback switched off")
-        elif self.cfg["fallback"] == "osc" and self._osc is None:
-            self._osc = planners.make("osc", self.cfg["robot"], self._osc_config(self.cfg))
-        self.status.params_json = self.params_json()
-        self._config_json = self._make_config_json()
-        self._log("info", "parameters applied: " + ", ".join(f"{k}={v}" for k, v in sorted(ch.items())))
-
-    def params_json(self) -> str:
-        """The tunables in force, read back from the solver and controller objects (JSON); the
-        planner, the fallback settings and the OSC gains read back from the OSC in force."""
-        out = setup.tunables(self.controller) if self.controller is not None else {}
-        out.update(budget_s=self.cfg["budget_s"], joint_state_timeout_s=self.cfg["joint_state_timeout_s"],
-                   resume_speed_mps=self.cfg["resume_speed_mps"], planner=self.planner_name,
-                   **{k: self.cfg[k] for k in _FALLBACK_KEYS})
-        if self._osc is not None:
-            out.update({"osc_" + k: float(self._osc.config[k]) for k in _OSC_GAINS})
-        return json.dumps(out, sort_keys=True)
-
-    # ------------------------------------------------------------------ planners
-    @staticmethod
-    def _osc_config(cfg: dict) -> dict:
-        """gato.osc_planner config from the node's osc_* parameters, stepped at the control rate."""
-        return {"dt": 1.0 / cfg["control_rate_hz"], **{k: cfg["osc_" + k] for k in _OSC_GAINS}}
-
-    @classmethod
-    def _planner_config(cls, cfg: dict) -> dict:
-        """The registry config of a planner other than bsqp (planner sampling / osc)."""
-        if cfg["planner"] == "osc":
-            return cls._osc_config(cfg)
-        if cfg["sampling_horizon_s"] > cfg["N"] * cfg["dt"] + 1e-12:
-            raise ValueError(f"sampling_horizon_s: {cfg['sampling_horizon_s']:g} s is longer than the reference "
-                             f"window N * dt = {cfg['N'] * cfg['dt']:g} s")
-        return {"dt": 1.0 / cfg["control_rate_hz"], "timestep": cfg["sampling_timestep_s"],
-                "horizon_s": cfg["sampling_horizon_s"], "num_samples": cfg["sampling_num_samples"],
-                "iterations": cfg["sampling_iterations"], "ctrl_std": cfg["sampling_ctrl_std"],
-                "ee_weight": cfg["sampling_ee_weight"], "ctrl_weight": cfg["sampling_ctrl_weight"],
-                "nthread": cfg["sampling_threads"] or None, "seed": cfg["sampling_seed"],
-                "planner": cfg["sampling_method"]}
-
-    def _rebuild_osc(self) -> None:
-        """New OSC gains: a new OSC, restarted at the state the running one started from (same
-        orientation and posture targets)."""
-        osc = planners.make("osc", self.cfg["robot"], self._osc_config(self.cfg))
-        x0 = self._fb["x0"] if self._fb is not None else self._osc_x0
-        if x0 is not None:
-            osc.reset(x0)
-        if self.planner is self._osc:
-            self.planner = osc
-        self._osc = osc
-
-    def _make_config_json(self) -> str:
-        """SolveInput.config_json: what gato replay rebuilds (bsqp); the configuration otherwise."""
-        if self.controller is not None:
-            return setup.config_json(self.cfg, self.controller, self.urdf)
-        return json.dumps(self.cfg, sort_keys=True)
 
     # ------------------------------------------------------------------ inputs
     def _set_state(self, state: str, reason: str, events: list, level: str = "warn") -> None:
@@ -519,15 +362,14 @@ class ControllerLogic:
             self._need_reset = True
         self._stale = False
         self._good = (js.stamp_ns, x, int(now_ns))
-        if self._hold_ref is None:
-            self._hold_ref = ReferenceWindow(js.stamp_ns, self.cfg["dt"], self._ee_pos(x[:self.nq])[None, :])
+        self.references.hold_at(js.stamp_ns, x)
         if self.cfg["trigger"] != "state":
             return None
         wait_ref = self._waits_for_reference(js.stamp_ns)
         if wait_ref or self._waits_for_estimate(js.stamp_ns):
             self._pending_resends = 0
             self._pending_tick_stamp = js.stamp_ns
-            if wait_ref and self._ref_latest is None:
+            if wait_ref and self.references.latest is None:
                 self._set_state("waiting", "no EE reference received yet (reference_sync waits for the window "
                                 "stamped at each joint state's time)", events, "info")
             return None
@@ -536,65 +378,8 @@ class ControllerLogic:
     def on_reference(self, w: ReferenceWindow, now_ns: int) -> TickOutput | None:
         """An EE reference window arrived. With reference_sync, completes a tick that waited
         for it (returns its output); otherwise it is only stored."""
-        self._refs[w.stamp_ns] = w
-        if self._ref_lost:
-            self._ref_lost = False
-            self._log("info", f"EE reference back at t={ns_to_sec(w.stamp_ns):.3f} s")
-        if len(self._refs) > 64:
-            for k in sorted(self._refs)[:-32]:
-                del self._refs[k]
-        if self._ref_latest is None or w.stamp_ns >= self._ref_latest.stamp_ns:
-            self._ref_latest = w
+        self.references.add(w)
         return self._complete_pending(now_ns)
-
-    # ------------------------------------------------------------------ lockstep waits (reference_sync, estimate_sync)
-    def _waits_for_reference(self, stamp_ns: int) -> bool:
-        return bool(self.cfg["reference_sync"]) and stamp_ns not in self._refs and not self._ref_lost \
-            and not (self.target_source is not None and self.target_source.active)
-
-    def _waits_for_estimate(self, stamp_ns: int) -> bool:
-        """estimate_sync: the tick at ``stamp_ns`` waits for the estimate stamped there. One is due
-        when the previous state got a command from this controller (the estimator fits the interval
-        between the two with it); the first state after a start closes no interval."""
-        return (bool(self.cfg["estimate_sync"]) and not self._est_lost and stamp_ns not in self._est
-                and self._pending.get("hypotheses", self.cfg.get("hypotheses", "none")) == "estimator"
-                and self._prev_state_stamp is not None and self._last_cmd_stamp == self._prev_state_stamp)
-
-    def _complete_pending(self, now_ns: int) -> TickOutput | None:
-        """The tick waiting for its reference window / wrench estimate, once it has both."""
-        st = self._pending_tick_stamp
-        if st is None or self._good is None or self._good[0] != st:
-            return None
-        if self._waits_for_reference(st) or self._waits_for_estimate(st):
-            return None
-        return self._tick(now_ns, [])
-
-    def _resent(self, stamp_ns: int, now_ns: int, events: list) -> TickOutput | None:
-        """The world re-sent the state of the waiting tick: after REFERENCE_LOST_RESENDS re-sends what
-        it still waits for counts as lost (the reference once a window was received before; the
-        estimate) and the tick solves without it."""
-        wait_ref, wait_est = self._waits_for_reference(stamp_ns), self._waits_for_estimate(stamp_ns)
-        if not (wait_ref or wait_est):
-            return self._tick(now_ns, events)        # e.g. hypotheses switched off meanwhile
-        if wait_ref and self._ref_latest is None and not wait_est:
-            return None                              # no window received yet: wait for the first one
-        self._pending_resends += 1
-        if self._pending_resends < REFERENCE_LOST_RESENDS:
-            return None
-        if wait_ref and self._ref_latest is not None:
-            self._ref_lost = True
-            self._log("warn", f"EE reference for t={ns_to_sec(stamp_ns):.3f} s did not arrive (the joint "
-                      "state was re-sent): solving without waiting for references until one arrives")
-        if wait_est:
-            self._est_lost = True
-            self.estimates_missed += 1
-            self._log("warn", f"wrench estimate for t={ns_to_sec(stamp_ns):.3f} s did not arrive (the joint state "
-                      f"was re-sent {self._pending_resends} times): solving under the last estimate received "
-                      "(zero once older than estimate_timeout_s) without waiting for estimates until one arrives; "
-                      "this run is not reproducible from here")
-        if self._waits_for_reference(stamp_ns):
-            return None
-        return self._tick(now_ns, events)
 
     def on_timer(self, now_ns: int) -> TickOutput | None:
         """Timer callback (control_rate_hz). trigger=timer: the tick. trigger=state: the
@@ -608,72 +393,6 @@ class ControllerLogic:
         return None
 
     # ------------------------------------------------------------------ ticks
-    def _is_stale(self, now_ns: int, events: list) -> bool:
-        age = ns_to_sec(int(now_ns) - self._good[2])
-        if age <= self.cfg["joint_state_timeout_s"]:
-            return False
-        if not self._stale:
-            self._stale = True
-            self.status.stale_events += 1
-        self._set_state("hold", f"stale joint states: last good one received {age:.3f} s ago "
-                        f"(joint_state_timeout_s = {self.cfg['joint_state_timeout_s']:g})", events)
-        return True
-
-    def _reference_for(self, stamp_ns: int, x: np.ndarray) -> tuple[np.ndarray, str]:
-        """The solver reference (6N,) for the tick at ``stamp_ns`` and a status note: the
-        window of the tick (reference_sync) or the latest one; past the end of the latest
-        window, the EE position measured at the first tick past it (stale reference)."""
-        N, dt = self.cfg["N"], self.cfg["dt"]
-        if self.target_source is not None and self.target_source.active:     # issue 31: the node's targets
-            return self.target_source.window(stamp_ns).solver_reference(stamp_ns, N, dt), ""
-        w = self._refs.get(stamp_ns) if self.cfg["reference_sync"] else None
-        w = w or self._ref_latest
-        if w is None:
-            self._no_ref_yet = True                # the first window, when it comes, is blended in
-            return self._hold_ref.solver_reference(stamp_ns, N, dt), "no EE reference received: holding the EE " \
-                "position of the first joint state"
-        if self._no_ref_yet:
-            self._no_ref_yet = False
-            self._ramp_pending = True
-        if stamp_ns <= w.end_ns:
-            if self._stale_ref is not None:        # a window covers this tick again: blend back into it
-                self._stale_ref = None
-                self._ramp_pending = True
-            note = "" if stamp_ns - w.stamp_ns <= sec_to_ns(max(0.1, 2.0 * self.period_s)) else \
-                "EE reference stale: following the last window to its end"
-            return w.solver_reference(stamp_ns, N, dt), note
-        if self._stale_ref is None or self._stale_ref[0] != w.stamp_ns:
-            self._stale_ref = (w.stamp_ns, np.asarray(self._ee_pos(x[:self.nq]), dtype=np.float64).copy(),
-                               stamp_ns)
-        hold = ReferenceWindow(stamp_ns, dt, self._stale_ref[1][None, :])
-        return hold.solver_reference(stamp_ns, N, dt), (
-            f"EE reference stale: the last window (stamp {ns_to_sec(w.stamp_ns):.3f} s) ended at "
-            f"{ns_to_sec(w.end_ns):.3f} s; holding the EE position measured at {ns_to_sec(self._stale_ref[2]):.3f} s")
-
-    def _resume_blend(self, stamp_ns: int, x: np.ndarray, ref: np.ndarray, start: bool) -> tuple[np.ndarray, str]:
-        """The reference blended from the EE position at the resume into ``ref`` (6N,):
-        minimum jerk over distance / resume_speed_mps. ``start``: a resume begins now."""
-        v = self.cfg["resume_speed_mps"]
-        if start:
-            self._ramp = None
-            if v > 0:
-                p0 = np.asarray(self._ee_pos(x[:self.nq]), dtype=np.float64).copy()
-                dist = float(np.linalg.norm(ref[:3] - p0))
-                if dist > 1e-3:
-                    self._ramp = (stamp_ns, p0, max(dist / v, 0.5))
-        if self._ramp is None:
-            return ref, ""
-        t0, p0, T = self._ramp
-        N, dt = self.cfg["N"], self.cfg["dt"]
-        tk = ns_to_sec(stamp_ns - t0) + dt * np.arange(N)
-        if tk[0] >= T:
-            self._ramp = None
-            return ref, ""
-        s = min_jerk(tk / T)
-        r = ref.reshape(N, 6).copy()
-        r[:, :3] = p0 + s[:, None] * (r[:, :3] - p0)
-        return r.ravel(), f"resuming: EE reference blended from the measured EE position over {T:.2f} s"
-
     def _tick(self, now_ns: int, events: list) -> TickOutput | None:
         self._apply_pending()
         est_note = self._sync_hypotheses(now_ns, None if self._good is None else self._good[0])
@@ -684,12 +403,12 @@ class ControllerLogic:
             return self._hold(self._good[0], events)
         stamp, x, _ = self._good
         self._fallback_transitions(events)
-        ref, note = self._reference_for(stamp, x)
+        ref, note = self.references.for_tick(stamp, x, self.target_source)
         # A cold start of the planner blends its reference in; the OSC fallback tracks the live one
         # (a blend restarted on every fallback tick would pin it to the measured EE position).
-        ref, blend_note = self._resume_blend(stamp, x, ref,
-                                             (self._need_reset and self._fb is None) or self._ramp_pending)
-        self._ramp_pending = False
+        refs = self.references
+        ref, blend_note = refs.blend(stamp, x, ref, (self._need_reset and self._fb is None) or refs.ramp_pending)
+        refs.ramp_pending = False
         note = "; ".join(n for n in (blend_note, note, est_note) if n)
         dt_el = None
         if self._prev_tick_stamp is not None and stamp > self._prev_tick_stamp:
@@ -698,174 +417,7 @@ class ControllerLogic:
             return self._osc_tick(stamp, x, ref, dt_el, note, events)
         if self.controller is None:
             return self._planner_tick(stamp, x, ref, dt_el, note, events)
-        budget = self.cfg["budget_s"] or None
-        reset = self._need_reset
-        try:
-            self._program_posture(stamp)
-            if reset:
-                self.planner.reset(x)
-                self.planner.warmup(x, ref)
-                self._need_reset = False
-                self._grace_left = self.cfg["fallback_grace_ticks"]
-                dt_el = None
-            warm = self.controller.xu_warm
-            carried = self.controller.carried_state()  # with warm: what replay needs to continue exactly
-            self._fault_delay()
-            pres = self.planner.step(x, ref, dt_el, budget_s=budget)
-            res = pres.detail
-        except (ValueError, RuntimeError, FloatingPointError) as e:
-            return self._planner_failed(f"solver error: {e}", stamp, x, ref, dt_el, events)
-        u = np.asarray(res.u, dtype=np.float64)
-        if not np.all(np.isfinite(u)):
-            return self._planner_failed("solver returned a non-finite command", stamp, x, ref, dt_el, events)
-        if self._fallback_on and (res.diverged or res.reseeded):
-            self._need_reset = True
-            why = f"solver diverged ({res.fallback})" if res.diverged else \
-                f"warm start re-seeded (prediction error {res.pred_err:.3g} > reseed_threshold)"
-            return self._enter_fallback("diverged" if res.diverged else "reseeded", why, stamp, x, ref, dt_el,
-                                        events)
-        source = "mpc"
-        if res.diverged:
-            source = "fallback"
-            self.status.fallbacks += 1
-            self._set_state("running", f"solver diverged: {res.fallback} fallback this tick", events)
-        else:
-            self._set_state("running", note, events, "info")
-        clamped = np.clip(u, -self.effort_limit, self.effort_limit)
-        if np.any(clamped != u):
-            self.status.clamped += 1
-        self._prev_tick_stamp = stamp
-        self.status.solve_us = float(res.wall_s) * 1e6
-        self._plan_seq += 1
-        self._plan_epoch += int(reset)  # a cold start begins a new epoch: consumers drop older plans
-        plan = Plan(stamp_ns=stamp, knot_dt=self.cfg["dt"], nx=res.solve.nx, nu=res.solve.nu, n_knots=res.solve.N,
-                    joint_names=self._solver_joints, xu=np.asarray(res.xu_best, dtype=np.float64),
-                    seq=self._plan_seq, reset_epoch=self._plan_epoch, integrator=str(self.solver.integrator))
-        if np.all(warm == warm[:1]):
-            warm = warm[:1]          # every entry starts from the same plan: store it once
-        # the (B, 6) world wrenches this step's hypothesis batch programmed and scored: replay re-solves under them
-        hyp = self.controller.hypotheses
-        wrenches = None if hyp is None or getattr(hyp, "batch_used", None) is None else np.array(hyp.batch_used)
-        solve_input = SolveInput(stamp_ns=stamp, tick=self.status.ticks + 1, joint_names=self._solver_joints,
-                                 x_measured=x, reference=ref, xu_warm=warm, dt_elapsed=dt_el or 0.0,
-                                 budget_s=budget or 0.0, reset=reset, config_json=self._config_json,
-                                 solver_state=None if carried is None else carried["solver"],
-                                 capped_out=bool(carried and carried["capped_out"]),
-                                 force_reseed=bool(carried and carried["force_reseed"]),
-                                 wrench_hypotheses=wrenches)
-        return self._emit(stamp, clamped[self._cmd_from_solver], source, events, step=res, plan=plan,
-                          solve_input=solve_input, planner_step=pres, planner="bsqp")
-
-    # ------------------------------------------------------------------ sampling / osc planners, OSC fallback
-    def _window(self, stamp_ns: int, ref: np.ndarray) -> ReferenceWindow:
-        """The tick's (6N,) solver-layout reference as the ReferenceWindow the planners take."""
-        return window_from_flat(stamp_ns, self.cfg["dt"], ref)
-
-    @property
-    def _fallback_on(self) -> bool:
-        """The OSC fallback covers this planner (fallback=osc, a planner other than the OSC)."""
-        return self.cfg["fallback"] == "osc" and self._osc is not None and self.planner is not self._osc
-
-    def _fault_delay(self) -> None:
-        if self.cfg["fault_solver_delay_s"] > 0:     # fault injection (tests): a stalled solver
-            time.sleep(self.cfg["fault_solver_delay_s"])
-
-    def _planner_tick(self, stamp, x, ref, dt_el, note, events) -> TickOutput:
-        """A tick of planner sampling or osc (no SolveInput: gato replay re-runs bsqp ticks)."""
-        reset = self._need_reset
-        try:
-            if reset:
-                self.planner.reset(x)
-                if self.planner is self._osc:
-                    self._osc_x0 = x.copy()
-                self._need_reset = False
-                self._grace_left = self.cfg["fallback_grace_ticks"]
-                dt_el = None
-            if self.planner is not self._osc:
-                self._fault_delay()
-            res = self.planner.step(x, self._window(stamp, ref), dt_el)
-        except (ValueError, RuntimeError, FloatingPointError) as e:
-            return self._planner_failed(f"planner error: {e}", stamp, x, ref, dt_el, events)
-        u = np.asarray(res.u, dtype=np.float64)
-        if not np.all(np.isfinite(u)):
-            return self._planner_failed("planner returned a non-finite command", stamp, x, ref, dt_el, events)
-        self._set_state("running", note, events, "info")
-        return self._command(stamp, u, self.planner_name, events, res, self.planner_name)
-
-    def _command(self, stamp, u, source, events, res, planner) -> TickOutput:
-        """Clamp (counted), stats, emit: the tail of every non-bsqp planner tick."""
-        clamped = np.clip(u, -self.effort_limit, self.effort_limit)
-        if np.any(clamped != u):
-            self.status.clamped += 1
-        self._prev_tick_stamp = stamp
-        self.status.solve_us = float(res.stats.wall_s) * 1e6
-        return self._emit(stamp, clamped[self._cmd_from_solver], source, events, planner_step=res, planner=planner)
-
-    def _fallback_transitions(self, events: list) -> None:
-        """Between ticks: back to the planner after fallback_recover_ticks of OSC; into the OSC
-        fallback after fallback_after_misses deadline misses in a row (free-running only)."""
-        cfg = self.cfg
-        if self._fb is not None:
-            if self._fb["ticks"] >= cfg["fallback_recover_ticks"]:
-                self._leave_fallback(f"after {self._fb['ticks']} OSC ticks")
-            return
-        k = cfg["fallback_after_misses"]
-        if self._fallback_on and k > 0 and not cfg["reference_sync"] \
-                and self._miss_run >= k:
-            self._fb = {"reason": "deadline", "ticks": 0, "x0": None,
-                        "why": f"{self._miss_run} deadline misses in a row (period {self.period_s * 1e3:g} ms)"}
-            self._switched()
-
-    def _switched(self) -> None:
-        self.status.fallback_switches += 1
-        self._need_reset = True            # the planner restarts cold when it takes over again
-        self._miss_run = 0
-        self._log("warn", f"OSC fallback ({self._fb['reason']}): {self._fb['why']}; the planner is tried again "
-                  f"after {self.cfg['fallback_recover_ticks']} ticks")
-
-    def _leave_fallback(self, why: str) -> None:
-        self._log("info", f"planner {self.planner_name} back from the OSC fallback ({self._fb['reason']}) {why}")
-        self._fb = None
-        self._miss_run = 0
-        self._need_reset = True
-
-    def _planner_failed(self, why, stamp, x, ref, dt_el, events) -> TickOutput:
-        """A solve raised or returned a non-finite command: restart cold next time, and this tick
-        switch to the OSC fallback (when on) or hold."""
-        self._need_reset = True
-        if self._fallback_on:
-            return self._enter_fallback("diverged", why, stamp, x, ref, dt_el, events)
-        self._set_state("hold", why, events, "error")
-        return self._hold(stamp, events)
-
-    def _enter_fallback(self, reason, why, stamp, x, ref, dt_el, events) -> TickOutput:
-        """The planner failed this tick: the OSC commands it (and the next fallback_recover_ticks)."""
-        self._fb = {"reason": reason, "ticks": 0, "x0": None, "why": why}
-        self._switched()
-        return self._osc_tick(stamp, x, ref, dt_el, "", events)
-
-    def _osc_tick(self, stamp, x, ref, dt_el, note, events) -> TickOutput:
-        fb = self._fb
-        try:
-            if fb["x0"] is None:               # the OSC starts here: this orientation and posture
-                self._osc.reset(x)
-                fb["x0"] = x.copy()
-            res = self._osc.step(x, self._window(stamp, ref), dt_el)
-        except (ValueError, RuntimeError, FloatingPointError) as e:
-            self._fb = None
-            self._set_state("hold", f"OSC fallback error: {e}", events, "error")
-            return self._hold(stamp, events)
-        u = np.asarray(res.u, dtype=np.float64)
-        if not np.all(np.isfinite(u)):
-            self._fb = None
-            self._set_state("hold", "OSC fallback returned a non-finite command", events, "error")
-            return self._hold(stamp, events)
-        fb["ticks"] += 1
-        self.status.fallbacks += 1
-        self._set_state("fallback", f"OSC fallback ({fb['reason']}): {fb['why']}; planner {self.planner_name} "
-                        f"tried again after {self.cfg['fallback_recover_ticks']} OSC ticks"
-                        + (f"; {note}" if note else ""), events)
-        return self._command(stamp, u, "osc_fallback", events, res, "osc")
+        return self._bsqp_tick(stamp, x, ref, dt_el, note, events)
 
     def gravity_hold(self, q: np.ndarray) -> np.ndarray:
         """Gravity compensation rnea(q, 0, 0) (nv,) N*m in SOLVER order, clamped to the effort
@@ -919,64 +471,6 @@ class ControllerLogic:
     def status_dict(self) -> dict:
         return asdict(self.status)
 
-    # ------------------------------------------------------------------ external-wrench hypotheses
-    def on_wrench_estimate(self, wrench, now_ns: int, stamp_ns: int | None = None) -> TickOutput | None:
-        """The estimator node's latest wrench (6,) [force N; torque N*m], world axes at the EE
-        frame origin, received at node time ``now_ns``; used by the next ticks while
-        ``hypotheses`` is ``estimator`` (gato_ros.wrench_hypotheses). ``stamp_ns``: its header
-        stamp (the joint state that closed the fitted interval): with ``estimate_sync`` a tick
-        waiting for it is completed and returned (else None). ValueError when not 6 finite
-        values (the node ignores such a message)."""
-        feed = self._estimate_feed()
-        feed.set(wrench, now_ns)
-        if stamp_ns is None:
-            return None
-        self._est[int(stamp_ns)] = feed.sampler.estimate.copy()
-        if len(self._est) > 64:
-            for k in sorted(self._est)[:-32]:
-                del self._est[k]
-        if self._est_lost:
-            self._est_lost = False
-            self._log("info", f"wrench estimates back at t={ns_to_sec(int(stamp_ns)):.3f} s: ticks wait for theirs "
-                      "again (estimate_sync)")
-        return self._complete_pending(now_ns)
-
-    def _estimate_feed(self):
-        if self._feed is None:
-            from .wrench_hypotheses import EstimateFeed
-
-            self._feed = EstimateFeed(self.solver, robot_info(self.cfg["robot"])["ee_frame"],
-                                      spread=self.cfg["hypothesis_spread_n"],
-                                      timeout_s=self.cfg["estimate_timeout_s"])
-        return self._feed
-
-    def _sync_hypotheses(self, now_ns: int, stamp_ns: int | None = None) -> str:
-        """Between ticks: install / remove the estimator's hypothesis batch per ``hypotheses``;
-        an expired estimate falls back to zero wrench; switching off zeroes the solver's f_ext.
-        estimate_sync: the estimate stamped ``stamp_ns`` (the tick's state) is the one in force.
-        Returns a status note ("" when nothing to say)."""
-        want = self.cfg.get("hypotheses", "none") == "estimator"
-        feed = self._feed
-        note = ""
-        if want:
-            feed = self._estimate_feed()      # zero wrench until the first estimate arrives
-            feed.timeout_s = self.cfg["estimate_timeout_s"]
-            feed.sampler.spread = self.cfg["hypothesis_spread_n"]
-            if self.cfg["estimate_sync"] and stamp_ns in self._est:
-                feed.sampler.set_estimate(self._est[stamp_ns])
-            elif self._est_lost and self.cfg["estimate_sync"]:
-                note = (f"wrench estimates not arriving ({self.estimates_missed} ticks gave up waiting): solving "
-                        "under the last one received")
-            feed.refresh(now_ns)
-            if self.controller.hypotheses is not feed.batch:
-                self.controller.hypotheses = feed.batch
-                self._log("info", "hypotheses: the estimator's wrench estimate")
-        elif feed is not None and self.controller.hypotheses is feed.batch:
-            self.controller.hypotheses = None
-            nb = int(self.solver.n_bodies()) if callable(getattr(self.solver, "n_bodies", None)) else 1
-            self.solver.set_f_ext_B(np.zeros((int(self.solver.batch_size), 6 * nb)))
-            self._log("info", "hypotheses: none (robot-only model)")
-        return note
 
     # ------------------------------------------------------------------ helpers for callers
     def ee_position(self, q) -> np.ndarray:
@@ -1007,20 +501,6 @@ class ControllerLogic:
         return SimpleNamespace(stamp_ns=stamp, q=x[:self.nq].copy(), qd=x[self.nq:].copy(),
                                ee=self.ee_position(x[:self.nq]))
 
-    def _program_posture(self, stamp_ns: int) -> None:
-        """Issue 31: the solver's posture term carries target_source's per-knot joint targets (a joint
-        trajectory or a joint hold) while it has them, and is off (weight 0) otherwise."""
-        post = None if self.target_source is None else self.target_source.posture(stamp_ns)
-        if post is None:
-            if self._posture_on:
-                self.solver.set_q_pos_cost(0.0)
-                self.solver.set_q_nom(None)
-                self._posture_on = False
-            return
-        self.solver.set_q_nom(post[0])
-        self.solver.set_q_pos_cost(post[1])
-        self._posture_on = True
-
 
 def _ee_position(model, frame: str):
     """``ee_pos(q) -> (3,)`` m: the origin of URDF frame ``frame`` (pinocchio forward kinematics),
@@ -1035,9 +515,4 @@ def _ee_position(model, frame: str):
         return pin.updateFramePlacement(model, data, fid).translation.copy()
     return ee_pos
 
-
-def window_from_flat(stamp_ns: int, knot_dt: float, flat_6n) -> ReferenceWindow:
-    """A ReferenceWindow from a solver-layout (6N,) reference (orientation slots dropped)."""
-    a = np.asarray(flat_6n, dtype=np.float64).reshape(-1, 6)
-    return ReferenceWindow(stamp_ns, knot_dt, a[:, :3])
 
