@@ -83,12 +83,56 @@ def test_gains_match_the_dense_lq_reference(robot, integrator, u_ref):
     assert rel_err(s.feedback_gains(0)[0], K[0]) > 1e-6
 
 
-def equilibrium_solver(robot, integrator, N=8, dt=0.02):
+@pytest.mark.parametrize("robot", list(ROBOTS))
+def test_active_rows_enter_the_gains_through_their_linearisation(robot):
+    """An augmented-Lagrangian EE terminal equality row (always active) is in the model the
+    gains come from: they equal the dense LQ reference on the blocks with the row's
+    Gauss-Newton Hessian, and differ from the gains of the same plan without the row."""
+    rng = np.random.default_rng(12)
+    N, dt = 8, 0.02
+    s = gato.BSQP(gato.robot_urdf(robot), 1, N, dt, max_sqp_iters=4, linsys="bdsv", u_cost=1e-4)
+    x = perturbed_state(ROBOTS[robot], rng)
+    ref = goal_ref(s, x)
+    s.enable_limit_al()  # appended rows take the limit groups' mechanism (AL)
+    s.enable_ee_terminal_equality(ref[6 * (N - 1):6 * (N - 1) + 3], rho=50.0)
+    res = s.solve(x[None], ref[None])
+    K = s.feedback_gains()
+    kkt = s.debug_setup_kkt(np.asarray(res.xu), x[None], ref[None])
+    for k in range(N - 1):
+        assert rel_err(K[k], dense_tail_gain(kkt, 0, k)) < 1e-8
+    s.disable_row_groups()
+    assert rel_err(s.feedback_gains()[0], K[0]) > 1e-3
+
+
+@pytest.mark.parametrize("robot", list(ROBOTS))
+@pytest.mark.parametrize("u_ref", ["zero", "gravity"])
+def test_core_gains_equal_their_numpy_twin(robot, u_ref):
+    """The C++ recursion (BatchSolver::feedback_gains) and the NumPy one (riccati_gains on
+    debug_setup_kkt's blocks) agree to 1e-10, zero-weight floor included (u_cost = 0)."""
+    rng = np.random.default_rng(13)
+    for u_cost in (1e-4, 0.0):
+        s = gato.BSQP(gato.robot_urdf(robot), 2, 6, 0.025, max_sqp_iters=2, u_ref=u_ref, u_cost=u_cost)
+        xs = np.stack([perturbed_state(ROBOTS[robot], rng) for _ in range(2)])
+        s.solve(xs, np.stack([goal_ref(s, x) for x in xs]))
+        for row in (0, 1):
+            assert rel_err(s.feedback_gains(row), s.feedback_gains_numpy(row)) < 1e-10
+
+
+def test_float32_gains_follow_the_float64_ones():
+    """The float32 solver's gains (its own float32 recursion) at its converged plan are those
+    of the float64 solver at its converged plan to float32 accuracy."""
+    K64 = equilibrium_solver("iiwa14", "euler")[0].feedback_gains()
+    K32 = equilibrium_solver("iiwa14", "euler", dtype=np.float32)[0].feedback_gains()
+    assert K32.dtype == np.float64
+    assert rel_err(K32, K64) < 1e-3
+
+
+def equilibrium_solver(robot, integrator, N=8, dt=0.02, dtype=np.float64):
     """A solver and a converged plan whose residuals and multipliers vanish: the arm at rest
     at its home pose, the reference its own EE position, u_ref = gravity (the plan holds
     u = g(q) at zero cost), barriers off. There the Gauss-Newton model is the exact Hessian."""
     s = gato.BSQP(gato.robot_urdf(robot), 1, N, dt, integrator=integrator, max_sqp_iters=60, linsys="bdsv",
-                  u_ref="gravity", q_lim_cost=0.0, u_cost=1e-3, qd_cost=0.05)
+                  u_ref="gravity", q_lim_cost=0.0, u_cost=1e-3, qd_cost=0.05, dtype=dtype)
     q = ROBOTS[robot]
     x0 = np.r_[q, np.zeros(s.nv)]
     ref = np.tile(np.r_[s.ee_pos(q), 0.0, 0.0, 0.0], N)
@@ -144,8 +188,10 @@ def test_a_gains_call_leaves_the_next_solve_unchanged():
 
 def test_bad_input_gets_clear_errors():
     s = gato.BSQP(gato.robot_urdf("indy7"), 2, 6, 0.02)
-    with pytest.raises(ValueError, match=r"^feedback_gains: no solved plan yet: call solve\(\) or solve_warm\(\) first$"):
-        s.feedback_gains()
+    for f in (s.feedback_gains, s.feedback_gains_numpy):
+        with pytest.raises(ValueError, match=r"^feedback_gains: no solved plan yet: call solve\(\) or solve_warm\(\) "
+                                             r"first$"):
+            f()
     x = np.r_[ROBOTS["indy7"], np.zeros(6)]
     s.solve(np.stack([x, x]), np.stack([goal_ref(s, x)] * 2))
     for bad in (2, -1, True, 0.0, "0"):
@@ -162,8 +208,9 @@ def test_the_cuda_backends_refuse_by_name():
         pytest.skip(f"cuda_host backend not built here: {e}")
     x = np.r_[ROBOTS["indy7"], np.zeros(6)]
     s.solve(x[None], goal_ref(s, x)[None])
-    with pytest.raises(ValueError, match=r"^feedback_gains: not available on the 'cuda_host' backend"):
-        s.feedback_gains()
+    for f in (s.feedback_gains, s.feedback_gains_numpy):
+        with pytest.raises(ValueError, match=r"^feedback_gains: not available on the 'cuda_host' backend"):
+            f()
 
 
 def test_riccati_gains_refuses_a_model_without_a_minimizer():

@@ -216,6 +216,22 @@ void bind_solver(py::module_& m, const char* name) {
         d["S"] = Suq;  // cross blocks d2l/du dx (u_ref = gravity; zero otherwise)
         return d;
       })
+      .def("feedback_gains", [](P& p, int b, const Arr<S>& xu, const Arr<S>& x, const Arr<S>& ref) {
+        auto& s = *p.solver;
+        const long N = s.N(), nx = s.nx(), nu = s.nu();
+        if (b < 0 || b >= s.batch())
+          throw py::value_error("feedback_gains: row: expected an integer in [0, " + std::to_string(s.batch()) +
+                                "), got " + std::to_string(b));
+        check_shape<S>(xu, {s.xu_size()}, "xu");
+        check_shape<S>(x, {nx}, "x_s");
+        check_shape<S>(ref, {6 * N}, "ref");
+        py::array_t<S> K({N - 1, nu, nx});
+        const int bad = s.feedback_gains(b, xu.data(), x.data(), ref.data(), K.mutable_data());
+        if (bad >= 0)
+          throw py::value_error("feedback gains: R_k + B_k' P_k+1 B_k is not positive definite at knot " +
+                                std::to_string(bad));
+        return K;
+      }, "(N-1, nu, nx) feedback gains of row b's plan xu (L) from x_s (nx) toward ref (6N).")
       .def("merit", [](P& p, const Arr<S>& xu, const Arr<S>& x, const Arr<S>& ref) {
         auto& s = *p.solver;
         check_shape<S>(xu, {s.batch(), s.xu_size()}, "xu_B");

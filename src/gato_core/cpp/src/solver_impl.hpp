@@ -86,6 +86,7 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R, S* q, S* r, S* A,
                        S* Bm, S* c, S* Suq = nullptr) override;
   void merit(const S* xu, const S* x_s, const S* ref, S* out) override;
+  int feedback_gains(int b, const S* xu, const S* x_s, const S* ref, S* K) override;
   void get_lambda(S* out) const override;
   void sim_forward(const S* x, const S* u, S h, S* out) override;
   void set_row_groups(const std::vector<RowGroupSpec>& groups) override;
@@ -568,6 +569,7 @@ void BatchSolverImpl<S, NV>::sim_forward(const S* x, const S* u, S h, S* out) {
 #include "solver_linesearch.hpp" // step 4: merit of the trial points
 #include "solver_iteration.hpp"  // steps 1-6 in order: iterate() and the batch loop solve()
 #include "solver_rows.hpp"       // constraint row groups
+#include "solver_gains.hpp"      // the plan's feedback gains (Riccati on the step's blocks)
 
 namespace gato {
 

@@ -102,6 +102,14 @@ class BatchSolver {
   /// Suq (nullable; B,N-1,nu,nx): the cost's cross blocks d2l/du dx (u_ref = gravity; else 0).
   virtual void debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R, S* q,
                                S* r, S* A, S* Bm, S* c, S* Suq = nullptr) = 0;
+  /// The time-varying feedback gains of entry b's plan xu (L) from x_s (nx) toward ref (6N)
+  /// (docs/solver_method.md, "Feedback gains"): the finite-horizon LQR of the Gauss-Newton
+  /// model the step assembles at xu (no trust region rho; the zero-weight floor kept), into
+  /// K (N-1, nu, nx) row-major, u = u_k + K_k (x - x_k) [N*m/rad on q, N*m*s/rad on qd].
+  /// Returns -1, or the knot k whose R_k + B_k' P B_k is not positive definite (K then
+  /// holds only the knots after it). Between solves; overwrites entry b's KKT blocks (the
+  /// next solve reassembles them); fixed-size kernels (6-, 7-DoF) allocate nothing.
+  virtual int feedback_gains(int b, const S* xu, const S* x_s, const S* ref, S* K) = 0;
   /// Merit of xu for every entry (B).
   virtual void merit(const S* xu, const S* x_s, const S* ref, S* out) = 0;
   /// lambda (B, N, nx).

@@ -79,17 +79,24 @@ class FeedbackGainAPI:
         docs/solver_method.md, "Feedback gains".
 
         The gains use the current weights, wrench and row groups with the last solve's state,
-        reference and plan (the batch's whole KKT assembly runs once: about one SQP
-        iteration's linearisation). CPU backend only. Raises ValueError before any solve, for
-        a row outside [0, B), on the CUDA backends, or when the model has no unique minimizer.
+        reference and plan. Computed by the C++ core (``BatchSolver::feedback_gains``: the
+        row's KKT assembly at the plan, then the recursion on those blocks: about one SQP
+        iteration's linearisation); :meth:`feedback_gains_numpy` is the NumPy twin. CPU
+        backend only. Raises ValueError before any solve, for a row outside [0, B), on the
+        CUDA backends, or when the model has no unique minimizer.
         """
-        if self.backend != "cpu":
-            raise ValueError(f"feedback_gains: not available on the {self.backend!r} backend (the CUDA core "
-                             "does not expose its KKT blocks); use backend='cpu'")
-        if isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= row < self.batch_size:
-            raise ValueError(f"feedback_gains: row: expected an integer in [0, {self.batch_size}), got {row!r}")
-        if getattr(self, "_solved", None) is None:
-            raise ValueError("feedback_gains: no solved plan yet: call solve() or solve_warm() first")
+        self._check_gains_call(row)
+        x, ref, xu = self._solved
+        r = int(row)
+        K = self._s.feedback_gains(r, np.ascontiguousarray(xu[r]), np.ascontiguousarray(x[r]),
+                                   np.ascontiguousarray(ref[r]))
+        return np.asarray(K, dtype=np.float64)
+
+    def feedback_gains_numpy(self, row: int = 0) -> np.ndarray:
+        """:meth:`feedback_gains` computed in NumPy (:func:`riccati_gains`) from the blocks of
+        :meth:`debug_setup_kkt` (the whole batch's assembly): the same model by a second
+        implementation, for checks. Same arguments, result and errors."""
+        self._check_gains_call(row)
         x, ref, xu = self._solved
         kkt = {k: np.array(v, dtype=np.float64)[int(row)] for k, v in self._s.debug_setup_kkt(xu, x, ref).items()}
         R = kkt["R"]
@@ -99,6 +106,15 @@ class FeedbackGainAPI:
             idx = np.arange(self.nu)
             R[:, idx, idx] += np.maximum(floor - self._u_weights(), 0.0)
         return riccati_gains(kkt["Q"], R, kkt["S"], kkt["A"], kkt["B"])
+
+    def _check_gains_call(self, row) -> None:
+        if self.backend != "cpu":
+            raise ValueError(f"feedback_gains: not available on the {self.backend!r} backend (the CUDA core "
+                             "does not compute them yet); use backend='cpu'")
+        if isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= row < self.batch_size:
+            raise ValueError(f"feedback_gains: row: expected an integer in [0, {self.batch_size}), got {row!r}")
+        if getattr(self, "_solved", None) is None:
+            raise ValueError("feedback_gains: no solved plan yet: call solve() or solve_warm() first")
 
     def _u_weights(self) -> np.ndarray:
         """(N-1, nu) control weights s_kj of the step (the core's CostModel::u_weight)."""
