@@ -8,6 +8,7 @@
   zero-residual plan (the Gauss-Newton model is the exact Hessian there);
 - bad input: the exact errors; and a gains call leaves the next solve bit for bit unchanged.
 """
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import gato
+from conftest import build_core_consumer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from solver_inputs import HOME as ROBOTS, goal_ref, perturbed_state  # noqa: E402
@@ -116,6 +118,22 @@ def test_core_gains_equal_their_numpy_twin(robot, u_ref):
         s.solve(xs, np.stack([goal_ref(s, x) for x in xs]))
         for row in (0, 1):
             assert rel_err(s.feedback_gains(row), s.feedback_gains_numpy(row)) < 1e-10
+
+
+def test_core_gains_allocate_nothing(tmp_path):
+    """A C++ consumer of find_package(gato_core) calls BatchSolver::feedback_gains 200 times
+    (u_ref zero and gravity) on iiwa14 and indy7 (the fixed-size kernels) while a malloc hook
+    counts: no heap call; its control allocation proves the hook counts."""
+    exe = build_core_consumer("gains_alloc", tmp_path / "build")
+    for robot in ROBOTS:
+        run = subprocess.run([str(exe), str(gato.robot_urdf(robot)), gato.robot_info(robot)["ee_frame"]],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stdout + run.stderr
+        out = dict(line.split("=", 1) for line in run.stdout.split())
+        assert int(out["control_allocs"]) >= 1, "the malloc hook does not count: the check would be meaningless"
+        assert int(out["calls"]) == 200 and int(out["failed"]) == 0 and int(out["nonfinite"]) == 0
+        assert float(out["kmax"]) > 1.0
+        assert int(out["gains_allocs"]) == 0 and int(out["gains_frees"]) == 0, run.stdout
 
 
 def test_float32_gains_follow_the_float64_ones():
