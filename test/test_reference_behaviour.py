@@ -465,6 +465,25 @@ def test_force_estimator_is_none_at_batch_size_one():
     assert isinstance(four.force_estimator, IdentifiedWrenchSampler)
 
 
+def test_pace_by_solve_time_solve_advances_the_world_by_the_solve_time():
+    # ref L1282: "pace_by_solve_time: if True (default, real-time MPC), advance the sim by the
+    # measured wall-clock solve time each control step". gato's True advances by the step's wall
+    # time (solve + the controller's host work); "solve" is the reference's wording: each period
+    # is the previous step's solve time (the clock carries sub-substep remainders)
+    m = gato.MPC_GATO(None, IIWA, N=8, verbose=False)
+    x = np.r_[np.array([0.0, 0.6, 0.0, -1.2, 0.0, 0.9, 0.0]), np.zeros(7)]
+    goal = m.solver.ee_pos(x[:7]) + [0.15, 0.0, 0.0]  # not reached within the timeout
+    _, st = m.run_mpc_goals(x, [goal], goal_timeout=0.1, pace_by_solve_time="solve")
+    t, solve_s = np.asarray(st["timestamps"]), np.asarray(st["solve_times"]) / 1000.0
+    assert st["config"]["pace_by_solve_time"] == "solve" and t.size > 3
+    assert abs((t[-1] - t[0]) - solve_s[:-1].sum()) <= 0.001 + 1e-9  # within one sim_dt substep
+    _, wall = m.run_mpc_goals(x, [goal], goal_timeout=0.1)  # the default: the step's wall time
+    tw, ww = np.asarray(wall["timestamps"]), np.asarray(wall["step_wall_times"]) / 1000.0
+    assert abs((tw[-1] - tw[0]) - ww[:-1].sum()) <= 0.001 + 1e-9
+    with pytest.raises(ValueError, match="pace_by_solve_time: expected True"):
+        m.run_mpc_goals(x, [goal], goal_timeout=0.03, pace_by_solve_time="wall")
+
+
 def test_pinocchio_world_takes_an_mpc_gato():
     # ref L1174: class gato.worlds.PinocchioWorld(mpc): "Constructed by MPC_GATO itself"
     m = gato.MPC_GATO(None, IIWA, N=8, verbose=False, constant_f_ext=[0, 0, -20.0, 0, 0, 0],

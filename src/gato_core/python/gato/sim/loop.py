@@ -209,7 +209,8 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
         planner.reset(x0); play planner.warmup(x0, task.begin(ee0)) (or a first step)
         while t < task.t_end:
             advance the world one period (lockstep: planner.dt; paced: the previous step's
-              measured wall time), observe, ask the task for the window (or stop),
+              measured wall time; paced="solve": its solve time, PlannerStats.solve_s),
+              observe, ask the task for the window (or stop),
             step the planner (dt_elapsed = the substeps actually played), record
 
     ``on_tick(record)`` after each recorded row; ``on_event(t, kind, data)`` for task and
@@ -256,7 +257,9 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
         t0 = time.perf_counter()
         res = planner.step(sim.x, tick.window, dt_elapsed=max(n, 1) * sim.sim_dt, budget_s=budget_s)
         wall = time.perf_counter() - t0
-        period = wall
+        # paced: the world moves on while the step ran (its wall time), or, paced == "solve" (the
+        # reference's "advance the sim by the solve time"), while the optimizer alone ran
+        period = res.stats.solve_s if paced == "solve" else wall
         command = command_of(res, feedback)
         rec.planner_stats.append(res.stats)
         rec.add(timestamps=t, solve_times=res.stats.solve_s * 1000.0, step_wall_times=wall * 1000.0,
