@@ -4,12 +4,16 @@ The real controller node (gato_ros.controller_node.ControllerNode, in this proce
 domain on loopback) is fed JointState messages through its own callback from a closed loop on a
 pinocchio forward-dynamics plant of iiwa14 (100 Hz ticks, 1 kHz physics), and each callback (the
 whole tick: conversion, solve, every publish) is timed. A subscriber process takes
-~/plan_path, ~/reference_path, /tf and /diagnostics, so the publishers have a matched reader.
+~/plan_path, ~/reference_path, ~/markers, /tf and /diagnostics, so the publishers have a matched reader.
 Configurations, interleaved tick block by tick block (so machine load hits them alike):
 
-- ``off``: StandardInterfaces.after_tick replaced by a no-op (no health accounting, no paths, no TF);
-- ``default``: viz_rate_hz 10 (paths + TF on every 10th plan), health every tick, /diagnostics at 1 Hz;
-- ``every``: paths + TF on every plan (viz_rate_hz at the control rate).
+- ``off``: StandardInterfaces.after_tick replaced by a no-op (no health accounting, no paths, no
+  markers, no TF);
+- ``default``: viz_rate_hz 10 (paths + MarkerArray + TF on every 10th plan), health every tick,
+  /diagnostics at 1 Hz;
+- ``default_no_markers``: ``default`` without the MarkerArray (what the markers add);
+- ``every``: paths + MarkerArray + TF on every plan (viz_rate_hz at the control rate).
+Also times the view's parts once in isolation (the MarkerArray build and publish).
 
 Prints the median / p90 tick time per configuration and the ratio to ``off``; ``--out FILE``
 appends a section (docs/benchmarks_ros.md).
@@ -39,13 +43,14 @@ import rclpy, sys
 from nav_msgs.msg import Path
 from tf2_msgs.msg import TFMessage
 from diagnostic_msgs.msg import DiagnosticArray
+from visualization_msgs.msg import MarkerArray
 from gato_ros.node_util import qos
 rclpy.init()
 n = rclpy.create_node("bench_standard_io_reader")
 count = [0]
 cb = lambda m: count.__setitem__(0, count[0] + 1)
 for t, ty in (("/gato_controller/plan_path", Path), ("/gato_controller/reference_path", Path), ("/tf", TFMessage),
-              ("/diagnostics", DiagnosticArray)):
+              ("/diagnostics", DiagnosticArray), ("/gato_controller/markers", MarkerArray)):
     n.create_subscription(ty, t, cb, qos(10))
 try:
     while rclpy.ok():
@@ -108,9 +113,13 @@ def main(argv=None) -> int:
             v = v + 1e-3 * acc
             q = pin.integrate(model, q, 1e-3 * v)
 
+    vis = io._vis
     configs = {
         "off": lambda: setattr(io, "after_tick", lambda out: None),
-        "default": lambda: (setattr(io, "after_tick", real_after), setattr(io, "viz_rate", RateLimiter(10.0))),
+        "default_no_markers": lambda: (setattr(io, "after_tick", real_after), setattr(io, "viz_rate", RateLimiter(10.0)),
+                                       setattr(io, "_vis", None)),
+        "default": lambda: (setattr(io, "after_tick", real_after), setattr(io, "viz_rate", RateLimiter(10.0)),
+                            setattr(io, "_vis", vis)),
         "every": lambda: (setattr(io, "after_tick", real_after), setattr(io, "viz_rate", RateLimiter(1e6))),
     }
     times = {k: [] for k in configs}
@@ -127,6 +136,16 @@ def main(argv=None) -> int:
                     d0 = time.perf_counter()
                     io._on_diagnostics_timer()        # /diagnostics at 1 Hz: its share of the ticks
                     times[name][-1] += (time.perf_counter() - d0) * a.block * len(configs) / 100.0
+    # the MarkerArray alone (build + publish) on the last plan's view, in isolation
+    from gato_ros.plan_view import plan_view
+
+    view = plan_view(node.logic._last_out, io.ee_path, node.logic.nq, len(io.pub_batch_paths or ()))
+    mk = []
+    for _ in range(200):
+        m0 = time.perf_counter()
+        io.pub_markers.publish(io._markers(view))
+        mk.append(time.perf_counter() - m0)
+    mk_ms = np.median(mk) * 1e3
     node.destroy_node()
     rclpy.shutdown()
     reader.send_signal(2)
@@ -143,7 +162,9 @@ def main(argv=None) -> int:
             f"{load0:.1f} before / {load1:.1f} after (shared machine: other jobs ran).\n"
             f"Command: `python bench/bench_standard_io.py --blocks {a.blocks} --block {a.block}` (the controller "
             "node in-process, iiwa14, N=32, B=1, the schema defaults; pinocchio plant in closed loop; a reader "
-            f"process subscribed to the paths, /tf and /diagnostics: {got} messages).\n\n"
+            f"process subscribed to the paths, the markers, /tf and /diagnostics: {got} messages). One "
+            f"MarkerArray of a {view.ee.shape[0]}-knot view built and published in isolation: median "
+            f"{mk_ms:.3f} ms over 200.\n\n"
             "| configuration | ticks | median tick | mean | p90 | median / off | mean / off |\n"
             "|---|---|---|---|---|---|---|\n" + "\n".join(rows)
             + "\n")

@@ -134,7 +134,7 @@ if ! stamp_ok core "$CORE_HASH"; then
 fi
 
 # --- 3. the ROS packages with colcon ----------------------------------------
-ROS_HASH=$( (find src/gato_msgs src/gato_ros src/gato_bringup src/gato_description -type f -not -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha256sum; echo "$SDK_HASH $CORE_HASH") | sha256sum | cut -c1-16)
+ROS_HASH=$( (find src/gato_msgs src/gato_ros src/gato_bringup src/gato_description src/vendor -type f -not -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha256sum; echo "$SDK_HASH $CORE_HASH") | sha256sum | cut -c1-16)
 if ! stamp_ok colcon "$ROS_HASH" || [[ ! -f install/setup.bash ]]; then
   say "building ROS packages with colcon"
   COLCON_AMENT_PREFIX="$VENV"
@@ -144,10 +144,19 @@ if ! stamp_ok colcon "$ROS_HASH" || [[ ! -f install/setup.bash ]]; then
     set +u; source "$(cat "$ROOT/build/ros2_overlay")/setup.bash"; set -u
     COLCON_AMENT_PREFIX="$AMENT_PREFIX_PATH"
   fi
+  # src/vendor/visualization_msgs (message definitions neither the wheels nor the overlay
+  # have): built here only where the environment lacks the package, so that a full ROS 2
+  # install keeps its own (src/vendor/visualization_msgs/VENDORED.md).
+  VENDOR_SKIP=()
+  IFS=: read -ra _prefixes <<< "$COLCON_AMENT_PREFIX"
+  for _p in "${_prefixes[@]}"; do
+    [[ -z "$_p" || "$_p" == "$ROOT/install"* ]] && continue
+    [[ -e "$_p/share/ament_index/resource_index/packages/visualization_msgs" ]] && VENDOR_SKIP=(--packages-skip visualization_msgs)
+  done
   colcon_build() {
     AMENT_PREFIX_PATH="$COLCON_AMENT_PREFIX" colcon --log-base build/colcon-log build \
       --base-paths src --build-base build/colcon --install-base install \
-      --packages-ignore gato_core --event-handlers console_cohesion- summary- status- "$@" \
+      --packages-ignore gato_core "${VENDOR_SKIP[@]}" --event-handlers console_cohesion- summary- status- "$@" \
       > build/colcon.log 2>&1 || { tail -40 build/colcon.log; die "colcon build failed (full log: build/colcon.log)"; }
   }
   colcon_build

@@ -192,3 +192,39 @@ def test_health_single_late_ticks_are_counted_not_degraded():
     assert r.level == OK and dict(r.values)["deadline_misses_since_last_report"] == "60"
     _run(h, st, 3000, 3030, miss=True)                   # three in a row: degraded
     assert h.report(3030 * MS, st).level == WARN
+
+
+def test_plan_markers_show_the_plan_reference_batch_rows_with_the_winner_and_the_target():
+    from gato_ros import plan_markers as pm
+
+    ref = np.arange(3 * N, dtype=float).reshape(N, 3)
+    out, _ = _tick(3, 1, ref)
+    v = plan_view(out, _ee, NQ, batch_rows=8)
+    ms = {(m.ns, m.id): m for m in pm.plan_markers(v)}
+    assert sorted(ms) == [("batch", 0), ("batch", 1), ("batch", 2), ("plan", 0), ("plan_knots", 0),
+                          ("reference", 0), ("target", 0)]
+    assert ms["plan", 0].type == pm.LINE_STRIP and np.array_equal(ms["plan", 0].points, v.ee)
+    assert ms["plan_knots", 0].type == pm.SPHERE_LIST and np.array_equal(ms["plan_knots", 0].points, v.ee)
+    assert ms["reference", 0].action == pm.ADD and np.array_equal(ms["reference", 0].points, ref)
+    for b in range(3):
+        assert np.array_equal(ms["batch", b].points, v.rows[b])
+    # the winner (row 1, the published plan) highlighted: opaque orange and wider than the others
+    assert ms["batch", 1].color == pm.ORANGE and ms["batch", 1].scale[0] > ms["batch", 0].scale[0]
+    assert ms["batch", 0].color == ms["batch", 2].color == pm.GREY
+    assert np.array_equal(ms["batch", 1].points, ms["plan", 0].points)
+    assert ms["target", 0].type == pm.SPHERE and np.array_equal(ms["target", 0].points, ref[:1])
+
+    # no batch rows: no batch markers; no reference: the reference and the target are deleted
+    out, _ = _tick(1, 0)
+    ms = {(m.ns, m.id): m for m in pm.plan_markers(plan_view(out, _ee, NQ))}
+    assert sorted(ms) == [("plan", 0), ("plan_knots", 0), ("reference", 0), ("target", 0)]
+    assert ms["reference", 0].action == ms["target", 0].action == pm.DELETE
+
+
+def test_plan_marker_constants_are_visualization_msgs_values():
+    Marker = pytest.importorskip("visualization_msgs.msg", reason="visualization_msgs not built "
+                                 "(scripts/setup.sh builds src/vendor/visualization_msgs)").Marker
+    from gato_ros import plan_markers as pm
+
+    assert (pm.LINE_STRIP, pm.SPHERE, pm.SPHERE_LIST, pm.ADD, pm.DELETE) == (
+        Marker.LINE_STRIP, Marker.SPHERE, Marker.SPHERE_LIST, Marker.ADD, Marker.DELETE)

@@ -10,7 +10,9 @@ loopback; the targets replace its windows while they are active):
   state, as a servo loop at the control rate sends them) moves the EE 0.2 m +/- 2 cm and it stops
   (below 10 % of the stream's speed) within 0.2 s of the stream stopping;
 - nav_msgs/Path of the plan (~/plan_path) matches the published gato_msgs/Plan through forward
-  kinematics, and the EE target frame arrives on /tf; /diagnostics reports OK while tracking.
+  kinematics, and the EE target frame arrives on /tf; the visualization_msgs/MarkerArray
+  (~/markers) carries the same plan path, the reference window and the target, at the same rate;
+  /diagnostics reports OK while tracking.
 
 Times are the joint states' stamps (simulated); no wall-clock time is asserted.
 """
@@ -32,6 +34,7 @@ import_or_skip("gato_ros.launch_runner", _HINT)
 import_or_skip("nav_msgs.msg", "needs the ROS 2 overlay (scripts/setup.sh; source scripts/activate.sh)")
 import_or_skip("diagnostic_msgs.msg", "needs the ROS 2 overlay (scripts/setup.sh; source scripts/activate.sh)")
 import_or_skip("tf2_msgs.msg", "needs the ROS 2 overlay (scripts/setup.sh; source scripts/activate.sh)")
+import_or_skip("visualization_msgs.msg", "build the workspace (scripts/setup.sh builds src/vendor/visualization_msgs)")
 from test_ros_system import RUN_TIMEOUT_S, WAIT_S, assert_clean_exit, finish, share, start_runner  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -57,6 +60,7 @@ class Probe:
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
         from tf2_msgs.msg import TFMessage
+        from visualization_msgs.msg import MarkerArray
 
         from gato_ros.node_util import qos
 
@@ -68,11 +72,12 @@ class Probe:
         rclpy.init(context=self.ctx, domain_id=domain_id)
         self.node = rclpy.create_node("gato_test_targets_probe", context=self.ctx)
         self.ee = []                    # (stamp ns, (3,))
-        self.plans, self.paths, self.tf, self.diag = {}, {}, [], []
+        self.plans, self.paths, self.tf, self.diag, self.markers = {}, {}, [], [], {}
         self.node.create_subscription(JointState, "/joint_states", self._on_js, qos(100))
         self.node.create_subscription(Plan, "/gato_controller/plan", self._on_plan, qos(100))
         self.node.create_subscription(Path, "/gato_controller/plan_path", self._on_path, qos(100))
         self.node.create_subscription(TFMessage, "/tf", lambda m: self.tf.extend(m.transforms), qos(100))
+        self.node.create_subscription(MarkerArray, "/gato_controller/markers", self._on_markers, qos(100))
         self.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: self.diag.extend(m.status), qos(100))
         self.pub_pose = self.node.create_publisher(PoseStamped, "/gato_controller/goal_pose", qos(1))
         self.pub_twist = self.node.create_publisher(TwistStamped, "/gato_controller/delta_twist_cmds", qos(1))
@@ -107,6 +112,10 @@ class Probe:
 
     def _on_path(self, m):
         self.paths[_stamp(m.header)] = m
+
+    def _on_markers(self, m):
+        if m.markers:
+            self.markers[_stamp(m.markers[0].header)] = {(k.ns, k.id): k for k in m.markers}
 
     def close(self):
         self.node.destroy_node()
@@ -251,6 +260,22 @@ def test_pose_goal_twist_stream_paths_tf_and_diagnostics(bringup):
     span = (common[-1] - common[0]) / NS
     assert 0.5 * 10 * span <= len(common) <= 1.5 * 10 * span + 2, (len(common), span)
     assert any(tr.child_frame_id == "gato_ee_target" for tr in p.tf)
+
+    # --- the MarkerArray (~/markers): the plan's path is the same FK of the Plan's knots, with the
+    # reference window and the EE target at its knot 0; at the paths' rate
+    both = sorted(set(p.markers) & set(p.paths))
+    assert len(both) >= 10, (len(p.markers), len(p.paths))
+    for t in both[-5:]:
+        mk, path = p.markers[t], p.paths[t]
+        assert set(mk) == {("plan", 0), ("plan_knots", 0), ("reference", 0), ("target", 0)}, sorted(mk)
+        pts = np.array([[q.x, q.y, q.z] for q in mk["plan", 0].points])
+        want = np.array([[ps.pose.position.x, ps.pose.position.y, ps.pose.position.z] for ps in path.poses])
+        assert mk["plan", 0].header.frame_id == path.header.frame_id and np.array_equal(pts, want)
+        ref = np.array([[q.x, q.y, q.z] for q in mk["reference", 0].points])
+        tp = mk["target", 0].pose.position
+        assert mk["reference", 0].action == 0 and len(ref) == len(pts) and np.allclose([tp.x, tp.y, tp.z], ref[0])
+    m_span = (max(p.markers) - min(p.markers)) / NS
+    assert 0.5 * 10 * m_span <= len(p.markers) <= 1.5 * 10 * m_span + 2, (len(p.markers), m_span)
 
     # --- diagnostics: the refused inputs are counted; OK again while holding still
     mine = [s for s in p.diag if "gato_controller" in s.name]

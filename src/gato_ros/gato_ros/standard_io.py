@@ -29,6 +29,9 @@ Publishes:
         b < viz_batch_rows (one topic per row: RViz colours each display; the winner of the
         tick is the row that ~/plan_path repeats, named in ~/batch_paths/best).
     ~/batch_paths/best (std_msgs/Int32): the winning row of the tick the paths are from.
+    ~/markers (visualization_msgs/MarkerArray, keep-last 1): the same view for RViz in one
+        display (gato_ros.plan_markers: the plan's path and knots, the reference window, the
+        batch rows with the winner highlighted, the EE target), at viz_rate_hz.
     /tf (tf2_msgs/TFMessage): the EE target frame ``gato_ee_target`` (child of the base frame)
         at the reference's knot 0, at viz_rate_hz.
     /diagnostics (diagnostic_msgs/DiagnosticArray): the controller's health
@@ -36,7 +39,8 @@ Publishes:
 
 While a target is active it owns the controller's reference (ControllerLogic.target_source):
 /ee_reference windows are not used. nav_msgs, tf2_msgs and diagnostic_msgs come
-from the ROS 2 overlay (or a system ROS 2); without them the outputs that need them are off
+from the ROS 2 overlay (or a system ROS 2), visualization_msgs from a system ROS 2 or the
+workspace (src/vendor/visualization_msgs); without them the outputs that need them are off
 and the node says so once at start-up.
 """
 from __future__ import annotations
@@ -47,6 +51,7 @@ from . import conversions as cv
 from .frames import FrameTree, urdf_root_link
 from .health import Health
 from .path_cdr import PathCDR
+from .plan_markers import plan_markers
 from .plan_view import EEPath, RateLimiter, plan_view
 from .target_logic import TargetLogic
 from .trajectory_logic import (INVALID_GOAL, SUCCESSFUL, InvalidTrajectory, TrajectoryTracker,
@@ -140,6 +145,12 @@ class StandardInterfaces:
                 self.pub_batch_best = node.create_publisher(Int32, "~/batch_paths/best", qos(1))
         else:
             missing.append("nav_msgs (~/plan_path, ~/reference_path, ~/batch_paths)")
+        vis = _optional("visualization_msgs.msg", ("Marker", "MarkerArray"))
+        self._vis = vis
+        if vis:
+            self.pub_markers = node.create_publisher(vis[1], "~/markers", qos(1))
+        else:
+            missing.append("visualization_msgs (~/markers)")
         diag = _optional("diagnostic_msgs.msg", ("DiagnosticArray", "DiagnosticStatus", "KeyValue"))
         self._diag = diag
         if diag:
@@ -222,7 +233,7 @@ class StandardInterfaces:
         self.health.on_tick(now, self.logic.status, out)
         if self._goal is not None:
             self._goal_tick()
-        if (self._Path is None and self._TFMessage is None) or out.plan is None:
+        if (self._Path is None and self._TFMessage is None and self._vis is None) or out.plan is None:
             return
         if not self.viz_rate.due(out.stamp_ns):
             return
@@ -239,6 +250,30 @@ class StandardInterfaces:
                 self.pub_batch_best.publish(self._Int32(data=int(view.best)))
         if self._TFMessage is not None and len(view.reference):
             self.pub_tf.publish(self._target_tf(view.reference[0], view.stamp_ns))
+        if self._vis is not None:
+            self.pub_markers.publish(self._markers(view))
+
+    def _markers(self, view):
+        """visualization_msgs/MarkerArray of gato_ros.plan_markers(view), stamped at the plan."""
+        from geometry_msgs.msg import Point
+
+        Marker, MarkerArray = self._vis
+        stamp = cv.ns_to_time(view.stamp_ns)
+        arr = MarkerArray()
+        for spec in plan_markers(view):
+            m = Marker()
+            m.header.stamp = stamp
+            m.header.frame_id = self.base_frame
+            m.ns, m.id, m.type, m.action = spec.ns, int(spec.id), int(spec.type), int(spec.action)
+            m.pose.orientation.w = 1.0
+            if spec.type == Marker.SPHERE and len(spec.points):
+                m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(v) for v in spec.points[0])
+            elif len(spec.points):
+                m.points = [Point(x=float(x), y=float(y), z=float(z)) for x, y, z in spec.points]
+            m.scale.x, m.scale.y, m.scale.z = (float(v) for v in spec.scale)
+            m.color.r, m.color.g, m.color.b, m.color.a = (float(v) for v in spec.color)
+            arr.markers.append(m)
+        return arr
 
     def _path(self, key, pts, stamp_ns, knot_dt) -> bytes:
         """nav_msgs/Path of ``pts`` (N, 3), pose k stamped at the knot's time, serialized directly
