@@ -22,7 +22,8 @@ Publishes:
         fallback_reason, fallback_switches: the OSC fallback, gato_ros.controller_logic).
 Standard ROS 2 interfaces (gato_ros.standard_io, README "Standard interfaces"): ~/goal_pose,
 ~/delta_twist_cmds, ~/joint_trajectory, the ~/follow_joint_trajectory action, /tf and /tf_static
-in; ~/plan_path, ~/reference_path, ~/batch_paths/row_<b>, the gato_ee_target TF, /diagnostics out.
+in; ~/plan_path, ~/reference_path, ~/batch_paths/row_<b>, ~/markers, the gato_ee_target TF, /diagnostics
+out.
 Parameters: the controller schema of :mod:`gato_ros.params` (docs/parameters.md);
 tunables are validated in an on-set callback and applied between ticks.
 
