@@ -134,3 +134,48 @@ def test_riccati_tracks_better_than_pd_at_a_slow_mpc_rate(robot, seed, dt, ratio
     assert ric["feedback"]["gains_dropped"] == 0 and ric["feedback"]["plans"] == ric["n_ticks"] + 1
     assert ric["mean_tracking_error"] <= ratio * pd["mean_tracking_error"], (
         ric["mean_tracking_error"], pd["mean_tracking_error"])
+
+
+# ------------------------------------------------------------------ gato eval
+EVAL_BASE = dict(name="fb", robots=["iiwa14"], task=dict(kind="fig8", seeds=[3], n=1, options=dict(ratio_range=[0.4, 0.6])),
+                 disturbances={"push": [dict(kind="constant_wrench", wrench=[0.0, 10.0, 0.0, 0.0, 0.0, 0.0])]},
+                 episode=dict(duration=1.0), metrics=["mean_tracking_error"])
+
+
+@pytest.mark.parametrize("planners, field", [
+    ([dict(planner="bsqp", feedback="lqr")], "planners[0].feedback"),
+    ([dict(planner="osc", feedback="riccati")], "planners[0].feedback"),
+])
+def test_eval_spec_refuses_bad_feedback_naming_the_field(planners, field):
+    from gato import eval as geval
+
+    with pytest.raises(ValueError) as e:
+        geval.parse_spec({**EVAL_BASE, "planners": planners})
+    assert str(e.value).startswith(f"{field}:"), str(e.value)
+
+
+def test_eval_spec_refuses_feedback_for_a_study_kind():
+    from gato import eval as geval
+
+    with pytest.raises(ValueError, match=r"^planners\[0\]\.feedback: the 'step' study runs its own loop"):
+        geval.parse_spec({**EVAL_BASE, "task": dict(kind="step"), "planners": [dict(planner="bsqp", feedback="pd")]})
+
+
+def test_eval_episodes_execute_plans_with_the_entry_feedback():
+    """A planner entry's ``feedback`` reaches the episode's loop: the same scenario under
+    pd / riccati / open loop gives three different runs, each finite; the entry without the
+    field keeps its episode key (specs written before the field resume as before)."""
+    from gato import eval as geval
+    from gato.eval.episode import run_episode
+
+    spec = geval.parse_spec({**EVAL_BASE, "planners": [dict(label="open", planner="bsqp"),
+                                                         dict(label="pd", planner="bsqp", feedback="pd"),
+                                                         dict(label="ric", planner="bsqp", feedback="riccati")]})
+    eps = spec.episodes()
+    assert "feedback" not in eps[0]["planner"] and len({ep["key"] for ep in eps}) == 3
+    rows = {ep["planner"]["label"]: run_episode(ep) for ep in eps}
+    for label, row in rows.items():
+        assert row["status"] == "ok", (label, row["error"])
+        assert row["n_ticks"] > 20 and 0 < row["mean_tracking_error"] < 0.1
+    errs = [rows[k]["mean_tracking_error"] for k in ("open", "pd", "ric")]
+    assert len(set(errs)) == 3, errs

@@ -115,7 +115,8 @@ def make_planner(robot: str, entry: dict):
 
 
 def _build(ep: dict):
-    """(sim, planner, task, kin) of an episode."""
+    """(sim, planner, task, limits, feedback) of an episode: feedback is None (plans played
+    open loop) or the gato.sim.commands.FeedbackLaw of the planner entry's ``feedback``."""
     from ..robots.frames import EEKinematics
     from ..sim.loop import make_world, Simulation
     from ..sim.tasks import GoalTask, TrackingTask
@@ -126,6 +127,9 @@ def _build(ep: dict):
     urdf = robot_urdf(robot)
     ee_frame = robot_info(robot)["ee_frame"]
     planner = make_planner(robot, ep["planner"])
+    mode = ep["planner"].get("feedback")
+    if mode in ("riccati", "riccati+pd"):
+        planner.plan_gains = True  # the winning row's gains on each plan (BSQPPlanner)
     dists = [make_disturbance(d) for d in ep["disturbances"]]
     sim_dt = float(ep["world"]["sim_dt"])
     world = make_world(ep["world"]["kind"], urdf, ee_frame=ee_frame,
@@ -147,7 +151,12 @@ def _build(ep: dict):
                         threshold=opts["threshold"], velocity_threshold=opts["velocity_threshold"],
                         velocity_norm=2, settle_time=opts["settle_time"], ramp=float(sc["ramp"]))
         task.t_end = min(task.t_end, duration)
-    return sim, planner, task, limits
+    law = None
+    if mode is not None:
+        from ..sim.commands import FeedbackLaw
+
+        law = FeedbackLaw(mode, limits["u"])
+    return sim, planner, task, limits, law
 
 
 def _excess(x, lo, hi):
@@ -203,8 +212,8 @@ def run_episode(ep: dict) -> dict:
         if ep["task_kind"] in STUDIES:  # a study runs its own closed loop and reports its own metrics
             row.update(run_study(ep))
         else:
-            sim, planner, task, limits = _build(ep)
-            rec = run_closed_loop(sim, planner, task, paced=False)
+            sim, planner, task, limits, law = _build(ep)
+            rec = run_closed_loop(sim, planner, task, paced=False, feedback=law)
             stats = rec.stats()
             row.update(stop_reason=rec.stop_reason, sim_time=float(rec.sim_time))
             row.update(episode_metrics(stats, limits))

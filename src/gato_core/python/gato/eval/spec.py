@@ -176,7 +176,7 @@ def _bsqp_params(params, path) -> dict:
 
 
 def _planner(entry, path, labels) -> dict:
-    _mapping(entry, path, ("label", "planner", "config", "params"), required=("planner",))
+    _mapping(entry, path, ("label", "planner", "config", "params", "feedback"), required=("planner",))
     name = entry["planner"]
     if not isinstance(name, str) or not name:
         raise _err(f"{path}.planner", f"expected a planner name, got {name!r}")
@@ -196,7 +196,18 @@ def _planner(entry, path, labels) -> dict:
     params = entry.get("params", {}) or {}
     if params and name != "bsqp":
         raise _err(f"{path}.params", "controller-schema params apply to the bsqp planner only; use config")
-    return dict(label=label, planner=name, config=_jsonable(config), params=_bsqp_params(params, f"{path}.params"))
+    out = dict(label=label, planner=name, config=_jsonable(config), params=_bsqp_params(params, f"{path}.params"))
+    fb = entry.get("feedback")
+    if fb is not None:  # absent: plans played open loop (and the episode keys of older specs unchanged)
+        from ..sim.commands import FEEDBACK_MODES
+
+        if fb not in FEEDBACK_MODES:
+            raise _err(f"{path}.feedback", f"expected one of {list(FEEDBACK_MODES)}, got {fb!r}")
+        if fb != "pd" and name != "bsqp":
+            raise _err(f"{path}.feedback", f"{fb!r} executes the plan's own gains, which only the bsqp planner "
+                       "computes; use 'pd'")
+        out["feedback"] = fb
+    return out
 
 
 def _disturbance(d, path) -> dict:
@@ -286,6 +297,10 @@ def parse_spec(raw) -> Spec:
     if task["kind"] not in ("fig8", "pickplace") and task["kind"] not in STUDIES:
         raise _err("task.kind", f"expected one of {['fig8', 'pickplace'] + list(STUDIES)}, got {task['kind']!r}")
     study = task["kind"] in STUDIES
+    for i, p in enumerate(planners):
+        if study and "feedback" in p:
+            raise _err(f"planners[{i}].feedback", f"the {task['kind']!r} study runs its own loop; feedback applies "
+                       "to the fig8 and pickplace kinds")
     seeds = task.get("seeds", [0])
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         seeds = [seeds]
