@@ -1,4 +1,5 @@
-"""Every keyword argument of the solver / controller / builder API refuses an unusable value
+"""Every keyword argument of the public API (the solver, controller and builder, then the simulation
+drivers, hypotheses, estimators, worlds, task generators and tools) refuses an unusable value
 (issue 40: "no argument silently ignored"): a ValueError or TypeError whose message names the
 argument. One case per (callable, parameter); ``test_every_keyword_argument_has_a_case`` fails
 when a public callable of CALLABLES gains a parameter with a default that has no case here, and
@@ -6,6 +7,7 @@ when a public callable of CALLABLES gains a parameter with a default that has no
 """
 from __future__ import annotations
 
+import functools
 import inspect
 
 import numpy as np
@@ -109,6 +111,71 @@ CASES = [
 ]
 
 
+def _model():
+    return solver().model
+
+
+def _mpc():
+    return gato.MPC_GATO(None, IIWA, N=N, verbose=False)
+
+
+#: The simulation drivers, hypotheses, estimators, worlds, task generators and tools.
+CASES += [
+    ("MPC_GATO", lambda: gato.MPC_GATO, (None, IIWA), dict(
+        N=1, dt=-1.0, batch_size=0, constant_f_ext=np.zeros(3), track_full_stats="yes", plant_type="no_such_robot",
+        variant="fc", pendulum_config={"mass": -1.0, "length": 0.3}, params=[1, 2], linsys="direct",
+        bdsv_threshold=-1.0, reseed_threshold=np.nan, admm_linsys="bdsv", admm_threshold=-1.0, limits="hard",
+        limits_kw=[("iters", 3)], fe_seed=-1, fc_config={"mu": 0.5}, wrench_id="everything", world="bullet",
+        estimator="kalman", verbose="loud", clamp_torques="yes", observe_first="yes", feedback="lqr")),
+    ("MPC_GATO.run_mpc_fig8", lambda: _mpc().run_mpc_fig8, (x0(), np.zeros(6 * 200)), dict(
+        sim_dt=-1.0, sim_time=-1.0, pace_by_solve_time="wall")),
+    ("MPC_GATO.run_mpc_goals", lambda: _mpc().run_mpc_goals, (x0(), [np.array([0.5, 0.0, 0.4])]), dict(
+        sim_dt=-1.0, goal_timeout=-1.0, goal_threshold=0.0, velocity_threshold=-1.0, velocity_norm="L2",
+        pace_by_solve_time="wall", settle_time=-1.0, goal_ramp=np.nan)),
+    ("ForceHypothesisBatch", lambda: gato.hypotheses.ForceHypothesisBatch,
+     (gato.estimators.ForceEstimator(4), _model()), dict(ee_frame="no_such_frame", score_dt=0.0, centre_knots="yes",
+                                                         scorer="merit")),
+    ("IdentifiedWrenchBatch", lambda: gato.hypotheses.IdentifiedWrenchBatch,
+     (gato.estimators.OneStepWrenchIdentifier(_model()), _model()), dict(ee_frame="no_such_frame", n_actuated=0,
+                                                                          tick_fit="yes")),
+    ("ForceEstimator", lambda: gato.estimators.ForceEstimator, (4,), dict(
+        initial_radius=-1.0, min_radius=-1.0, max_radius=0.0, smoothing_factor=2.0, seed=-1, alpha=-1.0, beta=2.0,
+        max_wrench=0.0, centre=object())),
+    ("CEMForceEstimator", lambda: gato.estimators.CEMForceEstimator, (4,), dict(
+        force_sigma=-1.0, torque_sigma=-1.0, elite_frac=2.0, min_sigma=-1.0, max_sigma=0.0, alpha_mean=2.0,
+        alpha_cov=-1.0, process_noise=-1.0, momentum_beta=2.0, seed=-1, axial_seeds="yes", shrink_on_exploit=2.0,
+        plateau_shrink=0.0, spike_expand=0.5, max_wrench=0.0)),
+    ("OneStepWrenchIdentifier", lambda: gato.estimators.OneStepWrenchIdentifier, (_model(),), dict(
+        ee_frame="no_such_frame", alpha=2.0, damping=-1.0, max_wrench=0.0, mode="torque", weight_tau=0.0)),
+    ("IdentifiedWrenchSampler", lambda: gato.estimators.IdentifiedWrenchSampler, (4, _model()), dict(
+        ee_frame="no_such_frame", seed=-1, initial_radius=-1.0, min_radius=-1.0, max_radius=0.0, weight_tau=0.0,
+        wrench_alpha=2.0, damping=-1.0, max_wrench=0.0, inertial_rows="yes")),
+    ("PinocchioWorld", lambda: gato.worlds.PinocchioWorld, (IIWA,), dict(
+        ee_frame=3, substeps=0, pendulum={"mass": -1.0}, constant_f_ext=np.zeros(2), timestep=-1.0,
+        mass_scale={"no_such_link": 2.0})),
+    ("MuJoCoWorld", lambda: gato.worlds.MuJoCoWorld, (IIWA,), dict(
+        plane={"height": 0.1}, timestep=0.0, record_contact="yes", floating="yes", integrator="leapfrog",
+        mass_scale={"no_such_link": 2.0})),
+    ("pickplace_scenarios", lambda: functools.partial(gato.tasks.pickplace_scenarios, seed=0), (_model(), "iiwa14", 1), dict(
+        seed=-1, n_goals=0, ramps=(), ee_frame="no_such_frame", ik_err_max=0.0, min_separation=-1.0)),
+    ("fig8_scenarios", lambda: functools.partial(gato.tasks.fig8_scenarios, seed=0), (_model(), "iiwa14", 1), dict(
+        seed=-1, dt=0.0, ratio_range=(2.0, 1.0), ee_frame="no_such_frame", ik_err_max=0.0)),
+    ("feasible_fig8", lambda: gato.tasks.feasible_fig8, (_model(), "EE", x0()[:7], 0.01), dict(ratio=0.0, cycles=0)),
+    ("ik_track", lambda: gato.tasks.ik_track, (_model(), "EE", x0()[:7], np.zeros((2, 3))), dict(
+        first_iters=-1, damping=-1.0, max_step=0.0)),
+    ("within_q_limits", lambda: gato.tasks.within_q_limits, (_model(), np.zeros((2, 7))), dict(margin=np.nan)),
+    ("fig8_reference", lambda: gato.tasks.fig8_reference,
+     ({"params": {"period": 2.0}, "dt": 0.01, "plant": "iiwa14"}, N), dict(periods=0)),
+    ("fingerprint.check", lambda: gato.fingerprint.check, (lambda q, qd, u: q, "iiwa14"), dict(
+        path="/no/such/fingerprint.json", rtol=-1.0)),
+    ("fingerprint.check_solver", lambda: gato.fingerprint.check_solver, (solver(),), dict(
+        path="/no/such/fingerprint.json", rtol=0.0)),
+    ("linsys_autotune.fit_tau", lambda: gato.linsys_autotune.fit_tau, (np.ones(20), np.ones(20), 1.0), dict(n_bins=0)),
+    ("linsys_autotune.decide_policy", lambda: gato.linsys_autotune.decide_policy, (np.ones(20), 0.5), dict(
+        lo=1.5, hi=-0.5)),
+]
+
+
 def _warm(s):
     s.hold_warm(x0())
     return s
@@ -140,14 +207,26 @@ def test_an_unusable_keyword_value_is_refused_naming_it(name, make, args, param,
     assert param in str(e.value), f"{name}({param}={bad!r}): the error does not name {param!r}: {e.value}"
 
 
+#: Keyword arguments without a case yet, left to the session that is changing them now (issue 33's
+#: plan feedback, the runaway guard): with feedback=None, MPC_GATO ignores feedback_kp / feedback_kd /
+#: feedback_limit, and runaway_factor's error names "factor". Each must still be a parameter (a
+#: stale entry fails), and is reported in docs/reference_differences.md.
+PENDING = {"MPC_GATO": {"feedback_kp", "feedback_kd", "feedback_limit", "runaway_factor"}}
+
+
 def test_every_keyword_argument_has_a_case():
-    missing = []
+    missing, stale = [], []
     for name, make, _, kw in CASES:
         fn = make()
+        if isinstance(fn, functools.partial):
+            fn = fn.func
         target = fn.__init__ if inspect.isclass(fn) and fn is not SolverParams else fn
         have = {p.name for p in _params(target)}
-        missing += [f"{name}({p})" for p in sorted(have - set(kw))]
+        pending = PENDING.get(name, set())
+        missing += [f"{name}({p})" for p in sorted(have - set(kw) - pending)]
+        stale += [f"{name}({p})" for p in sorted(pending - have)]
     assert not missing, f"keyword arguments without an unusable-value case: {missing}"
+    assert not stale, f"PENDING names parameters that no longer exist: {stale}"
 
 
 @pytest.mark.parametrize("name,make,args", [(n, m, a) for n, m, a, _ in CASES], ids=[c[0] for c in CASES])

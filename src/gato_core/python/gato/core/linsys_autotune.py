@@ -141,6 +141,11 @@ def decide_policy(pred_err, tau, lo: float = 0.02, hi: float = 0.98) -> dict:
 
     Returns ``{"policy": "pcg" | "bdsv" | "auto", "tau": float | None, "cold_frac": float}``.
     """
+    for name, v in (("lo", lo), ("hi", hi)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not 0.0 <= v <= 1.0:
+            raise ValueError(f"{name}: expected a fraction in [0, 1], got {v!r}")
+    if not lo < hi:
+        raise ValueError(f"lo / hi: expected lo < hi (cold fractions), got lo={lo!r}, hi={hi!r}")
     pe = _trace(pred_err, "pred_err")
     if pe.size == 0:
         raise ValueError("pred_err: empty trace")

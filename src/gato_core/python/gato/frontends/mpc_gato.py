@@ -40,6 +40,7 @@ from ..sim.loop import make_world, run_closed_loop, Simulation
 from ..sim.tasks import GoalTask, TrackingTask
 from ..planners.bsqp_planner import BSQPPlanner, solver_params
 from ..planners.controller import MPCController
+from ..core.arrays import flag
 from ..core.bsqp import BSQP
 from ..planners.planner import Plan
 from ..core.references import SampledTrajectory, _points, _positive, _vector
@@ -169,10 +170,10 @@ class MPC_GATO:
             raise ValueError(f"model: expected the pinocchio Model of {model_path} (nq={self.nq}, nv={self.nv}), "
                              f"got nq={getattr(model, 'nq', None)}, nv={getattr(model, 'nv', None)}")
         self.model = model
-        self.track_full_stats = bool(track_full_stats)
+        self.track_full_stats = flag(track_full_stats, "track_full_stats")
         self.fe_seed, self.estimator, self.fc_config, self.wrench_id = int(fe_seed), estimator, None, wrench_id
         self.verbose = verbose
-        self.clamp_torques = bool(clamp_torques)
+        self.clamp_torques = flag(clamp_torques, "clamp_torques")
         self.observe_first = observe_first
         self.u_limit = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)[:self.nu_act]
         self.pendulum_config = pendulum_config

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +60,11 @@ def load(path=None) -> dict:
 
     Raises ValueError if the file is not a schema-2 table.
     """
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path: expected a fingerprint JSON path or None, got {type(path).__name__}")
     p = Path(path) if path is not None else DEFAULT_PATH
+    if not p.is_file():
+        raise ValueError(f"path: fingerprint table not found: {p}")
     with open(p) as f:
         table = json.load(f)
     if not isinstance(table, dict) or table.get("schema") != SCHEMA or "plants" not in table:

@@ -98,8 +98,14 @@ class PendulumPayload(Disturbance):
 
     @classmethod
     def from_config(cls, config, name="pendulum") -> "PendulumPayload":
-        """From a {"mass", "length"[, "damping", "radius"]} dict, passed to the world as given
-        (the world validates it and names what is wrong)."""
+        """From a {"mass", "length"[, "damping", "radius"]} dict, passed to the world as given;
+        checked here too, so the error names ``name`` (the caller's argument)."""
+        from .pinocchio_world import PinocchioWorld
+
+        try:
+            PinocchioWorld._pendulum_cfg(config)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
         self = cls.__new__(cls)
         self.config, self.name = config, name
         return self

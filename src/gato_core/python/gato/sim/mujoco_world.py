@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.arrays import flag
 from ..robots.mass_scale import _check_mass_scale
 from ..robots.mjcf import (_INTEGRATORS, _build_spec, _normalize_plane, ROBOT_CONAFFINITY, ROBOT_CONTYPE,
                            TABLE_CONAFFINITY, TABLE_CONTYPE)
@@ -97,8 +98,8 @@ class MuJoCoWorld:
         self.urdf_path = str(Path(urdf_path).resolve())
         self.timestep = float(timestep)
         self.integrator = integrator
-        self.floating = bool(floating)
-        self.record_contact = bool(record_contact)
+        self.floating = flag(floating, "floating")
+        self.record_contact = flag(record_contact, "record_contact")
         self._plane = _normalize_plane(plane)
         if not Path(self.urdf_path).is_file():
             raise ValueError(f"urdf_path: file not found: {self.urdf_path}")

@@ -82,6 +82,8 @@ class PinocchioWorld:
         path = Path(urdf_path).resolve()
         if not path.is_file():
             raise ValueError(f"urdf_path: file not found: {path}")
+        if not isinstance(ee_frame, str):
+            raise ValueError(f"ee_frame: expected a URDF frame name, got {ee_frame!r}")
         if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or substeps < 1:
             raise ValueError(f"substeps: expected an integer >= 1, got {substeps!r}")
         if timestep is not None and not (isinstance(timestep, (int, float)) and math.isfinite(timestep)

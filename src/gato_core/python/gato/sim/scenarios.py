@@ -132,6 +132,9 @@ def ik_track(model, ee_frame, q0, path_xyz, *, first_iters=60, damping=0.02, max
     """
     import pinocchio as pin
 
+    first_iters = _int(first_iters, "first_iters", 1)
+    damping = _num(damping, "damping", lo=0.0)
+    max_step = _num(max_step, "max_step", lo=0.0, lo_open=True)
     data = model.createData()
     fid = _frame_id(model, ee_frame)
     path = np.asarray(path_xyz, dtype=np.float64).reshape(-1, 3)
@@ -157,6 +160,7 @@ def within_q_limits(model, qs, margin=Q_MARGIN) -> bool:
     """True when every configuration in ``qs`` (T, nq) (or one (nq,)) is at least ``margin`` rad inside
     the URDF position limits (the limit rows sit 0.1 rad inside; a path along the limit is not a
     velocity-limit task)."""
+    margin = _num(margin, "margin")
     qs = np.atleast_2d(np.asarray(qs, dtype=np.float64))
     lim = urdf_limits(model)
     return bool(np.all(qs >= lim["q_lo"] + margin) and np.all(qs <= lim["q_hi"] - margin))
@@ -224,6 +228,7 @@ def feasible_fig8(model, ee_frame, q0, dt, *, ratio=0.8, cycles=1, **fig8_params
     """
     if not ratio > 0:
         raise ValueError(f"ratio: expected > 0, got {ratio!r}")
+    cycles = _int(cycles, "cycles", 1)
     unknown = set(fig8_params) - set(FIG8_DEFAULT_PARAMS)
     if unknown:
         raise ValueError(f"fig8_params: unknown keys {sorted(unknown)}; expected {sorted(FIG8_DEFAULT_PARAMS)}")
@@ -239,6 +244,30 @@ def feasible_fig8(model, ee_frame, q0, dt, *, ratio=0.8, cycles=1, **fig8_params
     params["period"] = float(params["period"]) * r0 / float(ratio)
     r1, err, within = joint_speed_ratio(model, ee_frame, q0, fig8_path({**params, "cycles": 1}, dt), dt)
     return dict(params=params, ratio_est=r1, ik_err_max=err, within_q_limits=within)
+
+
+def _num(v, name: str, *, lo=None, lo_open=False) -> float:
+    """``v`` as a finite float (>= lo, or > lo with lo_open); ValueError naming ``name``."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(v) or (lo is not None and (v <= lo if lo_open else v < lo)):
+        bound = "" if lo is None else f" {'>' if lo_open else '>='} {lo}"
+        raise ValueError(f"{name}: expected a finite number{bound}, got {v!r}")
+    return float(v)
+
+
+def _int(v, name: str, lo: int) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def _check_draw_args(model, seed, ee_frame, ik_err_max) -> None:
+    """The arguments the seeded scenario generators share (ValueError naming the bad one)."""
+    if seed is not None:
+        _int(seed, "seed", 0)
+    if ee_frame is not None and (not isinstance(ee_frame, str) or not model.existFrame(ee_frame)):
+        raise ValueError(f"ee_frame: frame {ee_frame!r} not found in the model")
+    _num(ik_err_max, "ik_err_max", lo=0.0, lo_open=True)
 
 
 def _check_plant(model, plant: str) -> None:
@@ -268,6 +297,14 @@ def fig8_scenarios(model, plant, n, *, seed, dt=0.01, ratio_range=(0.6, 1.6), ee
     ratio_est, ik_err_max [m].
     """
     _check_plant(model, plant)
+    _check_draw_args(model, seed, ee_frame, ik_err_max)
+    dt = _num(dt, "dt", lo=0.0, lo_open=True)
+    try:
+        r_lo, r_hi = (_num(r, "ratio_range", lo=0.0, lo_open=True) for r in ratio_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"ratio_range: expected (lo, hi) with 0 < lo <= hi, got {ratio_range!r}") from None
+    if r_lo > r_hi:
+        raise ValueError(f"ratio_range: expected (lo, hi) with 0 < lo <= hi, got {ratio_range!r}")
     ee = ee_frame or ee_frame_of(plant)
     rng = np.random.default_rng(seed)
     a_lo, a_hi = FIG8_AMPLITUDE[plant]
@@ -314,6 +351,14 @@ def pickplace_scenarios(model, plant, n, *, seed, n_goals=3, ramps=(0.0, 0.6, 1.
     q_goals (n_goals, nq) rad (the IK solutions that certified the goals), ramp [s].
     """
     _check_plant(model, plant)
+    _check_draw_args(model, seed, ee_frame, ik_err_max)
+    n_goals = _int(n_goals, "n_goals", 1)
+    try:
+        ramps = tuple(_num(r, "ramps", lo=0.0) for r in ramps)
+    except TypeError:
+        raise ValueError(f"ramps: expected a non-empty sequence of ramp times >= 0 s, got {ramps!r}") from None
+    if not ramps:
+        raise ValueError(f"ramps: expected a non-empty sequence of ramp times >= 0 s, got {ramps!r}")
     if isinstance(min_separation, bool) or not isinstance(min_separation, (int, float, np.floating, np.integer)) \
             or not math.isfinite(min_separation) or min_separation < 0:
         raise ValueError(f"min_separation: expected a finite distance >= 0 m, got {min_separation!r}")

@@ -206,6 +206,7 @@ class IdentifiedWrenchSampler:
                  max_radius=150.0, weight_tau=0.1, wrench_alpha=0.5, damping=0.001, max_wrench=2000.0,
                  inertial_rows=False):
         self.batch_size = _batch_size(batch_size)
+        _real(wrench_alpha, "wrench_alpha", 0.0, 1.0, lo_open=True)  # named here, not as the identifier's alpha
         self.identifier = OneStepWrenchIdentifier(model, ee_frame, alpha=wrench_alpha, damping=damping,
                                                   max_wrench=max_wrench, mode="weight", weight_tau=weight_tau)
         self.min_radius = _real(min_radius, "min_radius", 0.0, lo_open=True)
