@@ -36,6 +36,9 @@ Publishes:
         at the reference's knot 0, at viz_rate_hz.
     /diagnostics (diagnostic_msgs/DiagnosticArray): the controller's health
         (:mod:`gato_ros.health`) every diagnostics_period_s.
+The views (paths, markers, target TF) are published off the tick: after_tick copies the
+plan, batch rows and reference and triggers a guard condition; the executor publishes them once
+the tick's callback has returned.
 
 While a target is active it owns the controller's reference (ControllerLogic.target_source):
 /ee_reference windows are not used. nav_msgs, tf2_msgs and diagnostic_msgs come
@@ -90,6 +93,11 @@ class StandardInterfaces:
 
         self.ee_path = EEPath(logic.urdf, robot_info(cfg["robot"])["ee_frame"], logic.solver_joint_names)
         self._cdr: dict = {}            # knots -> gato_ros.path_cdr.PathCDR (serialized Path template)
+        # The view is published off the tick: after_tick copies what it needs (a few arrays) and
+        # triggers this guard condition; the executor runs _publish_view once the tick's callback
+        # has returned (FK, Paths, markers, TF: 0.5-1 ms that no tick waits for).
+        self._view_pending = None
+        self._view_gc = node.create_guard_condition(self._publish_view)
         # the controller takes its reference (and per-knot posture) from the targets while one is active
         logic.target_source = self.targets
         self._warned: set = set()
@@ -228,7 +236,9 @@ class StandardInterfaces:
                 "unknown_frame": c.unknown_frame, "trajectories_rejected": self.trajectories_rejected}
 
     def after_tick(self, out) -> None:
-        """A tick was published: health accounting; the plan view at viz_rate_hz."""
+        """A tick was published: health accounting; the plan view at viz_rate_hz, published by
+        _publish_view after the tick (a copy of its plan, batch and reference: the logic may
+        reuse its buffers by then)."""
         now = self.node.get_clock().now().nanoseconds
         self.health.on_tick(now, self.logic.status, out)
         if self._goal is not None:
@@ -236,6 +246,14 @@ class StandardInterfaces:
         if (self._Path is None and self._TFMessage is None and self._vis is None) or out.plan is None:
             return
         if not self.viz_rate.due(out.stamp_ns):
+            return
+        self._view_pending = _view_input(out)
+        self._view_gc.trigger()
+
+    def _publish_view(self) -> None:
+        """The guard condition's callback: the newest pending view's Paths, markers and TF."""
+        out, self._view_pending = self._view_pending, None
+        if out is None:
             return
         view = plan_view(out, self.ee_path, self.logic.nq, len(self.pub_batch_paths or ()))
         if view is None:
@@ -423,6 +441,22 @@ class StandardInterfaces:
             gh.abort()
             self.node.get_logger().warning(f"follow_joint_trajectory aborted: {text}")
         g["future"].set_result(self._result(code, text))
+
+def _view_input(out):
+    """What plan_view reads from a TickOutput, copied (plan knots, batch rows, reference)."""
+    from types import SimpleNamespace as NS
+
+    p = out.plan
+    plan = NS(xu=np.array(p.xu, dtype=np.float64), nx=p.nx, nu=p.nu, n_knots=p.n_knots, stamp_ns=p.stamp_ns,
+              knot_dt=p.knot_dt)
+    step = getattr(out, "step", None)
+    st = None
+    if step is not None and step.solve is not None:
+        st = NS(best_id=step.best_id, solve=NS(xu=np.array(step.solve.xu, dtype=np.float64)))
+    si = getattr(out, "solve_input", None)
+    si = None if si is None else NS(reference=np.array(si.reference, dtype=np.float64))
+    return NS(plan=plan, step=st, solve_input=si, stamp_ns=out.stamp_ns)
+
 
 def _matrix_to_quat(R) -> tuple:
     """(x, y, z, w) of a rotation matrix (Shepperd's method, the largest pivot)."""
