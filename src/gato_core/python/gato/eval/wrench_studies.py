@@ -397,10 +397,12 @@ def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=
     over = (np.any(q < qlo - 1e-6, axis=1) | np.any(q > qhi + 1e-6, axis=1)
             | np.any(np.abs(dq) > qdmax + 1e-6, axis=1)) if len(q) else np.zeros(0, dtype=bool)
     t_over = t[over] if len(t) == len(over) else np.zeros(0)
-    ok = bool(st["all_reached"]) and not viol and fallbacks == 0
-    ok_grace = bool(st["all_reached"]) and not np.any(t_over >= grace) and fallbacks == 0
+    runaway = m.last_record.results.get("runaway") if m.last_record.stop_reason == "runaway" else None
+    ok = bool(st["all_reached"]) and not viol and fallbacks == 0 and runaway is None
+    ok_grace = bool(st["all_reached"]) and not np.any(t_over >= grace) and fallbacks == 0 and runaway is None
     n_goals = len(sc["goals"])
-    reason = "" if ok else ", ".join(([] if st["all_reached"] else [f"{st['goals_reached']}/{n_goals} goals"]) + viol
+    reason = "" if ok else ", ".join(([f"runaway: {runaway}"] if runaway else [])
+                                      + ([] if st["all_reached"] else [f"{st['goals_reached']}/{n_goals} goals"]) + viol
                                       + ([f"{fallbacks} fallbacks"] if fallbacks else []))
     tta = st["time_to_all_reached"]
     return dict(stop_reason=st["stop_reason"], sim_time=float(st["sim_time"]), success=int(ok),

@@ -36,6 +36,7 @@ from ..wrench import options as wrench_options
 from ..sim.clock import check_substep, EPS
 from ..sim.commands import FEEDBACK_MODES, FeedbackLaw, PlanPlayback, StateFeedback
 from ..sim.disturbances import _wrench, ConstantWrench, PendulumPayload
+from ..sim.guard import RunawayGuard
 from ..sim.loop import make_world, run_closed_loop, Simulation
 from ..sim.tasks import GoalTask, TrackingTask
 from ..planners.bsqp_planner import BSQPPlanner, solver_params
@@ -100,6 +101,11 @@ class MPC_GATO:
             nominal model's :class:`gato.safety.JointHold` at :attr:`OBSERVE_HOLD_HZ`, every
             substep) instead of playing the warm-up plan, so a sensor-fed identifier sees the
             load before the first plan moves the arm (the warm-up still warms the solver).
+            None (default): on when the hypotheses identify from the sensor at the run's start
+            (a ``sensor_identifier``: wid, wrench_id, swing, an fe centre) on a fixed-base
+            robot; True / False: always / never. Why: a plan made at t = 0 knows nothing of an
+            attached payload, and a step reference at t = 0 then drives the wrist past its
+            velocity limit before the first re-plan (payload study, docs/benchmarks_hypotheses.md).
         feedback: how each plan is executed over the substeps until the next one: None
             (default: the plan's torques open loop, knot by knot), "pd" (plus joint PD toward
             the planned state, the ros2_control plugin's executor), "riccati" (plus the
@@ -109,11 +115,12 @@ class MPC_GATO:
         feedback_kp, feedback_kd, feedback_limit: (nu,) or scalar PD stiffness [N*m/rad],
             damping [N*m*s/rad] and the saturation of the feedback term [N*m]; None: 0.1,
             0.01 and 0.25 x the URDF effort limits.
-            None (default): on when the hypotheses identify from the sensor at the run's start
-            (a ``sensor_identifier``: wid, wrench_id, swing, an fe centre) on a fixed-base
-            robot; True / False: always / never. Why: a plan made at t = 0 knows nothing of an
-            attached payload, and a step reference at t = 0 then drives the wrist past its
-            velocity limit before the first re-plan (payload study, docs/benchmarks_hypotheses.md).
+        runaway_factor: the runaway guard (:class:`gato.sim.guard.RunawayGuard`): a joint
+            faster than this x its URDF velocity limit (default 3) at two control periods in a
+            row, or than 10x at one, or more than 0.5 rad beyond its position limits, ends the
+            run as failed (``stats["stop_reason"] == "runaway"``,
+            the reason in the record's ``"runaway"`` event) after the guard's joint hold
+            caught the arm; None: no guard (fixed-base robots only).
 
     Attributes: ``solver`` (gato.BSQP), ``controller`` (gato.MPCController), ``planner``
     (its gato.bsqp_planner.BSQPPlanner), ``last_record`` (the gato.simloop.RunRecord of the
@@ -133,7 +140,7 @@ class MPC_GATO:
                  linsys=None, bdsv_threshold=None, reseed_threshold=None, admm_linsys=None, admm_threshold=None,
                  limits=None, limits_kw=None, fe_seed=0, fc_config=None, wrench_id=None, world=None,
                  estimator="fe", *, verbose=None, clamp_torques=True, observe_first=None, feedback=None,
-                 feedback_kp=None, feedback_kd=None, feedback_limit=None):
+                 feedback_kp=None, feedback_kd=None, feedback_limit=None, runaway_factor=3.0):
         # --- options whose machinery this build lacks: refuse loudly, never degrade silently
         if variant not in (None, "default"):
             raise ValueError(f"variant: {variant!r} solver modules are not available in this build "
@@ -187,6 +194,18 @@ class MPC_GATO:
                                  "actuated)")
             self.feedback_law = FeedbackLaw(feedback, self.u_limit, feedback_kp, feedback_kd, feedback_limit)
         self.planner.plan_gains = feedback in ("riccati", "riccati+pd")
+        # the runaway guard (gato.sim.guard): a joint beyond runaway_factor x its velocity limit, or
+        # far beyond its position limits, stops the run as failed (held by the fallback); None: off
+        self.runaway_factor = runaway_factor
+        self.guard = None
+        if runaway_factor is not None:
+            if isinstance(runaway_factor, bool) or not isinstance(runaway_factor, (int, float, np.floating)) \
+                    or not np.isfinite(runaway_factor) or runaway_factor <= 1.0:
+                raise ValueError(f"runaway_factor: expected None or a finite number > 1, got {runaway_factor!r}")
+            if not self._fixed_base:
+                raise ValueError("runaway_factor: the runaway guard needs a fixed-base robot; pass None")
+            self.guard = RunawayGuard(s.model, factor=runaway_factor, hard_factor=max(10.0, float(runaway_factor)),
+                                      effort_limit=self.u_limit)
 
         if world is None or world in ("pinocchio", "mujoco"):
             self._world_kind = world or "pinocchio"
@@ -326,6 +345,9 @@ class MPC_GATO:
                 say(progress(rec.columns, t))
 
         def on_event(t, kind, e):
+            if kind == "runaway":
+                say(f"  t={t:6.2f}s  RUNAWAY: {e['reason']}; held by the fallback (the run fails)")
+                return
             say(f"  t={t:6.2f}s  goal {e['index'] + 1}/{len(task.goals)} {e['outcome']} "
                 f"(dist {1000 * e['dist']:.1f} mm, |dq| {e['vel']:.2f} rad/s)")
 
@@ -335,7 +357,7 @@ class MPC_GATO:
             law.plans = law.gains_dropped = 0
         rec = run_closed_loop(sim, self.planner, task, paced=pace, on_tick=on_tick if verbose else None,
                               on_event=on_event if verbose else None, first_command=self._first_command(x),
-                              feedback=law)
+                              feedback=law, guard=self.guard)
         self.last_record = rec  # the run as the core records it (planner stats, events)
         if rec.stop_reason == "diverged":
             raise RuntimeError(f"MPC_GATO: the {self._world_kind} world diverged at t = {rec.sim_time:.4f} s")
@@ -355,7 +377,7 @@ class MPC_GATO:
                             fe_seed=self.fe_seed,
                             constant_f_ext=self.constant_f_ext_world.tolist(),
                             pendulum=None if self.pendulum_config is None else dict(self.pendulum_config),
-                            world=self.world_params, feedback=self.feedback)
+                            world=self.world_params, feedback=self.feedback, runaway_factor=self.runaway_factor)
         if law is not None:
             st["feedback"] = law.counters()
         say(f"[MPC_GATO {name}] done: {done(st)}")

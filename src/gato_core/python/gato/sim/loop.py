@@ -203,7 +203,7 @@ class Simulation:
 # ----------------------------------------------------------------- the run record
 # ----------------------------------------------------------------- the loop
 def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget_s=None, on_tick=None,
-                    on_event=None, first_command=None, feedback=None) -> RunRecord:
+                    on_event=None, first_command=None, feedback=None, guard=None) -> RunRecord:
     """Close the loop between ``sim``, a :class:`gato.planner.Planner` and ``task``::
 
         planner.reset(x0); play planner.warmup(x0, task.begin(ee0)) (or a first step)
@@ -219,6 +219,9 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
     planner up), e.g. a :class:`StateFeedback` start-pose hold while an identifier observes.
     ``feedback``: None (each plan played open loop, knot by knot) or a
     :class:`gato.sim.commands.FeedbackLaw` (each plan played with PD and / or its own gains).
+    ``guard``: None or a :class:`gato.sim.guard.RunawayGuard`, checked after every period: a
+    trip ends the run (``stop_reason = "runaway"``, a ``"runaway"`` event with the reason,
+    ``results["runaway"]``) after the guard's fallback held the arm for its ``settle_s``.
     Returns the :class:`RunRecord` (finished).
     """
     rec = RunRecord(sim.q.size, sim.dq.size, planner.nu_act, planner.dt)
@@ -226,6 +229,8 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
         rec.columns.setdefault(k, [])
     x = sim.x
     planner.reset(x)
+    if guard is not None:
+        guard.reset()
     first = task.begin(sim.ee_pos())
     if planner.capabilities.warmup:
         command = command_of(planner.warmup(x, first), feedback)
@@ -243,6 +248,11 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
         if sim.diverged:
             rec.events.append((t, "diverged", {}))
             stop = "diverged"
+            break
+        tripped = guard.check(sim.q, sim.dq) if guard is not None else None
+        if tripped is not None:
+            _runaway(sim, guard, tripped, rec, on_event)
+            stop = "runaway"
             break
         ee = sim.ee_pos()
         events = []
@@ -267,5 +277,23 @@ def run_closed_loop(sim: Simulation, planner, task: Task, *, paced=False, budget
                 torques=sim.applied(command, 0), best_trajectory_id=int(res.stats.best_id), **tick.columns)
         if on_tick is not None:
             on_tick(rec)
-    rec.finish(stop, sim.t, task.results())
+    results = task.results()
+    if stop == "runaway":
+        results["runaway"] = rec.events[-1][2]["reason"]
+    rec.finish(stop, sim.t, results)
     return rec
+
+
+def _runaway(sim: Simulation, guard, tripped, rec: RunRecord, on_event) -> None:
+    """A guard trip at ``sim.t``: record it, then hold the arm with the guard's fallback for its
+    ``settle_s`` (the world goes on under a safe command; it is not left to diverge)."""
+    reason, joint = tripped
+    guard.trips += 1
+    t = sim.t
+    data = {"reason": reason, "joint": joint}
+    if guard.settle_s > 0:
+        sim.advance(guard.fallback(sim.q), guard.settle_s, fixed=False)
+        data.update(settled_t=sim.t, settled_max_qd=float(np.max(np.abs(sim.dq))) if not sim.diverged else float("nan"))
+    rec.events.append((t, "runaway", data))
+    if on_event is not None:
+        on_event(t, "runaway", data)
