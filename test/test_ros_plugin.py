@@ -910,6 +910,64 @@ def test_embedded_mode_solves_in_the_plugin_and_follows_the_reference(graph, cli
     client.wait_state(EMBEDDED, "unconfigured")
 
 
+def test_embedded_mode_counts_malformed_references_and_keeps_commands_safe(graph, client):
+    """mode: embedded, 150 malformed gato_msgs/EEReference messages (test/fuzz_messages.py:
+    NaN / Inf or far positions, inconsistent n_knots, bad knot_dt, stamps from the future) on the
+    plugin's reference topic over DDS, one every 20 ms: every one is counted in the status's
+    rejected_references, the commands stay finite and within the effort limits, and a valid
+    reference afterwards is taken (issue 38: the plugin's embedded intake over DDS)."""
+    from fuzz_messages import Context, malformed
+    from gato_msgs.msg import ControllerStatus, EEReference
+
+    _, plugin, q0, _ = graph
+    names = plugin["joints"]
+    if client.state(PLUGIN) == "active":
+        client.switch(deactivate=[PLUGIN])
+    status = []
+    client.node.create_subscription(ControllerStatus, f"/{EMBEDDED}/status", status.append, 10)
+    ref_pub = client.node.create_publisher(EEReference, "/gato_plugin_test/ee_reference", 10)
+    if client.state(EMBEDDED) is None:
+        assert client.call("load_controller", name=EMBEDDED).ok
+    if client.state(EMBEDDED) == "unconfigured":
+        assert client.call("configure_controller", name=EMBEDDED).ok
+    client.switch(activate=[EMBEDDED])
+    client.wait_state(EMBEDDED, "active")
+    client.spin(1.0)
+    assert status and status[-1].state == "follow", status[-1] if status else "no status"
+    before = status[-1].rejected_references
+    lim = np.array(_effort_limits(names))
+    rng = np.random.default_rng(3844)
+    ref = np.array([[0.5, 0.0, 0.6]]) + 0.001 * np.arange(8)[:, None]
+    n_bad = 0
+    for _ in range(150):
+        ctx = Context(stamp_ns=client.now_ns(), names=names, q=np.zeros(len(names)), qd=np.zeros(len(names)),
+                      ref=ref, knot_dt=0.02)
+        m, bad, muts = malformed("EEReference", ctx, rng, only_bad=True)
+        assert bad, muts
+        ref_pub.publish(m)
+        n_bad += 1
+        client.spin(0.02)
+    end = time.monotonic() + 20.0
+    while time.monotonic() < end and status[-1].rejected_references - before < n_bad:
+        client.spin(0.1)
+    assert status[-1].rejected_references - before == n_bad, (n_bad, status[-1])
+    assert status[-1].state == "follow" and status[-1].solver_failures == 0, status[-1]
+    for _, eff in client.efforts_after(client.now_ns(), names, 0.5):
+        e = np.array([eff[n] for n in names])
+        assert np.all(np.isfinite(e)) and np.all(np.abs(e) <= lim + 1e-9), e
+    # a valid reference is still taken: counted neither as rejected nor ignored
+    good = EEReference()
+    good.header.stamp.sec, good.header.stamp.nanosec = divmod(client.now_ns(), 10**9)
+    good.n_knots, good.knot_dt, good.positions = 8, 0.02, [float(v) for v in ref.reshape(-1)]
+    ref_pub.publish(good)
+    client.spin(0.5)
+    assert status[-1].rejected_references - before == n_bad, status[-1]
+    client.switch(deactivate=[EMBEDDED])
+    client.wait_state(EMBEDDED, "inactive")
+    assert client.call("cleanup_controller", name=EMBEDDED).ok
+    client.wait_state(EMBEDDED, "unconfigured")
+
+
 def test_update_never_allocates_locks_or_throws_in_either_mode(graph, client):
     """The allocation probe (test/cpp/alloc_probe, preloaded into the controller_manager) counted
     every call of the plugins' update() in this module: lifecycle, hold, follow with plan
