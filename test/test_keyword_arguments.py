@@ -126,7 +126,8 @@ CASES += [
         variant="fc", pendulum_config={"mass": -1.0, "length": 0.3}, params=[1, 2], linsys="direct",
         bdsv_threshold=-1.0, reseed_threshold=np.nan, admm_linsys="bdsv", admm_threshold=-1.0, limits="hard",
         limits_kw=[("iters", 3)], fe_seed=-1, fc_config={"mu": 0.5}, wrench_id="everything", world="bullet",
-        estimator="kalman", verbose="loud", clamp_torques="yes", observe_first="yes", feedback="lqr")),
+        estimator="kalman", verbose="loud", clamp_torques="yes", observe_first="yes", feedback="lqr",
+        feedback_kp=1.0, feedback_kd=[0.1] * 7, feedback_limit=2.0, runaway_factor="3")),
     ("MPC_GATO.run_mpc_fig8", lambda: _mpc().run_mpc_fig8, (x0(), np.zeros(6 * 200)), dict(
         sim_dt=-1.0, sim_time=-1.0, pace_by_solve_time="wall")),
     ("MPC_GATO.run_mpc_goals", lambda: _mpc().run_mpc_goals, (x0(), [np.array([0.5, 0.0, 0.4])]), dict(
@@ -207,11 +208,8 @@ def test_an_unusable_keyword_value_is_refused_naming_it(name, make, args, param,
     assert param in str(e.value), f"{name}({param}={bad!r}): the error does not name {param!r}: {e.value}"
 
 
-#: Keyword arguments without a case yet, left to the session that is changing them now (issue 33's
-#: plan feedback, the runaway guard): with feedback=None, MPC_GATO ignores feedback_kp / feedback_kd /
-#: feedback_limit, and runaway_factor's error names "factor". Each must still be a parameter (a
-#: stale entry fails), and is reported in docs/reference_differences.md.
-PENDING = {"MPC_GATO": {"feedback_kp", "feedback_kd", "feedback_limit", "runaway_factor"}}
+#: Keyword arguments without a case yet (none now: a name here must still be a parameter).
+PENDING = {}
 
 
 def test_every_keyword_argument_has_a_case():

@@ -186,7 +186,13 @@ class MPC_GATO:
         self.pendulum_config = pendulum_config
         self.feedback = feedback
         self.feedback_law = None
-        if feedback is not None:
+        if feedback is None:        # the PD / saturation settings act on an executor's feedback only
+            for name, v in (("feedback_kp", feedback_kp), ("feedback_kd", feedback_kd),
+                            ("feedback_limit", feedback_limit)):
+                if v is not None:
+                    raise ValueError(f"{name}: used with feedback='pd' | 'riccati' | 'riccati+pd' only (feedback "
+                                     f"is None: the plans play open loop); got {name}={v!r}")
+        else:
             if feedback not in FEEDBACK_MODES:
                 raise ValueError(f"feedback: expected one of {FEEDBACK_MODES} or None, got {feedback!r}")
             if not self._fixed_base:
