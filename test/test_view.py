@@ -210,6 +210,71 @@ def test_replay_cases_give_recorded_and_replayed_paths_per_tick(geometry, tmp_pa
         ReplayCases(tmp_path / "other.npz", geometry)
 
 
+def _heavier_iiwa(tmp_path) -> Path:
+    """The iiwa14 URDF with link 4 10 % heavier: a replay model that differs from the recorded one."""
+    import gato
+
+    text = Path(gato.robot_urdf(ROBOT)).read_text()
+    i = text.index('<link name="L4"')
+    j = text.index('<mass value="', i) + len('<mass value="')
+    k = text.index('"', j)
+    other = tmp_path / "iiwa14_heavier.urdf"
+    other.write_text(text[:j] + repr(float(text[j:k]) * 1.1) + text[k:])
+    return other
+
+
+def test_replay_view_draws_the_in_sequence_replays_plan_at_each_worst_tick(geometry, tmp_path):
+    """``gato replay BAG`` keeps, for each worst tick, the plan its in-sequence replay computed there
+    (the one its discrepancy report compares) and the replay view draws that plan beside the
+    recorded one. Reference: the same bag re-solved tick by tick in memory (gato.replay.replay_ticks);
+    the standalone re-solve of the case file (a fresh solver from the recorded warm start) is not it."""
+    import_or_skip("rosbags", "pip install rosbags (scripts/setup.sh)")
+    import_or_skip("gato_msgs.msg", _HINT)
+    from replay_fixtures import record_lockstep_run
+
+    from gato.replay import TOPICS, load_recording, replay_bag, replay_ticks
+    from gato.replay.bagio import read_bag
+    from gato_ros.replay_view import ReplayCases, ReplayView
+
+    bag = record_lockstep_run(tmp_path / "bag", seconds=0.3, robot=ROBOT)
+    other = _heavier_iiwa(tmp_path)      # every replayed tick differs from the recorded one
+    s = replay_bag(bag, tmp_path / "out", urdf=other, worst=3, log=None)
+    z = np.load(s["cases"])
+    rec = load_recording(read_bag(bag, list(TOPICS.values())), robot=ROBOT)
+    ref = replay_ticks(rec, urdf=other)
+    at = {tk.tick: i for i, tk in enumerate(rec.ticks)}
+    K = len(z["tick"])
+    assert K == 3 and z["xu_replayed"].shape == z["xu_recorded"].shape
+    for k, tick in enumerate(z["tick"]):
+        i = at[int(tick)]
+        np.testing.assert_allclose(z["xu_replayed"][k], ref.xu[i], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(z["u_replayed"][k], ref.u[i], rtol=0, atol=1e-12)
+        assert np.max(np.abs(z["xu_replayed"][k] - z["xu_recorded"][k])) > 1e-6     # another model's plan
+    c = ReplayCases(s["cases"], geometry)
+    assert c.replayed_label == "replayed in sequence" and c.in_sequence.all()
+    nq, S = 7, c.nx + c.nu
+    for k in range(K):
+        q_seq = np.stack([ref.xu[at[int(c.tick[k])]][n * S:n * S + nq] for n in range(c.N)])
+        np.testing.assert_allclose(c.path_of(c.xu_replayed[k]), geometry.ee_positions(q_seq), atol=1e-12)
+        np.testing.assert_allclose(c.frame(k).plan_path, c.path_of(z["xu_recorded"][k]), atol=1e-12)
+    # the in-sequence replay carries solver state (duals, ADMM) a standalone re-solve starts without
+    gap = max(np.max(np.abs(z["xu_replayed"][k] - z["xu_standalone"][k])) for k in range(K))
+    assert gap > 1e-9, "the standalone re-solve reproduced the in-sequence plans: nothing to tell apart"
+    view = ReplayView(c, port=0)
+    try:
+        view.show(K - 1)
+        assert "replayed in sequence" in view._text.content
+        assert "standalone re-solve vs in sequence" in view._text.content
+    finally:
+        view.close()
+    # a file without the in-sequence plans (an older gato) falls back to the standalone re-solve, named so
+    old = {k: z[k] for k in z.files if k != "xu_replayed"}
+    np.savez(tmp_path / "old.npz", **old)
+    c_old = ReplayCases(tmp_path / "old.npz", geometry)
+    assert c_old.replayed_label == "standalone re-solve" and c_old.label_of(0) == "standalone re-solve"
+    np.testing.assert_array_equal(c_old.xu_replayed, z["xu_standalone"])
+
+
 # ------------------------------------------------------------------ the bringup with the view
 class Bringup:
     """``python -m gato_ros.bringup_sim --view`` in its own session, tagged for the leftover check."""

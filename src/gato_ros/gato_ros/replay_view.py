@@ -6,7 +6,10 @@ tick side by side. ROS-free: it reads the replay's case file (``worst_ticks.npz`
 For the tick picked in the panel (a drop-down of the worst ticks with why each was picked):
 the robot at the tick's measured state, the recorded plan's EE path (blue), the replayed plan's
 (magenta; the in-sequence replay's plan when the file carries it, else the standalone re-solve's),
-the tick's reference window (green), and the command difference per joint.
+the tick's reference window (green), and the command difference per joint. The in-sequence plan is
+the one the replay's discrepancy report compares (``xu_replayed``: the replay's controller after all
+the ticks before, with their solver state); the standalone re-solve (``xu_standalone``: a fresh
+solver from the recorded warm start) can differ from it, and the panel says by how much.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ class ReplayCases:
             raise ValueError(f"case file {path} does not exist (gato replay writes worst_ticks.npz when the "
                              "replay re-solved ticks)")
         z = np.load(path, allow_pickle=False)
-        need = ("x", "goals", "xu_recorded", "tick", "reason", "robot", "u_recorded")
+        need = ("x", "goals", "xu_recorded", "xu_standalone", "tick", "reason", "robot", "u_recorded", "u_standalone")
         missing = [k for k in need if k not in z.files]
         if missing:
             raise ValueError(f"{path}: not a gato replay case file (missing {missing})")
@@ -45,12 +48,20 @@ class ReplayCases:
         self.reason = [str(r) for r in z["reason"]]
         self.u_recorded = np.asarray(z["u_recorded"], dtype=float)
         self.xu_recorded = np.asarray(z["xu_recorded"], dtype=float)
-        if "xu_replayed" in z.files:
-            self.xu_replayed, self.replayed_label = np.asarray(z["xu_replayed"], dtype=float), "replayed in sequence"
-            self.u_replayed = np.asarray(z["u_replayed"], dtype=float)
-        else:
-            self.xu_replayed, self.replayed_label = np.asarray(z["xu_standalone"], dtype=float), "standalone re-solve"
-            self.u_replayed = np.asarray(z["u_standalone"], dtype=float)
+        self.xu_standalone = np.asarray(z["xu_standalone"], dtype=float)
+        self.u_standalone = np.asarray(z["u_standalone"], dtype=float)
+        # The in-sequence plan per tick where the file carries it (gato replay writes it); a tick
+        # without one (NaN row, or a file of an older gato) falls back to the standalone re-solve.
+        xu_seq = np.asarray(z["xu_replayed"], dtype=float) if "xu_replayed" in z.files else None
+        u_seq = np.asarray(z["u_replayed"], dtype=float) if "u_replayed" in z.files else None
+        self.in_sequence = np.zeros(len(self.xu_standalone), dtype=bool)
+        if xu_seq is not None and u_seq is not None:
+            self.in_sequence = np.isfinite(xu_seq).all(axis=1)
+        seq = self.in_sequence[:, None]
+        self.xu_replayed = np.where(seq, xu_seq, self.xu_standalone) if seq.any() else self.xu_standalone.copy()
+        self.u_replayed = np.where(seq, u_seq, self.u_standalone) if seq.any() else self.u_standalone.copy()
+        self.replayed_label = ("replayed in sequence" if self.in_sequence.all() else
+                               "standalone re-solve" if not self.in_sequence.any() else "replayed (per tick)")
         self.K = self.x.shape[0]
         nq = self.geometry.model.nq
         self.nq, self.nx = nq, self.x.shape[1]
@@ -59,6 +70,10 @@ class ReplayCases:
         self.nu = (S - self.N * self.nx) // max(self.N - 1, 1)
         if self.N * (self.nx + self.nu) - self.nu != S:
             raise ValueError(f"{path}: plan rows of {S} values do not fit N = {self.N} knots of nx = {self.nx}")
+
+    def label_of(self, k: int) -> str:
+        """What case ``k``'s replayed plan is: "replayed in sequence" or "standalone re-solve"."""
+        return "replayed in sequence" if self.in_sequence[k] else "standalone re-solve"
 
     def path_of(self, xu: np.ndarray) -> np.ndarray:
         """(N, 3) EE positions along one plan row."""
@@ -120,13 +135,17 @@ class ReplayView:
                                                    thickness_units="screen")
         du = c.u_replayed[k] - c.u_recorded[k]
         dpath = float(np.max(np.linalg.norm(path - fr.plan_path, axis=1))) * 1e3
+        alone = ""
+        if c.in_sequence[k]:      # how far a standalone re-solve (no carried solver state) lands from it
+            d = float(np.max(np.linalg.norm(c.path_of(c.xu_standalone[k]) - path, axis=1))) * 1e3
+            alone = f"standalone re-solve vs in sequence: {d:.2f} mm<br>"
         rows = "".join(f"<tr><td>{n}</td><td>{d:+.3g}</td></tr>" for n, d in zip(c.geometry.joint_names, du))
         self._text.content = (
             "<div style='font-family:monospace;font-size:12px'>"
             f"<span style='color:#146eff'>&#9632;</span> recorded plan, "
-            f"<span style='color:#dc1ec8'>&#9632;</span> {c.replayed_label}; "
+            f"<span style='color:#dc1ec8'>&#9632;</span> {c.label_of(k)}; "
             f"<span style='color:#14aa3c'>&#9632;</span> reference<br>"
-            f"largest EE path difference {dpath:.2f} mm<br>u replayed - recorded [N*m]:"
+            f"largest EE path difference {dpath:.2f} mm<br>{alone}u replayed - recorded [N*m]:"
             f"<table>{rows}</table></div>")
 
     def close(self) -> None:

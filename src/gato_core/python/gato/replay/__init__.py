@@ -160,7 +160,8 @@ def _in_memory_run(bag_path, robot, urdf, torque_source, say):
                                                      "state_anchored")})
             run.rows, run.resolved = _tick_columns(cols, T, rp.u.shape[1]), True
             run.notes, run.effort_limit = rp.notes, rp.effort_limit
-            run.kept = {i: (tk, SimpleNamespace(u=rp.u[i], warm=rp.warm[i])) for i, tk in enumerate(rec.ticks)}
+            run.kept = {i: (tk, SimpleNamespace(u=rp.u[i], warm=rp.warm[i], xu=rp.xu[i]))
+                        for i, tk in enumerate(rec.ticks)}
     if run.urdf is not None and len(rec.state_t_ns) > 1:
         say(f"[gato replay] model vs reality over {len(rec.state_t_ns)} joint states ...")
         try:
@@ -297,7 +298,8 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
                     for j in np.flatnonzero(np.isin(t_ns, list(want))):
                         tau_at.setdefault(int(t_ns[j]), c["tau_res"][j].copy())
             ticks = {i: run.kept[i][0] for i in idx}
-            rp = SimpleNamespace(u={i: run.kept[i][1].u for i in idx}, warm={i: run.kept[i][1].warm for i in idx})
+            rp = SimpleNamespace(u={i: run.kept[i][1].u for i in idx}, warm={i: run.kept[i][1].warm for i in idx},
+                                 xu={i: run.kept[i][1].xu for i in idx})   # the in-sequence plans
             cases_path = write_cases(out / "worst_ticks.npz", SimpleNamespace(ticks=ticks, joint_names=run.joint_names),
                                      rp, idx, reasons, tau_at, urdf=run.urdf)
             summary["cases"] = str(cases_path)

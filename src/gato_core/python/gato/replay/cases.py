@@ -12,12 +12,17 @@ standalone result can differ from what the robot ran; the file holds all three:
     u_replayed     the in-sequence replay of the bag                         (K, nu) N*m
     u_standalone   the standalone re-solve, computed when the file was made  (K, nu) N*m
 
+and the plans behind them: ``xu_recorded`` (the robot's), ``xu_replayed`` (the in-sequence
+replay's at that tick: the plan the discrepancy report compares, what ``gato replay --view``
+draws beside the recorded one) and ``xu_standalone``.
+
 ``gato replay FILE.npz`` re-solves every case and compares with ``u_standalone``.
 
 Arrays (K cases, nx = 2 nv, S = N (nx + nu) - nu): ``x`` (K, nx), ``goals`` (K, 6N),
 ``xu_warm`` (K, S), ``dt_elapsed`` (K,) [s] (0 = None), ``tick`` (K,), ``stamp_ns`` (K,),
-``xu_recorded`` / ``xu_standalone`` (K, S), ``pred_err_torque`` (K, nv) [N*m] (model
-residual at the tick, NaN where unknown), ``reason`` (K,) why each case was picked;
+``xu_recorded`` / ``xu_replayed`` / ``xu_standalone`` (K, S) (``xu_replayed``: NaN where the
+replay kept no plan; absent from files of older gato), ``pred_err_torque`` (K, nv) [N*m]
+(model residual at the tick, NaN where unknown), ``reason`` (K,) why each case was picked;
 scalars (0-d): ``urdf_sha256``, ``robot``, ``module_name``, ``solver_params_json``,
 ``config_json``, ``gato_version``, ``joint_names`` (nv,). ``wrench_hypotheses`` (K, B, 6)
 [N, N*m]: the external wrenches each tick solved under (world axes at the EE frame origin,
@@ -58,7 +63,8 @@ def standalone_solve(controller, x, goals, xu_warm, dt_elapsed=None, wrenches=No
 
 def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, *, urdf=None) -> Path:
     """Write the ticks ``indices`` of ``recording`` / ``replay`` as a case file (see the
-    module docstring). ``prediction_tau``: optional {tick stamp_ns: tau_res (nv,)}."""
+    module docstring). ``replay``: per tick index ``u`` (nu,) and ``warm`` (S,), and optionally
+    ``xu`` (S,) the in-sequence replay's plan. ``prediction_tau``: optional {tick stamp_ns: tau_res (nv,)}."""
     from ..core.version import __version__
 
     ticks = [recording.ticks[i] for i in indices]
@@ -69,8 +75,8 @@ def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, 
     S = int(ctrl.solver.xu_size)
     nu = int(ctrl.solver.nu)
     arr = {k: [] for k in ("x", "goals", "xu_warm", "dt_elapsed", "tick", "stamp_ns", "u_recorded", "u_replayed",
-                           "u_standalone", "xu_recorded", "xu_standalone", "pred_err_torque", "config_json",
-                           "wrench_hypotheses")}
+                           "u_standalone", "xu_recorded", "xu_replayed", "xu_standalone", "pred_err_torque",
+                           "config_json", "wrench_hypotheses")}
     B = int(ctrl.solver.batch_size)
     for i, tk in zip(indices, ticks):
         warm = tk.xu_warm[0] if tk.xu_warm is not None else replay.warm[i]
@@ -91,6 +97,9 @@ def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, 
         arr["u_standalone"].append(u_s)
         arr["xu_recorded"].append(tk.xu_recorded if tk.xu_recorded is not None else np.full(S, np.nan))
         arr["xu_standalone"].append(xu_s)
+        xu_r = getattr(replay, "xu", None)
+        xu_r = None if xu_r is None else xu_r[i]
+        arr["xu_replayed"].append(np.full(S, np.nan) if xu_r is None or np.shape(xu_r) != (S,) else xu_r)
         tau = (prediction_tau or {}).get(tk.stamp_ns)
         arr["pred_err_torque"].append(tau if tau is not None else np.full(nv, np.nan))
         arr["config_json"].append(json.dumps(tk.config, sort_keys=True))
