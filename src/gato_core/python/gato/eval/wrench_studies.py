@@ -334,12 +334,12 @@ def _check_pay_case(case: list, path: str) -> list:
     for j, d in enumerate(case):
         if not isinstance(d, dict) or d.get("kind") not in ("pendulum", "constant_wrench"):
             raise _err(f"{path}[{j}]", f"the payload_pickplace study takes a pendulum or a constant_wrench, got {d!r}")
-        d = _disturbance(d, f"{path}[{j}]")
-        if d["kind"] == "pendulum":  # the world checks these only when it is built: name them here
+        if d["kind"] == "pendulum":  # named field by field here, before the payload's own check of them all
             for key, lo, opn in (("mass", 0.0, True), ("length", 0.0, True), ("damping", 0.0, False),
                                  ("radius", 0.0, True)):
                 if key in d:
                     _num(d[key], f"{path}[{j}].{key}", lo=lo, lo_open=opn)
+        d = _disturbance(d, f"{path}[{j}]")
         if d["kind"] == "constant_wrench" and d.get("via", "auto") != "auto":
             raise _err(f"{path}[{j}].via", "MPC_GATO installs the wrench on the world itself; remove via")
         out.append(d)
