@@ -14,8 +14,8 @@ SCENE = ('<mujoco><worldbody><body name="ball" pos="0 0 1"><freejoint/><geom siz
 
 # ------------------------------------------------------------------ the simulator protocol
 def test_reference_sim_example_on_the_cpu_simulator():
-    """RoboKit's MjWarpSim example, with MjSim (one shared model: the per-world model rows and
-    mixed scenes of the example are not here, docs/sampling.md)."""
+    """RoboKit's MjWarpSim example, with MjSim (its per-world model rows and mixed scenes:
+    test_sampling_world_rows)."""
     xml = '<mujoco><worldbody><geom type="plane" size="1 1 .1"/>'
     xml += '<body pos="0 0 .5"><freejoint/><geom size=".1"/></body></worldbody></mujoco>'
     sim = MjSim(mujoco.MjModel.from_xml_string(xml), nworld=8, substeps=4)

@@ -23,15 +23,11 @@ NOT_HERE = {
     "MjWarpSim(nconmax)": "the warp backend's buffers are SimMPCConfig.nconmax (backend 'warp')",
     "MjWarpSim(key)": "a keyframe start: pass data=MjData (mj_resetDataKeyframe) instead",
     "MjWarpSim(device)": "the CPU simulator; SimMPCConfig.device picks the warp backend's device",
-    "Sim.model": "one shared MjModel per simulator: no per-world model rows (no randomisation per world)",
     "MjWarpSim.build_coarse_spec": "not built: CoarseConfig's geometry simplification",
-    "MjWarpSim.set_const": "no per-world model rows to recompute",
     "MjWarpSim.build_entity": "robokit.sim.mjentity has no counterpart here",
     "MjWarpSim.build_contact_sensor": "ContactTask adds MuJoCo contact sensors to the spec instead",
     "MjWarpSim.compute_rays": "not built (ray casting)",
     "MjWarpSim.set_torch_stream": "no CUDA streams on the CPU",
-    "MjWarpSim.set_random": "no per-world model rows (one shared MjModel)",
-    "MjWarpSim.set_scene": "one scene per simulator",
 }
 
 

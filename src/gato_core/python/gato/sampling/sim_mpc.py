@@ -71,6 +71,7 @@ class SimMPC(Task):
                              "(docs/sampling.md)")
         self.config = config
         self.model = self._planning_model(sim)
+        scenes = [self.model] + [self._planning_model(sim, i) for i in range(1, len(sim.scenes))]
         for term, _, _ in config.terms:
             term.resolve(self.model)
         m, B, S, R = self.model, config.batch_size, config.num_samples, config.num_replicas
@@ -80,8 +81,13 @@ class SimMPC(Task):
             raise ValueError("sim: the model has no actuators to plan for")
         self.set_ctrl_ref(ctrl_ref)
         self.lo, self.hi = self._bounds()
-        self.sims = {"rollout": MjSim(m, B * (S - 1) * R, nthread=sim.nthread),
-                     "validation": MjSim(m, B * R, nthread=sim.nthread)}
+        # The planner's worlds: every scene of sim (all worlds start in the first); per-world rows
+        # (set_random / set_const / set_scene on sims["validation"]) reach the rollouts (_row_models).
+        zeros = [0] * (len(scenes) - 1)
+        self.sims = {"rollout": MjSim(scenes if zeros else m, [B * (S - 1) * R] + zeros if zeros else B * (S - 1) * R,
+                                      nthread=sim.nthread),
+                     "validation": MjSim(scenes if zeros else m, [B * R] + zeros if zeros else B * R,
+                                         nthread=sim.nthread)}
         if config.backend == "warp":
             from .warp_backend import WarpRolloutEngine  # optional dependency: imported only here
 
@@ -126,10 +132,11 @@ class SimMPC(Task):
         self.ctrl_ref, self.ctrl_ref_offset = np.ascontiguousarray(ref), int(offset)
 
     # ------------------------------------------------------------------ setup
-    def _planning_model(self, sim: MjSim):
-        if sim.spec is None:
-            return sim.mjm
-        spec = sim.spec.copy()
+    def _planning_model(self, sim: MjSim, scene: int = 0):
+        spec = sim.spec if scene == 0 else sim._specs[scene]
+        if spec is None:
+            return sim.scenes[scene]
+        spec = spec.copy()
         for term, _, _ in self.config.terms:
             term.require(spec)
         return spec.compile()
@@ -153,6 +160,26 @@ class SimMPC(Task):
             mk.opt.timestep = self.model.opt.timestep * k
             self._models[k] = mk
         return self._models[k]
+
+    def _row_models(self, mk, k: int, B: int, N: int, R: int):
+        """The model of each of B * N * R rollouts (instance, candidate, replica): ``mk`` while the
+        planner's worlds share one model, else replica r of instance b runs validation world
+        b * R + r's rows (every candidate of an instance on the same R worlds, so their costs
+        compare), its timestep times k."""
+        val = self.sims["validation"]
+        if self.sims["rollout"]._own is not None:
+            raise ValueError("sims['rollout']: the planner reads per-world model rows from sims['validation'] "
+                             "(one world per instance and replica); set them there")
+        if val._own is None:
+            return mk
+        if self.config.backend != "cpu":
+            raise ValueError("backend: per-world model rows (set_random / set_const / set_scene) need backend 'cpu'")
+        rows = val.models
+        if k != 1:
+            rows = [copy.copy(r) for r in rows]
+            for r in rows:
+                r.opt.timestep = r.opt.timestep * k
+        return [rows[b * R + r] for b in range(B) for _ in range(N) for r in range(R)]
 
     def _segments(self, stage: Optional[SimMPCStage]):
         """[(first fine step, end fine step, factor k), ...] of a stage over the horizon."""
@@ -227,7 +254,7 @@ class SimMPC(Task):
         for a, b, k in segs:
             f = np.arange(a, b, k)
             ctrl = np.broadcast_to(U[:, :, None, a:b:k], (B, N, R, len(f), nu)).reshape(n, len(f), nu)
-            state, sens = self.engine.run(self._model_k(k), x, w, ctrl)
+            state, sens = self.engine.run(self._row_models(self._model_k(k), k, B, N, R), x, w, ctrl)
             x = state[:, -1].copy()  # the next segment starts here (the buffers are reused)
             out.append((self._model_k(k), state, sens, ctrl, f, np.full(len(f), k)))
         return out
@@ -243,13 +270,14 @@ class SimMPC(Task):
         for a, b, k in segs:
             f = np.arange(a, b, k)
             mk = self._model_k(k)
+            mrows = self._row_models(mk, k, B, N, R)
             states = np.empty((n, len(f), lay["size"]))
             sens, ctrl = np.empty((n, len(f), m.nsensordata)), np.empty((n, len(f), m.nu))
             for i, step in enumerate(f):
                 u = c.control_map(m, x[:, lay["qpos"]:lay["qpos"] + m.nq], x[:, lay["qvel"]:lay["qvel"] + m.nv],
                                   cmds[:, step], t0 + int(step))
                 ctrl[:, i] = np.asarray(u, dtype=np.float64)
-                st, sd = self.engine.run(mk, x, w, ctrl[:, i:i + 1])
+                st, sd = self.engine.run(mrows, x, w, ctrl[:, i:i + 1])
                 states[:, i], sens[:, i] = st[:, 0], sd[:, 0]
                 x = st[:, 0].copy()
             out.append((mk, states, sens, ctrl, f, np.full(len(f), k)))
@@ -359,6 +387,9 @@ class SimMPC(Task):
         x0 = self._settle(x0, warm)
         x0r = self._replicas(x0)
         if self.ilqr is not None:
+            if self.sims["validation"]._own is not None or self.sims["rollout"]._own is not None:
+                raise ValueError("planner: 'ilqr' linearises the first scene's model; per-world model rows "
+                                 "(set_random / set_const / set_scene) need 'mppi' or 'cem'")
             return self._plan_ilqr(x0, warm, t0, tic, steps0, roll0)
         self._shift(t0)
         if self.stages is None:
@@ -539,13 +570,13 @@ class SimMPC(Task):
             if callback is not None:
                 callback(infos)
             for j in range(min(c.ctrl_steps, num_steps - step)):
-                for b, d in enumerate(sim.data):
+                for b, (mb, d) in enumerate(zip(sim.models, sim.data)):
                     cmd = commands[j, b]
                     if c.control_map is not None:
                         cmd = np.asarray(c.control_map(m, d.qpos[None], d.qvel[None], cmd[None], t0 + step))[0]
                     d.ctrl[:] = np.clip(cmd, alo, ahi)
-                    mujoco.mj_step(m, d)
-                    mujoco.mj_forward(m, d)
+                    mujoco.mj_step(mb, d)  # the world's own model rows (set_random / set_scene)
+                    mujoco.mj_forward(mb, d)
                     r = rows[b]
                     r["time"][step], r["qpos"][step], r["qvel"][step] = d.time, d.qpos, d.qvel
                     r["ctrl"][step], r["sensordata"][step] = d.ctrl, d.sensordata
