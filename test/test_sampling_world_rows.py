@@ -6,7 +6,7 @@ import pytest
 
 mujoco = pytest.importorskip("mujoco")
 
-from gato.sampling import MjSim, SensorTask, SimMPC, SimMPCConfig  # noqa: E402
+from gato.sampling import MjSim, SensorTask, SimMPC, SimMPCConfig, SimMPCStage  # noqa: E402
 
 BALL = '<mujoco><worldbody><body><freejoint/><geom size=".1"/></body></worldbody></mujoco>'
 # A 1-D cart pushed by a motor (1 N per unit command), its position as a sensor: a = u / mass.
@@ -185,6 +185,33 @@ def test_planner_rollouts_use_the_randomised_rows_and_the_switched_scene():
     mpc.sims["validation"].set_random("body_mass", (1,), 4.0, 4.0)
     with pytest.raises(ValueError, match="planner: 'ilqr' linearises"):
         mpc.plan(mujoco.MjData(cart(1.0)), 0)
+
+
+def test_batch_and_replica_worlds_map_to_their_instances_in_coarse_and_fine_stages():
+    """batch 2 x 2 replicas, a coarse then a fine stage: with instance 1's two replica worlds given
+    mass 4, instance 0 plans what a mass-1 planner's instance 0 plans and instance 1 what a mass-4
+    planner's instance 1 plans, bit for bit (the instances draw alike and do not interact)."""
+    def config():
+        cfg = SimMPCConfig(batch_size=2, num_replicas=2, num_samples=12, horizon_steps=20, node_steps=10,
+                           ctrl_steps=10, max_iterations=2, seed=2,
+                           stages=[SimMPCStage(1, dt=0.02), SimMPCStage(1)])
+        return cfg.add(SensorTask(np.full((100, 1), 0.3), {"x": 100.0}))
+
+    ref = np.full((100, 1), 0.5)
+    data = [mujoco.MjData(cart(1.0)), mujoco.MjData(cart(1.0))]
+    plans = {}
+    for mass in (1.0, 4.0):
+        commands, _ = SimMPC(config(), MjSim(cart(mass), 1), ref).plan(data, 0)
+        plans[mass] = commands.copy()
+    assert not np.array_equal(plans[1.0][:, 1], plans[4.0][:, 1])
+    mpc = SimMPC(config(), MjSim(cart(1.0), 1), ref)
+    rows = mpc.sims["validation"].model.body_mass.numpy()
+    assert rows.shape[0] == 4  # batch_size x num_replicas worlds
+    rows[2:, 1] = 4.0  # instance 1's replicas
+    mpc.sims["validation"].model.body_mass.assign(rows)
+    mpc.sims["validation"].set_const()
+    commands, _ = mpc.plan(data, 0)
+    assert np.array_equal(commands[:, 0], plans[1.0][:, 0]) and np.array_equal(commands[:, 1], plans[4.0][:, 1])
 
 
 def test_execute_steps_each_world_with_its_own_rows():
