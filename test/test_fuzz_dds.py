@@ -283,7 +283,8 @@ def test_standard_targets_and_parameter_values_fuzzed_over_dds(tmp_path, ros_env
     """The controller node's standard target topics and its set_parameters service, from a foreign
     node over DDS: 150 malformed PoseStamped / TwistStamped / JointTrajectory messages (each sent
     once the previous one is counted: the topics keep the newest only) are refused and counted
-    exactly on /diagnostics; 120 junk values for the tunables through rclpy's parameter client
+    exactly on /diagnostics; 30 of the trajectories as FollowJointTrajectory goals, each aborted
+    INVALID_GOAL with its reason and counted; 120 junk values for the tunables through rclpy's parameter client
     each get a result (refused with a reason, or taken); between them good joint states are
     answered with finite commands within the URDF effort limits, and the node stays up."""
     share()
@@ -344,6 +345,32 @@ def test_standard_targets_and_parameter_values_fuzzed_over_dds(tmp_path, ros_env
                 assert np.all(np.isfinite(e)) and all(abs(v) <= limits[n] + 1e-9 for n, v in zip(c.joint_names, e))
         assert {k: count(k) for k in sent} == sent
         assert diag["target_mode"] == "none" and diag["goals_accepted"] == "0", diag   # nothing bad was taken
+
+        # --- the same malformed trajectories as FollowJointTrajectory goals (what MoveIt sends):
+        # each accepted by the server and aborted at once, INVALID_GOAL with the reason, counted
+        from control_msgs.action import FollowJointTrajectory
+        from rclpy.action import ActionClient
+
+        client = ActionClient(probe.node, FollowJointTrajectory, "/gato_controller/follow_joint_trajectory")
+        assert client.wait_for_server(timeout_sec=WAIT_S)
+        for i in range(30):
+            m, bad, names = malformed("JointTrajectory", ctx, rng, only_bad=True)
+            g = FollowJointTrajectory.Goal()
+            g.trajectory = m
+            fut = client.send_goal_async(g)
+            probe.spin_until(fut.done, what=f"the goal response of case {i}")
+            gh = fut.result()
+            assert gh.accepted, names
+            res = gh.get_result_async()
+            probe.spin_until(res.done, what=f"the result of case {i}")
+            r = res.result().result
+            assert r.error_code == FollowJointTrajectory.Result.INVALID_GOAL and r.error_string, (names, r)
+            sent["trajectories_rejected"] += 1
+        probe.spin_until(lambda: count("trajectories_rejected") >= sent["trajectories_rejected"],
+                         what="the refused goals counted")
+        assert count("trajectories_rejected") == sent["trajectories_rejected"]
+        assert diag["target_mode"] == "none" and diag["trajectory_active"] == "False", diag
+        client.destroy()
 
         # --- parameters: every value answered, the node keeps commanding
         assert probe.params.wait_for_services(timeout_sec=WAIT_S)
