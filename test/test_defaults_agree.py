@@ -1,7 +1,8 @@
 """Every solver default is written once, in the C++ struct (gato/types.hpp ``gato::Settings``,
 ``gato::AdmmConfig``), and read from there by the Python dataclass (gato.SolverParams), BSQP,
 the ROS parameter schema (gato_ros/params.py) and the files generated from it
-(docs/parameters.md, the plugin's gato_controller_parameters.yaml). These tests hold every place that shows a default to the struct."""
+(docs/parameters.md, the plugin's gato_controller_parameters.yaml). These tests hold every place that shows a default to the struct,
+except the controller's defaults of the fields gato.planners.shipped_weights lists for an arm (the one table of those)."""
 from __future__ import annotations
 
 import re
@@ -14,6 +15,7 @@ import yaml
 import gato
 from gato import _core
 from gato.config import DEFAULT_LINSYS, SolverParams
+from gato.planners.shipped_weights import SHIPPED_WEIGHTS
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src" / "gato_ros"))
@@ -76,14 +78,29 @@ def test_bsqp_runs_the_structs_defaults():
         (admm.iters, admm.eps_abs, admm.eps_rel, admm.check_every, admm.linsys.name.lower())
 
 
+def schema_default(schema_name: str, name: str, robot: str):
+    """What the schema must give as the default of solver field ``name`` for ``robot``: the arm's
+    shipped value for the controller's fields the table lists, the struct's otherwise (the plugin's
+    embedded solver has no u_ref: the struct's defaults throughout)."""
+    if schema_name == "CONTROLLER" and name in SHIPPED_WEIGHTS.get(robot, {}):
+        return SHIPPED_WEIGHTS[robot][name]
+    return struct_value(name)
+
+
 @pytest.mark.parametrize("schema_name", ["CONTROLLER", "PLUGIN"])
 def test_ros_schema_defaults_are_the_structs(schema_name):
     schema = getattr(ros_params, schema_name)
     for name in shared(schema):
         p = ros_params.by_name(schema)[name]
-        assert p.default_for("iiwa14") == struct_value(name), f"{schema_name}.{name}"
-        # the schema's own range accepts its default
-        assert ros_params.validate(schema, name, p.default_for("iiwa14"), allow_read_only=True) is None
+        for robot in ros_params.ROBOTS:
+            want = schema_default(schema_name, name, robot)
+            assert p.default_for(robot) == want and type(p.default_for(robot)) is type(want), \
+                f"{schema_name}.{name} ({robot})"
+            # the schema's own range accepts its default
+            assert ros_params.validate(schema, name, p.default_for(robot), allow_read_only=True) is None
+    if schema_name == "CONTROLLER":     # exactly the table's fields are per-arm defaults
+        assert {n for n in shared(schema) if callable(ros_params.by_name(schema)[n].default)} \
+            == set().union(*SHIPPED_WEIGHTS.values())
 
 
 @pytest.mark.parametrize("section,schema_name", [("gato_controller", "CONTROLLER"), ("gato_plugin", "PLUGIN")])
@@ -92,9 +109,11 @@ def test_docs_parameters_show_the_structs_defaults(section, schema_name):
     names = shared(getattr(ros_params, schema_name))
     assert set(names) <= set(table), f"docs/parameters.md {section}: missing {set(names) - set(table)}"
     for name in names:
-        shown = yaml.safe_load(table[name])  # the page writes YAML scalars (2.0e-06, "bdsv", true)
-        assert shown == struct_value(name), f"docs/parameters.md {section}.{name}: {table[name]}"
-        assert type(shown) is type(struct_value(name)), name
+        # the page writes YAML scalars (2.0e-06, "bdsv", true), robot-specific ones for iiwa14 + " (per robot)"
+        shown = yaml.safe_load(table[name].removesuffix(" (per robot)"))
+        want = schema_default(schema_name, name, "iiwa14")
+        assert shown == want, f"docs/parameters.md {section}.{name}: {table[name]}"
+        assert type(shown) is type(want), name
 
 
 

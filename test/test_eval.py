@@ -144,10 +144,13 @@ def test_episode_keys_hash_spec_part_and_scenario():
 
 def test_node_defaults_are_the_controller_schema_defaults():
     params = import_or_skip("gato_ros.params", "the ROS packages (scripts/setup.sh)")
-    from gato.eval.episode import NODE_DEFAULTS
+    from gato.eval.episode import NODE_DEFAULTS, node_defaults
 
-    d = params.defaults(params.CONTROLLER, "iiwa14")
-    assert {k: d[k] for k in NODE_DEFAULTS} == NODE_DEFAULTS
+    for robot in params.ROBOTS:
+        d = params.defaults(params.CONTROLLER, robot)
+        assert {k: d[k] for k in NODE_DEFAULTS} == node_defaults(robot), robot
+    # a robot without shipped weights (a URDF path, the 9-DoF chain) gets the robot-independent ones
+    assert node_defaults("not-an-arm") == NODE_DEFAULTS
 
 
 def test_ray_is_imported_only_by_the_ray_executor():

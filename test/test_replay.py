@@ -17,6 +17,7 @@ import_or_skip("gato_msgs.msg", "build the workspace and source install/setup.ba
 
 import gato  # noqa: E402
 from gato.__main__ import main as gato_main  # noqa: E402
+from gato.planners.shipped_weights import shipped_weights  # noqa: E402
 from gato.replay import replay_bag, rerun_cases  # noqa: E402
 from replay_fixtures import record_lockstep_run  # noqa: E402
 
@@ -196,7 +197,8 @@ def test_worst_ticks_are_replayable_cases(nominal, tmp_path, capsys):
     assert z["x"].shape == (4, 14) and z["goals"].shape == (4, 6 * 32) and z["xu_warm"].shape[0] == 4
     assert str(z["urdf_sha256"]) == gato.controller_setup.urdf_sha256(gato.robot_urdf("iiwa14"))
     assert str(z["module_name"]) == gato.module_name("iiwa14", 32)
-    assert json.loads(str(z["solver_params_json"]))["q_cost"] == 2.0
+    # the recorded solver's weights: the controller's default for iiwa14 (its shipped weights)
+    assert json.loads(str(z["solver_params_json"]))["q_cost"] == shipped_weights("iiwa14")["q_cost"]
     np.testing.assert_array_equal(z["u_replayed"], z["u_recorded"])
     r = rerun_cases(path)
     assert r["n"] == 4 and r["match"].all() and r["urdf_matches"]

@@ -236,7 +236,9 @@ def test_limit_mechanism_refused_for_a_solver_without_it(monkeypatch):
 
 
 def test_q_cost_change_applies_at_the_next_tick_and_reaches_the_kkt_system():
-    lg = make(q_lim_cost=0.0, limits="off")    # only the EE cost in the position block
+    # only the EE cost in the position block (u_ref zero: no gravity coupling G' s G there)
+    lg = make(q_lim_cost=0.0, limits="off", u_ref="zero")
+    q0 = lg.cfg["q_cost"]                      # the shipped default (gato.planners.shipped_weights)
     ref = ref_at(lg, S)
     lg.on_reference(ref, S)
     lg.on_joint_state(js(S), S)
@@ -246,12 +248,12 @@ def test_q_cost_change_applies_at_the_next_tick_and_reaches_the_kkt_system():
     r6 = ref.solver_reference(S, 16, lg.cfg["dt"])
     q_before = s.debug_setup_kkt(xu, x[None], r6[None])["Q"][0, 1:-1, :7, :7]
     lg.request_changes({"q_cost": 7.5})
-    assert s.params.q_cost == 2.0 and json.loads(lg.status.params_json)["q_cost"] == 2.0   # not inside a tick
+    assert s.params.q_cost == q0 and json.loads(lg.status.params_json)["q_cost"] == q0     # not inside a tick
     lg.on_joint_state(js(2 * S), 2 * S)
     assert s.params.q_cost == 7.5 and json.loads(lg.status.params_json)["q_cost"] == 7.5
     q_after = s.debug_setup_kkt(xu, x[None], r6[None])["Q"][0, 1:-1, :7, :7]
     # Gauss-Newton position block of the running EE cost: q_cost * J^T J
-    np.testing.assert_allclose(q_after, q_before * (7.5 / 2.0), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(q_after, q_before * (7.5 / q0), rtol=1e-9, atol=1e-12)
 
 
 def test_solver_settings_linsys_budget_and_reseed_apply():

@@ -29,6 +29,7 @@ _HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; so
 rclpy = import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
 import_or_skip("gato_msgs.msg", _HINT)
 lr = import_or_skip("gato_ros.launch_runner", _HINT)
+from gato.planners.shipped_weights import shipped_weights  # noqa: E402
 from gato_ros import conversions as cv  # noqa: E402
 from gato_ros.types import JointStateSample  # noqa: E402
 
@@ -104,7 +105,9 @@ def test_lockstep_figure8_tracks_exits_cleanly_and_is_reproducible(tmp_path, ros
     bag, out = run_sim(tmp_path, ros_env, "run3s", 3.0)
     s = summarize_bag(bag, ROBOT)
     assert s["n_ticks"] >= 295, out[-3000:]                   # 300 ticks of 10 ms (a few may precede the recorder)
-    assert s["tracking_error_m"]["mean"] <= 0.03, s["tracking_error_m"]
+    # the shipped weights (gato.planners.shipped_weights): 2.2 mm measured on a loaded 2-core machine
+    # (the reference's weights: 14.5 mm, the gravity sag)
+    assert s["tracking_error_m"]["mean"] <= 0.005, s["tracking_error_m"]
     assert s["command_sources"].get("mpc", 0) >= 295 and set(s["command_sources"]) == {"mpc"}
     c = s["counters"]
     assert (c["holds"], c["fallbacks"], c["dropped_out_of_order"], c["rejected_nonfinite"], c["rejected_names"]) == \
@@ -151,7 +154,7 @@ def test_lockstep_figure8_in_the_pinocchio_world(tmp_path, ros_env):
     print(f"pinocchio world: {s['n_ticks']} ticks, tracking mean {s['tracking_error_m']['mean'] * 1e3:.1f} mm, "
           f"max {s['tracking_error_m']['max'] * 1e3:.1f} mm")
     assert s["n_ticks"] >= 295, out[-3000:]
-    assert s["tracking_error_m"]["mean"] <= 0.03, s["tracking_error_m"]
+    assert s["tracking_error_m"]["mean"] <= 0.005, s["tracking_error_m"]      # 2.2 mm measured (shipped weights)
     assert set(s["command_sources"]) == {"mpc"} and s["command_sources"]["mpc"] >= 295, s["command_sources"]
     c = s["counters"]
     assert (c["holds"], c["fallbacks"], c["rejected_nonfinite"]) == (0, 0, 0), c
@@ -278,7 +281,7 @@ def test_controller_node_parameters_and_safety_over_dds(tmp_path, ros_env):
         c1 = probe.exchange(1 * S, q0)
         assert c1.source == "mpc" and list(c1.joint_names) == NAMES and np.all(np.isfinite(c1.effort))
         st = probe.status_where(lambda s: s.ticks >= 1, "a status after the first tick")
-        assert json.loads(st.params_json)["q_cost"] == 2.0
+        assert json.loads(st.params_json)["q_cost"] == shipped_weights(ROBOT)["q_cost"]    # the shipped default
 
         # --- parameters through rclpy's parameter client
         assert probe.params.wait_for_services(timeout_sec=WAIT_S)

@@ -8,6 +8,20 @@ from .param_defaults import (COLLISION_MECHS, SOLVER as _SOLVER, LIMITS as _LIMI
                              joint_names as _joint_names, obstacle_check as _obstacles)
 from .param_spec import Param
 
+#: What the description of a parameter whose default is the arm's shipped value says.
+SHIPPED_NOTE = " (default per arm: its shipped weights, gato.planners.shipped_weights)"
+
+
+def _shipped(name: str):
+    """The default of solver field ``name`` as a callable ``robot -> value``: the arm's shipped value
+    (gato.planners.shipped_weights, the one table of them: u_ref gravity and the weights tuned with
+    it), the struct's default (SolverParams()) for a robot without one."""
+    from gato.planners.shipped_weights import SHIPPED_WEIGHTS
+
+    if not hasattr(_SOLVER, name):
+        raise ValueError(f"{name}: not a SolverParams field")
+    return lambda robot: SHIPPED_WEIGHTS.get(robot, {}).get(name, getattr(_SOLVER, name))
+
 #: The controller node's parameters, in the order of the generated files.
 CONTROLLER = (
     # structural (read-only)
@@ -40,12 +54,16 @@ CONTROLLER = (
           read_only=True, group="structure"),
     Param("warm_start", "string", "shift", "warm start of the next tick: the plan shifted one knot, or as solved",
           choices=("shift", "hold"), read_only=True, group="structure"),
-    # solver costs (tunable)
-    Param("q_cost", "double", _SOLVER.q_cost, "running end-effector position weight", range=(0.0, 1e4), group="cost"),
-    Param("qd_cost", "double", _SOLVER.qd_cost, "joint velocity weight", range=(0.0, 1e3), group="cost"),
-    Param("u_cost", "double", _SOLVER.u_cost, "joint torque weight", range=(0.0, 1.0), group="cost"),
-    Param("N_cost", "double", _SOLVER.N_cost, "terminal end-effector position weight", range=(0.0, 1e5),
+    # solver costs (tunable); q_cost, qd_cost, u_cost, N_cost, u_ref and max_sqp_iters default to the
+    # arm's shipped weights (tuned with u_ref gravity); SolverParams() keeps the reference's
+    Param("q_cost", "double", _shipped("q_cost"), "running end-effector position weight" + SHIPPED_NOTE,
+          range=(0.0, 1e4), group="cost"),
+    Param("qd_cost", "double", _shipped("qd_cost"), "joint velocity weight" + SHIPPED_NOTE, range=(0.0, 1e3),
           group="cost"),
+    Param("u_cost", "double", _shipped("u_cost"), "joint torque weight" + SHIPPED_NOTE, range=(0.0, 1.0),
+          group="cost"),
+    Param("N_cost", "double", _shipped("N_cost"), "terminal end-effector position weight" + SHIPPED_NOTE,
+          range=(0.0, 1e5), group="cost"),
     Param("q_lim_cost", "double", _SOLVER.q_lim_cost, "joint position limit barrier weight (0 = off)", range=(0.0, 1e3),
           group="cost"),
     Param("vel_lim_cost", "double", _SOLVER.vel_lim_cost, "joint velocity limit barrier weight (0 = off)",
@@ -53,17 +71,17 @@ CONTROLLER = (
           group="cost"),
     Param("ctrl_lim_cost", "double", _SOLVER.ctrl_lim_cost, "torque limit barrier weight (0 = off)", range=(0.0, 1e3),
           group="cost"),
-    Param("u_ref", "string", _SOLVER.u_ref, "reference of the torque cost: zero (penalise u, the reference's "
+    Param("u_ref", "string", _shipped("u_ref"), "reference of the torque cost: zero (penalise u, the reference's "
           "cost: holding the arm up costs, the plan sags under gravity) or gravity (penalise u - g(q) at every "
-          "knot: gravity compensation is free; docs/solver_method.md)", choices=("zero", "gravity"),
+          "knot: gravity compensation is free; docs/solver_method.md)" + SHIPPED_NOTE, choices=("zero", "gravity"),
           group="cost"),
     # solver settings (tunable)
     Param("mu", "double", _SOLVER.mu, "merit-function weight of the L1 defect norm", range=(0.0, 1e4),
           group="solver"),
     Param("rho", "double", _SOLVER.rho, "initial trust-region weight on the position block", "1/rad^2",
           range=(1e-9, 1e3), group="solver"),
-    Param("max_sqp_iters", "integer", _SOLVER.max_sqp_iters, "SQP iterations per tick (1 = real-time iteration)",
-          "iterations",
+    Param("max_sqp_iters", "integer", _shipped("max_sqp_iters"), "SQP iterations per tick (1 = real-time "
+          "iteration)" + SHIPPED_NOTE, "iterations",
           range=(1, 100), group="solver"),
     Param("max_pcg_iters", "integer", _SOLVER.max_pcg_iters, "PCG iteration cap per SQP iteration", "iterations",
           range=(1, 10000), group="solver"),

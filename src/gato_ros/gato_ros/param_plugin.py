@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .param_controller import CONTROLLER
-from .param_defaults import (DEFAULT_LINSYS as _DEFAULT_LINSYS, ee_frame as _ee_frame,
+from .param_controller import CONTROLLER, SHIPPED_NOTE
+from .param_defaults import (DEFAULT_LINSYS as _DEFAULT_LINSYS, SOLVER as _SOLVER, ee_frame as _ee_frame,
                              joint_names as _joint_names, registry_entry as _registry)
 from .param_spec import Param
 
@@ -72,9 +72,11 @@ PLUGIN = (
           "wrist's inertia, a control lag makes a large one unstable)", "N*m*s/rad", group="safety"),
     Param("limit_margin", "double", 0.05, "within this distance of a URDF position limit, no torque beyond the "
           "gravity-holding one pushes the joint further", "rad", range=(0.0, 1.0), group="safety"),
-    # embedded mode: the solver tunables, the controller node's parameters (same names, ranges,
-    # defaults), applied between two solves; linsys without the node's "auto" policy
-    *(dataclasses.replace(p, description="embedded mode: " + p.description) for p in CONTROLLER
+    # embedded mode: the solver tunables, the controller node's parameters (same names and ranges),
+    # applied between two solves; linsys without the node's "auto" policy. Defaults: the struct's
+    # (the plugin's solver has no u_ref, so the arms' shipped weights, tuned with it, are not its own)
+    *(dataclasses.replace(p, description="embedded mode: " + p.description.replace(SHIPPED_NOTE, ""),
+                          default=getattr(_SOLVER, p.name)) for p in CONTROLLER
       if p.name in ("q_cost", "qd_cost", "u_cost", "N_cost", "q_lim_cost", "mu", "rho", "max_sqp_iters",
                     "max_pcg_iters", "pcg_tol")),
     Param("linsys", "string", _DEFAULT_LINSYS, "embedded mode: Schur-system path: pcg | bdsv (exact "

@@ -14,12 +14,13 @@ import traceback
 
 import numpy as np
 
-__all__ = ["NODE_DEFAULTS", "generate_scenarios", "make_disturbance", "bsqp_config", "make_planner",
+__all__ = ["NODE_DEFAULTS", "node_defaults", "generate_scenarios", "make_disturbance", "bsqp_config", "make_planner",
            "run_episode", "episode_metrics", "identity"]
 
-#: The controller node's defaults of the controller-schema parameters a bsqp configuration
-#: takes (gato_ros.params.CONTROLLER; test/test_eval.py checks they agree). A bsqp episode
-#: builds exactly what the controller node would build from the same parameter file.
+#: The controller node's robot-independent defaults of the controller-schema parameters a bsqp
+#: configuration takes (gato_ros.params.CONTROLLER for a robot without shipped weights; the arms'
+#: own: :func:`node_defaults`; test/test_eval.py checks they agree). A bsqp episode builds exactly
+#: what the controller node would build from the same parameter file.
 NODE_DEFAULTS = dict(N=32, dt=0.03125, batch_size=1, warm_start="shift", linsys="bdsv", limits="admm",
                      reseed_threshold=0.0, q_cost=2.0, qd_cost=0.01, u_cost=2e-6, N_cost=50.0, q_lim_cost=0.01,
                      vel_lim_cost=0.0, ctrl_lim_cost=0.0, mu=10.0, rho=0.01, max_sqp_iters=1, max_pcg_iters=200,
@@ -88,10 +89,18 @@ def make_disturbance(d: dict):
     raise ValueError(f"kind: unknown disturbance {kind!r}")
 
 
+def node_defaults(robot: str) -> dict:
+    """The controller node's defaults for ``robot`` of the parameters in :data:`NODE_DEFAULTS`:
+    those, with the arm's shipped weights over them (gato.planners.shipped_weights) when it has some."""
+    from ..planners.shipped_weights import SHIPPED_WEIGHTS
+
+    return dict(NODE_DEFAULTS, **SHIPPED_WEIGHTS.get(robot, {}))
+
+
 def bsqp_config(robot: str, params: dict) -> dict:
     """The controller configuration (gato.controller_setup.build_controller's keys) of a bsqp
-    entry: ``params`` over :data:`NODE_DEFAULTS`, with the robot."""
-    return dict(NODE_DEFAULTS, **params, robot=robot)
+    entry: ``params`` over :func:`node_defaults` of the robot, with the robot."""
+    return dict(node_defaults(robot), **params, robot=robot)
 
 
 def make_planner(robot: str, entry: dict):

@@ -232,9 +232,9 @@ def run_tune(spec, out, *, ray=None, log=None) -> dict:
     metrics = [m for m in dict.fromkeys(list(t["objective"]) + ["mean_tracking_error"])]
     table = _markdown(spec, by_label, metrics)
     (out / "holdout.md").write_text(table + "\n")
-    from .episode import NODE_DEFAULTS
+    from .episode import node_defaults
 
-    final = {k: v for k, v in {**NODE_DEFAULTS, **tuned["params"]}.items()}
+    final = {**node_defaults(spec.robots[0]), **tuned["params"]}
     ypath = out / "best_params.yaml"
     ypath.write_text(params_yaml(spec.robots[0], final))
     return dict(best=best["config"], best_train=best["objective"], trials=trials, holdout_rows=res["rows"],
