@@ -109,7 +109,7 @@ def test_bad_config_via_add_and_planner():
     with pytest.raises(ValueError, match="t0"):
         SimMPC(base.add(ControlTask(1.0)), MjSim(model, 1), np.zeros((60, 1))).plan(mujoco.MjData(model), -1)
     with pytest.raises(ValueError, match="residual"):
-        SensorTask(np.zeros((1, 1)), {"x": 1.0}, residual="heading")
+        SensorTask(np.zeros((1, 1)), {"x": 1.0}, residual="bearing")
 
 
 # ------------------------------------------------------------------ MPPI math vs NumPy

@@ -59,12 +59,14 @@ def _terms(m, rng):
             SensorTask(np.zeros((5, 1)), {"hv": 2.0}, residual="angle", hinge=0.1),
             SensorTask(np.tile([1, 0, 0, 0.0], (5, 1)), {"bq": 2.0}, residual="quaternion"),
             SensorTask(np.tile([1, 0, 0, 0.0], (5, 1)), {"bq": 2.0}, residual="yaw"),
+            SensorTask(np.full((5, 1), 2 * np.pi + 0.3), {"bq": 2.0}, residual="yaw_unwrapped"),
+            SensorTask(np.tile([0.8, 0, 0, 0.6], (5, 1)), {"bq": 2.0}, residual="heading"),
             SensorTask(np.zeros((5, 3)), {"hp": 1.0}, relative="ap"),
             AlignTask("ap", "hp", np.tile([0.2, 0.5, 0.1], (5, 1)), 2.0),
             GraspTask("hand", "ball", np.tile([0.05, 0.0, 0.1], (5, 1)), np.ones(5), 0.01)]
 
 
-@pytest.mark.parametrize("index", range(11))
+@pytest.mark.parametrize("index", range(13))
 def test_residual_jacobians_match_finite_differences(index):
     """Analytic (or input-FD chained with mjd_transitionFD) Jacobians vs central differences of the
     residual through mj_forward, in MuJoCo's tangent layout [dqpos, dqvel, dact, dctrl], 2 worlds."""

@@ -8,8 +8,8 @@ residuals (W, T, m); input Jacobians are {"qpos": (W, T, m, nv) (tangent), "qvel
 
 Which derivatives are analytic: StateTask (qpos tangent incl. free / ball rotations through the
 inverse right Jacobian of SO(3), qvel), ControlTask, SensorTask "linear" / "angle" (with hinge and
-relative). Finite differences over the sensordata read: SensorTask "quaternion" / "yaw", AlignTask,
-GraspTask (return None).
+relative). Finite differences over the sensordata read: SensorTask "quaternion" / "yaw" /
+"yaw_unwrapped" / "heading", AlignTask, GraspTask (return None).
 """
 from __future__ import annotations
 
@@ -116,7 +116,38 @@ def _sensor_items(self, b):
         val = b.sensordata[..., sl]
         if self._rel is not None:
             val = val - b.sensordata[..., self._rel]
-        yield sl, w, val, np.broadcast_to(ref[..., rc], val.shape)
+        r_ref = ref[..., rc]
+        yield sl, w, val, np.broadcast_to(r_ref, val.shape[:-1] + r_ref.shape[-1:])
+
+
+def yaw_residual(kind: str, val: np.ndarray, r_ref: np.ndarray) -> np.ndarray:
+    """(W, T, 1 or 2) residual of wxyz quaternion sensor values ``val`` (W, T, 4) against their
+    references, for the residuals of a heading:
+
+    - "yaw": the yaw difference wrapped to [-pi, pi) (references: wxyz quaternions);
+    - "yaw_unwrapped": references (W, T, 1) yaw angles in rad, unwrapped (they may pass +-pi, e.g.
+      0 .. 4 pi for two turns); the rows' yaw is unwrapped along the rows (np.unwrap over T), its
+      first row taken on the 2 pi branch nearest that row's reference, then compared unwrapped, so
+      a turn the wrong way round or a missing full turn costs its angle (the rows must turn less
+      than pi from one row to the next);
+    - "heading": (cos, sin) of the yaw minus the reference's (references: wxyz quaternions): a chord,
+      |r| = 2 |sin(dyaw / 2)|, smooth where the wrapped "yaw" residual jumps (at dyaw = +-pi).
+    """
+    psi = _yaw(val)
+    if kind == "yaw":
+        return _wrap(psi - _yaw(r_ref))[..., None]
+    if kind == "heading":
+        ref = _yaw(r_ref)
+        return np.stack([np.cos(psi) - np.cos(ref), np.sin(psi) - np.sin(ref)], axis=-1)
+    ref = r_ref[..., 0]
+    psi = np.unwrap(psi, axis=-1)
+    psi = psi + (ref[..., :1] + _wrap(psi[..., :1] - ref[..., :1]) - psi[..., :1])
+    return (psi - ref)[..., None]
+
+
+#: wxyz quaternion residuals: residual dims per sensor, and the reference columns they read.
+QUAT_RESIDUAL_DIM = {"quaternion": 3, "yaw": 1, "yaw_unwrapped": 1, "heading": 2}
+REF_DIM = {"yaw_unwrapped": 1}
 
 
 def sensor_residual(self, b) -> np.ndarray:
@@ -131,7 +162,7 @@ def sensor_residual(self, b) -> np.ndarray:
             r = quat_error(val, r_ref)
             w = w[:3]
         else:
-            r = _wrap(_yaw(val) - _yaw(r_ref))[..., None]
+            r = yaw_residual(self.residual, val, r_ref)
             w = w[:1]
         e = r * (w if self.norm else np.sqrt(w))
         out.append(_shrink(e, self.hinge or 0.0)[0])
@@ -139,7 +170,7 @@ def sensor_residual(self, b) -> np.ndarray:
 
 
 def sensor_residual_dim(self) -> int:
-    return sum({"quaternion": 3, "yaw": 1}.get(self.residual, sl.stop - sl.start) for _, sl, _ in self._items)
+    return sum(QUAT_RESIDUAL_DIM.get(self.residual, sl.stop - sl.start) for _, sl, _ in self._items)
 
 
 def sensor_input_jacobian(self, b):

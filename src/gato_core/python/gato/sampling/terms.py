@@ -24,7 +24,7 @@ from typing import Dict, Optional, Sequence, Union
 import numpy as np
 
 from . import term_residuals as _R
-from .batch import RolloutBatch, _rows, _wrap, _yaw, qpos_error, quat_error, quat_to_mat
+from .batch import RolloutBatch, _rows, _wrap, qpos_error, quat_error, quat_to_mat
 from .residuals import SimResidualTask, SimTask
 from .state_contacts import ContactTerms
 from .task import ContextModel
@@ -198,7 +198,7 @@ class StateTask(ResidualTerm):
         return pos + self.vel_weight * vel
 
 
-_RESIDUALS = ("linear", "angle", "quaternion", "yaw")
+_RESIDUALS = ("linear", "angle", "quaternion", "yaw", "yaw_unwrapped", "heading")
 
 
 class SensorTask(ResidualTerm):
@@ -208,8 +208,11 @@ class SensorTask(ResidualTerm):
     zero entries' sensors are skipped). ``sensor_ref``: (T, nsensordata) in the model's sensor
     layout, or (T, D) with D the weighted sensors' dims concatenated in the weight dict's order.
     norm: |w_s * r_s| unsquared instead. residual: "linear", "angle" (wrapped to [-pi, pi]),
-    "quaternion" (wxyz sensors: rotation vector of ref^-1 q) or "yaw" (wxyz sensors and
-    references: wrapped yaw difference). hinge: each sensor's error counts only beyond it.
+    "quaternion" (wxyz sensors: rotation vector of ref^-1 q), "yaw" (wxyz sensors and
+    references: wrapped yaw difference), "yaw_unwrapped" (wxyz sensors, references one yaw angle
+    per sensor in rad, unwrapped: the rows' yaw unwrapped along the horizon and compared without
+    wrapping) or "heading" (wxyz sensors and references: (cos, sin) of the yaw minus the
+    reference's); term_residuals.yaw_residual. hinge: each sensor's error counts only beyond it.
     relative: a sensor subtracted from each weighted one first (e.g. an object's position).
     """
 
@@ -246,18 +249,19 @@ class SensorTask(ResidualTerm):
                     items.append((s, slice(adr, adr + d), wv[adr:adr + d]))
         if not items:
             raise ValueError("weight: no sensor has a positive weight")
-        compact = sum(sl.stop - sl.start for _, sl, _ in items)
+        dims = [_R.REF_DIM.get(self.residual, sl.stop - sl.start) for _, sl, _ in items]  # ref columns
+        compact = sum(dims)
         width = self.sensor_ref.shape[-1] if self.sensor_ref.ndim else -1
         if width == model.nsensordata:
-            self._ref_cols = [sl for _, sl, _ in items]
+            self._ref_cols = [slice(sl.start, sl.start + d) for (_, sl, _), d in zip(items, dims)]
         elif width == compact:
-            offs = np.cumsum([0] + [sl.stop - sl.start for _, sl, _ in items])
+            offs = np.cumsum([0] + dims)
             self._ref_cols = [slice(int(a), int(b)) for a, b in zip(offs[:-1], offs[1:])]
         else:
             raise ValueError(f"sensor_ref: expected (T, {model.nsensordata}) (the model's sensordata) or "
                              f"(T, {compact}) (the weighted sensors), got {self.sensor_ref.shape}")
         self._ref = _ref(self.sensor_ref, "sensor_ref", width)
-        need = {"quaternion": 4, "yaw": 4}.get(self.residual)
+        need = 4 if self.residual in _R.QUAT_RESIDUAL_DIM else None
         for s, sl, _ in items:
             if need and sl.stop - sl.start != need:
                 raise ValueError(f"residual: {self.residual!r} needs 4-D quaternion sensors; {s!r} has "
@@ -283,7 +287,7 @@ class SensorTask(ResidualTerm):
                 r = quat_error(val, np.broadcast_to(r_ref, val.shape))
                 w = w[:3] if w.shape[0] == 4 else w
             else:
-                r = _wrap(_yaw(val) - _yaw(np.broadcast_to(r_ref, val.shape)))[..., None]
+                r = _R.yaw_residual(self.residual, val, np.broadcast_to(r_ref, val.shape[:-1] + r_ref.shape[-1:]))
                 w = w[:1]
             e = np.linalg.norm(r * (w if self.norm else np.sqrt(w)), axis=-1)
             if self.hinge is not None:
