@@ -20,9 +20,10 @@ Provenance (docs/benchmarks.md, "Shipped BSQP weights"): chosen with sweeps on
 ``python bench/fig8_heldout.py --robot R --seeds 200 201 --n 3 --params '<these>'``
 (MPC_GATO, dt 0.01 s, N 32, limits admm; mean of 6 scenarios, reference weights in brackets):
 iiwa14 2.84 mm (24.3), indy7 3.98 (43.0), fr3 4.23 (51.3), gen3 1.53 (20.6), ur5e 3.24 (48.1);
-and through the ROS bringup (the ``scripts/sim.sh --robot R`` launch with these weights in the
-parameter file: MuJoCo, lockstep, 10 s figure-8), mean EE error: iiwa14 2.07 mm, indy7 0.69,
-fr3 1.94, gen3 1.23, ur5e 1.03 (reference weights: 16.1, 11.3, 20.4, 15.2, 11.9).
+and through the ROS bringup (``scripts/sim.sh --robot R``: MuJoCo, lockstep, 10 s figure-8), mean
+EE error: iiwa14 2.07 mm, indy7 0.69, fr3 1.94, gen3 1.23, ur5e 1.03 (reference weights: 16.1, 11.3,
+20.4, 15.2, 11.9). The controller schema's defaults for these arms are this table
+(gato_ros.param_controller; test/test_shipped_config.py), so the generated parameter files carry it.
 One set fits all five arms; the table is per robot so that an arm can be retuned alone.
 
 Units: q_cost / N_cost [1/m^2] (running / terminal EE position), qd_cost [s^2/rad^2],
