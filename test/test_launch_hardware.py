@@ -39,6 +39,7 @@ launch_pytest = import_or_skip("launch_pytest", "needs the ROS 2 overlay (script
 rclpy = import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
 import_or_skip("gato_msgs.msg", _HINT)
 
+from gato.planners.shipped_weights import shipped_weights  # noqa: E402
 from launch_graph import MARKER_KEY, Graph, assert_clean, bringup_file, marked_launch  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -243,7 +244,9 @@ def test_hardware_launch_mock_node_mode(hw_mock):
         assert "Type: integer" in n and "Read only: true" in n and "Max value: 512" in n, out.stdout
 
         out = ros2_param("get", "/gato_controller", "q_cost")
-        assert out.returncode == 0 and "2.0" in out.stdout, (out.stdout, out.stderr)
+        # the parameter file's value: iiwa14's shipped weight (gato.planners.shipped_weights)
+        assert out.returncode == 0 and f"Double value is: {shipped_weights(ROBOT)['q_cost']}\n" == out.stdout, \
+            (out.stdout, out.stderr)
         out = ros2_param("set", "/gato_controller", "q_cost", "3.5")
         assert out.returncode == 0 and "successful" in out.stdout.lower(), (out.stdout, out.stderr)
         out = ros2_param("get", "/gato_controller", "q_cost")
