@@ -117,8 +117,9 @@ def test_an_old_bag_without_the_wrench_field_still_replays_exactly(tmp_path):
 @pytest.mark.parametrize("sqp_iters", [1, pytest.param(2, marks=pytest.mark.xfail(
     strict=True, reason="known gap (issue 29 / replay): with B = 3 hypotheses and 2 SQP iterations per tick (the "
     "shipped default since issue 30) a window started mid-run differs from the full replay by ~6 N*m from its "
-    "first tick, even at a key tick: something the batch carries between ticks is not in the recorded solver "
-    "state; full replays still match bit for bit"))])
+    "first tick, even at a key tick: the hypothesis selection carries state the bag does not record (the "
+    "controller's previous x / u that ForceHypothesisBatch.select scores with, and the batch's own state): a window "
+    "starts with none and picks the row by merit; full replays still match bit for bit"))])
 def test_a_window_of_a_thinned_estimator_bag_replays_the_same_ticks(tmp_path, sqp_iters):
     """The recorder keeps the solver state on key ticks only (solver_state_period); a window
     that starts between them re-solves the ticks before it silently, under their recorded
