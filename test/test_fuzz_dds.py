@@ -17,6 +17,7 @@ estimator node (test_estimator_node_counts_fuzzed_joint_states_and_commands_over
 test/test_ros_plugin.py (inside its controller_manager).
 No wall-clock time is asserted; timeouts are generous (2 shared cores).
 """
+import contextlib
 import json
 import os
 import signal
@@ -53,6 +54,28 @@ def _limits():
     return dict(zip(list(m.names)[1:], np.asarray(m.effortLimit, dtype=np.float64)))
 
 
+@contextlib.contextmanager
+def _launched(tmp_path, ros_env, launch_text):
+    """Run ``launch_text`` (a launch file's XML) through the launch runner with a :class:`Probe`
+    on the same domain; yields (probe, the runner's process). On leaving: the probe closed, the
+    launch stopped with SIGINT and asserted to exit 0 (unless the body raised)."""
+    launch = tmp_path / "node.launch.xml"
+    launch.write_text(launch_text)
+    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
+    proc = start_runner([str(launch)], ros_env, marker, report)
+    probe = None
+    try:
+        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+        yield probe, proc
+    finally:
+        if probe is not None:
+            probe.close()
+        proc.send_signal(signal.SIGINT)
+        finish(proc, 60)
+        kill_tagged("GATO_TEST_MARKER", marker)
+    assert proc.returncode == 0
+
+
 @pytest.mark.slow
 def test_controller_node_survives_300_malformed_messages_and_counts_them(tmp_path, ros_env):
     share()
@@ -62,15 +85,9 @@ def test_controller_node_survives_300_malformed_messages_and_counts_them(tmp_pat
 
     from gato_ros.node_util import qos
 
-    launch = tmp_path / "controller.launch.xml"
-    launch.write_text(_CONTROLLER_LAUNCH)
-    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
-    proc = start_runner([str(launch)], ros_env, marker, report)
-    probe = None
     q0 = np.asarray(Q_READY[ROBOT], dtype=np.float64)
     limits = _limits()
-    try:
-        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+    with _launched(tmp_path, ros_env, _CONTROLLER_LAUNCH) as (probe, proc):
         t0 = probe.node.get_clock().now().nanoseconds      # stamps on the node's clock (no sim time here)
         pub_ref = probe.node.create_publisher(EEReference, "/ee_reference", qos())
         pub_w = probe.node.create_publisher(WrenchStamped, "/gato_estimator/wrench", qos(1))
@@ -110,13 +127,6 @@ def test_controller_node_survives_300_malformed_messages_and_counts_them(tmp_pat
             c = probe.exchange(stamp + j * 10**7, q0)
         assert c.source == "mpc", c.source
         assert proc.poll() is None, "the controller's launch exited during the fuzz"
-    finally:
-        if probe is not None:
-            probe.close()
-        proc.send_signal(signal.SIGINT)
-        finish(proc, 60)
-        kill_tagged("GATO_TEST_MARKER", marker)
-    assert proc.returncode == 0
 
 
 class _Fuzzer:
@@ -297,11 +307,6 @@ def test_standard_targets_and_parameter_values_fuzzed_over_dds(tmp_path, ros_env
     from gato_ros import params as schema
     from gato_ros.node_util import qos
 
-    launch = tmp_path / "controller.launch.xml"
-    launch.write_text(_TARGETS_LAUNCH)
-    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
-    proc = start_runner([str(launch)], ros_env, marker, report)
-    probe = None
     q0 = np.asarray(Q_READY[ROBOT], dtype=np.float64)
     limits = _limits()
     diag = {}
@@ -311,8 +316,7 @@ def test_standard_targets_and_parameter_values_fuzzed_over_dds(tmp_path, ros_env
             if st.name.startswith("gato_controller"):
                 diag.update({kv.key: kv.value for kv in st.values})
 
-    try:
-        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+    with _launched(tmp_path, ros_env, _TARGETS_LAUNCH) as (probe, proc):
         probe.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, qos(10))
         pubs = {k: probe.node.create_publisher(t, TARGET_TOPICS[k][0], qos())
                 for k, t in (("PoseStamped", PoseStamped), ("TwistStamped", TwistStamped),
@@ -392,13 +396,6 @@ def test_standard_targets_and_parameter_values_fuzzed_over_dds(tmp_path, ros_env
         assert n_refused >= 60, n_refused
         print(f"parameters: {n_refused} of 120 junk values refused with a reason; last command from {c.source!r}")
         assert proc.poll() is None, "the controller's launch exited during the fuzz"
-    finally:
-        if probe is not None:
-            probe.close()
-        proc.send_signal(signal.SIGINT)
-        finish(proc, 60)
-        kill_tagged("GATO_TEST_MARKER", marker)
-    assert proc.returncode == 0
 
 
 _ESTIMATOR_LAUNCH = """\
@@ -427,15 +424,9 @@ def test_estimator_node_counts_fuzzed_joint_states_and_commands_over_dds(tmp_pat
     from gato_ros.node_util import qos
     from gato_ros.types import JointStateSample
 
-    launch = tmp_path / "estimator.launch.xml"
-    launch.write_text(_ESTIMATOR_LAUNCH)
-    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
-    proc = start_runner([str(launch)], ros_env, marker, report)
-    probe = None
     q0 = np.asarray(Q_READY[ROBOT], dtype=np.float64)
     stats, wrenches = [], []
-    try:
-        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+    with _launched(tmp_path, ros_env, _ESTIMATOR_LAUNCH) as (probe, proc):
         probe.node.create_subscription(String, "/gato_estimator/stats", lambda m: stats.append(json.loads(m.data)),
                                        qos(100))
         probe.node.create_subscription(WrenchStamped, "/gato_estimator/wrench", wrenches.append, qos(100))
@@ -482,10 +473,3 @@ def test_estimator_node_counts_fuzzed_joint_states_and_commands_over_dds(tmp_pat
               f"stamps), {len(wrenches)} estimates, all finite")
         assert len(wrenches) >= 20, len(wrenches)
         assert proc.poll() is None, "the estimator's launch exited during the fuzz"
-    finally:
-        if probe is not None:
-            probe.close()
-        proc.send_signal(signal.SIGINT)
-        finish(proc, 60)
-        kill_tagged("GATO_TEST_MARKER", marker)
-    assert proc.returncode == 0

@@ -910,19 +910,11 @@ def test_embedded_mode_solves_in_the_plugin_and_follows_the_reference(graph, cli
     client.wait_state(EMBEDDED, "unconfigured")
 
 
-def test_embedded_mode_counts_malformed_references_and_keeps_commands_safe(graph, client):
-    """mode: embedded, 150 malformed gato_msgs/EEReference messages (test/fuzz_messages.py:
-    NaN / Inf or far positions, inconsistent n_knots, bad knot_dt, stamps from the future) on the
-    plugin's reference topic over DDS, one every 20 ms: every one is counted in the status's
-    rejected_references, the commands stay finite and within the effort limits, and a valid
-    reference afterwards is taken (issue 38: the plugin's embedded intake over DDS)."""
-    from fuzz_messages import Context, malformed
+def _activate_embedded(client):
+    """Load (if needed), configure (if needed) and activate the embedded-mode instance; returns
+    (its ~/status messages as they arrive, a publisher on its EEReference topic)."""
     from gato_msgs.msg import ControllerStatus, EEReference
 
-    _, plugin, q0, _ = graph
-    names = plugin["joints"]
-    if client.state(PLUGIN) == "active":
-        client.switch(deactivate=[PLUGIN])
     status = []
     client.node.create_subscription(ControllerStatus, f"/{EMBEDDED}/status", status.append, 10)
     ref_pub = client.node.create_publisher(EEReference, "/gato_plugin_test/ee_reference", 10)
@@ -932,6 +924,23 @@ def test_embedded_mode_counts_malformed_references_and_keeps_commands_safe(graph
         assert client.call("configure_controller", name=EMBEDDED).ok
     client.switch(activate=[EMBEDDED])
     client.wait_state(EMBEDDED, "active")
+    return status, ref_pub
+
+
+def test_embedded_mode_counts_malformed_references_and_keeps_commands_safe(graph, client):
+    """mode: embedded, 150 malformed gato_msgs/EEReference messages (test/fuzz_messages.py:
+    NaN / Inf or far positions, inconsistent n_knots, bad knot_dt, stamps from the future) on the
+    plugin's reference topic over DDS, one every 20 ms: every one is counted in the status's
+    rejected_references, the commands stay finite and within the effort limits, and a valid
+    reference afterwards is taken (issue 38: the plugin's embedded intake over DDS)."""
+    from fuzz_messages import Context, malformed
+    from gato_msgs.msg import EEReference
+
+    _, plugin, q0, _ = graph
+    names = plugin["joints"]
+    if client.state(PLUGIN) == "active":
+        client.switch(deactivate=[PLUGIN])
+    status, ref_pub = _activate_embedded(client)
     client.spin(1.0)
     assert status and status[-1].state == "follow", status[-1] if status else "no status"
     before = status[-1].rejected_references
@@ -981,7 +990,7 @@ def test_update_never_allocates_locks_or_throws_in_either_mode(graph, client):
     command limiter (controller_manager enforce_command_limits, on by default) runs inside
     every CommandInterface::set_value and takes blocking locks (shared reads of the joint's
     state interfaces, the limiter's mutex), and allocates a log text when it clamps (A7 here)."""
-    from gato_msgs.msg import ControllerStatus, EEReference
+    from gato_msgs.msg import EEReference
 
     _, plugin, q0, d = graph
     out = d / "alloc_probe.txt"
@@ -1018,15 +1027,7 @@ def test_update_never_allocates_locks_or_throws_in_either_mode(graph, client):
     client.wait_state(PLUGIN, "inactive")
 
     # embedded: BSQP in the plugin's solver thread, plans every 20 ms, a reference
-    status = []
-    client.node.create_subscription(ControllerStatus, f"/{EMBEDDED}/status", status.append, 10)
-    ref_pub = client.node.create_publisher(EEReference, "/gato_plugin_test/ee_reference", 10)
-    if client.state(EMBEDDED) is None:
-        assert client.call("load_controller", name=EMBEDDED).ok
-    if client.state(EMBEDDED) == "unconfigured":
-        assert client.call("configure_controller", name=EMBEDDED).ok
-    client.switch(activate=[EMBEDDED])
-    client.wait_state(EMBEDDED, "active")
+    status, ref_pub = _activate_embedded(client)
     c2 = _probe_counts(out)
     m = EEReference()
     m.n_knots, m.knot_dt = 1, 10.0

@@ -94,6 +94,7 @@ class SimWorldLogic:
         self.ignored_commands = 0
         self.saturated_periods = 0      # control periods whose command saturated at the effort limits
         self.effort_limit = np.asarray(model.effortLimit, dtype=np.float64).copy()  # URDF order [N*m]
+        self._u_lim = np.where(self.effort_limit > 0, self.effort_limit, np.inf)     # advance()'s saturation
         self.timeout_action = cfg["command_timeout_action"]
         self.hold = JointHold(model, cfg["hold_frequency_hz"], self.effort_limit)
         self.hold.target = q0.copy()
@@ -167,8 +168,7 @@ class SimWorldLogic:
         :class:`gato.sim.loop.Simulation` with ``effort_limit``; a joint without a limit, 0 in
         the URDF, is not clamped), counted in ``saturated_periods``."""
         u = np.asarray(u_urdf, dtype=np.float64)
-        lim = np.where(self.effort_limit > 0, self.effort_limit, np.inf)
-        self.u = np.clip(u, -lim, lim)
+        self.u = np.clip(u, -self._u_lim, self._u_lim)
         if np.any(self.u != u):
             self.saturated_periods += 1
         self._advance(HoldTorque(self.u))
