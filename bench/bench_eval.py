@@ -8,9 +8,9 @@ the local pool's steady rate. The Ray-vs-pool comparison is printed both ways: w
 ray.init (Ray already running, as on a cluster) and with it (a fresh start-up on each side,
 the like-for-like comparison on one machine, issue 32).
 
-    python bench/bench_eval.py --episodes 6 --duration 10.0 --repeats 3 [--out docs/benchmarks.md]
+    python bench/bench_eval.py --episodes 6 --duration 10.0 --repeats 3 [--out result.md]
 
-Prints a markdown table (--out appends it as a section of docs/benchmarks.md, --json PATH
+Prints a markdown table (--out writes it to a file of its own, never into docs/, --json PATH
 writes the numbers) with the machine's 1-minute load average beside every figure (the
 median of the load read after each run of that configuration) and before / after the whole
 benchmark: on a shared machine the rate depends on what else runs.
@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from run_info import stamp
-from benchmarks_doc import append_section
+from benchmarks_doc import write_result
 
 
 def _spec(n, duration):
@@ -66,8 +66,7 @@ def main():
     ap.add_argument("--duration", type=float, default=12.0, help="simulated seconds per episode")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--out", default=None, help="append the table as a markdown section to this file "
-                                                "(docs/benchmarks.md)")
+    ap.add_argument("--out", default=None, help="write the table as a Markdown section to this file (not in docs/)")
     args = ap.parse_args()
     spec = _spec(args.episodes, args.duration)
     spec.episodes()  # scenario generation once, outside the timings' first run
@@ -119,7 +118,7 @@ def main():
                 f"--repeats {args.repeats}` (the 4 configurations interleaved in each round; rate = episodes / "
                 "wall time of the run_eval call, local worker start-up inside, ray.init outside). On a loaded "
                 "machine the load column says how far the figures are from an idle machine's.\n\n")
-        append_section(args.out, head + "\n".join(lines) + "\n")
+        write_result(args.out, head + "\n".join(lines) + "\n")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(args=vars(args), load_before=load0, load_after=load1, results=res), f, indent=1)

@@ -7,7 +7,7 @@ the row's KKT assembly at the plan + the Riccati recursion) and ``feedback_gains
 (the NumPy twin on debug_setup_kkt's blocks). Reports the median and the 10-90 % range of
 each, in microseconds, wall clock through the Python API (float64, one thread).
 
-    source scripts/activate.sh && python bench/bench_feedback_gains.py [--calls 200] [--out docs/benchmarks.md]
+    source scripts/activate.sh && python bench/bench_feedback_gains.py [--calls 200] [--out result.md]
 """
 import argparse
 import sys
@@ -20,7 +20,7 @@ import gato
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from benchmarks_doc import append_section  # noqa: E402
+from benchmarks_doc import write_result  # noqa: E402
 from run_info import cpu_model, host, stamp  # noqa: E402
 
 HOME = {"iiwa14": np.array([0.1, 0.5, -0.2, -1.2, 0.3, 0.6, -0.4]),
@@ -50,7 +50,7 @@ def measure(robot, N, calls):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=200)
-    ap.add_argument("--out", default=None, help="append the table as a section of this Markdown file")
+    ap.add_argument("--out", default=None, help="write the table as a Markdown section to this file (not in docs/)")
     a = ap.parse_args(argv)
     rows = []
     for robot in HOME:
@@ -72,7 +72,7 @@ def main(argv=None):
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
-        append_section(a.out, text)
+        write_result(a.out, text)
     return 0
 
 

@@ -11,7 +11,7 @@ box excess (fraction of the range), and the task time against the unconstrained 
     source scripts/activate.sh
     nice python bench/bench_limit_sweep.py --n 30 --seed 2201 \\
         --configs admm:euler,off:euler,admm:semi_implicit,admm:rk4 [--workers 1] [--ray auto] \\
-        [--json out.json] [--hist docs/limits_sweep_hist.png] [--out docs/benchmarks.md]
+        [--json out.json] [--hist docs/limits_sweep_hist.png] [--out result.md]
     gato eval bench/specs/limits_step_sweep_iiwa14.yaml     # the same episodes, gato eval's tables
 
 The sweep is the gato eval spec bench/specs/limits_step_sweep_iiwa14.yaml (task kind ``step``
@@ -35,7 +35,7 @@ import numpy as np
 import yaml
 
 from run_info import stamp
-from benchmarks_doc import append_section
+from benchmarks_doc import write_result
 
 PLANT = "iiwa14"
 SPEC = Path(__file__).resolve().parent / "specs" / "limits_step_sweep_iiwa14.yaml"
@@ -137,7 +137,7 @@ def main(argv=None):
     p.add_argument("--eval-out", default="eval_out", help="gato eval output root (<root>/<spec name>_n<N>_s<seed>)")
     p.add_argument("--json", default=None, help="write the per-scenario results here")
     p.add_argument("--hist", default=None, help="write the histogram PNG here")
-    p.add_argument("--out", default=None, help="append a markdown section to this file")
+    p.add_argument("--out", default=None, help="write a Markdown section to this file (not in docs/)")
     p.add_argument("--load", default=None,
                    help="comma-separated --json files of earlier runs: table / histogram from them, nothing is run")
     args = p.parse_args(argv)
@@ -162,7 +162,7 @@ def main(argv=None):
                 "N = 32, dt = 0.01 s, MuJoCoWorld 1 ms, torque clamped to the URDF effort; peaks sampled "
                 "after every world step; run by gato eval (bench/specs/limits_step_sweep_iiwa14.yaml). "
                 "Simulated figures, deterministic; no timings.\n\n")
-        append_section(args.out, head + "\n".join(lines) + "\n")
+        write_result(args.out, head + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

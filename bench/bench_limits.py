@@ -24,7 +24,7 @@ run_pickplace / run_fig8). The runner's episode store (``--eval-out``: under
 eval_out/<spec name>_n<N>_s<seed>) makes a rerun resume.
 
     source scripts/activate.sh && python bench/bench_limits.py [--n 3] [--mechs off,default] \\
-        [--workers 1] [--ray auto] [--out docs/benchmarks.md]
+        [--workers 1] [--ray auto] [--out result.md]
     gato eval bench/specs/limits_pickplace_iiwa14.yaml      # the same episodes, gato eval's tables
 
 No wall-clock figures: every number here is a simulated-physics outcome and is
@@ -40,7 +40,7 @@ from pathlib import Path
 import yaml
 
 from run_info import stamp
-from benchmarks_doc import append_section
+from benchmarks_doc import write_result
 
 # The closed loop and its constants live in gato.limit_scenarios (gato eval's workers import them);
 # the old names stay importable from here (test_rowgroups, earlier notebooks).
@@ -116,7 +116,7 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=1, help="gato eval local pool size (default 1)")
     p.add_argument("--ray", default=None, help="run on Ray: auto | ADDRESS | local")
     p.add_argument("--eval-out", default="eval_out", help="gato eval output root (<root>/<spec name>_n<N>_s<seed>)")
-    p.add_argument("--out", default=None, help="append a markdown section to this file")
+    p.add_argument("--out", default=None, help="write a Markdown section to this file (not in docs/)")
     args = p.parse_args(argv)
     mechs = None if args.mechs is None else args.mechs.split(",")
     for m in mechs or ():
@@ -151,7 +151,7 @@ def main(argv=None):
                 "effort; `limits=` of MPCController (`default` = LIMIT_DEFAULTS[\"admm\"]); run by gato eval "
                 "(bench/specs/limits_pickplace_iiwa14.yaml, limits_fig8_iiwa14.yaml). Simulated figures, "
                 "deterministic; no timings.\n\n")
-        append_section(args.out, head + "\n".join(lines) + "\n")
+        write_result(args.out, head + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ with linsys="pcg" and once with "bdsv" per repeat, alternating which goes first,
 N the median (min-max over repeats) of each run's median solve time, its mean EE tracking error,
 the PCG iterations per solve, and the median (min-max) of the per-repeat pcg / bdsv ratios.
 
-    source scripts/activate.sh && python bench/bench_linsys_default.py [--repeats 10] [--out docs/benchmarks.md]
+    source scripts/activate.sh && python bench/bench_linsys_default.py [--repeats 10] [--out result.md]
 """
 import argparse
 import os
@@ -24,7 +24,7 @@ import gato
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from fig8_problem import DT, Q_START, TICKS, WEIGHTS, figure8, ref_window  # noqa: E402
-from benchmarks_doc import append_section  # noqa: E402
+from benchmarks_doc import write_result  # noqa: E402
 from run_info import cpu_model, host, stamp  # noqa: E402
 
 MODES = ("pcg", "bdsv")
@@ -60,7 +60,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--horizons", type=int, nargs="+", default=[32, 64])
-    ap.add_argument("--out", type=Path, help="append the Markdown report to this file")
+    ap.add_argument("--out", type=Path, help="write the Markdown report to this file (not in docs/)")
     a = ap.parse_args()
     urdf = gato.robot_urdf("iiwa14")
     load0 = os.getloadavg()[0]
@@ -85,14 +85,14 @@ def main():
             f"per repeat, {a.repeats} repeats; per run the median solve time; the table gives the median "
             "(min-max) over runs and the per-repeat pcg / bdsv ratio.\n\n"
             f"Command: `source scripts/activate.sh && python bench/bench_linsys_default.py --repeats {a.repeats} "
-            "--out docs/benchmarks.md`. Machine: " + f"{cpu_model()}, {host()}; load average "
+            "`. Machine: " + f"{cpu_model()}, {host()}; load average "
             f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (other sessions share the cores). "
             "Same plans up to the linear solve's accuracy: the tracking error agrees to 0.05 mm.\n\n"
             "| N | linsys | solve [ms] | mean EE error [mm] | PCG iterations per solve | pcg / bdsv |\n"
             "| --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows) + "\n")
     print(text)
     if a.out:
-        append_section(a.out, text)
+        write_result(a.out, text)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ period further (the plan and its gains advanced one knot, exact in lockstep), as
 whose plan did not arrive. Reports the mean EE tracking error [mm] per MPC rate, mode and
 seed, and the growth factor with drops vs without.
 
-    source scripts/activate.sh && python bench/bench_missed_plans.py [--seeds 7,8,9] [--out docs/benchmarks.md]
+    source scripts/activate.sh && python bench/bench_missed_plans.py [--seeds 7,8,9] [--out result.md]
 """
 import argparse
 import sys
@@ -28,7 +28,7 @@ from gato.sim.scenarios import fig8_reference, fig8_scenarios
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from benchmarks_doc import append_section  # noqa: E402
+from benchmarks_doc import write_result  # noqa: E402
 from run_info import cpu_model, host, stamp  # noqa: E402
 
 MODES = ("pd", "riccati")
@@ -85,7 +85,7 @@ def main(argv=None):
     ap.add_argument("--robot", default="iiwa14")
     ap.add_argument("--seeds", default="7,8,9")
     ap.add_argument("--drop", type=int, default=10, help="every n-th plan is lost")
-    ap.add_argument("--out", default=None, help="append the table as a section of this Markdown file")
+    ap.add_argument("--out", default=None, help="write the table as a Markdown section to this file (not in docs/)")
     a = ap.parse_args(argv)
     seeds = [int(s) for s in a.seeds.split(",")]
     res = {}
@@ -118,7 +118,7 @@ def main(argv=None):
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
-        append_section(a.out, text)
+        write_result(a.out, text)
     return 0
 
 

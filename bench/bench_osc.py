@@ -18,7 +18,7 @@ Timing: ``--repeats`` repeats of ``--steps`` steps each (after a warm-up); the f
 median per-robot step time over the repeats with the [min, max] spread. Wall-clock numbers from a
 shared 2-core machine: the report records the load average.
 
-    source scripts/activate.sh && python bench/bench_osc.py [--repeats 7] [--out docs/benchmarks.md]
+    source scripts/activate.sh && python bench/bench_osc.py [--repeats 7] [--out result.md]
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ import pinocchio as pin
 import gato
 from gato.osc import ControllerOperationalSpace, ControllerOperationalSpaceModelFree
 from run_info import stamp
-from benchmarks_doc import append_section
+from benchmarks_doc import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test"))
@@ -189,14 +189,14 @@ def report(rows, repeats, load0, load1):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--out", default=None, help="append the Markdown report to this file")
+    ap.add_argument("--out", default=None, help="write the Markdown report to this file (not in docs/)")
     a = ap.parse_args()
     load0 = os.getloadavg()[0]
     rows = run(a.repeats)
     text = report(rows, a.repeats, load0, os.getloadavg()[0])
     print(text)
     if a.out:
-        append_section(a.out, "\n" + text)
+        write_result(a.out, "\n" + text)
 
 
 if __name__ == "__main__":

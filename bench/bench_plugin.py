@@ -8,9 +8,9 @@ configures and activates gato_plugin (follow mode) and feeds it a fresh 32-knot 
 a 3 s warm-up. The plugin measures its own update() (reading the interfaces, the executor,
 writing the commands) into a 0.5 us histogram and reports median / p99 / max since
 activation on ~/status (gato_msgs/ControllerStatus); this script prints the last status of
-each run and appends a section to docs/benchmarks_ros.md with --out (never rewritten).
+each run and writes that section to the file --out names (never into docs/).
 
-    source scripts/activate.sh && python bench/bench_plugin.py [--seconds 60] [--runs 3] [--out docs/benchmarks_ros.md]
+    source scripts/activate.sh && python bench/bench_plugin.py [--seconds 60] [--runs 3] [--out result.md]
 """
 import argparse
 import os
@@ -24,7 +24,7 @@ import numpy as np
 import yaml
 
 from run_info import cpu_model, stamp
-from benchmarks_doc import append_section
+from benchmarks_doc import write_result
 from proc_util import stop_group
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", choices=("follow", "embedded"), default="follow",
                     help="follow: this script publishes the plans; embedded: the plugin solves (no reference: it "
                          "holds the EE position of activation)")
-    ap.add_argument("--out", type=Path, default=None, help="append a section to this Markdown file")
+    ap.add_argument("--out", type=Path, default=None, help="write the Markdown section to this file (not in docs/)")
     args = ap.parse_args(argv)
     from gato_ros import params
 
@@ -190,7 +190,7 @@ def main(argv=None) -> int:
         "|---|---|---|---|---|---|---|---|---|\n" + rows + "\n")
     print(section)
     if args.out:
-        append_section(args.out, section)
+        write_result(args.out, section)
     return 0
 
 

@@ -24,9 +24,9 @@ skips ``--warmup`` simulated seconds and measures ``--seconds`` simulated second
   ros2_control plugin): the same graph with the plugin in place of the forward controller;
   tracking, deadline misses and the in-node / plugin latencies its ControllerStatus reports.
 
-Prints a summary and appends a section to docs/benchmarks_ros.md with --out (never rewritten).
+Prints a summary and writes that section to the file --out names (never into docs/).
 
-    source scripts/activate.sh && python bench/bench_ros2_control_mujoco.py [--seconds 30] [--out docs/benchmarks_ros.md]
+    source scripts/activate.sh && python bench/bench_ros2_control_mujoco.py [--seconds 30] [--out result.md]
 """
 import argparse
 import json
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from run_info import cpu_model, pct, short_commit
-from benchmarks_doc import append_section
+from benchmarks_doc import write_result
 from proc_util import stop_group
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
@@ -252,7 +252,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=1, help="repeat the node-mode run this many times")
     ap.add_argument("--plugin-modes", default="", help="comma-separated plugin modes to run too (follow,embedded)")
     ap.add_argument("--log", default="", help="write the launch output here")
-    ap.add_argument("--out", type=Path, help="append the result section to this Markdown file")
+    ap.add_argument("--out", type=Path, help="write the result section to this file (not in docs/)")
     a = ap.parse_args(argv)
     if "ROS_DOMAIN_ID" not in os.environ:
         os.environ["ROS_DOMAIN_ID"] = str(201 + os.getpid() % 30)   # a private graph (tests use 101..200)
@@ -312,7 +312,7 @@ def main(argv=None) -> int:
                      "Applied by the next broadcast: the effort state interfaces MuJoCo reports in a joint state "
                      "equal the command that answered the previous one; the rest show it one "
                      "broadcast later or more (the controller node answered after the next broadcast's cycle).\n")
-        append_section(a.out, "".join(lines))
+        write_result(a.out, "".join(lines))
         print(json.dumps(results, indent=1))
     return 0
 

@@ -12,10 +12,10 @@ for every tick:
   receipt of the /gato_controller/command stamped with that joint state (one DDS
   hop out of the controller more than the in-node figure, and one subscriber's view).
 
-Prints median / p90 / p99 / max and deadline misses, and appends a section to
-docs/benchmarks_ros.md with --out (the file is never rewritten).
+Prints median / p90 / p99 / max and deadline misses, and writes a section to
+the file --out names (never into docs/).
 
-    source scripts/activate.sh && python bench/bench_ros_latency.py [--seconds 20] [--out docs/benchmarks_ros.md]
+    source scripts/activate.sh && python bench/bench_ros_latency.py [--seconds 20] [--out result.md]
 """
 import argparse
 import json
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from run_info import cpu_model, pct
-from benchmarks_doc import append_section
+from benchmarks_doc import write_result
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")   # DDS stays on this machine
 
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=20.0, help="measured wall-clock seconds (after warm-up)")
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds ignored after the first command")
     ap.add_argument("--robot", default="iiwa14")
-    ap.add_argument("--out", type=Path, help="append the result section to this Markdown file")
+    ap.add_argument("--out", type=Path, help="write the result section to this file (not in docs/)")
     a = ap.parse_args(argv)
 
     import rclpy
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     if a.out:
-        append_section(a.out, ("\n" if a.out.exists() and a.out.stat().st_size else "") + text)
+        write_result(a.out, ("\n" if a.out.exists() and a.out.stat().st_size else "") + text)
         print(f"appended to {a.out}")
     return 0
 

@@ -9,7 +9,7 @@ after the other (this shared host's speed drifts within seconds); prints the
 median and spread per solve, the median of the per-repeat ratios, the B=32
 two-thread throughput (one round per repeat) and gato's per-stage profile.
 
-    scripts/activate.sh && python bench/bench_solver.py [--repeats 5] [--cpu 0] [--out docs/benchmarks.md]
+    scripts/activate.sh && python bench/bench_solver.py [--repeats 5] [--cpu 0] [--out result.md]
 
 The crocoddyl peer runs in build/croc-venv (created on first use: pin 4.0.0 +
 crocoddyl 3.2.1, which breaks with pin 4.1).
@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from fig8_problem import DT, Q_START, TICKS, WEIGHTS, figure8, ref_window  # noqa: E402
-from benchmarks_doc import append_section  # noqa: E402
+from benchmarks_doc import write_result  # noqa: E402
 
 CROC_VENV = ROOT / "build" / "croc-venv"
 
@@ -109,7 +109,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3, help="closed-loop runs per configuration")
     ap.add_argument("--horizons", type=int, nargs="+", default=[32, 64])
-    ap.add_argument("--out", type=Path, help="append the Markdown report to this file")
+    ap.add_argument("--out", type=Path, help="write the Markdown report to this file (not in docs/)")
     ap.add_argument("--cpu", type=int, default=0,
                     help="pin the closed-loop runs (gato and the crocoddyl subprocess) to this CPU, so that "
                          "both run on the same vCPU (they differ in speed on a shared host); -1: no pinning")
@@ -207,7 +207,7 @@ def main():
     report = "\n".join(lines)
     print("\n" + report)
     if args.out:
-        append_section(args.out, "\n" + report + "\n")
+        write_result(args.out, "\n" + report + "\n")
 
 
 if __name__ == "__main__":

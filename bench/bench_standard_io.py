@@ -18,9 +18,9 @@ guard condition): its time is measured apart ("view after the tick"), not in the
 Also times the view's parts once in isolation (the MarkerArray build and publish).
 
 Prints the median / p90 tick time per configuration and the ratio to ``off``; ``--out FILE``
-appends a section (docs/benchmarks_ros.md).
+writes it to the file --out names (never into docs/).
 
-    source scripts/activate.sh && python bench/bench_standard_io.py [--blocks 30] [--block 50] [--out docs/benchmarks_ros.md]
+    source scripts/activate.sh && python bench/bench_standard_io.py [--blocks 30] [--block 50] [--out result.md]
 """
 import argparse
 import os
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks_doc import append_section
+from benchmarks_doc import write_result
 from run_info import cpu_model, short_commit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--blocks", type=int, default=30, help="tick blocks per configuration")
     ap.add_argument("--block", type=int, default=50, help="ticks per block")
-    ap.add_argument("--out", help="append a section to this Markdown file")
+    ap.add_argument("--out", help="write the Markdown section to this file (not in docs/)")
     a = ap.parse_args(argv)
 
     import pinocchio as pin
@@ -181,7 +181,7 @@ def main(argv=None) -> int:
             + "\n")
     print(text)
     if a.out:
-        append_section(a.out, f"\n## Standard interfaces: publishing cost on the controller tick (issue 31; "
+        write_result(a.out, f"\n## Standard interfaces: publishing cost on the controller tick (issue 31; "
                        f"{time.strftime('%Y-%m-%d')}, {short_commit()}, {platform.machine()})\n\n" + text)
     return 0
 

@@ -8,9 +8,9 @@ and a Foxglove protocol client subscribes to every channel, so the view renders 
 everything it would to a person. Each run's numbers come from its bag (summary.json): the MPC
 step time (ControllerStatus.solve_us) percentiles, deadline misses, joint state -> command
 latency, EE tracking error. Prints a table of every run and the median / spread per
-configuration; ``--out FILE`` appends a section (docs/benchmarks_ros.md).
+configuration; ``--out FILE`` writes it to the file --out names (never into docs/).
 
-    source scripts/activate.sh && python bench/bench_view.py [--rounds 3] [--duration 20] [--out docs/benchmarks_ros.md]
+    source scripts/activate.sh && python bench/bench_view.py [--rounds 3] [--duration 20] [--out result.md]
 """
 import argparse
 import json
@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks_doc import append_section
+from benchmarks_doc import write_result
 from run_info import cpu_model, short_commit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the three configurations (order rotated)")
     ap.add_argument("--duration", type=float, default=20.0, help="simulated (= wall-clock, free-running) seconds")
     ap.add_argument("--robot", default="iiwa14")
-    ap.add_argument("--out", type=Path, help="append the result section to this Markdown file")
+    ap.add_argument("--out", type=Path, help="write the result section to this file (not in docs/)")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="gato-bench-view-"))
     rows = []
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
                 "that client and a headless Chromium showing the page, on the same machine). Figures from each run's "
                 "bag; CPU use from /proc, steady state (from 5 s after the controller started to the end of the run).\n\n"
                 + summ + "\n" + hdr + body)
-        append_section(a.out, text)
+        write_result(a.out, text)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -4,9 +4,11 @@ docs/benchmarks.md holds the solver / planner / sampling / eval experiments and,
 INDEX_START / INDEX_END markers, an index of every section of every benchmark document; its
 companions (:data:`COMPANIONS`) each have one job: docs/benchmarks_ros.md the ROS nodes, the
 ros2_control plugin, recorder / bags / replay and DDS; docs/benchmarks_hypotheses.md the wrench
-hypotheses in closed loop (the disturbance and payload experiments). The benchmark scripts append
-their sections with :func:`append_section`, which refreshes the index, so a section written by
-``--out`` is listed at once.
+hypotheses in closed loop (the disturbance and payload experiments). The pages are references:
+one section per benchmark with its current figure, machine and command (:func:`structure_problems`
+says what breaks that). Benchmark scripts print their tables and write them to a result file of
+their own with :func:`write_result`; they never edit the pages (a person replaces a section with
+the new figure).
 
     python bench/benchmarks_doc.py --write   # rewrite the index block (nothing else changes)
     python bench/benchmarks_doc.py --check   # exit 1 if the index is stale (the test does this)
@@ -105,15 +107,63 @@ def write_index() -> bool:
     return new != old
 
 
-def append_section(out: str | Path, text: str) -> None:
-    """Append ``text`` (a Markdown section, its own leading blank line included) to the file
-    ``out``; the file is never rewritten. When ``out`` is one of the benchmark documents the
-    index of docs/benchmarks.md is refreshed so it lists the new section."""
+def write_result(out: str | Path, text: str) -> Path:
+    """Write a benchmark's Markdown result ``text`` to the file ``out`` (created or overwritten)
+    and return its path. The benchmark pages are references edited by people, not logs: ``out``
+    inside docs/ is refused with a ValueError naming it."""
     out = Path(out)
-    with open(out, "a") as f:
-        f.write(text)
-    if out.resolve() in [MAIN.resolve()] + [globals()[attr].resolve() for attr, _ in COMPANIONS]:
-        write_index()
+    docs = (ROOT / "docs").resolve()
+    if docs == out.resolve().parent or docs in out.resolve().parents:
+        raise ValueError(f"--out {out}: benchmark scripts do not write into docs/ (the benchmark pages "
+                         "are references: put the result in a file of its own and replace the page's "
+                         "section by hand)")
+    out.write_text(text.lstrip("\n"))
+    return out
+
+
+#: Words that mark a lab-log section rather than a current figure.
+LOG_WORDS = ("superseded", "first attempt", "re-measured at the end", "before:")
+_DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+_COMMAND = re.compile(r"(python3? (-m )?[\w./-]+|scripts/\w+\.sh|gato (tune|eval|replay)\b|ros2 launch)")
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    """The level-2 sections of a Markdown text as (title, body), code fences respected."""
+    out, fence, title, body = [], False, None, []
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        if not fence and line.startswith("## "):
+            if title is not None:
+                out.append((title, "\n".join(body)))
+            title, body = line[3:].strip(), []
+        elif title is not None:
+            body.append(line)
+    if title is not None:
+        out.append((title, "\n".join(body)))
+    return out
+
+
+def structure_problems(texts: dict) -> list[str]:
+    """What keeps the benchmark pages ``texts`` ({file name: text}) from reading as references:
+    a dated heading, a log word in a heading (:data:`LOG_WORDS`), a heading used twice across the
+    pages, a level-2 section without a command that reproduces it. Empty when they are fine."""
+    problems, seen = [], {}
+    for name, text in texts.items():
+        for level, title, _ in headings(_without_index(text)):
+            where = f"{name}: '{title}'"
+            if _DATE.search(title):
+                problems.append(f"{where}: a date in a heading (put when it was measured in the text)")
+            if any(w in title.lower() for w in LOG_WORDS):
+                problems.append(f"{where}: a lab-log heading")
+            key = " ".join(title.lower().split())
+            if key in seen:
+                problems.append(f"{where}: the heading is also in {seen[key]}")
+            seen[key] = name
+        for title, body in sections(_without_index(text)):
+            if not _COMMAND.search(body):
+                problems.append(f"{name}: '{title}': no command that reproduces it")
+    return problems
 
 
 def main(argv=None) -> int:

@@ -62,25 +62,33 @@ def test_cited_sections_exist_in_the_file_cited():
     assert checked >= 5
 
 
-def test_append_section_appends_and_lists_the_new_section(tmp_path, monkeypatch):
-    main = tmp_path / "benchmarks.md"
-    ros = tmp_path / "benchmarks_ros.md"
-    hyp = tmp_path / "benchmarks_hypotheses.md"
-    main.write_text(f"# B\n\n{benchmarks_doc.INDEX_START}\n{benchmarks_doc.INDEX_END}\n\n## Old (1)\n\nx\n")
-    ros.write_text("# R\n")
-    hyp.write_text("# H\n")
-    monkeypatch.setattr(benchmarks_doc, "MAIN", main)
-    monkeypatch.setattr(benchmarks_doc, "ROS", ros)
-    monkeypatch.setattr(benchmarks_doc, "HYP", hyp)
-    benchmarks_doc.append_section(hyp, "\n## Payload (s)\n")
-    assert "- [Payload (s)](benchmarks_hypotheses.md#payload-s)\n" in main.read_text()
-    benchmarks_doc.append_section(ros, "\n## Plugin at 1 kHz (2026-12-02)\n\n| a |\n")
-    benchmarks_doc.append_section(main, "\n## Old (1)\n\ny\n")
-    assert ros.read_text() == "# R\n\n## Plugin at 1 kHz (2026-12-02)\n\n| a |\n"
-    text = main.read_text()
-    assert text.endswith("## Old (1)\n\nx\n\n## Old (1)\n\ny\n")
-    assert "- [Old (1)](#old-1)\n- [Old (1)](#old-1-1)\n" in text
-    assert "- [Plugin at 1 kHz (2026-12-02)](benchmarks_ros.md#plugin-at-1-khz-2026-12-02)\n" in text
-    other = tmp_path / "notes.md"
-    benchmarks_doc.append_section(other, "## N\n")
-    assert other.read_text() == "## N\n" and main.read_text() == text
+def test_the_pages_read_as_references():
+    """Issue 29: each figure once and current, with its command: no dated or lab-log headings, no
+    heading twice across the pages, every section with a command that reproduces it."""
+    texts = {name: path.read_text() for name, path in DOCS.items()}
+    assert benchmarks_doc.structure_problems(texts) == []
+
+
+def test_structure_problems_names_what_is_wrong():
+    page = ("# B\n\n## Solver (2026-12-01)\n\n`python bench/bench_solver.py`\n\n"
+            "## Old run, superseded by the section above\n\nno command here\n\n"
+            "## Plugin\n\n```\n## not a heading\n```\n    scripts/sim.sh --robot fr3\n")
+    other = "# R\n\n## Plugin\n\n`ros2 launch gato_bringup hardware.launch.xml`\n"
+    problems = benchmarks_doc.structure_problems({"a.md": page, "b.md": other})
+    assert problems == ["a.md: 'Solver (2026-12-01)': a date in a heading (put when it was measured in the text)",
+                        "a.md: 'Old run, superseded by the section above': a lab-log heading",
+                        "a.md: 'Old run, superseded by the section above': no command that reproduces it",
+                        "b.md: 'Plugin': the heading is also in a.md"]
+
+
+def test_write_result_writes_its_own_file_and_refuses_the_docs(tmp_path):
+    out = benchmarks_doc.write_result(tmp_path / "r.md", "\n## Plugin at 1 kHz\n\n| a |\n")
+    assert out.read_text() == "## Plugin at 1 kHz\n\n| a |\n"
+    benchmarks_doc.write_result(out, "## Again\n")
+    assert out.read_text() == "## Again\n"          # a rerun replaces the result, never appends
+    before = benchmarks_doc.MAIN.read_text()
+    for doc in (benchmarks_doc.MAIN, benchmarks_doc.ROOT / "docs" / "new_page.md"):
+        with pytest.raises(ValueError, match="do not write into docs/"):
+            benchmarks_doc.write_result(doc, "## N\n")
+    assert benchmarks_doc.MAIN.read_text() == before
+    assert not (benchmarks_doc.ROOT / "docs" / "new_page.md").exists()

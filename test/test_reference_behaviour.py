@@ -190,7 +190,7 @@ def test_reference_field_defaults(line, cls, attr, value):
 def test_solver_params_linsys_none_is_bdsv_on_the_cpu_and_pcg_restores_the_reference():
     # ref L553: "None = wired default: pcg fixed-base" (the GPU backend's). gato's CPU default is
     # bdsv (one block-tridiagonal solve costs less than a warm step's PCG iterations:
-    # docs/benchmarks.md, "linsys default"); linsys="pcg" is the reference's path.
+    # docs/benchmarks.md, "Linear solve on the CPU"); linsys="pcg" is the reference's path.
     s = solver(max_sqp_iters=2)
     assert SolverParams().linsys is None and s.linsys == "bdsv"
     x, ref = problem(s)
