@@ -240,12 +240,14 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
 
     # -------------------------------------------------------------- cost setters
     def set_cost_weights(self, q_cost=None, qd_cost=None, u_cost=None, N_cost=None, q_lim_cost=None,
-                         vel_lim_cost=None, ctrl_lim_cost=None, u_ref=None) -> None:
-        """Update scalar cost weights and the control reference ``u_ref`` ("zero" | "gravity")
-        (None keeps the current value); recorded in ``self.params``."""
+                         vel_lim_cost=None, ctrl_lim_cost=None, u_ref=None, rot_cost=None, N_rot_cost=None) -> None:
+        """Update scalar cost weights (the EE orientation weights ``rot_cost`` / ``N_rot_cost``
+        included) and the control reference ``u_ref`` ("zero" | "gravity") (None keeps the current
+        value); recorded in ``self.params``."""
         changes = {k: v for k, v in dict(q_cost=q_cost, qd_cost=qd_cost, u_cost=u_cost, N_cost=N_cost,
                                           q_lim_cost=q_lim_cost, vel_lim_cost=vel_lim_cost,
-                                          ctrl_lim_cost=ctrl_lim_cost).items() if v is not None}
+                                          ctrl_lim_cost=ctrl_lim_cost, rot_cost=rot_cost,
+                                          N_rot_cost=N_rot_cost).items() if v is not None}
         for k, v in changes.items():
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
                 raise ValueError(f"{k}: expected a finite number >= 0, got {v!r}")

@@ -1,9 +1,10 @@
 """End-effector references: one protocol, each curve defined once.
 
-A reference is an EE position (optionally velocity) as a function of time::
+A reference is an EE position (optionally velocity and orientation) as a function of time::
 
     ref.positions(t)          # (T, 3) m at times t (T,) s
     ref.velocities(t)         # (T, 3) m/s, or None when the reference has none
+    ref.orientations(t)       # (T, 3) rotation vectors [rad], or None (position only)
     ref.window(t0, N, dt)     # ReferenceWindow: N knots at t0 + j*dt (j = 0..N-1)
     ref.covers(t0, N, dt)     # False once such a window would run past the data
     ref.done(t)               # the reference has nothing more to say at t
@@ -17,9 +18,15 @@ ROS reference node, the benchmarks, the autotuner, gato.tasks) builds it from he
 
 :class:`ReferenceWindow` is what crosses the seams (gato_msgs/EEReference without
 the ROS types): N knots on an integer-nanosecond stamp. Solvers that take the flat
-(6N,) ``[x, y, z, 0, 0, 0]``-per-knot layout get it from
-:meth:`ReferenceWindow.solver_layout` (the three zero slots are the reference API's
-unused orientation slots).
+(6N,) ``[x, y, z, rx, ry, rz]``-per-knot layout get it from
+:meth:`ReferenceWindow.solver_layout`: slots [3:6] are the knot's target orientation as a
+rotation vector (world frame, the log map of the target rotation; issue 30) when the window
+carries orientations, else zeros (the reference API's unused slots, position only). Pose
+curves (a figure-8 with a sweeping orientation, a constant tool-down pose) are in
+:mod:`gato.core.poses`.
+
+Rotations: rotation vectors r = theta * axis with theta = |r| in [0, pi] [rad]; quaternions
+(x, y, z, w), unit norm (:func:`quat_to_rotvec`, :func:`rotvec_to_quat`).
 
 This module imports numpy only (the benchmark peers load it by file path, without
 the rest of gato). Units: metres, seconds, world frame.
@@ -33,10 +40,15 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["ReferenceWindow", "Reference", "Figure8", "MinJerkSegment", "GoalSequence", "Hold",
-           "SampledTrajectory", "min_jerk", "min_jerk_rate", "sec_to_ns", "ns_to_sec", "NS_PER_S"]
+           "SampledTrajectory", "min_jerk", "min_jerk_rate", "sec_to_ns", "ns_to_sec", "NS_PER_S",
+           "quat_to_rotvec", "rotvec_to_quat", "quat_multiply", "orientations_of", "QUAT_UNIT_TOL"]
 
 NS_PER_S = 1_000_000_000
 _EPS = 1e-9  # knots: absorbs float error in t / dt (0.3 / 0.1 = 2.9999999999999996)
+#: Largest | |q| - 1 | a quaternion may have (float32 round trips and hand-typed 4-digit values pass;
+#: a scaled or half-normalized one does not).
+QUAT_UNIT_TOL = 1e-3
+_PI_TOL = 1e-9  # rotation vectors: norm <= pi + this (the log map's own rounding at theta = pi)
 
 
 def sec_to_ns(t: float) -> int:
@@ -102,6 +114,70 @@ def _times(t) -> np.ndarray:
     return np.atleast_1d(np.asarray(t, dtype=np.float64))
 
 
+# ----------------------------------------------------------------- rotations
+def quat_multiply(a, b) -> np.ndarray:
+    """Hamilton product a * b of (T, 4) (or (4,)) quaternions (x, y, z, w)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    av, aw, bv, bw = a[..., :3], a[..., 3:], b[..., :3], b[..., 3:]
+    return np.concatenate([aw * bv + bw * av + np.cross(av, bv),
+                           aw * bw - np.sum(av * bv, axis=-1, keepdims=True)], axis=-1)
+
+
+def quat_to_rotvec(q) -> np.ndarray:
+    """Rotation vectors (T, 3) [rad], norm in [0, pi], of unit quaternions (T, 4) (x, y, z, w)
+    (or (4,) -> (3,)); q and -q give the same rotation vector (up to the sign choice at pi)."""
+    q = np.asarray(q, dtype=np.float64)
+    q = np.where(q[..., 3:] < 0.0, -q, q)  # w >= 0: the angle in [0, pi]
+    s = np.linalg.norm(q[..., :3], axis=-1, keepdims=True)
+    theta = 2.0 * np.arctan2(s, q[..., 3:])
+    # theta / sin(theta / 2); its limit 2 / w near the identity (s -> 0)
+    scale = np.where(s > 1e-12, theta / np.where(s > 1e-12, s, 1.0), 2.0 / np.maximum(q[..., 3:], 1e-300))
+    return q[..., :3] * scale
+
+
+def rotvec_to_quat(r) -> np.ndarray:
+    """Unit quaternions (T, 4) (x, y, z, w) of rotation vectors (T, 3) [rad] (or (3,) -> (4,))."""
+    r = np.asarray(r, dtype=np.float64)
+    th = np.linalg.norm(r, axis=-1, keepdims=True)
+    # sin(theta / 2) / theta; its limit 1/2 - theta^2 / 48 near 0
+    k = np.where(th > 1e-6, np.sin(0.5 * th) / np.where(th > 1e-6, th, 1.0), 0.5 - th * th / 48.0)
+    return np.concatenate([r * k, np.cos(0.5 * th)], axis=-1)
+
+
+def orientations_of(v, name: str, n: int | None = None) -> np.ndarray:
+    """(T, 3) rotation vectors [rad] from (T, 3) rotation vectors (norm <= pi) or (T, 4) unit
+    quaternions (x, y, z, w) (a single (3,) / (4,) is one row), validated; ValueError naming
+    ``name``: wrong shape, NaN / Inf, a quaternion whose norm is off 1 by more than
+    :data:`QUAT_UNIT_TOL`, a rotation vector longer than pi."""
+    try:
+        a = np.array(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected (T, 3) rotation vectors [rad] or (T, 4) quaternions (x, y, z, w), "
+                         f"got {type(v).__name__}") from None
+    if a.ndim == 1 and a.shape[0] in (3, 4):
+        a = a[None, :]
+    if a.ndim != 2 or a.shape[1] not in (3, 4) or a.shape[0] < 1 or (n is not None and a.shape[0] != n):
+        rows = "T >= 1" if n is None else str(n)
+        raise ValueError(f"{name}: expected shape ({rows}, 3) rotation vectors [rad] or ({rows}, 4) quaternions "
+                         f"(x, y, z, w), got {np.shape(v)}")
+    if not np.all(np.isfinite(a)):
+        k = int(np.flatnonzero(~np.all(np.isfinite(a), axis=1))[0])
+        raise ValueError(f"{name}: row {k} contains NaN or Inf")
+    norm = np.linalg.norm(a, axis=1)
+    if a.shape[1] == 4:
+        bad = np.abs(norm - 1.0) > QUAT_UNIT_TOL
+        if np.any(bad):
+            k = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{name}: quaternion {k} has norm {norm[k]:.6g}; expected a unit quaternion "
+                             f"(x, y, z, w), |norm - 1| <= {QUAT_UNIT_TOL}")
+        return quat_to_rotvec(a / norm[:, None])
+    if np.any(norm > math.pi + _PI_TOL):
+        k = int(np.argmax(norm))
+        raise ValueError(f"{name}: rotation vector {k} has norm {norm[k]:.6g} rad > pi (expected theta * axis, "
+                         f"theta in [0, pi])")
+    return a
+
+
 # ----------------------------------------------------------------- the window type
 @dataclass
 class ReferenceWindow:
@@ -110,6 +186,13 @@ class ReferenceWindow:
     ``positions`` (n_knots, 3) [m]: knot k is the target at ``stamp_ns + k * knot_dt``;
     ``knot_dt`` [s] > 0; ``frame_id`` the frame of the positions ("" = the world frame of
     the robot description); ``velocities`` None or (n_knots, 3) [m/s] at the same knots.
+
+    ``orientations`` None (position only: every planner tracks the position alone, exactly as
+    without the field) or the target EE orientation per knot, world frame: (n_knots, 3)
+    rotation vectors [rad] (norm <= pi) or (n_knots, 4) unit quaternions (x, y, z, w), stored
+    as rotation vectors. ``orientation_weight`` None (the planner's own orientation weight) or
+    a number >= 0 [1/rad^2]: the orientation weight of every knot of the optimizing planners
+    (BSQP rot_cost and N_rot_cost; docs/solver_method.md); only with orientations.
     """
 
     stamp_ns: int
@@ -117,11 +200,21 @@ class ReferenceWindow:
     positions: np.ndarray
     frame_id: str = ""
     velocities: np.ndarray | None = None
+    orientations: np.ndarray | None = None
+    orientation_weight: float | None = None
 
     def __post_init__(self):
         self.positions = _points(self.positions, "positions", rows="n_knots")
         if self.velocities is not None:
             self.velocities = _points(self.velocities, "velocities", self.positions.shape[0])
+        if self.orientations is not None:
+            self.orientations = orientations_of(self.orientations, "orientations", self.positions.shape[0])
+        if self.orientation_weight is not None:
+            if self.orientations is None:
+                raise ValueError("orientation_weight: given without orientations (a position-only window has no "
+                                 "orientation to weigh)")
+            self.orientation_weight = _positive(self.orientation_weight, "orientation_weight", "[1/rad^2]",
+                                                zero_ok=True)
         if isinstance(self.knot_dt, bool) or not isinstance(self.knot_dt, (int, float, np.floating)) \
                 or not math.isfinite(self.knot_dt) or self.knot_dt <= 0:
             raise ValueError(f"knot_dt: expected a finite spacing > 0 s, got {self.knot_dt!r}")
@@ -137,13 +230,9 @@ class ReferenceWindow:
         """Time of the last knot [ns]."""
         return self.stamp_ns + sec_to_ns((self.n_knots - 1) * self.knot_dt)
 
-    def sample(self, t_ns: int, n: int, dt: float) -> np.ndarray:
-        """(n, 3) targets at times ``t_ns + j * dt`` (j = 0..n-1): linear interpolation between
-        knots, clamped to the first / last knot outside the window.
-
-        Exact copies of the knots when the query times fall on them (the lockstep case:
-        same stamp, same spacing), so resampling adds no rounding there.
-        """
+    def _knots(self, t_ns: int, n: int, dt: float):
+        """(idx, nxt, frac) of the query times ``t_ns + j * dt``: the knot at or before each time,
+        the one after it and the fraction between them (0 outside the window: clamped)."""
         off_ns = np.int64(int(t_ns) - self.stamp_ns)
         # Knot index in exact integer ns where possible: (off + j*dt) / knot_dt.
         dt_ns, kdt_ns = sec_to_ns(dt), sec_to_ns(self.knot_dt)
@@ -151,27 +240,55 @@ class ReferenceWindow:
         idx = np.clip(num // kdt_ns, 0, self.n_knots - 1)
         rem = num - idx * kdt_ns
         frac = np.where((num >= 0) & (idx < self.n_knots - 1), rem / kdt_ns, 0.0)
-        nxt = np.minimum(idx + 1, self.n_knots - 1)
+        return idx, np.minimum(idx + 1, self.n_knots - 1), frac
+
+    def sample(self, t_ns: int, n: int, dt: float) -> np.ndarray:
+        """(n, 3) targets at times ``t_ns + j * dt`` (j = 0..n-1): linear interpolation between
+        knots, clamped to the first / last knot outside the window.
+
+        Exact copies of the knots when the query times fall on them (the lockstep case:
+        same stamp, same spacing), so resampling adds no rounding there.
+        """
+        idx, nxt, frac = self._knots(t_ns, n, dt)
         p = self.positions
         out = p[idx] + frac[:, None] * (p[nxt] - p[idx])
         exact = frac == 0.0
         out[exact] = p[idx[exact]]
         return out
 
+    def sample_orientations(self, t_ns: int, n: int, dt: float) -> np.ndarray | None:
+        """(n, 3) target rotation vectors [rad] at times ``t_ns + j * dt``, or None for a
+        position-only window: spherical interpolation (constant angular velocity) between knots,
+        clamped outside the window, exact copies on the knots (as :meth:`sample`)."""
+        if self.orientations is None:
+            return None
+        idx, nxt, frac = self._knots(t_ns, n, dt)
+        r = self.orientations
+        out = r[idx].copy()
+        mid = frac != 0.0
+        if np.any(mid):
+            q0, q1 = rotvec_to_quat(r[idx[mid]]), rotvec_to_quat(r[nxt[mid]])
+            rel = quat_multiply(q0 * [-1.0, -1.0, -1.0, 1.0], q1)  # q0^-1 q1
+            out[mid] = quat_to_rotvec(quat_multiply(q0, rotvec_to_quat(frac[mid, None] * quat_to_rotvec(rel))))
+        return out
+
     def solver_reference(self, t_ns: int, N: int, dt: float) -> np.ndarray:
-        """(6N,) solver reference ``[x, y, z, 0, 0, 0]`` per knot, sampled at the solve time
-        ``t_ns`` with the solver's knot spacing ``dt`` [s] (see :meth:`sample`)."""
-        return _flat6(self.sample(t_ns, N, dt))
+        """(6N,) solver reference ``[x, y, z, rx, ry, rz]`` per knot, sampled at the solve time
+        ``t_ns`` with the solver's knot spacing ``dt`` [s] (see :meth:`sample`,
+        :meth:`sample_orientations`); the rotation slots are zeros for a position-only window."""
+        return _flat6(self.sample(t_ns, N, dt), self.sample_orientations(t_ns, N, dt))
 
     def solver_layout(self) -> np.ndarray:
-        """(6 n_knots,) the knots as they are, ``[x, y, z, 0, 0, 0]`` per knot (the flat layout
-        of the reference API; the zeros are its unused orientation slots)."""
-        return _flat6(self.positions)
+        """(6 n_knots,) the knots as they are, ``[x, y, z, rx, ry, rz]`` per knot (the flat layout
+        of the reference API; zeros in the rotation slots of a position-only window)."""
+        return _flat6(self.positions, self.orientations)
 
 
-def _flat6(p: np.ndarray) -> np.ndarray:
+def _flat6(p: np.ndarray, r: np.ndarray | None = None) -> np.ndarray:
     ref = np.zeros((p.shape[0], 6))
     ref[:, :3] = p
+    if r is not None:
+        ref[:, 3:] = r
     return ref.ravel()
 
 
@@ -188,12 +305,22 @@ class Reference(ABC):
         """(T, 3) target velocities [m/s] at times ``t`` (T,) [s], or None (positions only)."""
         return None
 
+    def orientations(self, t) -> np.ndarray | None:
+        """(T, 3) target EE orientations (rotation vectors, world frame [rad]) at times ``t``
+        (T,) [s], or None (position only: the curves of this module; :mod:`gato.core.poses`)."""
+        return None
+
+    #: The orientation weight its windows carry (None: the planner's own; see ReferenceWindow).
+    orientation_weight: float | None = None
+
     def window(self, t0: float, N: int, dt: float) -> ReferenceWindow:
         """N knots at times ``t0 + j * dt`` [s] (j = 0..N-1), stamped t0."""
         N = _horizon(N)
         dt = _positive(dt, "dt", "s")
         t = float(t0) + dt * np.arange(N)
-        return ReferenceWindow(sec_to_ns(t0), dt, self.positions(t), velocities=self.velocities(t))
+        r = self.orientations(t)
+        return ReferenceWindow(sec_to_ns(t0), dt, self.positions(t), velocities=self.velocities(t), orientations=r,
+                               orientation_weight=None if r is None else self.orientation_weight)
 
     def covers(self, t0: float, N: int, dt: float) -> bool:
         """True while a window (t0, N, dt) lies inside the reference's data (analytic curves:

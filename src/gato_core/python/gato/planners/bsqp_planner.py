@@ -1,8 +1,9 @@
 """The batched-SQP planner ("bsqp"): :class:`gato.MPCController` behind the planner interface.
 
 The controller keeps doing all the work (warm start, hypothesis hooks, best-of-batch,
-time shift, linear-system policy, divergence fallback); this class only converts a
-:class:`gato.references.ReferenceWindow` into the solver's flat reference and the
+time shift, linear-system policy, divergence fallback); the controller also turns a
+:class:`gato.references.ReferenceWindow` into the solver's flat reference and orientation
+weights; this class only converts the
 controller's :class:`gato.controller.StepResult` into a :class:`gato.planner.StepResult`.
 Its torques are the controller's, bit for bit (test/test_planner.py).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .planner import Capabilities, Plan, Planner, PlannerStats, StepResult
-from ..core.references import ReferenceWindow
+from ..core.references import ReferenceWindow  # noqa: F401  (gato.bsqp_planner re-exports it)
 
 __all__ = ["BSQPPlanner", "solver_params"]
 
@@ -20,7 +21,8 @@ __all__ = ["BSQPPlanner", "solver_params"]
 SOLVER_KEYS = ("N", "dt", "batch_size", "params", "plant_type")
 #: Config keys passed to :class:`gato.MPCController` as they are (see there).
 CONTROLLER_KEYS = ("hypotheses", "warm_start", "reset_rho_each_step", "linsys", "bdsv_threshold", "task_tag",
-                   "reseed_threshold", "admm_linsys", "admm_threshold", "limits", "limits_kw")
+                   "reseed_threshold", "admm_linsys", "admm_threshold", "limits", "limits_kw",
+                   "orientation_weights")
 
 
 def solver_params(params):
@@ -92,15 +94,6 @@ class BSQPPlanner(Planner):
         self.gains_failed = 0
 
     # ------------------------------------------------------------------ conversions
-    def _flat(self, reference) -> np.ndarray:
-        """The (6N,) solver reference of a ReferenceWindow (resampled when its grid is not
-        the solver's); a flat (6N,) / (N, 6) array passes through (the reference-API layout)."""
-        if not isinstance(reference, ReferenceWindow):
-            return reference
-        if reference.n_knots == self.N and reference.knot_dt == self.dt:
-            return reference.solver_layout()
-        return reference.solver_reference(reference.stamp_ns, self.N, self.dt)
-
     def _plan(self, xu) -> Plan:
         return Plan(np.asarray(xu, dtype=np.float64), self.nx, self.nu, self.nu_act, self.N, self.dt)
 
@@ -111,14 +104,14 @@ class BSQPPlanner(Planner):
     def warmup(self, x, reference) -> Plan:
         """The controller's warm-up solve; the plan of batch entry 0 (with its gains under
         ``plan_gains`` unless it diverged)."""
-        res = self.controller.warmup(x, self._flat(reference))
+        res = self.controller.warmup(x, reference)
         plan = self._plan(np.asarray(res.xu, dtype=np.float64)[0])
         if self.plan_gains and not bool(np.asarray(res.diverged)[0]):
             plan.K = self._row_gains(0)
         return plan
 
     def step(self, x_measured, reference, dt_elapsed=None, budget_s=None) -> StepResult:
-        r = self.controller.step(x_measured, self._flat(reference), dt_elapsed=dt_elapsed, budget_s=budget_s)
+        r = self.controller.step(x_measured, reference, dt_elapsed=dt_elapsed, budget_s=budget_s)
         st = r.solve.stats
         pcg = np.asarray(st.pcg_iters)
         extra = dict(pred_err=float(r.pred_err), reseeded=bool(r.reseeded), linsys=str(st.linsys),

@@ -7,7 +7,7 @@ integrates dynamics, never sleeps and never paces itself: simulation and timing
 belong to the caller (a gymnasium env, a hardware loop, a plain script).
 
 Units: states x = [q; qd] (rad, rad/s), controls u in N·m, references in
-metres (world frame), times in seconds.
+metres (world frame), orientations as rotation vectors [rad] (world frame), times in seconds.
 """
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ import numpy as np
 from ..core.arrays import flag, from_numpy, kind_of, to_numpy
 from ..core.bsqp import robot_info, shift_plan
 from ..core.linsys_autotune import check_threshold, resolve_admm_linsys, resolve_linsys
+from ..core.references import ReferenceWindow
 from ..core.results import SolveResult
+from .shipped_weights import ORIENTATION_WEIGHTS
 
 __all__ = ["MPCController", "StepResult"]
 
@@ -138,6 +140,18 @@ class MPCController:
             solver without that method raises ValueError.
         limits_kw: keyword overrides for the enable call behind ``limits`` (also for the
             None default; an error with "off").
+        orientation_weights: (rot_cost, N_rot_cost) [1/rad^2], the EE orientation weights of a
+            :class:`gato.references.ReferenceWindow` that carries orientations but no
+            ``orientation_weight`` of its own. None (default): the solver's configured
+            rot_cost / N_rot_cost when either is > 0, else the shipped
+            :data:`gato.planners.shipped_weights.ORIENTATION_WEIGHTS`.
+
+    References: a flat (6N,) / (N, 6) array solves with the solver's configured weights, as
+    given (slots [3:6] are read only when the configured orientation weight is > 0). A
+    ReferenceWindow is resampled onto the solver's grid when its grid differs and sets the
+    orientation weights of that solve: zero for a position-only window (its plans are the
+    position-only plans, bit for bit), the window's ``orientation_weight`` (every knot) or
+    ``orientation_weights`` for one with orientations (slots [3:6] = its rotation vectors).
 
     The controller runs the host path: the warm start is host memory and inputs
     of any kind (numpy, CPU torch, JAX) are copied in; ``u`` comes back in the
@@ -167,7 +181,7 @@ class MPCController:
 
     def __init__(self, solver, *, hypotheses=None, warm_start="shift", reset_rho_each_step=True, linsys=None,
                  bdsv_threshold=None, task_tag=None, reseed_threshold=None, admm_linsys=None,
-                 admm_threshold=None, limits=None, limits_kw=None):
+                 admm_threshold=None, limits=None, limits_kw=None, orientation_weights=None):
         for attr in ("solve", "nx", "nu", "N", "batch_size", "xu_size", "hold_trajectory"):
             if not hasattr(solver, attr):
                 raise ValueError(f"solver: expected a gato.BSQP, got {type(solver).__name__} (no {attr!r})")
@@ -203,6 +217,9 @@ class MPCController:
             admm_linsys, admm_threshold, fallback_tau=self.bdsv_threshold, plant=plant, N=int(solver.N),
             task_tag=task_tag, backend=getattr(solver, "backend", "cuda"))
         self._install_limits(limits, limits_kw)
+        p = getattr(solver, "params", None)
+        self._rot_configured = (float(getattr(p, "rot_cost", 0.0)), float(getattr(p, "N_rot_cost", 0.0)))
+        self.orientation_weights = self._orientation_weights(orientation_weights)
         self._warm = None          # (B, xu_size) float64 warm start of the next solve
         self._x_prev = None        # (nx,) state the last returned control was computed at
         self._u_prev = None        # (nu,) full-width control returned last
@@ -313,7 +330,44 @@ class MPCController:
             raise ValueError(f"{name}: contains NaN or Inf (first at index {bad})")
         return arr
 
+    def _orientation_weights(self, w) -> tuple:
+        if w is None:
+            return self._rot_configured if max(self._rot_configured) > 0 else \
+                (ORIENTATION_WEIGHTS["rot_cost"], ORIENTATION_WEIGHTS["N_rot_cost"])
+        try:
+            a = np.array(w, dtype=np.float64)
+        except (TypeError, ValueError):
+            a = np.array([np.nan])
+        if a.shape != (2,) or not np.all(np.isfinite(a)) or np.any(a < 0):
+            raise ValueError(f"orientation_weights: expected (rot_cost, N_rot_cost), two finite numbers >= 0 "
+                             f"[1/rad^2], got {w!r}")
+        return float(a[0]), float(a[1])
+
+    def _set_rot(self, want: tuple) -> None:
+        """The solver's orientation weights for the next solve (set only on a change: a settings push)."""
+        p = getattr(self.solver, "params", None)
+        if p is not None and (float(p.rot_cost), float(p.N_rot_cost)) != want:
+            self.solver.set_cost_weights(rot_cost=want[0], N_rot_cost=want[1])
+
+    def _window(self, win: ReferenceWindow) -> np.ndarray:
+        """(6N,) solver reference of a window (its knots as they are on the solver's grid, else
+        resampled at its stamp) and the orientation weights it asks for."""
+        s = self.solver
+        N, dt = int(s.N), float(s.dt)
+        if win.orientations is None:
+            self._set_rot((0.0, 0.0))
+        elif win.orientation_weight is not None:
+            self._set_rot((win.orientation_weight, win.orientation_weight))
+        else:
+            self._set_rot(self.orientation_weights)
+        if win.n_knots == N and win.knot_dt == dt:
+            return win.solver_layout()
+        return win.solver_reference(win.stamp_ns, N, dt)
+
     def _reference(self, ref) -> np.ndarray:
+        if isinstance(ref, ReferenceWindow):
+            return self._window(ref)
+        self._set_rot(self._rot_configured)
         arr = to_numpy(ref, "reference", np.float64)
         N = int(self.solver.N)
         if arr.shape == (N, 6):
@@ -363,7 +417,8 @@ class MPCController:
         row keeps its own solved trajectory (each hypothesis' solution warm-starts
         itself on the next step). Under ``linsys="auto"`` the warm-up counts as a
         cold solve ("bdsv_first"). A diverged row is re-seeded to a hold at
-        ``x_measured``. ``x_measured`` (nx,), ``reference`` (6N,) or (N, 6).
+        ``x_measured``. ``x_measured`` (nx,), ``reference`` (6N,) or (N, 6), or a
+        ReferenceWindow (see the class docstring).
         Returns the SolveResult.
         """
         x = self._state(x_measured, "x_measured")
@@ -421,7 +476,9 @@ class MPCController:
 
         Args:
             x_measured: (nx,) measured state [q; qd].
-            reference: (6N,) EE-goal window, [x, y, z, 0, 0, 0] per knot [m] (or (N, 6)).
+            reference: (6N,) EE-goal window, [x, y, z, rx, ry, rz] per knot [m, rad] (or (N, 6)),
+                or a :class:`gato.references.ReferenceWindow` (orientations optional; see the
+                class docstring).
             dt_elapsed: how long the PREVIOUS control was actually applied [s], the
                 realized integration time (used only for hypothesis scoring);
                 default ``solver.dt``.

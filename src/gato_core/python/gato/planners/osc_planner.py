@@ -1,10 +1,12 @@
 """The operational-space controller ("osc") behind gato's planner interface (:mod:`gato.planner`).
 
 Each tick drives the EE (the registered EE frame) toward knot 0 of the reference window with
-:class:`gato.osc.ControllerOperationalSpace` (model-based: pinocchio in C++), holding the tool
-orientation it had at :meth:`OSCPlanner.reset`; a robot with more than 6 DOFs keeps the reset
-posture in the null space. The desired EE velocity is the window's velocity at knot 0 when the
-window carries velocities, else the slope to knot 1. No optimizer, no plan: the torque of this
+:class:`gato.osc.ControllerOperationalSpace` (model-based: pinocchio in C++): toward its pose when
+the window carries orientations (the tool quaternion of knot 0, the angular velocity of the
+rotation from knot 0 to knot 1), else holding the tool orientation it had at
+:meth:`OSCPlanner.reset`; a robot with more than 6 DOFs keeps the reset posture in the null
+space. The desired EE velocity is the window's velocity at knot 0 when the window carries
+velocities, else the slope to knot 1. No optimizer, no plan: the torque of this
 tick (``plan`` None, held by the loop over the control period), so it is meant for short
 periods (``dt`` 1 ms by default, the rate the gains are tuned for).
 
@@ -22,7 +24,7 @@ import time
 import numpy as np
 
 from .planner import Capabilities, Planner, PlannerStats, StepResult
-from ..core.references import ReferenceWindow
+from ..core.references import ReferenceWindow, quat_multiply, quat_to_rotvec, rotvec_to_quat
 
 __all__ = ["OSCPlanner", "DEFAULTS"]
 
@@ -72,6 +74,7 @@ class OSCPlanner(Planner):
         self.nx, self.nu, self.nu_act = 2 * nv, nv, nv
         self.N, self.dt = int(cfg["N"]), float(cfg["dt"])
         self._in, self._out = self.osc.input(), self.osc.output()
+        self._hold_quat = np.array(self._in.desired_tool_pose_operational[0, 3:], dtype=np.float64)
         self._null_space = ns
 
     def reset(self, x0) -> None:
@@ -82,35 +85,48 @@ class OSCPlanner(Planner):
         q0 = x0[:self.nu]
         pose = self.osc.kinematics(q0, np.zeros(self.nu))["tool_pose_world"][0]
         self._in.desired_tool_pose_operational[0] = pose
+        self._hold_quat = np.array(pose[3:], dtype=np.float64)  # the orientation of position-only windows
         self._in.desired_twist_operational[:] = 0.0
         if self._null_space:
             self._in.joint_q_des_null[:] = q0
             self._in.joint_qd_des_null[:] = 0.0
 
     def _target(self, reference):
-        """(position (3,), velocity (3,)) of knot 0 of a ReferenceWindow or of a flat
-        (6 n,) [x, y, z, 0, 0, 0]-per-knot reference spaced dt."""
+        """(position (3,), velocity (3,), orientation) of knot 0 of a ReferenceWindow or of a flat
+        (6 n,) [x, y, z, ...]-per-knot reference spaced dt; orientation None (hold the reset
+        orientation: a flat reference, a position-only window) or (quaternion (x, y, z, w),
+        angular velocity (3,) [rad/s] world frame, of the rotation from knot 0 to knot 1)."""
         if isinstance(reference, ReferenceWindow):
             p = reference.positions
             if reference.velocities is not None:
-                return p[0], reference.velocities[0]
-            v = (p[1] - p[0]) / reference.knot_dt if len(p) > 1 else np.zeros(3)
-            return p[0], v
+                v = reference.velocities[0]
+            else:
+                v = (p[1] - p[0]) / reference.knot_dt if len(p) > 1 else np.zeros(3)
+            r = reference.orientations
+            if r is None:
+                return p[0], v, None
+            q = rotvec_to_quat(r[:2])
+            w = np.zeros(3)
+            if len(q) > 1:  # R1 R0^T as a rotation vector over the knot spacing
+                w = quat_to_rotvec(quat_multiply(q[1], q[0] * [-1.0, -1.0, -1.0, 1.0])) / reference.knot_dt
+            return p[0], v, (q[0], w)
         ref = np.asarray(reference, dtype=np.float64).reshape(-1, 6)[:, :3]
         v = (ref[1] - ref[0]) / self.dt if len(ref) > 1 else np.zeros(3)
-        return ref[0], v
+        return ref[0], v, None
 
     def step(self, x_measured, reference, dt_elapsed=None, budget_s=None) -> StepResult:
         tic = time.perf_counter()
         x = np.asarray(x_measured, dtype=np.float64).reshape(-1)
         if x.shape != (self.nx,) or not np.all(np.isfinite(x)):
             raise ValueError(f"x_measured: expected finite ({self.nx},) [q; qd], got {np.shape(x_measured)}")
-        p, v = self._target(reference)
+        p, v, rot = self._target(reference)
         inp = self._in
         inp.joint_q[:] = x[:self.nu]
         inp.joint_qd[:] = x[self.nu:]
         inp.desired_tool_pose_operational[0, :3] = p
         inp.desired_twist_operational[0, :3] = v
+        inp.desired_tool_pose_operational[0, 3:] = self._hold_quat if rot is None else rot[0]
+        inp.desired_twist_operational[0, 3:] = 0.0 if rot is None else rot[1]
         t0 = time.perf_counter()
         self.osc.step(inputs=inp, outputs=self._out, dt=self.dt)
         solve = time.perf_counter() - t0

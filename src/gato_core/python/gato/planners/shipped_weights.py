@@ -31,7 +31,7 @@ u_cost [1/(N*m)^2], on the knot costs of docs/solver_method.md; max_sqp_iters pe
 """
 from __future__ import annotations
 
-__all__ = ["SHIPPED_WEIGHTS", "shipped_weights"]
+__all__ = ["SHIPPED_WEIGHTS", "shipped_weights", "ORIENTATION_WEIGHTS"]
 
 _TUNED = {"u_ref": "gravity", "q_cost": 20.0, "N_cost": 13.0, "qd_cost": 8.0e-4, "u_cost": 2.0e-6,
           "max_sqp_iters": 2}
@@ -49,3 +49,10 @@ def shipped_weights(robot: str) -> dict:
     except KeyError:
         raise ValueError(f"robot: no shipped BSQP weights for {robot!r} "
                          f"(arms with weights: {', '.join(SHIPPED_WEIGHTS)})") from None
+
+
+#: EE orientation weights [1/rad^2] (running, terminal knots) the controller applies to a reference
+#: window that carries orientations without a weight of its own (gato.planners.controller; the
+#: solver's SolverParams() keep 0, the reference's position-only cost). Chosen in
+#: bench/bench_pose_fig8.py (docs/benchmarks.md, "Pose figure-8").
+ORIENTATION_WEIGHTS = {"rot_cost": 2.0, "N_rot_cost": 2.0}
