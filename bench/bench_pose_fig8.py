@@ -1,0 +1,163 @@
+"""Pose figure-8 in MuJoCo (issue 30): the BSQP planner tracks the position figure-8 of
+``gato.tasks.fig8_scenarios`` while the EE orientation sweeps +/- 30 deg about the figure's
+horizontal axis (gato.references.PoseFigure8, base orientation = the EE orientation at the
+scenario's start posture), against the same scenario run position-only.
+
+    python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds 300 301 --n 2
+    python bench/bench_pose_fig8.py --robots iiwa14 --seeds 100 --n 2 --rot 0.5 2 8   # a weight sweep
+
+Per scenario: MuJoCo world (1 ms substeps, lockstep: the world advances one control period per
+tick), BSQPPlanner with the arm's shipped weights (gato.planners.shipped_weights), N 32, dt 0.01 s,
+limits admm, one figure-8 period. Errors are taken at every tick against knot 0 of that tick's
+window: position ||p_ee - p_ref|| [mm], orientation angle of R_ref^T R_ee [deg] (pinocchio FK of
+the measured joints, the solver's EE frame). Prints a table and, last, one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+import numpy as np
+
+SWEEP_DEG = 30.0
+
+
+def _rotation_angles(model, fid, qs, ref_rotvecs) -> np.ndarray:
+    """(T,) angle [rad] between the EE rotation at each q and the target rotation vector."""
+    import pinocchio as pin
+
+    data = model.createData()
+    out = np.empty(len(qs))
+    for i, (q, r) in enumerate(zip(qs, ref_rotvecs)):
+        pin.forwardKinematics(model, data, q)
+        R = pin.updateFramePlacement(model, data, fid).rotation
+        out[i] = np.linalg.norm(pin.log3(pin.exp3(np.asarray(r)).T @ R))
+    return out
+
+
+def references(robot: str, scenario: dict):
+    """(position-only Figure8, PoseFigure8) of a fig8 scenario: the same curve; the pose one with
+    its orientation sweeping +/- SWEEP_DEG about the figure's horizontal axis around the EE
+    orientation at the scenario's q0."""
+    import pinocchio as pin
+
+    import gato
+    from gato.references import Figure8, PoseFigure8
+
+    model = pin.buildModelFromUrdf(str(gato.robot_urdf(robot)))
+    data = model.createData()
+    pin.forwardKinematics(model, data, scenario["q0"])
+    R0 = pin.updateFramePlacement(model, data, model.getFrameId(scenario["ee_frame"])).rotation
+    p = scenario["params"]
+    pos = Figure8(p["offset"], p["A_x"], p["A_z"], p["theta"], p["period"])
+    pose = PoseFigure8(p["offset"], p["A_x"], p["A_z"], p["theta"], p["period"], base=pin.log3(R0),
+                       sweep_deg=SWEEP_DEG)
+    return pos, pose
+
+
+def run(robot: str, scenario: dict, reference, *, rot=None, N=32, dt=0.01, periods=1.0, weights=None) -> dict:
+    """One closed-loop run of ``reference`` from the scenario's q0 in MuJoCo; returns
+    {pos_mm, pos_max_mm, rot_deg, rot_max_deg (None for a position-only reference), wall_s, stop}.
+    ``rot``: (rot_cost, N_rot_cost) for the controller (None: its default); ``weights``: the solver
+    weights (default: the arm's shipped ones)."""
+    import pinocchio as pin
+
+    import gato
+    from gato import simloop as S
+    from gato.planners.bsqp_planner import BSQPPlanner
+    from gato.planners.shipped_weights import shipped_weights
+
+    urdf = str(gato.robot_urdf(robot))
+    ee = scenario["ee_frame"]
+    cfg = dict(N=N, dt=dt, params=dict(shipped_weights(robot) if weights is None else weights), limits="admm")
+    if rot is not None:
+        cfg["orientation_weights"] = tuple(rot)
+    planner = BSQPPlanner(robot, cfg)
+    kin = S.EEKinematics(urdf, ee)
+    world = S.make_world("mujoco", urdf, ee_frame=ee, timestep=0.001)
+    sim = S.Simulation(world, np.asarray(scenario["q0"], dtype=np.float64), sim_dt=0.001, kinematics=kin,
+                       effort_limit=np.array(kin.model.effortLimit))
+    duration = float(periods) * float(scenario["params"]["period"])
+    t0 = time.perf_counter()
+    rec = S.run_closed_loop(sim, planner, S.TrackingTask(reference, N, dt, duration))
+    wall = time.perf_counter() - t0
+    st = rec.stats()
+    d = np.asarray(rec.columns["goal_distances_knot0"], dtype=np.float64)
+    out = dict(pos_mm=1000 * float(d.mean()), pos_max_mm=1000 * float(d.max()), rot_deg=None, rot_max_deg=None,
+               wall_s=wall, stop=rec.stop_reason, ticks=int(st["n_ticks"]))
+    r = reference.orientations(np.asarray(st["timestamps"], dtype=np.float64))
+    if r is not None:
+        model = pin.buildModelFromUrdf(urdf)
+        ang = np.degrees(_rotation_angles(model, model.getFrameId(ee), np.asarray(st["joint_positions"]), r))
+        out.update(rot_deg=float(ang.mean()), rot_max_deg=float(ang.max()))
+    return out
+
+
+def scenarios(robot: str, seeds, n: int, dt=0.01):
+    """gato.tasks.fig8_scenarios (speed ratio 0.6-0.9) of ``robot`` for each seed."""
+    import pinocchio as pin
+
+    import gato
+    from gato.sim.scenarios import fig8_scenarios
+
+    model = pin.buildModelFromUrdf(str(gato.robot_urdf(robot)))
+    return [sc for s in seeds for sc in fig8_scenarios(model, robot, n, seed=int(s), dt=dt, ratio_range=(0.6, 0.9))]
+
+
+def study(robots, seeds, n, rots, periods=1.0) -> list:
+    rows = []
+    for robot in robots:
+        for sc in scenarios(robot, seeds, n):
+            pos, pose = references(robot, sc)
+            base = run(robot, sc, pos, periods=periods)
+            for rot in rots:
+                r = run(robot, sc, pose, rot=rot, periods=periods)
+                rows.append(dict(robot=robot, id=sc["id"], period_s=float(sc["params"]["period"]), rot=list(rot),
+                                 pos_only_mm=base["pos_mm"], pose_pos_mm=r["pos_mm"],
+                                 pos_ratio=r["pos_mm"] / base["pos_mm"], rot_deg=r["rot_deg"],
+                                 rot_max_deg=r["rot_max_deg"], stop=r["stop"], wall_s=base["wall_s"] + r["wall_s"]))
+                x = rows[-1]
+                print(f"{robot:7s} {sc['id']:22s} rot {rot[0]:g}/{rot[1]:g}: pos-only {x['pos_only_mm']:6.2f} mm | "
+                      f"pose {x['pose_pos_mm']:6.2f} mm (x{x['pos_ratio']:.2f}), orientation mean "
+                      f"{x['rot_deg']:.3f} deg max {x['rot_max_deg']:.3f} ({x['stop']}, {x['wall_s']:.1f} s)",
+                      file=sys.stderr, flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--robots", nargs="+", default=["iiwa14", "fr3"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[300, 301])
+    ap.add_argument("--n", type=int, default=2, help="scenarios per seed")
+    ap.add_argument("--rot", nargs="+", type=float, default=None,
+                    help="orientation weights to try (rot_cost = N_rot_cost); default: the shipped ORIENTATION_WEIGHTS")
+    ap.add_argument("--periods", type=float, default=1.0)
+    a = ap.parse_args(argv)
+    from gato.planners.shipped_weights import ORIENTATION_WEIGHTS
+
+    rots = [(w, w) for w in a.rot] if a.rot else [(ORIENTATION_WEIGHTS["rot_cost"], ORIENTATION_WEIGHTS["N_rot_cost"])]
+    rows = study(a.robots, a.seeds, a.n, rots, a.periods)
+    print(f"\n{'robot':8s} {'rot':>9s} {'n':>3s} {'pos-only mm':>12s} {'pose pos mm':>12s} {'ratio max':>10s} "
+          f"{'orient. mean deg':>17s} {'worst mean deg':>15s} {'max deg':>8s}")
+    summary = []
+    for robot in a.robots:
+        for rot in rots:
+            rr = [r for r in rows if r["robot"] == robot and r["rot"] == list(rot)]
+            s = dict(robot=robot, rot=list(rot), n=len(rr), pos_only_mm=float(np.mean([r["pos_only_mm"] for r in rr])),
+                     pose_pos_mm=float(np.mean([r["pose_pos_mm"] for r in rr])),
+                     ratio_max=float(np.max([r["pos_ratio"] for r in rr])),
+                     rot_deg=float(np.mean([r["rot_deg"] for r in rr])),
+                     rot_worst_deg=float(np.max([r["rot_deg"] for r in rr])),
+                     rot_max_deg=float(np.max([r["rot_max_deg"] for r in rr])))
+            summary.append(s)
+            print(f"{robot:8s} {rot[0]:4g}/{rot[1]:<4g} {s['n']:3d} {s['pos_only_mm']:12.2f} {s['pose_pos_mm']:12.2f} "
+                  f"{s['ratio_max']:10.2f} {s['rot_deg']:17.3f} {s['rot_worst_deg']:15.3f} {s['rot_max_deg']:8.2f}")
+    print(json.dumps(dict(seeds=a.seeds, n=a.n, periods=a.periods, sweep_deg=SWEEP_DEG, summary=summary, rows=rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
