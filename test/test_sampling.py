@@ -365,6 +365,14 @@ def test_state_task_documented_values():
 
 
 # ------------------------------------------------------------------ CartesianControl
+def _map_once(cc, model, qpos, commands):
+    """The actuator controls ``cc(sim, clock)`` makes of one world's commands at qpos."""
+    from gato.sampling.control_map import clock_of, map_commands
+
+    return map_commands(cc, model, model, [0.0], np.asarray(qpos)[None], np.zeros((1, model.nv)),
+                        np.zeros((1, model.na)), np.asarray(commands)[None], clock_of(0, 0, 1))[0]
+
+
 def test_cartesian_control_documented_and_dls():
     model = mujoco.MjModel.from_xml_string('<mujoco><worldbody><body name="b"><joint name="j" type="slide"/>'
                                            '<geom size="0.1"/></body></worldbody><actuator><velocity joint="j"/>'
@@ -378,7 +386,7 @@ def test_cartesian_control_documented_and_dls():
     cc = CartesianControl(m, "contact", damping=1e-8)
     q = np.array([0.0, 0.6, 0.0, -1.3, 0.0, 1.2, 0.0])
     twist = np.array([0.05, -0.02, 0.03, 0.0, 0.0, 0.1])
-    qd = cc(m, q[None], np.zeros((1, 7)), twist[None], 0)[0]
+    qd = _map_once(cc, m, q, twist)
     d = mujoco.MjData(m)
     d.qpos[:] = q
     mujoco.mj_forward(m, d)
@@ -408,8 +416,7 @@ def test_control_map_plans_twists():
     assert np.abs(rows["ctrl"][:, 0]).max() > 0.1 and len(plans[0]) == 30
     # the map, applied to one planned twist, is that twist's z component (the slide's axis)
     twist = mpc.plan_commands[0, 0]
-    assert cc(model, rows["qpos"][-1:], rows["qvel"][-1:], twist[None], 0)[0, 0] == pytest.approx(
-        twist[2] / (1 + cc.damping), rel=1e-9)
+    assert _map_once(cc, model, rows["qpos"][-1], twist)[0] == pytest.approx(twist[2] / (1 + cc.damping), rel=1e-9)
 
 
 def test_batch_instances_plan_independently():

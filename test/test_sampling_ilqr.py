@@ -184,8 +184,8 @@ def test_sim_mpc_ilqr_refuses_what_it_does_not_support():
     class Double:
         num_commands = 1
 
-        def __call__(self, model, qpos, qvel, commands, clock):
-            return 2 * commands
+        def __call__(self, sim, clock):
+            sim.data.ctrl *= 2
     for bad in (replace(cfg, control_map=Double()), replace(cfg, backend="warp"), replace(cfg, num_replicas=2)):
         with pytest.raises(ValueError, match="planner: 'ilqr' needs backend 'cpu', no control_map and num_replicas 1"):
             SimMPC(bad, MjSim(model, 1), np.zeros((60, 1)))

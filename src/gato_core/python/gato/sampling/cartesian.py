@@ -28,6 +28,9 @@ class CartesianControl:
     actuator's control is its joint's qd (velocity actuators). Commands after the first six pass
     through, in order, to the remaining actuators (e.g. a gripper): ``num_commands`` = 6 + those.
 
+    A control map (``SimMPCConfig.control_map``): called as ``control(sim, clock)`` it turns the
+    commands in ``sim.data.ctrl`` into actuator controls in place (gato.sampling.control_map).
+
     Args: model (mujoco.MjModel), body (name), position_ref (3,) m, q_wxyz_ref (4,),
     position_gain (3,) 1/s, rotation_gain (3,) 1/s, damping (> 0, in the units of J J^T).
     """
@@ -86,14 +89,16 @@ class CartesianControl:
         J = np.vstack([self._jacp[:, self.dofs], self._jacr[:, self.dofs]])
         return J.T @ np.linalg.solve(J @ J.T + self.damping * np.eye(6), v)
 
-    def __call__(self, model, qpos: np.ndarray, qvel: np.ndarray, commands: np.ndarray, clock: int) -> np.ndarray:
-        """(n, nu) actuator controls for n worlds' qpos (n, nq) and commands (n, num_commands)."""
-        qpos = np.atleast_2d(qpos)
-        commands = np.atleast_2d(commands)
-        if commands.shape[1] != self.num_commands:
-            raise ValueError(f"commands: expected {self.num_commands} per world, got {commands.shape[1]}")
-        out = np.zeros((len(qpos), self.model.nu))
+    def __call__(self, sim, clock) -> None:
+        """RoboKit's ``control_map(sim, clock)``: the twists (and pass-through commands) in
+        ``sim.data.ctrl[:, :num_commands]`` of each world become its actuator controls in
+        ``sim.data.ctrl[:, :nu]`` (joint velocities from the world's ``sim.data.qpos``)."""
+        ctrl, qpos = sim.data.ctrl, np.atleast_2d(sim.data.qpos)
+        if ctrl.shape[1] < max(self.num_commands, self.model.nu) or len(ctrl) != len(qpos):
+            raise ValueError(f"sim: data.ctrl must be (nworld, >= {max(self.num_commands, self.model.nu)}), "
+                             f"got {ctrl.shape} for {len(qpos)} worlds")
+        commands = np.array(ctrl[:, :self.num_commands])  # read before the controls overwrite them
+        ctrl[:, :self.model.nu] = 0.0
         for i, (q, cmd) in enumerate(zip(qpos, commands)):
-            out[i, self.joint_actuators] = self.joint_velocities(q, cmd[:6])
-            out[i, self.other_actuators] = cmd[6:]
-        return out
+            ctrl[i, self.joint_actuators] = self.joint_velocities(q, cmd[:6])
+            ctrl[i, self.other_actuators] = cmd[6:]

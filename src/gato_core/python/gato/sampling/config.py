@@ -102,9 +102,10 @@ class SimMPCConfig:
       the commands' units (e.g. rad for position actuators, N*m for motors). >= 0.
     - ``ctrl_range`` [None]: (nu, 2) command bounds; None: the actuators' ctrlrange where limited.
     - ``qpos_std`` / ``qvel_std`` [0]: each replica's start noise on qpos (nq,) / qvel (nv,).
-    - ``control_map`` [None]: a :class:`gato.sampling.CartesianControl` (or any object with its
-      ``num_commands`` and ``__call__(model, qpos, qvel, commands, clock) -> ctrl``) turning the
-      planned commands into actuator controls; see docs/sampling.md for when it runs.
+    - ``control_map`` [None]: ``control_map(sim, clock)`` (RoboKit's signature; e.g. a
+      :class:`gato.sampling.CartesianControl`) turning the commands in ``sim.data.ctrl`` into
+      actuator controls before every (coarse) step, in the rollouts as in ``execute``
+      (:mod:`gato.sampling.control_map`); its ``num_commands`` (default nu) sizes the plans.
     - ``batch_size`` [1]: instances planned at once (same model and config).
     - ``num_samples`` [512]: candidates per iteration and instance, one reserved for the moved
       plan itself (so ``num_samples - 1`` noisy draws).
@@ -290,8 +291,9 @@ class SimMPCConfig:
 
             if not isinstance(self.ilqr, ILQROptimizerConfig):
                 raise ValueError(f"ilqr: expected None or an ILQROptimizerConfig, got {self.ilqr!r}")
-        if self.control_map is not None and not callable(self.control_map):
-            raise ValueError(f"control_map: expected None or a callable control map, got {self.control_map!r}")
+        from .control_map import check_control_map
+
+        check_control_map(self.control_map)
         self.terms = [self._check_term(t) for t in self.terms]
         return self
 

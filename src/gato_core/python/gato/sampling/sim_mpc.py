@@ -22,6 +22,7 @@ from typing import Callable, List, Optional
 import numpy as np
 
 from .config import SimMPCConfig, SimMPCStage
+from .control_map import clock_of, map_commands, num_commands
 from .mppi import basis_at, elite_update, free_nodes, node_basis, noise_profile, refit_std
 from .sim import MjSim, RolloutEngine, as_states, state_layout
 from .task import SimContext, Task, as_array
@@ -75,8 +76,7 @@ class SimMPC(Task):
         for term, _, _ in config.terms:
             term.resolve(self.model)
         m, B, S, R = self.model, config.batch_size, config.num_samples, config.num_replicas
-        cm = config.control_map
-        self.nu = int(cm.num_commands) if cm is not None else int(m.nu)
+        self.nu = num_commands(config.control_map, m)
         if self.nu < 1:
             raise ValueError("sim: the model has no actuators to plan for")
         self.set_ctrl_ref(ctrl_ref)
@@ -260,13 +260,16 @@ class SimMPC(Task):
         return out
 
     def _mapped_rollouts(self, U, x, w, t0, R, segs):
-        """Rollouts through the control map, evaluated before every (coarse) step from the state
-        there, as execute applies it; one mujoco.rollout call per step (the map runs in Python)."""
+        """Rollouts through the control map: ``control_map(sim, clock)`` is called before every
+        (coarse) step with the rollout worlds' state there (a :class:`MapWorlds` view, as execute
+        calls it), one mujoco.rollout call per step (the map runs in Python)."""
         c, m, lay = self.config, self.model, self._layout
         B, N, _, nc = U.shape
         n = B * N * R
         cmds = np.broadcast_to(U[:, :, None], (B, N, R) + U.shape[2:]).reshape(n, -1, nc)
-        out = []
+        t_, q_, v_, a_ = (slice(lay[f], lay[f] + size) for f, size in
+                          (("time", 1), ("qpos", m.nq), ("qvel", m.nv), ("act", m.na)))
+        out, row = [], 0
         for a, b, k in segs:
             f = np.arange(a, b, k)
             mk = self._model_k(k)
@@ -274,12 +277,12 @@ class SimMPC(Task):
             states = np.empty((n, len(f), lay["size"]))
             sens, ctrl = np.empty((n, len(f), m.nsensordata)), np.empty((n, len(f), m.nu))
             for i, step in enumerate(f):
-                u = c.control_map(m, x[:, lay["qpos"]:lay["qpos"] + m.nq], x[:, lay["qvel"]:lay["qvel"] + m.nv],
-                                  cmds[:, step], t0 + int(step))
-                ctrl[:, i] = np.asarray(u, dtype=np.float64)
+                ctrl[:, i] = map_commands(c.control_map, m, mrows, x[:, t_], x[:, q_], x[:, v_], x[:, a_],
+                                          cmds[:, step], clock_of(t0 + int(step), row, int(k)))
                 st, sd = self.engine.run(mrows, x, w, ctrl[:, i:i + 1])
                 states[:, i], sens[:, i] = st[:, 0], sd[:, 0]
                 x = st[:, 0].copy()
+                row += 1
             out.append((mk, states, sens, ctrl, f, np.full(len(f), k)))
         return out
 
@@ -570,11 +573,13 @@ class SimMPC(Task):
             if callback is not None:
                 callback(infos)
             for j in range(min(c.ctrl_steps, num_steps - step)):
+                cmd = commands[j]
+                if c.control_map is not None:  # the same call the rollouts make before this step
+                    ds = sim.data
+                    cmd = map_commands(c.control_map, m, sim.models, [d.time for d in ds], [d.qpos for d in ds],
+                                       [d.qvel for d in ds], [d.act for d in ds], cmd, clock_of(t0 + step, j, 1))
                 for b, (mb, d) in enumerate(zip(sim.models, sim.data)):
-                    cmd = commands[j, b]
-                    if c.control_map is not None:
-                        cmd = np.asarray(c.control_map(m, d.qpos[None], d.qvel[None], cmd[None], t0 + step))[0]
-                    d.ctrl[:] = np.clip(cmd, alo, ahi)
+                    d.ctrl[:] = np.clip(cmd[b], alo, ahi)
                     mujoco.mj_step(mb, d)  # the world's own model rows (set_random / set_scene)
                     mujoco.mj_forward(mb, d)
                     r = rows[b]
