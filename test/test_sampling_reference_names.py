@@ -23,10 +23,6 @@ NOT_HERE = {
     "MjWarpSim(nconmax)": "the warp backend's buffers are SimMPCConfig.nconmax (backend 'warp')",
     "MjWarpSim(key)": "a keyframe start: pass data=MjData (mj_resetDataKeyframe) instead",
     "MjWarpSim(device)": "the CPU simulator; SimMPCConfig.device picks the warp backend's device",
-    "MjWarpSim.build_coarse_spec": "not built: CoarseConfig's geometry simplification",
-    "MjWarpSim.build_entity": "robokit.sim.mjentity has no counterpart here",
-    "MjWarpSim.build_contact_sensor": "ContactTask adds MuJoCo contact sensors to the spec instead",
-    "MjWarpSim.compute_rays": "not built (ray casting)",
     "MjWarpSim.set_torch_stream": "no CUDA streams on the CPU",
 }
 

@@ -4,7 +4,9 @@
 - cost terms :class:`StateTask`, :class:`SensorTask`, :class:`ControlTask`, :class:`AlignTask`,
   :class:`ContactTask`, :class:`GraspTask`, added with ``config.add(term, running_scale)``;
 - :class:`SimMPC`: ``plan(data, t0)`` / ``execute(sim, steps)``;
-- :class:`MjSim`: the CPU simulator (``mujoco.rollout`` over a pinned thread pool);
+- :class:`MjSim`: the CPU simulator (``mujoco.rollout`` over a pinned thread pool), with
+  ``build_coarse_spec`` (:class:`CoarseConfig`), ``build_entity`` (:class:`Entity`),
+  ``build_contact_sensor`` (:class:`ContactSensor`) and ``compute_rays``;
 - :class:`CartesianControl`: an end-effector twist command map;
 - :mod:`gato.sampling.scenes`: the bundled robots and MJCF files as planning scenes, the iiwa14
   figure-8 / pick-and-place / box-pushing tasks as terms.
@@ -20,7 +22,10 @@ from .terms import AlignTask, ContactTask, ControlTask, GraspTask, SensorTask, S
 from .task import Context, SimContext, Task, VarKey, sim_context
 from .residuals import SimResidualTask, SimTask
 from .ilqr import ILQROptimizer, ILQROptimizerConfig
+from .coarse import CoarseConfig, build_coarse_spec
+from .entities import ContactSensor, Entity, EntityData
 
 __all__ = ["SimMPC", "SimMPCConfig", "SimMPCStage", "MjSim", "CartesianControl", "StateTask", "SensorTask",
            "ControlTask", "AlignTask", "ContactTask", "GraspTask", "Term", "RolloutBatch", "Context", "SimContext",
-           "Task", "VarKey", "sim_context", "SimTask", "SimResidualTask", "ILQROptimizer", "ILQROptimizerConfig"]
+           "Task", "VarKey", "sim_context", "SimTask", "SimResidualTask", "ILQROptimizer", "ILQROptimizerConfig",
+           "CoarseConfig", "build_coarse_spec", "Entity", "EntityData", "ContactSensor"]

@@ -363,6 +363,34 @@ class MjSim:
         for m, d in zip(self.models, self.data):
             mj.mj_forward(m, d)
 
+    # ------------------------------------------------------------ scene helpers
+    @staticmethod
+    def build_coarse_spec(spec, config):
+        """A copy of ``spec`` with ``config``'s (a :class:`gato.sampling.CoarseConfig`) cheaper
+        geometry and physics (gato.sampling.coarse)."""
+        from .coarse import build_coarse_spec
+
+        return build_coarse_spec(spec, config)
+
+    def build_entity(self, prefix: str, soft_joint_pos_limit_factor: float = 1.0):
+        """The :class:`gato.sampling.Entity` named ``prefix*``, its default pose the initial qpos."""
+        from .entities import Entity
+
+        return Entity(self, prefix, soft_joint_pos_limit_factor)
+
+    def build_contact_sensor(self, name: str, track_air_time: bool = False):
+        """A :class:`gato.sampling.ContactSensor` of the contact sensors named ``{name}_{primary}_{found or force}``."""
+        from .entities import ContactSensor
+
+        return ContactSensor(self, name, track_air_time)
+
+    def compute_rays(self, render_context=None, **rays) -> None:
+        """Cast rays (``mujoco_warp.rays``' arguments) in every world at its current poses
+        (gato.sampling.rays; ``render_context`` is accepted for the API and not needed on the CPU)."""
+        from .rays import compute_rays
+
+        compute_rays(self, render_context, **rays)
+
     def resized(self, nworld: int) -> "MjSim":
         """A simulator of the same scenes and thread count with ``nworld`` worlds, split evenly over
         several scenes (the first ``nworld % len(scenes)`` scenes get one more); fresh model rows."""
