@@ -38,10 +38,40 @@ def _rotation_angles(model, fid, qs, ref_rotvecs) -> np.ndarray:
     return out
 
 
+def pose_speed_ratio(model, fid, q0, reference, duration, dt=0.01, iters=3, damping=0.02) -> float:
+    """Peak demanded joint speed of a pose path as a fraction of the URDF velocity limits: damped
+    least squares on the frame's 6-D error (position, world-frame rotation log) along the path
+    sampled every dt over ``duration`` [s], ``iters`` updates per sample (60 on the first, so it
+    starts converged), joint speed the finite difference of consecutive solutions (as
+    gato.sim.scenarios.joint_speed_ratio does for a position path)."""
+    import pinocchio as pin
+
+    data = model.createData()
+    t = np.arange(int(round(duration / dt)) + 1) * dt
+    P, Rv = reference.positions(t), reference.orientations(t)
+    q = np.array(q0, dtype=np.float64)
+    qs = []
+    for k in range(len(t)):
+        Rt = pin.exp3(Rv[k])
+        for _ in range(60 if k == 0 else iters):
+            J = pin.computeFrameJacobian(model, data, q, fid, pin.LOCAL_WORLD_ALIGNED)
+            M = data.oMf[fid]
+            e = np.concatenate([P[k] - M.translation, pin.log3(Rt @ M.rotation.T)])
+            q = pin.integrate(model, q, J.T @ np.linalg.solve(J @ J.T + damping ** 2 * np.eye(6), e))
+        qs.append(q.copy())
+    qd = np.diff(np.array(qs), axis=0) / dt
+    return float(np.max(np.abs(qd) / model.velocityLimit))
+
+
 def references(robot: str, scenario: dict):
-    """(position-only Figure8, PoseFigure8) of a fig8 scenario: the same curve; the pose one with
-    its orientation sweeping +/- SWEEP_DEG about the figure's horizontal axis around the EE
-    orientation at the scenario's q0."""
+    """(position-only Figure8, PoseFigure8, stretch, axis) of a fig8 scenario: the same curve; the
+    pose one with its orientation sweeping +/- SWEEP_DEG about a horizontal axis (``axis``: the
+    figure plane's horizontal axis, "in-plane", or the horizontal normal of the plane, "across",
+    whichever asks the joints for less speed) around the EE orientation at the scenario's q0. The scenario's period is drawn for the position path (its
+    joint speed ratio, 0.6-0.9 of the velocity limits); the sweep asks the wrist for more, beyond
+    the limits on most scenarios, so both curves take the period stretched by
+    ``stretch = max(1, pose path ratio / drawn ratio)``: the pose path then runs at the scenario's
+    drawn fraction of the joint velocity limits (and the position-only run on the same curve)."""
     import pinocchio as pin
 
     import gato
@@ -49,13 +79,26 @@ def references(robot: str, scenario: dict):
 
     model = pin.buildModelFromUrdf(str(gato.robot_urdf(robot)))
     data = model.createData()
+    fid = model.getFrameId(scenario["ee_frame"])
     pin.forwardKinematics(model, data, scenario["q0"])
-    R0 = pin.updateFramePlacement(model, data, model.getFrameId(scenario["ee_frame"])).rotation
+    R0 = pin.updateFramePlacement(model, data, fid).rotation
     p = scenario["params"]
-    pos = Figure8(p["offset"], p["A_x"], p["A_z"], p["theta"], p["period"])
-    pose = PoseFigure8(p["offset"], p["A_x"], p["A_z"], p["theta"], p["period"], base=pin.log3(R0),
-                       sweep_deg=SWEEP_DEG)
-    return pos, pose
+
+    h = np.array([math.cos(p["theta"]), math.sin(p["theta"]), 0.0])
+
+    def pair(period, axis):
+        return (Figure8(p["offset"], p["A_x"], p["A_z"], p["theta"], period),
+                PoseFigure8(p["offset"], p["A_x"], p["A_z"], p["theta"], period, base=pin.log3(R0),
+                            sweep_deg=SWEEP_DEG, axis=axis))
+
+    # the horizontal axis in the figure's plane or across it: the one whose sweep asks the joints for
+    # less (some sweeps pass a wrist singularity: 18x and 67x the limits on iiwa14 seeds 100 and 301)
+    ratios = [(pose_speed_ratio(model, fid, scenario["q0"], pair(p["period"], a)[1], p["period"]), i, a)
+              for i, a in enumerate((h, np.array([-h[1], h[0], 0.0])))]
+    ratio, which, axis = min(ratios, key=lambda r: r[0])
+    stretch = max(1.0, ratio / float(scenario["ratio"]))
+    pos, pose = pair(p["period"] * stretch, axis)
+    return pos, pose, stretch, ("in-plane", "across")[which]
 
 
 def run(robot: str, scenario: dict, reference, *, rot=None, N=32, dt=0.01, periods=1.0, weights=None) -> dict:
@@ -80,7 +123,8 @@ def run(robot: str, scenario: dict, reference, *, rot=None, N=32, dt=0.01, perio
     world = S.make_world("mujoco", urdf, ee_frame=ee, timestep=0.001)
     sim = S.Simulation(world, np.asarray(scenario["q0"], dtype=np.float64), sim_dt=0.001, kinematics=kin,
                        effort_limit=np.array(kin.model.effortLimit))
-    duration = float(periods) * float(scenario["params"]["period"])
+    duration = float(periods) * float(reference.position.period if hasattr(reference, "position")
+                                      else reference.period)
     t0 = time.perf_counter()
     rec = S.run_closed_loop(sim, planner, S.TrackingTask(reference, N, dt, duration))
     wall = time.perf_counter() - t0
@@ -107,20 +151,25 @@ def scenarios(robot: str, seeds, n: int, dt=0.01):
     return [sc for s in seeds for sc in fig8_scenarios(model, robot, n, seed=int(s), dt=dt, ratio_range=(0.6, 0.9))]
 
 
-def study(robots, seeds, n, rots, periods=1.0) -> list:
+def study(robots, seeds, n, rots, periods=1.0, pose_params=None) -> list:
     rows = []
     for robot in robots:
         for sc in scenarios(robot, seeds, n):
-            pos, pose = references(robot, sc)
+            pos, pose, stretch, axis = references(robot, sc)
             base = run(robot, sc, pos, periods=periods)
             for rot in rots:
-                r = run(robot, sc, pose, rot=rot, periods=periods)
-                rows.append(dict(robot=robot, id=sc["id"], period_s=float(sc["params"]["period"]), rot=list(rot),
+                w = None
+                if pose_params:
+                    from gato.planners.shipped_weights import shipped_weights
+                    w = {**shipped_weights(robot), **pose_params}
+                r = run(robot, sc, pose, rot=rot, periods=periods, weights=w)
+                rows.append(dict(robot=robot, id=sc["id"], period_s=float(pos.period), stretch=stretch, axis=axis,
+                                 rot=list(rot),
                                  pos_only_mm=base["pos_mm"], pose_pos_mm=r["pos_mm"],
                                  pos_ratio=r["pos_mm"] / base["pos_mm"], rot_deg=r["rot_deg"],
                                  rot_max_deg=r["rot_max_deg"], stop=r["stop"], wall_s=base["wall_s"] + r["wall_s"]))
                 x = rows[-1]
-                print(f"{robot:7s} {sc['id']:22s} rot {rot[0]:g}/{rot[1]:g}: pos-only {x['pos_only_mm']:6.2f} mm | "
+                print(f"{robot:7s} {sc['id']:22s} x{stretch:.2f} {axis:8s} rot {rot[0]:g}/{rot[1]:g}: pos-only {x['pos_only_mm']:6.2f} mm | "
                       f"pose {x['pose_pos_mm']:6.2f} mm (x{x['pos_ratio']:.2f}), orientation mean "
                       f"{x['rot_deg']:.3f} deg max {x['rot_max_deg']:.3f} ({x['stop']}, {x['wall_s']:.1f} s)",
                       file=sys.stderr, flush=True)
@@ -135,11 +184,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rot", nargs="+", type=float, default=None,
                     help="orientation weights to try (rot_cost = N_rot_cost); default: the shipped ORIENTATION_WEIGHTS")
     ap.add_argument("--periods", type=float, default=1.0)
+    ap.add_argument("--pose-params", type=json.loads, default=None,
+                    help='JSON: solver weights over the shipped ones for the pose runs only, e.g. \'{"q_cost": 60}\'')
     a = ap.parse_args(argv)
     from gato.planners.shipped_weights import ORIENTATION_WEIGHTS
 
     rots = [(w, w) for w in a.rot] if a.rot else [(ORIENTATION_WEIGHTS["rot_cost"], ORIENTATION_WEIGHTS["N_rot_cost"])]
-    rows = study(a.robots, a.seeds, a.n, rots, a.periods)
+    rows = study(a.robots, a.seeds, a.n, rots, a.periods, a.pose_params)
     print(f"\n{'robot':8s} {'rot':>9s} {'n':>3s} {'pos-only mm':>12s} {'pose pos mm':>12s} {'ratio max':>10s} "
           f"{'orient. mean deg':>17s} {'worst mean deg':>15s} {'max deg':>8s}")
     summary = []
@@ -155,7 +206,8 @@ def main(argv=None) -> int:
             summary.append(s)
             print(f"{robot:8s} {rot[0]:4g}/{rot[1]:<4g} {s['n']:3d} {s['pos_only_mm']:12.2f} {s['pose_pos_mm']:12.2f} "
                   f"{s['ratio_max']:10.2f} {s['rot_deg']:17.3f} {s['rot_worst_deg']:15.3f} {s['rot_max_deg']:8.2f}")
-    print(json.dumps(dict(seeds=a.seeds, n=a.n, periods=a.periods, sweep_deg=SWEEP_DEG, summary=summary, rows=rows)))
+    print(json.dumps(dict(seeds=a.seeds, n=a.n, periods=a.periods, sweep_deg=SWEEP_DEG, pose_params=a.pose_params,
+                          summary=summary, rows=rows)))
     return 0
 
 

@@ -1,12 +1,17 @@
-"""Closed-loop pose figure-8 in MuJoCo (issue 30), CI-sized: one held-out scenario per arm
-(gato.tasks.fig8_scenarios seed 301, not used to choose the orientation weight) through
-bench/bench_pose_fig8.py's run: the BSQP planner with the arm's shipped weights and the shipped
-ORIENTATION_WEIGHTS tracks the figure-8 while the orientation sweeps +/- 30 deg.
+"""Closed-loop pose tracking in MuJoCo (issue 30), CI-sized.
 
-Measured (this scenario, docs/benchmarks.md "Pose figure-8"): orientation mean 0.17 deg (iiwa14) /
-0.19 deg (fr3); position 6.6 / 6.9 mm against 3.6 / 3.3 mm position-only (x1.8 / x2.1). The bounds
-below keep a margin; they do NOT prove issue 30's position criterion (within 1.2x of the
-position-only run), which the study misses (x1.8-3.6; docs/status.md)."""
+The pose figure-8: one held-out scenario per arm (gato.tasks.fig8_scenarios seed 301, not used to
+choose the orientation weight) through bench/bench_pose_fig8.py's run: the BSQP planner with the
+arm's shipped weights and the shipped ORIENTATION_WEIGHTS tracks the figure-8 while the
+orientation sweeps +/- 30 deg (period stretched so the pose path asks the joints for the
+scenario's drawn fraction of their velocity limits; bench_pose_fig8.references).
+Measured (seed 301 scenario 0; docs/benchmarks.md "Pose figure-8"): orientation mean 0.16 deg
+(iiwa14) / 0.13 (fr3), max 0.39 / 0.41; position 5.95 / 5.13 mm against 3.54 / 2.84 mm
+position-only on the same curve (x1.68 / x1.81). The bounds keep a margin; they do NOT prove
+issue 30's position criterion (within 1.2x of the position-only run), which the shipped weights
+miss (x1.7-3.6 held out; docs/status.md).
+
+The sampling planner reads the same pose target (its orientation term, a 6-D IK ctrl_ref)."""
 import sys
 from pathlib import Path
 
@@ -19,12 +24,86 @@ import bench_pose_fig8 as B  # noqa: E402
 @pytest.mark.parametrize("robot", ["iiwa14", "fr3"])
 def test_pose_figure8_tracks_the_orientation_in_mujoco(robot):
     sc = B.scenarios(robot, [301], 1)[0]
-    pos, pose = B.references(robot, sc)
+    pos, pose, stretch, axis = B.references(robot, sc)
+    assert 1.0 <= stretch < 3.0 and axis == "in-plane"    # measured 1.72 / 1.76
     base = B.run(robot, sc, pos)
     r = B.run(robot, sc, pose)
     assert base["stop"] == r["stop"] == "sim_time" and r["ticks"] == base["ticks"] > 100
     assert base["rot_deg"] is None and r["rot_deg"] is not None
-    assert r["rot_deg"] <= 0.6, r                    # measured 0.17 / 0.19 deg
-    assert r["rot_max_deg"] <= 2.0, r                # measured 0.75 / 0.57 deg
-    assert r["pos_mm"] <= 3.0 * base["pos_mm"], (r, base)   # measured x1.8 / x2.1
-    assert base["pos_mm"] <= 6.0, base
+    assert r["rot_deg"] <= 0.5, r                    # measured 0.16 / 0.13 deg
+    assert r["rot_max_deg"] <= 1.5, r                # measured 0.39 / 0.41 deg
+    assert r["pos_mm"] <= 2.5 * base["pos_mm"], (r, base)   # measured x1.68 / x1.81
+    assert base["pos_mm"] <= 6.0, base               # measured 3.54 / 2.84 mm
+
+
+def _sampling_case(rot_weight=None):
+    import math
+
+    import numpy as np
+    import pinocchio as pin
+
+    import gato
+    from gato import planner as P
+    from gato import references as R
+    from gato import simloop as L
+
+    urdf = str(gato.robot_urdf("iiwa14"))
+    q0 = np.array([0.0, 0.6, 0.0, -1.3, 0.0, 1.2, 0.0])
+    kin = L.EEKinematics(urdf, "EE")
+    fid = kin.model.getFrameId("EE")
+
+    def rot(q):
+        pin.forwardKinematics(kin.model, kin.data, q)
+        return pin.updateFramePlacement(kin.model, kin.data, fid).rotation.copy()
+
+    cfg = {"nthread": 2, "num_samples": 32}
+    if rot_weight is not None:
+        cfg["rot_weight"] = rot_weight
+    pl = P.make("sampling", "iiwa14", cfg)
+    target = pin.log3(pin.exp3(np.array([0.0, math.radians(15), 0.0])) @ rot(q0))
+    return pl, kin, q0, rot, target, R, L
+
+
+def test_sampling_planner_tracks_the_window_orientation():
+    """The sampling planner reads the pose target (its orientation term and a 6-D IK ctrl_ref): a
+    tool 15 deg from its target turns to within 4 deg in 0.8 s in MuJoCo (measured 1.9); with a
+    position-only window it does not (measured 11.9 deg left)."""
+    import numpy as np
+    import pinocchio as pin
+    from gato.worlds import MuJoCoWorld
+
+    errs = {}
+    for name in ("pose", "position"):
+        pl, kin, q0, rot, target, R, L = _sampling_case()
+        hold = R.Hold(kin.ee_pos(q0))
+        ref = R.PoseReference(hold, target) if name == "pose" else hold
+        sim = L.Simulation(MuJoCoWorld(str(kin_urdf()), timestep=0.001), q0, sim_dt=0.001, kinematics=kin,
+                           effort_limit=np.array(kin.model.effortLimit))
+        rec = L.run_closed_loop(sim, pl, L.TrackingTask(ref, pl.N, pl.dt, 0.8))
+        q_end = np.asarray(rec.stats()["joint_positions"])[-1]
+        errs[name] = np.degrees(np.linalg.norm(pin.log3(pin.exp3(target).T @ rot(q_end))))
+        assert np.mean(rec.columns["goal_distances_knot0"]) < 0.006, name   # measured 2.4 / 2.1 mm
+    assert errs["pose"] < 4.0 and errs["position"] > 8.0, errs
+
+
+def kin_urdf():
+    import gato
+
+    return gato.robot_urdf("iiwa14")
+
+
+def test_sampling_orientation_term_adds_nothing_on_position_only_windows():
+    """rot_weight 20 (default) and 0 (no term) plan the same torques, bit for bit, on position-only
+    windows: the term's hinge is above any error there."""
+    import numpy as np
+
+    us = []
+    for w in (None, 0.0):
+        pl, kin, q0, rot, target, R, L = _sampling_case(w)
+        x = np.concatenate([q0, np.zeros(7)])
+        pl.reset(x)
+        fig = R.Figure8(kin.ee_pos(q0), 0.05, 0.03, period=2.0)
+        us.append([pl.step(x, fig.window(0.01 * k, pl.N, pl.dt)).u for k in range(3)])
+    assert all(np.array_equal(a, b) for a, b in zip(*us))
+    with pytest.raises(ValueError, match="rot_weight"):
+        _sampling_case(-1.0)

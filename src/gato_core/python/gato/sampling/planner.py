@@ -6,10 +6,14 @@ compensation, forces clamped to the URDF effort limits), then returns the joint 
 servo's commands realize, as joint torques (the inverse dynamics of the plan's first steps from the
 measured state; :meth:`SamplingPlanner._torque_plan`). Per tick:
 
-1. the window's EE targets are resampled at the scene's timestep over the horizon;
+1. the window's EE targets are resampled at the scene's timestep over the horizon (its
+   orientations too, when it carries them);
 2. ctrl_ref (the joint targets the plan offsets): a damped-least-squares IK pass along those
-   targets from the measured configuration (one update per step, :func:`gato.tasks.ik_track`);
-3. costs: ee_weight * |EE - target|^2 per step, ctrl_weight * |command - ctrl_ref|^2;
+   targets from the measured configuration (one update per step, :func:`gato.tasks.ik_track`;
+   6-D on a pose window);
+3. costs: ee_weight * |EE - target|^2 per step, ctrl_weight * |command - ctrl_ref|^2, and on a
+   pose window rot_weight * |log(R_target^-1 R_EE)|^2 (the EE body's frame quaternion; the term
+   costs nothing on a position-only window);
 4. ``SimMPC.plan`` from the measured state at the tick's sim step (the clock advances by the
    elapsed time in scene steps), the previous plan shifted as the warm start.
 
@@ -31,13 +35,16 @@ from ..core.references import ReferenceWindow
 
 __all__ = ["SamplingPlanner", "DEFAULTS"]
 
+_ROT_OFF = 1e300  # the orientation term's hinge on position-only windows: above any error, so it adds 0
+
 #: Config keys and defaults: control period dt [s], scene timestep [s], horizon [s], candidates per
 #: iteration, iterations per tick, node noise [rad], cost weights, rollout threads (None: all CPUs),
-#: seed, planner ("mppi" | "cem"), knots N of the windows the planner asks for, rollout backend
+#: (rot_weight [1/rad^2]: the EE orientation of pose windows; their BSQP orientation_weight is not
+#: read), seed, planner ("mppi" | "cem"), knots N of the windows the planner asks for, rollout backend
 #: ("cpu" | "warp"), its Warp device, contact / constraint-row capacity per world and CUDA graph
 #: mode (SimMPCConfig's backend, device, nconmax, njmax, cuda_graph_mode).
 DEFAULTS = dict(dt=0.01, timestep=0.005, horizon_s=0.5, num_samples=64, iterations=2, ctrl_std=0.01,
-                ee_weight=2000.0, ctrl_weight=1.0, nthread=None, seed=0, planner="mppi", N=None,
+                ee_weight=2000.0, ctrl_weight=1.0, rot_weight=20.0, nthread=None, seed=0, planner="mppi", N=None,
                 backend="cpu", device=None, nconmax=64, njmax=256, cuda_graph_mode="step")
 
 
@@ -53,7 +60,7 @@ class SamplingPlanner(Planner):
 
         from ..robots.registry import resolve_robot
         from . import MjSim, SimMPC, SimMPCConfig, SimMPCStage
-        from .scenes import ee_sensor, robot_spec
+        from .scenes import add_frame_sensors, ee_body, robot_spec
         from .terms import ControlTask, SensorTask
 
         cfg = dict(config or {})
@@ -74,6 +81,10 @@ class SamplingPlanner(Planner):
         H = max(self.ctrl_steps, int(round(cfg["horizon_s"] / ts)))
         self.timestep, self.H, self.ee_frame = ts, H, ee_frame
         spec = robot_spec(plant, timestep=ts)
+        rw = cfg["rot_weight"]
+        if isinstance(rw, bool) or not isinstance(rw, (int, float)) or not math.isfinite(rw) or rw < 0:
+            raise ValueError(f"rot_weight: expected a finite weight >= 0 [1/rad^2], got {rw!r}")
+        pos_sensor, quat_sensor = add_frame_sensors(spec, ee_body(plant))
         self.pin_model = pin.buildModelFromUrdf(urdf)
         nq = int(self.pin_model.nq)
         self.nx, self.nu, self.nu_act = 2 * nq, nq, nq
@@ -86,12 +97,20 @@ class SamplingPlanner(Planner):
                               [SimMPCStage(its)], seed=int(cfg["seed"]), planner=cfg["planner"],
                               backend=cfg["backend"], device=cfg["device"], nconmax=cfg["nconmax"],
                               njmax=cfg["njmax"], cuda_graph_mode=cfg["cuda_graph_mode"])
-        self._ee_term = SensorTask(np.zeros((H + 1, 3)), {ee_sensor(plant): float(cfg["ee_weight"])}, name="ee")
+        self._ee_term = SensorTask(np.zeros((H + 1, 3)), {pos_sensor: float(cfg["ee_weight"])}, name="ee")
         self._ctrl_term = ControlTask(float(cfg["ctrl_weight"]), np.zeros((H + 1, nq)), name="ctrl")
         config = config.add(self._ee_term).add(self._ctrl_term)
+        # The orientation term (wxyz references); on a position-only window its hinge exceeds any
+        # error, so it adds exact zeros and the plans are the position-only ones.
+        self._rot_term = None
+        if rw > 0:
+            self._rot_term = SensorTask(np.tile([1.0, 0.0, 0.0, 0.0], (H + 1, 1)), {quat_sensor: float(rw)},
+                                        residual="quaternion", hinge=_ROT_OFF, name="ee_rot")
+            config = config.add(self._rot_term)
         self.mpc = SimMPC(config, MjSim(spec, 1, nthread=cfg["nthread"]), np.zeros((H + 1, nq)))
         self._data = mujoco.MjData(self.mpc.model)
         self._mj = mujoco
+        self._R_off = self._body_offset(quat_sensor)
         m = self.mpc.model
         frc = np.asarray(m.jnt_actfrcrange[:nq], dtype=np.float64)
         self._effort = (np.where(m.jnt_actfrclimited[:nq], frc[:, 0], -np.inf),
@@ -106,6 +125,47 @@ class SamplingPlanner(Planner):
             raise ValueError(f"x0: expected finite ({self.nx},) [q; qd], got {np.shape(x0)}")
         self.mpc.reset()
         self._t, self._started = 0, False
+
+    def _body_offset(self, quat_sensor) -> np.ndarray:
+        """(3, 3) rotation of the MuJoCo EE body in the EE frame (identity when the body is the frame):
+        R_body = R_ee R_off, read at the zero posture."""
+        import pinocchio as pin
+
+        mj, m, d = self._mj, self.mpc.model, self._data
+        mj.mj_resetData(m, d)
+        mj.mj_forward(m, d)
+        adr = m.sensor_adr[mj.mj_name2id(m, mj.mjtObj.mjOBJ_SENSOR, quat_sensor)]
+        w, x, y, z = d.sensordata[adr:adr + 4]
+        R_body = pin.Quaternion(w, x, y, z).toRotationMatrix()
+        pdata = self.pin_model.createData()
+        q = np.zeros(self.pin_model.nq)
+        pin.forwardKinematics(self.pin_model, pdata, q)
+        R_ee = pin.updateFramePlacement(self.pin_model, pdata, self.pin_model.getFrameId(self.ee_frame)).rotation
+        return R_ee.T @ R_body
+
+    def _orientation_targets(self, reference, t_ns):
+        """(H + 1, 3) target rotation vectors of a pose window at the scene's steps, or None."""
+        if isinstance(reference, ReferenceWindow):
+            return reference.sample_orientations(t_ns, self.H + 1, self.timestep)
+        return None
+
+    def _set_rot_term(self, rotvecs) -> None:
+        """The orientation term's references (wxyz of R_target R_off) and hinge (off: none given)."""
+        import pinocchio as pin
+
+        term = self._rot_term
+        if rotvecs is None:
+            term.hinge = _ROT_OFF
+            term.sensor_ref = np.tile([1.0, 0.0, 0.0, 0.0], (self.H + 1, 1))
+        else:
+            term.hinge = None
+            ref = np.empty((len(rotvecs), 4))
+            for i, r in enumerate(rotvecs):
+                qt = pin.Quaternion(pin.exp3(r) @ self._R_off)
+                ref[i] = (qt.w, qt.x, qt.y, qt.z)
+            term.sensor_ref = ref
+        term.resolve(self.mpc.model)
+        term.ref_offset = self._t
 
     def _targets(self, reference, t_ns):
         if isinstance(reference, ReferenceWindow):
@@ -129,7 +189,10 @@ class SamplingPlanner(Planner):
         q, dq = x[:self.nu], x[self.nu:]
         t_ns = reference.stamp_ns if isinstance(reference, ReferenceWindow) else 0
         targets = self._targets(reference, t_ns)
-        qs, _ = ik_track(self.pin_model, self.ee_frame, q, targets, first_iters=3)
+        rotvecs = self._orientation_targets(reference, t_ns)
+        qs, _ = ik_track(self.pin_model, self.ee_frame, q, targets, first_iters=3, path_rotvec=rotvecs)
+        if self._rot_term is not None:
+            self._set_rot_term(rotvecs)
         for term, ref in ((self._ee_term, targets), (self._ctrl_term, qs)):
             if term is self._ee_term:
                 term.sensor_ref = ref

@@ -112,8 +112,8 @@ def _ee_pos(model, data, fid: int, q) -> np.ndarray:
     return pin.updateFramePlacement(model, data, fid).translation.copy()
 
 
-def ik_track(model, ee_frame, q0, path_xyz, *, first_iters=60, damping=0.02, max_step=0.2):
-    """Differential IK along an end-effector position path.
+def ik_track(model, ee_frame, q0, path_xyz, *, first_iters=60, damping=0.02, max_step=0.2, path_rotvec=None):
+    """Differential IK along an end-effector position (or pose) path.
 
     Damped least squares on the frame's position Jacobian (world-aligned),
     dq = J^T (J J^T + damping^2 I)^-1 e, one update per path point; the first
@@ -124,7 +124,9 @@ def ik_track(model, ee_frame, q0, path_xyz, *, first_iters=60, damping=0.02, max
 
     Args:
         model: pinocchio Model; ee_frame: frame name or id; q0: (nq,) start [rad];
-        path_xyz: (T, 3) world positions [m].
+        path_xyz: (T, 3) world positions [m]; path_rotvec: None, or (T, 3) target orientations
+            (rotation vectors, world frame [rad]): a pose path, the 6-D error [position;
+            log(R_target R^T)] on the frame's full world-aligned Jacobian (issue 30).
 
     Returns:
         (q, err): joint positions (T, nq) [rad] and the position error after each
@@ -141,11 +143,15 @@ def ik_track(model, ee_frame, q0, path_xyz, *, first_iters=60, damping=0.02, max
     q = np.array(q0, dtype=np.float64).reshape(model.nq)
     qs = np.empty((len(path), model.nq))
     err = np.empty(len(path))
-    lam2 = float(damping) ** 2 * np.eye(3)
+    rots = None if path_rotvec is None else [pin.exp3(r) for r in np.asarray(path_rotvec, dtype=np.float64)]
+    rows = 3 if rots is None else 6
+    lam2 = float(damping) ** 2 * np.eye(rows)
     for k, target in enumerate(path):
         for _ in range(int(first_iters) if k == 0 else 1):
-            J = pin.computeFrameJacobian(model, data, q, fid, pin.LOCAL_WORLD_ALIGNED)[:3]
+            J = pin.computeFrameJacobian(model, data, q, fid, pin.LOCAL_WORLD_ALIGNED)[:rows]
             e = target - data.oMf[fid].translation
+            if rots is not None:
+                e = np.concatenate([e, pin.log3(rots[k] @ data.oMf[fid].rotation.T)])
             dq = J.T @ np.linalg.solve(J @ J.T + lam2, e)
             peak = np.max(np.abs(dq))
             if peak > max_step:
