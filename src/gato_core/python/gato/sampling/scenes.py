@@ -28,10 +28,10 @@ import numpy as np
 
 from ..core.references import min_jerk
 from .config import SimMPCConfig, SimMPCStage
-from .terms import SENSOR_PREFIX, ControlTask, SensorTask
+from .terms import SENSOR_PREFIX, ControlTask, SensorTask, StateTask
 
 __all__ = ["robot_spec", "mjcf_spec", "box_push_spec", "ee_body", "ee_sensor", "add_frame_sensors",
-           "fig8_task", "pickplace_task", "box_push_task", "box_push_scenarios", "IIWA14_GAINS", "BOX",
+           "fig8_task", "pickplace_task", "box_push_task", "box_push_scenarios", "IIWA14_GAINS", "BOX", "TOOL_GEOM",
            "rollout_start", "hold_targets", "ROLLOUT_SCENES"]
 
 #: iiwa14 joint servo gains (kp N*m/rad, kv N*m*s/rad): stiff proximal joints, soft wrist, so the
@@ -153,8 +153,14 @@ def box_push_spec(*, timestep: float = 0.005, table_z: float = 0.15, box_xy=(0.6
                   contype=3, conaffinity=3, friction=[BOX["friction"], 0.005, 0.0001])
     spec.add_sensor(name="box_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_BODY,
                     objname="box")
+    tool = spec.body(ee_body("iiwa14"))
+    if tool is not None and len(tool.geoms) and not tool.geoms[0].name:
+        tool.geoms[0].name = TOOL_GEOM  # named, so StateTask's contact terms can pair it with the box
     return spec
 
+
+#: The name box_push_spec gives the iiwa14's sphere tool geom (StateTask contact terms use it).
+TOOL_GEOM = "tool"
 
 #: Scenes of :func:`rollout_start`.
 ROLLOUT_SCENES = ("robot", "box")
@@ -286,7 +292,8 @@ PUSH_PHASES = dict(approach=1.0, descend=0.7, push=2.0, hold=1.3)
 
 def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0.15, horizon_s: float = 0.5,
                   num_samples: int = 64, iterations: int = 2, box_weight: float = 3000.0, ee_weight: float = 300.0,
-                  ctrl_std: float = 0.03, seed: int = 0):
+                  ctrl_std: float = 0.03, seed: int = 0, guide: str = "path", standoff: float = 0.03,
+                  contact_weight: float = 0.0, penetration_scale: float = 0.0):
     """(spec, config, ctrl_ref, q0, num_steps) of a box push (a :func:`box_push_scenarios` entry).
 
     The EE reference: from the ready pose over the box's far side (0.12 m above), down behind it
@@ -296,7 +303,17 @@ def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0
     costs: box_weight * |box_xy - goal|^2 (SensorTask on the box position) from the push phase on,
     ee_weight * |EE - reference|^2, and a small ControlTask toward ctrl_ref. What the planner adds
     over the scripted path: the box's contact dynamics (slip, rotation, a push that falls short).
+
+    ``standoff`` [m]: the tool's gap to the box face where the descent ends. ``guide="hold"``
+    scripts no push: from the push phase on the EE reference (and ctrl_ref) hold there, and the
+    EE cost is off, so only the box cost asks for the push, and it says nothing until the tool
+    touches the box (with a standoff of several cm the draws seldom do). ``contact_weight`` > 0 adds a
+    StateTask with RoboKit's contact terms (cost only, zero pose weights): the tool-box contact
+    wanted from the push phase on (weight per metre of gap) and, with ``penetration_scale``, the
+    tool kept off the table (margin 0).
     """
+    if guide not in ("path", "hold"):
+        raise ValueError(f"guide: expected 'path' or 'hold', got {guide!r}")
     import pinocchio as pin
 
     from ..sim import scenarios as tasks
@@ -313,12 +330,13 @@ def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0
     h, r = BOX["half"], 0.033
     zc = table_z + h
     u = (goal - start) / np.linalg.norm(goal - start)
-    pre = np.array([*(start - u * (h + r + 0.03)), zc])
+    pre = np.array([*(start - u * (h + r + standoff)), zc])
     end = np.array([*(goal - u * (h + r)), zc])
     steps = {k: int(round(v / timestep)) for k, v in PUSH_PHASES.items()}
     above = pre + [0.0, 0.0, 0.12]
+    push = _min_jerk(pre, end, steps["push"]) if guide == "path" else np.repeat(pre[None], steps["push"] - 1, 0)
     path = np.vstack([ee0[None], _min_jerk(ee0, above, steps["approach"]), _min_jerk(above, pre, steps["descend"]),
-                      _min_jerk(pre, end, steps["push"]), np.repeat(end[None], steps["hold"], 0)])
+                      push, np.repeat((end if guide == "path" else pre)[None], steps["hold"], 0)])
     H = int(round(horizon_s / timestep))
     num_steps = len(path) - 1
     path = _ref_padded(path, num_steps + H + 2)
@@ -329,8 +347,16 @@ def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0
     box_w[push_from:] = 1.0
     config = _config(H, num_samples, iterations, ctrl_std, timestep, seed)
     config = config.add(_GatedSensorTask(box_ref, {"box_pos": [box_weight, box_weight, 0.0]}, box_w, name="box"))
-    config = config.add(SensorTask(path, {ee_sensor(): ee_weight}, name="ee"))
+    if guide == "path":
+        config = config.add(SensorTask(path, {ee_sensor(): ee_weight}, name="ee"))
+    else:
+        config = config.add(_GatedSensorTask(path, {ee_sensor(): ee_weight}, 1.0 - box_w, name="ee"))
     config = config.add(ControlTask(1.0, qs, name="ctrl"))
+    if contact_weight > 0:
+        m0 = spec.compile()
+        config = config.add(StateTask(np.tile(m0.qpos0, (len(path), 1)), np.zeros((len(path), m0.nv)), np.zeros(m0.nv),
+                                      0.0, (TOOL_GEOM, "table") if penetration_scale > 0 else None, penetration_scale,
+                                      0.0, [(TOOL_GEOM, "box", box_w, contact_weight)], name="contacts"))
     return spec, config, qs, q0, num_steps
 
 
