@@ -54,7 +54,8 @@ def shipped_weights(robot: str) -> dict:
 #: EE orientation weights [1/rad^2] (running, terminal knots) the controller applies to a reference
 #: window that carries orientations without a weight of its own (gato.planners.controller; the
 #: solver's SolverParams() keep 0, the reference's position-only cost). Chosen on fig8 seed 100
-#: (iiwa14, fr3; bench/bench_pose_fig8.py --seeds 100 --n 1 --rot 0.5 1 2 8 32): 8 is the smallest
-#: tried with a mean orientation error <= 1 deg (0.41 / 0.53 deg; 2: 1.21 deg on iiwa14). Held out
-#: (seeds 300, 301, 2 scenarios each): 0.26 / 0.33 deg mean (docs/benchmarks.md, "Pose figure-8").
+#: (iiwa14, fr3; bench/bench_pose_fig8.py --seeds 100 --n 2 --rot 2 8 32): 8 keeps the mean
+#: orientation error under 1 deg (0.13 / 0.14 deg; also at the scenarios' unstretched speed, where
+#: 2 gives 1.2 deg) and the worst tick under 2 deg (2: 4.5 deg). Held out (seeds 300, 301, 2
+#: scenarios each): 0.21 / 0.17 deg mean (docs/benchmarks.md, "Pose figure-8").
 ORIENTATION_WEIGHTS = {"rot_cost": 8.0, "N_rot_cost": 8.0}
