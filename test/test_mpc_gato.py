@@ -15,6 +15,7 @@ import gato
 from gato import tasks
 from gato.mpc_gato import MPC_GATO
 from gato.worlds import PinocchioWorld
+from gato.references import ReferenceWindow
 
 DT = 0.03125
 IIWA = gato.robot_urdf("iiwa14")
@@ -138,6 +139,11 @@ class RecordingWorld:
         return self.inner.step(q, dq, u, sim_dt)
 
 
+def _flat(ref):
+    """The (6N,) solver layout of what the controller was handed (the planner passes its window)."""
+    return ref.solver_layout() if isinstance(ref, ReferenceWindow) else np.array(ref)
+
+
 def test_fixed_pacing_substeps_windows_and_knot0_vs_knot1():
     """Fixed pacing: tick k is measured at t = (k + 1) dt exactly, after floor((k + 1) dt / sim_dt)
     substeps in all (31, 31, 31, 32, ...: the remainder carries), all playing the plan's u_0;
@@ -151,7 +157,7 @@ def test_fixed_pacing_substeps_windows_and_knot0_vs_knot1():
     step = d.controller.step
 
     def spy(x, ref, **kw):
-        seen.append(np.array(ref))
+        seen.append(_flat(ref))
         return step(x, ref, **kw)
 
     d.controller.step = spy
@@ -270,7 +276,7 @@ def test_goal_ramp_is_minimum_jerk_knot_by_knot():
     goal = p_s + np.array([0.0, 0.15, -0.05])
     seen = []
     step = d.controller.step
-    d.controller.step = lambda x, ref, **kw: (seen.append(np.array(ref)), step(x, ref, **kw))[1]
+    d.controller.step = lambda x, ref, **kw: (seen.append(_flat(ref)), step(x, ref, **kw))[1]
     ramp = 0.5
     _, st = d.run_mpc_goals(x0, [goal], goal_timeout=0.4, goal_ramp=ramp, goal_threshold=1e-4,
                             pace_by_solve_time=False)
@@ -301,7 +307,7 @@ def test_step_reference_targets_the_goal_at_every_knot_and_switches_goals():
     goals = [p0 + [0, 0.05, 0], [5.0, 5.0, 5.0], p0]  # the middle one is out of reach
     seen = []
     step = d.controller.step
-    d.controller.step = lambda x, ref, **kw: (seen.append(np.array(ref)), step(x, ref, **kw))[1]
+    d.controller.step = lambda x, ref, **kw: (seen.append(_flat(ref)), step(x, ref, **kw))[1]
     _, st = d.run_mpc_goals(x0, goals, goal_timeout=0.5, pace_by_solve_time=False, velocity_norm=np.inf,
                             velocity_threshold=0.5)
     check_tick_arrays(st, 7, 7)
