@@ -41,8 +41,8 @@ RUN bash docker/install_workspace.sh ros-base
 RUN bash docker/install_workspace.sh apt
 
 # 2. Python: a venv with --system-site-packages (rclpy from apt stays visible)
-#    holding requirements/lock.txt minus the ROS/colcon wheels apt provides.
-COPY requirements/lock.txt requirements/lock.txt
+#    holding requirements/runtime.txt minus the ROS/colcon wheels apt provides.
+COPY requirements/runtime.txt requirements/runtime.txt
 COPY docker/lock_for_ros_image.py docker/lock_for_ros_image.py
 RUN bash docker/install_workspace.sh python
 

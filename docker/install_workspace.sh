@@ -11,8 +11,9 @@
 #   install_workspace.sh apt          ros2_control, controllers, xacro, rosbag2+mcap,
 #                                     rqt tools, compilers, python3-venv
 #   install_workspace.sh python       venv (--system-site-packages) with the pinned
-#                                     packages of requirements/lock.txt minus what apt
-#                                     provides (docker/lock_for_ros_image.py)
+#                                     packages of requirements/runtime.txt (the runtime
+#                                     lock: no test set) minus what apt provides
+#                                     (docker/lock_for_ros_image.py)
 #   install_workspace.sh build [CMAKE_ARG...]
 #                                     colcon build --symlink-install, Release; extra
 #                                     CMake arguments go to gato_core
@@ -105,11 +106,11 @@ step_apt() {
 }
 
 step_python() {
-  [[ -f requirements/lock.txt ]] || die "requirements/lock.txt missing (run from the workspace root)"
+  [[ -f requirements/runtime.txt ]] || die "requirements/runtime.txt missing (run from the workspace root)"
   # --system-site-packages: rclpy, the message packages and colcon come from apt
   # (/opt/ros/$ROS_DISTRO and /usr/lib/python3/dist-packages) and stay visible.
   python3 -m venv --system-site-packages "$GATO_VENV"
-  python3 docker/lock_for_ros_image.py requirements/lock.txt \
+  python3 docker/lock_for_ros_image.py requirements/runtime.txt \
     -o "$GATO_VENV/gato-requirements.txt" --explain
   "$GATO_VENV/bin/python" -m pip install --no-cache-dir -r "$GATO_VENV/gato-requirements.txt"
   "$GATO_VENV/bin/python" -c 'import numpy, pinocchio, mujoco, cmeel; print("venv ok: numpy", numpy.__version__, "pinocchio", pinocchio.__version__, "mujoco", mujoco.__version__)'

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Derive the pip requirements of the Docker images from requirements/lock.txt.
+"""Derive the pip requirements of the Docker images from requirements/runtime.txt.
 
-requirements/lock.txt is the one pinned list of every Python dependency of the
-workspace; scripts/setup.sh installs all of it into .venv, where ROS 2 itself
-comes from PyPI wheels. On an image with a ROS 2 distribution from apt, ROS
+requirements/runtime.txt is the runtime lock: the pinned Python dependencies that
+scripts/sim.sh and a robot need (scripts/setup.sh installs it into .venv, where
+ROS 2 itself comes from PyPI wheels; the test set of requirements/lock.txt, torch,
+JAX, warp, Ray and the test tools, is not in it: that file is the one source of
+what an image leaves out). On an image with a ROS 2 distribution from apt, ROS
 and colcon come from apt instead, so this script drops what apt provides and
 keeps everything else, pins untouched:
 
@@ -20,10 +22,6 @@ keeps everything else, pins untouched:
   them inside the image's venv (``--system-site-packages``), and rosidl's code
   generators then run with a different empy/lark than they were released with
   (Jazzy's rosidl needs empy 3; the lock pins empy 4).
-* torch, JAX and what only they pull in (``TEST_ONLY``): locked so that CI tests the
-  API's torch/JAX inputs; PyPI's torch carries ~5.5 GB of CUDA runtime wheels.
-  Likewise mujoco-warp / warp-lang (the sampling planner's optional GPU rollout backend,
-  tested in CI on Warp's CPU device) and what only they pull in.
 
 Comments, blank lines and inline comments are left out of the output. pip
 options (``--hash`` continuations, ``--extra-index-url``) are passed through.
@@ -32,8 +30,8 @@ reference): this list is what makes the image reproducible.
 
 Usage (stdlib only, any Python >= 3.8):
 
-    python3 docker/lock_for_ros_image.py requirements/lock.txt -o /tmp/lock-ros.txt
-    python3 docker/lock_for_ros_image.py requirements/lock.txt --explain
+    python3 docker/lock_for_ros_image.py requirements/runtime.txt -o /tmp/lock-ros.txt
+    python3 docker/lock_for_ros_image.py requirements/runtime.txt --explain
 """
 
 from __future__ import annotations
@@ -48,13 +46,6 @@ from typing import Iterable, List, Optional, Tuple
 # image (see the module docstring for why they must not shadow apt's).
 APT_PROVIDED = frozenset({"catkin-pkg", "empy", "lark-parser", "ros-wheels-bootstrapper"})
 DROPPED_PREFIXES = ("ros-", "colcon-")
-# The array libraries the API accepts besides numpy, locked so that CI tests them, and what
-# only they pull in: PyPI's Linux torch imports only with the CUDA runtime wheels beside it
-# (~5.5 GB installed). A robot image runs the controller on numpy and has no use for them.
-TEST_ONLY = frozenset({"torch", "triton", "sympy", "mpmath", "networkx", "jax",
-                       "jaxlib", "ml-dtypes", "opt-einsum",
-                       "mujoco-warp", "warp-lang", "etils", "absl-py", "zipp"})
-TEST_ONLY_PREFIXES = ("nvidia-", "cuda-")
 
 _NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _INCLUDE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
@@ -131,8 +122,6 @@ def classify(lock_text: str) -> Tuple[List[Line], List[Tuple[Line, str]]]:
             dropped.append((ln, "ROS/colcon build tool, apt provides it"))
         elif ln.name.startswith(DROPPED_PREFIXES):
             dropped.append((ln, f"{ln.name.split('-')[0]}-* wheel, apt provides it"))
-        elif ln.name in TEST_ONLY or ln.name.startswith(TEST_ONLY_PREFIXES):
-            dropped.append((ln, "test-only array library (or its dependency): numpy is the robot's path"))
         elif "ros-" + ln.name in names:
             dropped.append((ln, f"shipped inside the ros-{ln.name} wheel"))
         else:
@@ -151,7 +140,7 @@ def filter_lock(lock_text: str) -> str:
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("lock", help="path to requirements/lock.txt")
+    ap.add_argument("lock", help="path to requirements/runtime.txt")
     ap.add_argument("-o", "--output", help="write the filtered list here (default: stdout)")
     ap.add_argument("--explain", action="store_true",
                     help="print every dropped line and why to stderr")

@@ -5,8 +5,8 @@
 #   docker build -f docker/ros.Dockerfile --build-arg ROS_DISTRO=jazzy -t gato:jazzy .
 #
 # What it reads from the repository: docker/install_workspace.sh (every install
-# step, shared with docker/cuda.Dockerfile), requirements/lock.txt (the pinned
-# Python dependencies, the same file scripts/setup.sh installs, filtered by
+# step, shared with docker/cuda.Dockerfile), requirements/runtime.txt (the pinned
+# runtime Python dependencies, the same file scripts/setup.sh installs, filtered by
 # docker/lock_for_ros_image.py), src/ (the colcon workspace) and
 # docker/entrypoint.sh. docker/ros.Dockerfile.dockerignore keeps .venv, build,
 # install, log and .git out of the build context. See docker/README.md.
@@ -32,8 +32,8 @@ COPY docker/install_workspace.sh docker/install_workspace.sh
 RUN bash docker/install_workspace.sh apt
 
 # 2. Python: a venv with --system-site-packages (rclpy from apt stays visible)
-#    holding requirements/lock.txt minus the ROS/colcon wheels apt provides.
-COPY requirements/lock.txt requirements/lock.txt
+#    holding requirements/runtime.txt minus the ROS/colcon wheels apt provides.
+COPY requirements/runtime.txt requirements/runtime.txt
 COPY docker/lock_for_ros_image.py docker/lock_for_ros_image.py
 RUN bash docker/install_workspace.sh python
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's main command: set up (first use installs everything), then run the
+# The README's main command: set up (first use installs the runtime lock
+# requirements/runtime.txt only, builds, and prints its stage times), then run the
 # MuJoCo simulation bringup headless (sim world, MPC controller and reference as
 # separate ROS 2 processes, lockstep) for a fixed simulated duration, and print a
 # summary; the bag, a tracking plot and summary.json land in build/sim/<robot>-<time>/.
