@@ -64,7 +64,7 @@ CASES = [
     ("BSQP.set_admm_rho_adaptation", lambda: solver().set_admm_rho_adaptation, (), dict(on="yes")),
     ("BSQP.set_cost_weights", lambda: solver().set_cost_weights, (), dict(
         q_cost=-1.0, qd_cost=np.inf, u_cost=NOT_A_NUMBER, N_cost=-2.0, q_lim_cost=-1.0, vel_lim_cost=np.nan,
-        ctrl_lim_cost=-1.0, u_ref="gravitas")),
+        ctrl_lim_cost=-1.0, u_ref="gravitas", rot_cost=-1.0, N_rot_cost=np.nan)),
     ("BSQP.set_q_nom", lambda: solver().set_q_nom, (), dict(q_nom=np.zeros(3))),
     ("BSQP.set_u_cost_vec", lambda: solver().set_u_cost_vec, (), dict(weights=np.ones(3))),
     ("BSQP.set_collision_environment", lambda: solver().set_collision_environment, (), dict(
@@ -88,7 +88,7 @@ CASES = [
     ("MPCController", lambda: MPCController, (solver(),), dict(
         hypotheses=object(), warm_start="keep", reset_rho_each_step="yes", linsys="direct", bdsv_threshold=-1.0,
         task_tag="", reseed_threshold=np.nan, admm_linsys="bdsv", admm_threshold=-1.0, limits="hard",
-        limits_kw=[("iters", 3)])),
+        limits_kw=[("iters", 3)], orientation_weights=(-1.0, 1.0))),
     ("MPCController.reset", lambda: MPCController(solver()).reset, (x0(),), dict(xu_warm=np.zeros(3))),
     ("MPCController.step", lambda: _reset(MPCController(solver())).step, (x0(), np.zeros(6 * N)), dict(
         dt_elapsed=-1.0, budget_s=0.0)),
@@ -163,7 +163,7 @@ CASES += [
         seed=-1, dt=0.0, ratio_range=(2.0, 1.0), ee_frame="no_such_frame", ik_err_max=0.0)),
     ("feasible_fig8", lambda: gato.tasks.feasible_fig8, (_model(), "EE", x0()[:7], 0.01), dict(ratio=0.0, cycles=0)),
     ("ik_track", lambda: gato.tasks.ik_track, (_model(), "EE", x0()[:7], np.zeros((2, 3))), dict(
-        first_iters=-1, damping=-1.0, max_step=0.0)),
+        first_iters=-1, damping=-1.0, max_step=0.0, path_rotvec=np.full((2, 3), 4.0))),
     ("within_q_limits", lambda: gato.tasks.within_q_limits, (_model(), np.zeros((2, 7))), dict(margin=np.nan)),
     ("fig8_reference", lambda: gato.tasks.fig8_reference,
      ({"params": {"period": 2.0}, "dt": 0.01, "plant": "iiwa14"}, N), dict(periods=0)),

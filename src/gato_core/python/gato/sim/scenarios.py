@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ..core.references import Figure8
+from ..core.references import Figure8, orientations_of
 from ..robots.registry import shipped_registry
 
 __all__ = [
@@ -143,7 +143,7 @@ def ik_track(model, ee_frame, q0, path_xyz, *, first_iters=60, damping=0.02, max
     q = np.array(q0, dtype=np.float64).reshape(model.nq)
     qs = np.empty((len(path), model.nq))
     err = np.empty(len(path))
-    rots = None if path_rotvec is None else [pin.exp3(r) for r in np.asarray(path_rotvec, dtype=np.float64)]
+    rots = None if path_rotvec is None else [pin.exp3(r) for r in orientations_of(path_rotvec, "path_rotvec", len(path))]
     rows = 3 if rots is None else 6
     lam2 = float(damping) ** 2 * np.eye(rows)
     for k, target in enumerate(path):
