@@ -39,7 +39,7 @@ def test_registry_names_builds_and_one_line_registration():
             pass
 
         def step(self, x_measured, reference, dt_elapsed=None, budget_s=None):
-            return P.StepResult(np.zeros(7), None, P.PlannerStats())
+            return P.StepResult(u=np.zeros(7), plan=None, stats=P.PlannerStats())
 
     P.register_planner("test_zero", Zero)    # registration is one line
     try:

@@ -126,7 +126,7 @@ def test_plan_and_batch_paths_are_the_ee_along_each_row(geometry):
     N, B, best = 6, 20, 3
     rows = [np.stack([_q(rng) for _ in range(N)]) for _ in range(B)]
     logic = ViewLogic(geometry)
-    logic.on_plan(Plan(0, 0.03, 14, 7, N, NAMES, _xu(rows[best])))
+    logic.on_plan(Plan(stamp_ns=0, knot_dt=0.03, nx=14, nu=7, n_knots=N, joint_names=NAMES, xu=_xu(rows[best])))
     logic.on_step_result(np.stack([_xu(r) for r in rows]), 14, 7, N, best)
     fr = logic.frame()
     np.testing.assert_allclose(fr.plan_path, geometry.ee_positions(rows[best]), atol=1e-12)
@@ -138,7 +138,8 @@ def test_plan_and_batch_paths_are_the_ee_along_each_row(geometry):
     perm = [6, 5, 4, 3, 2, 1, 0]
     xu_perm = _xu(rows[best][:, perm])
     xu_perm_states = xu_perm.copy()
-    logic.on_plan(Plan(0, 0.03, 14, 7, N, [NAMES[i] for i in perm], xu_perm_states))
+    logic.on_plan(Plan(stamp_ns=0, knot_dt=0.03, nx=14, nu=7, n_knots=N, joint_names=[NAMES[i] for i in perm],
+                     xu=xu_perm_states))
     np.testing.assert_allclose(logic.frame().plan_path, geometry.ee_positions(rows[best]), atol=1e-12)
 
 

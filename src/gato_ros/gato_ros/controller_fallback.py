@@ -68,7 +68,7 @@ class OscFallback:
             if fb["x0"] is None:               # the OSC starts here: this orientation and posture
                 self._osc.reset(x)
                 fb["x0"] = x.copy()
-            res = self._osc.step(x, self._window(stamp, ref), dt_el)
+            res = self._osc.step(x, ref, dt_el)
         except (ValueError, RuntimeError, FloatingPointError) as e:
             self._fb = None
             self._set_state("hold", f"OSC fallback error: {e}", events, "error")

@@ -156,9 +156,11 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
             raise ValueError(f"publish_commands: false (plans only, for the ros2_control plugin) needs planner "
                              f"bsqp; planner {self.planner_name!r} has no plan the plugin executes")
         if self.planner_name == "bsqp":
-            # The controller replay rebuilds (controller_setup), behind the registry's bsqp planner.
+            # The controller replay rebuilds (controller_setup), behind the registry's bsqp planner,
+            # whose steps carry what replay re-solves them from (StepResult.replay)
             self.controller = setup.build_controller(cfg, urdf=self.urdf)
             self.planner = planners.planner_class("bsqp").from_controller(self.controller)
+            self.planner.record_replay = True
             self.solver = self.controller.solver
             model = self.solver.model
             solver_joints = list(self.solver.joint_names)
@@ -415,9 +417,18 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
             dt_el = ns_to_sec(stamp - self._prev_tick_stamp)
         if self._fb is not None:
             return self._osc_tick(stamp, x, ref, dt_el, note, events)
-        if self.controller is None:
-            return self._planner_tick(stamp, x, ref, dt_el, note, events)
-        return self._bsqp_tick(stamp, x, ref, dt_el, note, events)
+        # Every planner on one path, the step called here (not in a helper): the joint state reaches
+        # the C++ solver in five Python frames (test/test_tick_path.py)
+        reset = self._need_reset
+        try:
+            self._prepare_step(stamp, x, ref, reset)
+            if reset:
+                dt_el = None
+            res = self.planner.step(x, ref, dt_el, self._step_budget())
+        except (ValueError, RuntimeError, FloatingPointError) as e:
+            word = "solver" if self._records else "planner"
+            return self._planner_failed(f"{word} error: {e}", stamp, x, ref, dt_el, events)
+        return self._planner_result(res, reset, stamp, x, ref, dt_el, note, events)
 
     def gravity_hold(self, q: np.ndarray) -> np.ndarray:
         """Gravity compensation rnea(q, 0, 0) (nv,) N*m in SOLVER order, clamped to the effort

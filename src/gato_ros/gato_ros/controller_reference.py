@@ -54,20 +54,24 @@ class ReferenceTracker:
         if self.latest is None or w.stamp_ns >= self.latest.stamp_ns:
             self.latest = w
 
-    def for_tick(self, stamp_ns: int, x: np.ndarray, target_source=None) -> tuple[np.ndarray, str]:
-        """The solver reference (6N,) for the tick at ``stamp_ns`` and a status note: the
-        window of the tick (reference_sync) or the latest one; past the end of the latest
-        window, the EE position measured at the first tick past it (stale reference).
-        ``target_source``: the node's targets (issue 31), whose window replaces the EE reference
-        while one is active."""
+    def for_tick(self, stamp_ns: int, x: np.ndarray, target_source=None) -> tuple[ReferenceWindow, str]:
+        """The tick's reference, a ReferenceWindow of N knots dt apart stamped at ``stamp_ns``
+        (the solver's grid), and a status note: the window of the tick (reference_sync) or the
+        latest one; past the end of the latest window, the EE position measured at the first
+        tick past it (stale reference). ``target_source``: the node's targets (issue 31), whose
+        window replaces the EE reference while one is active."""
         N, dt = self.cfg["N"], self.cfg["dt"]
+
+        def on_grid(w: ReferenceWindow) -> ReferenceWindow:
+            return ReferenceWindow(stamp_ns, dt, w.sample(stamp_ns, N, dt))
+
         if target_source is not None and target_source.active:     # issue 31: the node's targets
-            return target_source.window(stamp_ns).solver_reference(stamp_ns, N, dt), ""
+            return on_grid(target_source.window(stamp_ns)), ""
         w = self.windows.get(stamp_ns) if self.cfg["reference_sync"] else None
         w = w or self.latest
         if w is None:
             self._no_ref_yet = True                # the first window, when it comes, is blended in
-            return self.hold.solver_reference(stamp_ns, N, dt), "no EE reference received: holding the EE " \
+            return on_grid(self.hold), "no EE reference received: holding the EE " \
                 "position of the first joint state"
         if self._no_ref_yet:
             self._no_ref_yet = False
@@ -78,24 +82,26 @@ class ReferenceTracker:
                 self.ramp_pending = True
             note = "" if stamp_ns - w.stamp_ns <= sec_to_ns(max(0.1, 2.0 * self.period_s)) else \
                 "EE reference stale: following the last window to its end"
-            return w.solver_reference(stamp_ns, N, dt), note
+            return on_grid(w), note
         if self._stale is None or self._stale[0] != w.stamp_ns:
             self._stale = (w.stamp_ns, np.asarray(self._ee_pos(x[:self.nq]), dtype=np.float64).copy(),
                                stamp_ns)
         hold = ReferenceWindow(stamp_ns, dt, self._stale[1][None, :])
-        return hold.solver_reference(stamp_ns, N, dt), (
+        return on_grid(hold), (
             f"EE reference stale: the last window (stamp {ns_to_sec(w.stamp_ns):.3f} s) ended at "
             f"{ns_to_sec(w.end_ns):.3f} s; holding the EE position measured at {ns_to_sec(self._stale[2]):.3f} s")
 
-    def blend(self, stamp_ns: int, x: np.ndarray, ref: np.ndarray, start: bool) -> tuple[np.ndarray, str]:
-        """The reference blended from the EE position at the resume into ``ref`` (6N,):
-        minimum jerk over distance / resume_speed_mps. ``start``: a resume begins now."""
+    def blend(self, stamp_ns: int, x: np.ndarray, ref: ReferenceWindow,
+              start: bool) -> tuple[ReferenceWindow, str]:
+        """The reference window ``ref`` (N knots, the tick's grid) blended from the EE position at
+        the resume into it: minimum jerk over distance / resume_speed_mps. ``start``: a resume
+        begins now."""
         v = self.cfg["resume_speed_mps"]
         if start:
             self._ramp = None
             if v > 0:
                 p0 = np.asarray(self._ee_pos(x[:self.nq]), dtype=np.float64).copy()
-                dist = float(np.linalg.norm(ref[:3] - p0))
+                dist = float(np.linalg.norm(ref.positions[0] - p0))
                 if dist > 1e-3:
                     self._ramp = (stamp_ns, p0, max(dist / v, 0.5))
         if self._ramp is None:
@@ -107,9 +113,9 @@ class ReferenceTracker:
             self._ramp = None
             return ref, ""
         s = min_jerk(tk / T)
-        r = ref.reshape(N, 6).copy()
-        r[:, :3] = p0 + s[:, None] * (r[:, :3] - p0)
-        return r.ravel(), f"resuming: EE reference blended from the measured EE position over {T:.2f} s"
+        p = ref.positions
+        return ReferenceWindow(ref.stamp_ns, ref.knot_dt, p0 + s[:, None] * (p - p0)), \
+            f"resuming: EE reference blended from the measured EE position over {T:.2f} s"
 
 
 def window_from_flat(stamp_ns: int, knot_dt: float, flat_6n) -> ReferenceWindow:

@@ -1,7 +1,13 @@
-"""The planner ticks of the controller (:class:`PlannerTicks`, mixed into
-:class:`gato_ros.controller_logic.ControllerLogic`): the bsqp tick (the MPCController through the
-registry's bsqp planner, with its plan, SolveInput for replay and the posture of the node's
-targets) and the tick of planner sampling or osc; both clamp the command to the effort limits."""
+"""The planner tick of the controller (:class:`PlannerTicks`, mixed into
+:class:`gato_ros.controller_logic.ControllerLogic`): every planner (bsqp, sampling, osc) through
+the :mod:`gato.planner` interface on one path. ``_tick`` calls ``planner.step`` itself (a joint
+state reaches the C++ solver in five Python frames: test/test_tick_path.py); what comes before
+the step is :meth:`PlannerTicks._prepare_step`, what comes after :meth:`PlannerTicks._planner_result`.
+
+The one bsqp-specific part: its ticks publish their plan and the SolveInput replay re-solves
+them from (``StepResult.replay``, recorded by the bsqp planner), and program the posture of the
+node's targets (:meth:`gato.planners.bsqp_planner.BSQPPlanner.set_posture`). Every command is
+clamped to the effort limits."""
 from __future__ import annotations
 
 import time
@@ -10,109 +16,94 @@ import numpy as np
 
 from .controller_reference import window_from_flat
 from .controller_types import TickOutput
-from .types import Plan, ReferenceWindow, SolveInput
+from .types import ReferenceWindow, SolveInput
 
 
 class PlannerTicks:
-    """The planner ticks of :class:`gato_ros.controller_logic.ControllerLogic` (its state: ``cfg``,
-    ``controller`` / ``solver`` / ``planner``, ``_need_reset``, ``_grace_left``, ``_osc`` / ``_osc_x0``,
+    """The planner tick of :class:`gato_ros.controller_logic.ControllerLogic` (its state: ``cfg``,
+    ``controller`` / ``planner``, ``_need_reset``, ``_grace_left``, ``_osc`` / ``_osc_x0``,
     ``_plan_seq`` / ``_plan_epoch``, ``_prev_tick_stamp``, ``target_source`` / ``_posture_on``,
     ``status``)."""
 
-    def _bsqp_tick(self, stamp, x, ref, dt_el, note, events) -> TickOutput:
-        """A tick of planner bsqp: the MPCController's step (cold start and warmup after a reset),
-        its plan (gato_msgs/Plan) and the SolveInput replay re-solves it from."""
-        budget = self.cfg["budget_s"] or None
-        reset = self._need_reset
-        try:
+    @property
+    def _records(self) -> bool:
+        """The planner's ticks publish a plan and a SolveInput (bsqp: ``gato replay`` re-solves them)."""
+        return self.controller is not None
+
+    def _step_budget(self):
+        """budget_s [s] for a planner that honours a budget, else None (0 = none)."""
+        return (self.cfg["budget_s"] or None) if self.planner.capabilities.budget else None
+
+    def _prepare_step(self, stamp, x, ref, reset) -> None:
+        """Before the step: the posture of the node's targets (bsqp), a cold start (reset at x, the
+        seeding solve of a planner with one) and the fault injection's delay."""
+        if self._records:
             self._program_posture(stamp)
-            if reset:
-                self.planner.reset(x)
+        if reset:
+            self.planner.reset(x)
+            if self.planner.capabilities.warmup:
                 self.planner.warmup(x, ref)
-                self._need_reset = False
-                self._grace_left = self.cfg["fallback_grace_ticks"]
-                dt_el = None
-            warm = self.controller.xu_warm
-            carried = self.controller.carried_state()  # with warm: what replay needs to continue exactly
+            if self.planner is self._osc:
+                self._osc_x0 = x.copy()
+            self._need_reset = False
+            self._grace_left = self.cfg["fallback_grace_ticks"]
+        if self.planner is not self._osc:
             self._fault_delay()
-            pres = self.planner.step(x, ref, dt_el, budget_s=budget)
-            res = pres.detail
-        except (ValueError, RuntimeError, FloatingPointError) as e:
-            return self._planner_failed(f"solver error: {e}", stamp, x, ref, dt_el, events)
+
+    def _planner_result(self, res, reset, stamp, x, ref, dt_el, note, events) -> TickOutput:
+        """After the step: a non-finite command fails the tick, a diverged or re-seeded bsqp solve
+        enters the OSC fallback (when on); the command clamped, with the plan and SolveInput of a
+        bsqp tick. ``res``: the planner's :class:`gato.planner.StepResult`; ``x`` (nx,) and
+        ``ref`` (a ReferenceWindow on the solver's grid) what it solved from; SolveInput records
+        its flat (6N,) layout, the solver's (gato_msgs/SolveInput)."""
+        word = "solver" if self._records else "planner"
         u = np.asarray(res.u, dtype=np.float64)
         if not np.all(np.isfinite(u)):
-            return self._planner_failed("solver returned a non-finite command", stamp, x, ref, dt_el, events)
+            return self._planner_failed(f"{word} returned a non-finite command", stamp, x, ref, dt_el, events)
         if self._fallback_on and (res.diverged or res.reseeded):
             self._need_reset = True
             why = f"solver diverged ({res.fallback})" if res.diverged else \
                 f"warm start re-seeded (prediction error {res.pred_err:.3g} > reseed_threshold)"
             return self._enter_fallback("diverged" if res.diverged else "reseeded", why, stamp, x, ref, dt_el,
                                         events)
-        source = "mpc"
+        source = "mpc" if self._records else self.planner_name
         if res.diverged:
             source = "fallback"
             self.status.fallbacks += 1
             self._set_state("running", f"solver diverged: {res.fallback} fallback this tick", events)
         else:
             self._set_state("running", note, events, "info")
-        clamped = np.clip(u, -self.effort_limit, self.effort_limit)
-        if np.any(clamped != u):
-            self.status.clamped += 1
-        self._prev_tick_stamp = stamp
-        self.status.solve_us = float(res.wall_s) * 1e6
-        self._plan_seq += 1
-        self._plan_epoch += int(reset)  # a cold start begins a new epoch: consumers drop older plans
-        plan = Plan(stamp_ns=stamp, knot_dt=self.cfg["dt"], nx=res.solve.nx, nu=res.solve.nu, n_knots=res.solve.N,
-                    joint_names=self._solver_joints, xu=np.asarray(res.xu_best, dtype=np.float64),
-                    seq=self._plan_seq, reset_epoch=self._plan_epoch, integrator=str(self.solver.integrator))
-        if np.all(warm == warm[:1]):
-            warm = warm[:1]          # every entry starts from the same plan: store it once
-        # the (B, 6) world wrenches this step's hypothesis batch programmed and scored: replay re-solves under them
-        hyp = self.controller.hypotheses
-        wrenches = None if hyp is None or getattr(hyp, "batch_used", None) is None else np.array(hyp.batch_used)
-        solve_input = SolveInput(stamp_ns=stamp, tick=self.status.ticks + 1, joint_names=self._solver_joints,
-                                 x_measured=x, reference=ref, xu_warm=warm, dt_elapsed=dt_el or 0.0,
-                                 budget_s=budget or 0.0, reset=reset, config_json=self._config_json,
-                                 solver_state=None if carried is None else carried["solver"],
-                                 capped_out=bool(carried and carried["capped_out"]),
-                                 force_reseed=bool(carried and carried["force_reseed"]),
-                                 wrench_hypotheses=wrenches)
-        return self._emit(stamp, clamped[self._cmd_from_solver], source, events, step=res, plan=plan,
-                          solve_input=solve_input, planner_step=pres, planner="bsqp")
+        plan = solve_input = None
+        if self._records:
+            self._plan_seq += 1
+            self._plan_epoch += int(reset)  # a cold start begins a new epoch: consumers drop older plans
+            plan = res.plan
+            plan.stamp_ns, plan.joint_names = stamp, list(self._solver_joints)
+            plan.seq, plan.reset_epoch = self._plan_seq, self._plan_epoch
+            rp = res.replay
+            solve_input = SolveInput(stamp_ns=stamp, tick=self.status.ticks + 1, joint_names=self._solver_joints,
+                                     x_measured=x, reference=ref.solver_layout(), xu_warm=rp.xu_warm,
+                                     dt_elapsed=dt_el or 0.0, budget_s=self._step_budget() or 0.0, reset=reset,
+                                     config_json=self._config_json, solver_state=rp.solver_state,
+                                     capped_out=rp.capped_out, force_reseed=rp.force_reseed,
+                                     wrench_hypotheses=rp.wrench_hypotheses)
+        return self._command(stamp, u, source, events, res, self.planner_name, plan=plan, solve_input=solve_input)
 
-    def _planner_tick(self, stamp, x, ref, dt_el, note, events) -> TickOutput:
-        """A tick of planner sampling or osc (no SolveInput: gato replay re-runs bsqp ticks)."""
-        reset = self._need_reset
-        try:
-            if reset:
-                self.planner.reset(x)
-                if self.planner is self._osc:
-                    self._osc_x0 = x.copy()
-                self._need_reset = False
-                self._grace_left = self.cfg["fallback_grace_ticks"]
-                dt_el = None
-            if self.planner is not self._osc:
-                self._fault_delay()
-            res = self.planner.step(x, self._window(stamp, ref), dt_el)
-        except (ValueError, RuntimeError, FloatingPointError) as e:
-            return self._planner_failed(f"planner error: {e}", stamp, x, ref, dt_el, events)
-        u = np.asarray(res.u, dtype=np.float64)
-        if not np.all(np.isfinite(u)):
-            return self._planner_failed("planner returned a non-finite command", stamp, x, ref, dt_el, events)
-        self._set_state("running", note, events, "info")
-        return self._command(stamp, u, self.planner_name, events, res, self.planner_name)
-
-    def _command(self, stamp, u, source, events, res, planner) -> TickOutput:
-        """Clamp (counted), stats, emit: the tail of every non-bsqp planner tick."""
+    def _command(self, stamp, u, source, events, res, planner, plan=None, solve_input=None) -> TickOutput:
+        """Clamp (counted), stats, emit: the tail of every planner tick (the OSC fallback's too).
+        ``step`` of the output: the solver-level result when the planner has one (bsqp's
+        MPCController StepResult, ``res.detail``)."""
         clamped = np.clip(u, -self.effort_limit, self.effort_limit)
         if np.any(clamped != u):
             self.status.clamped += 1
         self._prev_tick_stamp = stamp
         self.status.solve_us = float(res.stats.wall_s) * 1e6
-        return self._emit(stamp, clamped[self._cmd_from_solver], source, events, planner_step=res, planner=planner)
+        step = res.detail if res.solve is not None else None
+        return self._emit(stamp, clamped[self._cmd_from_solver], source, events, step=step, plan=plan,
+                          solve_input=solve_input, planner_step=res, planner=planner)
 
     def _window(self, stamp_ns: int, ref: np.ndarray) -> ReferenceWindow:
-        """The tick's (6N,) solver-layout reference as the ReferenceWindow the planners take."""
+        """A (6N,) solver-layout reference as a ReferenceWindow (kept for callers of the old flat path)."""
         return window_from_flat(stamp_ns, self.cfg["dt"], ref)
 
     def _fault_delay(self) -> None:
@@ -125,10 +116,8 @@ class PlannerTicks:
         post = None if self.target_source is None else self.target_source.posture(stamp_ns)
         if post is None:
             if self._posture_on:
-                self.solver.set_q_pos_cost(0.0)
-                self.solver.set_q_nom(None)
+                self.planner.set_posture(None, 0.0)
                 self._posture_on = False
             return
-        self.solver.set_q_nom(post[0])
-        self.solver.set_q_pos_cost(post[1])
+        self.planner.set_posture(post[0], post[1])
         self._posture_on = True

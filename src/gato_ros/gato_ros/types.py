@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# The reference window and the ns clock helpers live in the ROS-free core (gato replay uses them too).
+# The reference window, the plan and the ns clock helpers live in the ROS-free core (gato replay and
+# the planners use them too): one Plan type in the project (gato.planner.Plan, gato_msgs/Plan's fields).
 from gato.core.references import NS_PER_S, ReferenceWindow, ns_to_sec, sec_to_ns  # noqa: F401
+from gato.planners.planner import Plan
 
 __all__ = ["JointStateSample", "ReferenceWindow", "Plan", "SolveInput", "sec_to_ns", "ns_to_sec"]
 
@@ -32,49 +34,6 @@ class JointStateSample:
     position: np.ndarray
     velocity: np.ndarray
     effort: np.ndarray = field(default_factory=lambda: np.zeros(0))
-
-
-@dataclass
-class Plan:
-    """A planned trajectory (gato_msgs/Plan): ``xu`` (n_knots*(nx+nu) - nu,) =
-    ``[x_0, u_0, ..., x_{N-1}]``, x = [q; qd] (rad, rad/s) in ``joint_names`` order,
-    u in N*m; knot k at ``stamp_ns + k * knot_dt`` [s]. ``seq`` / ``reset_epoch``: the
-    publisher's plan counter and reset epoch (the plugin drops older ones); ``integrator``:
-    the solver's ("euler" | "semi_implicit" | "rk4")."""
-
-    stamp_ns: int
-    knot_dt: float
-    nx: int
-    nu: int
-    n_knots: int
-    joint_names: list
-    xu: np.ndarray
-    seq: int = 0
-    reset_epoch: int = 0
-    integrator: str = "euler"
-
-    def __post_init__(self):
-        self.xu = np.array(self.xu, dtype=np.float64).reshape(-1)
-        self.nx, self.nu, self.n_knots = int(self.nx), int(self.nu), int(self.n_knots)
-        size = self.n_knots * (self.nx + self.nu) - self.nu
-        if self.nx < 1 or self.nu < 0 or self.n_knots < 1 or self.xu.size != size:
-            raise ValueError(f"xu: expected n_knots*(nx+nu)-nu = {size} values for nx={self.nx}, nu={self.nu}, "
-                             f"n_knots={self.n_knots}, got {self.xu.size}")
-        self.joint_names = [str(n) for n in self.joint_names]
-        self.knot_dt = float(self.knot_dt)
-        self.stamp_ns = int(self.stamp_ns)
-
-    def states(self) -> np.ndarray:
-        """(n_knots, nx) states [q; qd] per knot."""
-        s = self.nx + self.nu
-        return np.stack([self.xu[k * s:k * s + self.nx] for k in range(self.n_knots)])
-
-    def controls(self) -> np.ndarray:
-        """(n_knots - 1, nu) inputs per knot interval [N*m]."""
-        s = self.nx + self.nu
-        if self.n_knots < 2:
-            return np.zeros((0, self.nu))
-        return np.stack([self.xu[k * s + self.nx:(k + 1) * s] for k in range(self.n_knots - 1)])
 
 
 @dataclass

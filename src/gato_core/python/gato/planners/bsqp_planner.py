@@ -4,14 +4,17 @@ The controller keeps doing all the work (warm start, hypothesis hooks, best-of-b
 time shift, linear-system policy, divergence fallback); the controller also turns a
 :class:`gato.references.ReferenceWindow` into the solver's flat reference and orientation
 weights; this class only converts the
-controller's :class:`gato.controller.StepResult` into a :class:`gato.planner.StepResult`.
-Its torques are the controller's, bit for bit (test/test_planner.py).
+controller's :class:`gato.StepResult` into the planner's (the same type, with ``plan`` and
+``stats`` filled in, and ``replay`` under ``record_replay``). Its torques are the controller's,
+bit for bit (test/test_planner.py).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from .planner import Capabilities, Plan, Planner, PlannerStats, StepResult
+from .planner import Capabilities, Plan, Planner, PlannerStats, ReplayInput, StepResult
 from ..core.references import ReferenceWindow  # noqa: F401  (gato.bsqp_planner re-exports it)
 
 __all__ = ["BSQPPlanner", "solver_params"]
@@ -54,6 +57,10 @@ class BSQPPlanner(Planner):
     (:meth:`gato.BSQP.feedback_gains`) to each step's plan as :attr:`Plan.K`; a plan of the
     gravity fallback, or one whose model has no unique minimizer, carries none (counted in
     ``gains_failed``).
+
+    ``record_replay`` (attribute, default False): each step's result carries
+    :attr:`StepResult.replay`, what an exact re-run of it needs (the warm start and carried state
+    it started from, the hypothesis wrenches it solved under: gato_msgs/SolveInput, ``gato replay``).
     """
 
     capabilities = Capabilities(batch=True, hypotheses=True, plan_output=True, warmup=True, budget=True,
@@ -91,11 +98,25 @@ class BSQPPlanner(Planner):
         self.nx, self.nu, self.N, self.dt = int(s.nx), int(s.nu), int(s.N), float(s.dt)
         self.nu_act = int(getattr(s, "n_actuated", s.nu))
         self.plan_gains = False
+        self.record_replay = False
         self.gains_failed = 0
 
     # ------------------------------------------------------------------ conversions
     def _plan(self, xu) -> Plan:
-        return Plan(np.asarray(xu, dtype=np.float64), self.nx, self.nu, self.nu_act, self.N, self.dt)
+        return Plan(np.asarray(xu, dtype=np.float64), self.nx, self.nu, self.nu_act, self.N, self.dt,
+                    integrator=str(self.solver.integrator))
+
+    def _replay_input(self) -> ReplayInput:
+        """The warm start and carried state the next step starts from (its wrenches are added
+        after it: the hypothesis batch programs them inside the step)."""
+        c = self.controller
+        warm = c.xu_warm
+        if warm is not None and np.all(warm == warm[:1]):
+            warm = warm[:1]          # every entry starts from the same plan: store it once
+        carried = c.carried_state()
+        return ReplayInput(xu_warm=warm, solver_state=None if carried is None else carried["solver"],
+                           capped_out=bool(carried and carried["capped_out"]),
+                           force_reseed=bool(carried and carried["force_reseed"]))
 
     # ------------------------------------------------------------------ interface
     def reset(self, x0) -> None:
@@ -111,6 +132,9 @@ class BSQPPlanner(Planner):
         return plan
 
     def step(self, x_measured, reference, dt_elapsed=None, budget_s=None) -> StepResult:
+        """The controller's step; its StepResult with ``plan`` (the winning plan), ``stats``,
+        ``detail`` (the controller's own result) and, under ``record_replay``, ``replay``."""
+        replay = self._replay_input() if self.record_replay else None
         r = self.controller.step(x_measured, reference, dt_elapsed=dt_elapsed, budget_s=budget_s)
         st = r.solve.stats
         pcg = np.asarray(st.pcg_iters)
@@ -122,7 +146,23 @@ class BSQPPlanner(Planner):
         plan = self._plan(r.xu_best)
         if self.plan_gains:
             plan.K = self._gains(r)
-        return StepResult(u=r.u, plan=plan, stats=stats, detail=r)
+        if replay is not None:
+            # the (B, 6) world wrenches this step's hypothesis batch programmed and scored
+            hyp = self.controller.hypotheses
+            used = None if hyp is None else getattr(hyp, "batch_used", None)
+            replay.wrench_hypotheses = None if used is None else np.array(used)
+        return replace(r, plan=plan, stats=stats, detail=r, replay=replay)
+
+    def set_posture(self, q_nom, weight) -> None:
+        """The solver's posture term: joint targets ``q_nom`` ((nq,) rad, or (N, nq) per knot) at
+        ``weight`` (scalar, (nq,) or (N, nq)); ``q_nom`` None with weight 0 turns it off
+        (:meth:`gato.BSQP.set_q_nom`, :meth:`gato.BSQP.set_q_pos_cost`)."""
+        if q_nom is None:
+            self.solver.set_q_pos_cost(weight)
+            self.solver.set_q_nom(None)
+        else:
+            self.solver.set_q_nom(q_nom)
+            self.solver.set_q_pos_cost(weight)
 
     def _gains(self, r):
         """The winning row's gains (N-1, nu, nx), or None for the gravity fallback's plan (not

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,65 +21,12 @@ from ..core.bsqp import robot_info, shift_plan
 from ..core.linsys_autotune import check_threshold, resolve_admm_linsys, resolve_linsys
 from ..core.references import ReferenceWindow
 from ..core.results import SolveResult
+from .planner import StepResult
 from .shipped_weights import ORIENTATION_WEIGHTS
 
 __all__ = ["MPCController", "StepResult"]
 
 _LIMIT_MECHS = ("admm", "barrier", "al", "telemetry")
-
-
-@dataclass
-class StepResult:
-    """One MPC tick's outcome.
-
-    Fields (B = batch size, nu_a = actuated controls):
-
-    - ``u`` (nu_a,) N·m: the ACTUATED control to apply, in the caller's array kind
-      (contact-force slots are in ``fc``). Always finite.
-    - ``best_id``: batch entry whose plan won.
-    - ``xu_best`` (xu_size,): the winning plan ``[x_0, u_0, ..., x_{N-1}]``; after
-      a divergence, the hold-at-x plan carrying the fallback torque.
-    - ``solve``: the raw :class:`gato.SolveResult` of this tick.
-    - ``hypo_stats``: ``hypotheses.get_stats()`` (None without a hypothesis batch).
-    - ``pred_err``: ‖x_measured − knot 0 of the warm start‖ (rad, rad/s mixed);
-      with ``warm_start="shift"`` that is knot 1 of the previous plan, the model's
-      one-step prediction. 0 right after ``reset(x0)`` at x0.
-    - ``reseeded``: the warm start was replaced by a hold at the measured state
-      (and the duals reset) before this solve.
-    - ``fc``: contact-wrench slots of the winner's first control (None on builds
-      without contact-force controls).
-    - ``iterations``: SQP iterations the winning entry ran.
-    - ``budget_hit``: the ``budget_s`` wall-clock budget stopped the SQP loop.
-    - ``wall_s``: time from entry to return of ``step`` [s].
-    - ``admm_linsys``: the ADMM inner-loop solver used ("pcg" | "bdsv_factor"), ""
-      when no row group runs ADMM.
-    - ``limits``: the limit mechanism in force ("admm" | "barrier" | "al" |
-      "telemetry"), "" when none is installed.
-    - ``row_viol``: the winner's true violation per row group (None without row groups).
-    - ``diverged``: no batch entry produced a finite plan (non-finite merit or
-      trajectory); ``u`` is then the fallback torque.
-    - ``fallback``: "" normally; "gravity" when ``u`` is gravity compensation at
-      the measured state (clamped to the URDF effort limits) after a divergence;
-      "best_finite" when the selected entry diverged and the lowest-merit finite
-      entry was used instead.
-    """
-
-    u: np.ndarray
-    best_id: int
-    xu_best: np.ndarray
-    solve: SolveResult
-    hypo_stats: dict | None
-    pred_err: float = 0.0
-    reseeded: bool = False
-    fc: np.ndarray = None
-    iterations: int = 0
-    budget_hit: bool = False
-    wall_s: float = 0.0
-    admm_linsys: str = ""
-    limits: str = ""
-    row_viol: np.ndarray = None
-    diverged: bool = False
-    fallback: str = ""
 
 
 class MPCController:
