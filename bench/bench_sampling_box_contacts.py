@@ -24,14 +24,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_scene(sc, *, contact_weight: float, penetration_scale: float, timestep: float, num_samples: int,
-              threads: int, standoff: float, ctrl_std: float, guide: str = "hold"):
+              threads: int, standoff: float, ctrl_std: float, push_s=None, guide: str = "hold"):
     """(final box error [m], wall s, mean plan ms) of one push."""
     import mujoco
 
     from gato.sampling import MjSim, SimMPC, scenes
 
     spec, cfg, qs, q0, n = scenes.box_push_task(sc, timestep=timestep, num_samples=num_samples, guide=guide,
-                                                standoff=standoff, ctrl_std=ctrl_std, contact_weight=contact_weight, penetration_scale=penetration_scale)
+                                                standoff=standoff, ctrl_std=ctrl_std, push_s=push_s, contact_weight=contact_weight, penetration_scale=penetration_scale)
     mpc = SimMPC(cfg, MjSim(spec, 1, nthread=threads), qs)
     ex = MjSim(mpc.model, 1)
     d = ex.data[0]
@@ -55,6 +55,7 @@ def main(argv=None):
     p.add_argument("--penetration-scale", type=float, default=0.0)
     p.add_argument("--standoff", type=float, default=0.10)
     p.add_argument("--ctrl-std", type=float, default=0.01)
+    p.add_argument("--push-s", type=float, default=None, help="push phase [s] (default: scenes.PUSH_PHASES')")
     p.add_argument("--tol", type=float, default=0.03)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--only", type=int, nargs="*", default=None, help="scene indices to run (default: all)")
@@ -70,7 +71,7 @@ def main(argv=None):
              "|---|---|---|---|" + "---|" * len(ws) + "---|"]
     ok = np.zeros(1 + len(ws), dtype=int)
     kw = dict(timestep=a.timestep, num_samples=a.num_samples, threads=a.threads, standoff=a.standoff,
-              ctrl_std=a.ctrl_std)
+              ctrl_std=a.ctrl_std, push_s=a.push_s)
     for i in idx:
         sc = scs[i]
         res = [run_scene(sc, contact_weight=0.0, penetration_scale=0.0, **kw)]

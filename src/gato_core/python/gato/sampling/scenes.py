@@ -293,7 +293,7 @@ PUSH_PHASES = dict(approach=1.0, descend=0.7, push=2.0, hold=1.3)
 def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0.15, horizon_s: float = 0.5,
                   num_samples: int = 64, iterations: int = 2, box_weight: float = 3000.0, ee_weight: float = 300.0,
                   ctrl_std: float = 0.03, seed: int = 0, guide: str = "path", standoff: float = 0.03,
-                  contact_weight: float = 0.0, penetration_scale: float = 0.0):
+                  contact_weight: float = 0.0, penetration_scale: float = 0.0, push_s: Optional[float] = None):
     """(spec, config, ctrl_ref, q0, num_steps) of a box push (a :func:`box_push_scenarios` entry).
 
     The EE reference: from the ready pose over the box's far side (0.12 m above), down behind it
@@ -310,7 +310,7 @@ def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0
     touches the box (with a standoff of several cm the draws seldom do). ``contact_weight`` > 0 adds a
     StateTask with RoboKit's contact terms (cost only, zero pose weights): the tool-box contact
     wanted from the push phase on (weight per metre of gap) and, with ``penetration_scale``, the
-    tool kept off the table (margin 0).
+    tool kept off the table (margin 0). ``push_s`` [s]: the push phase's length (None: PUSH_PHASES').
     """
     if guide not in ("path", "hold"):
         raise ValueError(f"guide: expected 'path' or 'hold', got {guide!r}")
@@ -332,7 +332,8 @@ def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0
     u = (goal - start) / np.linalg.norm(goal - start)
     pre = np.array([*(start - u * (h + r + standoff)), zc])
     end = np.array([*(goal - u * (h + r)), zc])
-    steps = {k: int(round(v / timestep)) for k, v in PUSH_PHASES.items()}
+    phases = dict(PUSH_PHASES, **({} if push_s is None else {"push": float(push_s)}))
+    steps = {k: int(round(v / timestep)) for k, v in phases.items()}
     above = pre + [0.0, 0.0, 0.12]
     push = _min_jerk(pre, end, steps["push"]) if guide == "path" else np.repeat(pre[None], steps["push"] - 1, 0)
     path = np.vstack([ee0[None], _min_jerk(ee0, above, steps["approach"]), _min_jerk(above, pre, steps["descend"]),
