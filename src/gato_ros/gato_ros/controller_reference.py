@@ -63,6 +63,8 @@ class ReferenceTracker:
         N, dt = self.cfg["N"], self.cfg["dt"]
 
         def on_grid(w: ReferenceWindow) -> ReferenceWindow:
+            # positions only, as the flat reference solved before: no ROS window carries orientations
+            # yet (issue 30); carry them here once one does, with the weight in SolveInput for replay
             return ReferenceWindow(stamp_ns, dt, w.sample(stamp_ns, N, dt))
 
         if target_source is not None and target_source.active:     # issue 31: the node's targets
