@@ -223,3 +223,22 @@ def test_osc_tracks_the_window_orientation():
         q_end = np.asarray(rec.stats()["joint_positions"])[-1]
         err = np.degrees(np.linalg.norm(pin.log3(pin.exp3(want).T @ rot(q_end))))
         assert err < 1.0, (orient is None, err)
+
+
+def test_mpc_policy_hands_pose_windows_to_the_controller():
+    """MPCPolicy over a pose reference solves with the orientation term on (the window's weight);
+    over a position-only reference exactly as before (the flat layout, the term off)."""
+    from gato.frontends.policy import MPCPolicy
+
+    pl = _planner()
+    spy = _Spy(pl.solver)
+    ee = pl.solver.ee_pos(Q0)
+    pol = MPCPolicy(pl.controller, R.tool_down(R.Hold(ee), orientation_weight=6.0), 0.02)
+    pol.reset(X0)
+    pol(X0)
+    assert spy.calls[-1][1:] == (6.0, 6.0) and np.allclose(spy.calls[-1][0].reshape(16, 6)[:, 3:], R.TOOL_DOWN)
+    pos = MPCPolicy(pl.controller, R.Hold(ee), 0.02)
+    pos.reset(X0)
+    pos(X0)
+    assert spy.calls[-1][1:] == (0.0, 0.0)
+    assert np.array_equal(spy.calls[-1][0], R.Hold(ee).window(0.02, 16, 0.02).solver_layout())

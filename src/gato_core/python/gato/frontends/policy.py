@@ -108,7 +108,9 @@ class MPCPolicy:
         controller: gato.MPCController.
         reference: object with ``window(t) -> (6N,)`` (TrajectoryReference,
             GoalReference, ...), or a :class:`gato.references.Reference` (windowed at
-            the solver's N and dt); ``done(t)`` is used by :attr:`done` when present.
+            the solver's N and dt; a pose reference's windows, with their orientations and
+            weight, go to the controller as windows); ``done(t)`` is used by :attr:`done`
+            when present.
         dt_step: the env's control period [s]: how long each returned action is
             applied; the policy clock advances by it per call and it is the
             ``dt_elapsed`` handed to the controller (hypothesis scoring).
@@ -134,7 +136,14 @@ class MPCPolicy:
         self._window = reference.window
         if isinstance(reference, Reference):
             N, dt = int(controller.solver.N), float(controller.solver.dt)
-            self._window = lambda t: reference.window(t, N, dt).solver_layout()
+
+            def window(t):
+                # a pose window goes to the controller as it is (its orientation weight with it);
+                # a position-only one as the flat layout, as before
+                w = reference.window(t, N, dt)
+                return w if w.orientations is not None else w.solver_layout()
+
+            self._window = window
         self.dt_step = _positive(dt_step, "dt_step", "s")
         self.obs_to_state = obs_to_state if obs_to_state is not None else (lambda o: np.asarray(o))
         if budget_s is not None:
