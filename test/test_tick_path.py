@@ -40,13 +40,13 @@ def _msg(stamp_ns):
 def _trace(lg, call):
     """Run ``call()`` under a profile hook; returns (the Python frames on the stack at the native
     solve, innermost first, as (file, function)), {check: calls}). The native solve: the ``solve``
-    of the compiled core (a pybind11 builtin of ``gato._core*``, seen as a c_call) called by this
+    of the compiled core (a pybind11 builtin of ``gato._core*`` / ``gato._cuda``, seen as a c_call) called by this
     controller's solver."""
     at_solve, counts = [], {}
 
     def native_solve(frame, arg) -> bool:
         return getattr(arg, "__name__", "") == "solve" and str(getattr(arg, "__module__", "")).startswith(
-            "gato._core") and frame.f_locals.get("self") is lg.solver
+            ("gato._core", "gato._cuda")) and frame.f_locals.get("self") is lg.solver
 
     def hook(frame, event, arg):
         if event == "c_call" and not at_solve and native_solve(frame, arg):
