@@ -1,16 +1,21 @@
 """Pose figure-8 in MuJoCo (issue 30): the BSQP planner tracks the position figure-8 of
-``gato.tasks.fig8_scenarios`` while the EE orientation sweeps +/- 30 deg about the figure's
-horizontal axis (gato.references.PoseFigure8, base orientation = the EE orientation at the
-scenario's start posture), against the same scenario run position-only.
+``gato.tasks.fig8_scenarios`` while the EE orientation sweeps +/- 30 deg about a horizontal axis
+(gato.references.PoseFigure8, base orientation = the EE orientation at the scenario's start
+posture), against the same curve run position-only.
 
-    python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds 300 301 --n 2
-    python bench/bench_pose_fig8.py --robots iiwa14 --seeds 100 --n 2 --rot 0.5 2 8   # a weight sweep
+    python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds 300 301 --n 2          # held out
+    python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds 100 --n 2 --rot 2 8 32  # weight sweep
+    python bench/bench_pose_fig8.py --seeds 300 301 --pose-params '{"q_cost": 60, "N_cost": 39}'
 
-Per scenario: MuJoCo world (1 ms substeps, lockstep: the world advances one control period per
-tick), BSQPPlanner with the arm's shipped weights (gato.planners.shipped_weights), N 32, dt 0.01 s,
-limits admm, one figure-8 period. Errors are taken at every tick against knot 0 of that tick's
-window: position ||p_ee - p_ref|| [mm], orientation angle of R_ref^T R_ee [deg] (pinocchio FK of
-the measured joints, the solver's EE frame). Prints a table and, last, one JSON line.
+Per scenario (:func:`references`): the period is stretched so the pose path asks the joints for
+the scenario's drawn fraction of their velocity limits, and the sweep axis is the figure plane's
+horizontal axis or its horizontal normal, whichever asks less; both runs take that curve. MuJoCo
+world (1 ms substeps, lockstep: the world advances one control period per tick), BSQPPlanner with
+the arm's shipped weights (gato.planners.shipped_weights) and the orientation weight under test
+(default ORIENTATION_WEIGHTS), N 32, dt 0.01 s, limits admm, one period. Errors are taken at
+every tick against knot 0 of that tick's window: position ||p_ee - p_ref|| [mm], orientation
+angle of R_ref^T R_ee [deg] (pinocchio FK of the measured joints, the EE frame). Prints a table
+and, last, one JSON line (docs/benchmarks.md, "Pose figure-8").
 """
 from __future__ import annotations
 
