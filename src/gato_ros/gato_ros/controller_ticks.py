@@ -14,9 +14,8 @@ import time
 
 import numpy as np
 
-from .controller_reference import window_from_flat
 from .controller_types import TickOutput
-from .types import ReferenceWindow, SolveInput
+from .types import SolveInput
 
 
 class PlannerTicks:
@@ -101,10 +100,6 @@ class PlannerTicks:
         step = res.detail if res.solve is not None else None
         return self._emit(stamp, clamped[self._cmd_from_solver], source, events, step=step, plan=plan,
                           solve_input=solve_input, planner_step=res, planner=planner)
-
-    def _window(self, stamp_ns: int, ref: np.ndarray) -> ReferenceWindow:
-        """A (6N,) solver-layout reference as a ReferenceWindow (kept for callers of the old flat path)."""
-        return window_from_flat(stamp_ns, self.cfg["dt"], ref)
 
     def _fault_delay(self) -> None:
         if self.cfg["fault_solver_delay_s"] > 0:     # fault injection (tests): a stalled solver
