@@ -242,3 +242,20 @@ def test_mpc_policy_hands_pose_windows_to_the_controller():
     pos(X0)
     assert spy.calls[-1][1:] == (0.0, 0.0)
     assert np.array_equal(spy.calls[-1][0], R.Hold(ee).window(0.02, 16, 0.02).solver_layout())
+
+
+def test_flat_references_keep_the_solvers_own_orientation_weights():
+    """A flat reference solves with the weights the solver has (also ones set after the controller
+    was built); after a window replaced them, the next flat reference gets them back."""
+    pl = _planner()
+    spy = _Spy(pl.solver)
+    ee = pl.solver.ee_pos(Q0)
+    flat = R.tool_down(R.Hold(ee)).window(0.0, 16, 0.02).solver_layout()
+    pl.solver.set_cost_weights(rot_cost=3.0, N_rot_cost=4.0)
+    pl.reset(X0)
+    pl.controller.step(X0, flat)
+    assert spy.calls[-1][1:] == (3.0, 4.0)
+    pl.step(X0, R.Hold(ee).window(0.02, 16, 0.02))
+    assert spy.calls[-1][1:] == (0.0, 0.0)
+    pl.controller.step(X0, flat)
+    assert spy.calls[-1][1:] == (3.0, 4.0)

@@ -166,6 +166,7 @@ class MPCController:
         p = getattr(solver, "params", None)
         self._rot_configured = (float(getattr(p, "rot_cost", 0.0)), float(getattr(p, "N_rot_cost", 0.0)))
         self.orientation_weights = self._orientation_weights(orientation_weights)
+        self._rot_saved = None     # the solver's own orientation weights while a window's are in force
         self._warm = None          # (B, xu_size) float64 warm start of the next solve
         self._x_prev = None        # (nx,) state the last returned control was computed at
         self._u_prev = None        # (nu,) full-width control returned last
@@ -290,9 +291,12 @@ class MPCController:
         return float(a[0]), float(a[1])
 
     def _set_rot(self, want: tuple) -> None:
-        """The solver's orientation weights for the next solve (set only on a change: a settings push)."""
+        """The solver's orientation weights for the next solve (set only on a change: a settings push);
+        the weights a window replaced are kept, for the next flat reference."""
         p = getattr(self.solver, "params", None)
         if p is not None and (float(p.rot_cost), float(p.N_rot_cost)) != want:
+            if self._rot_saved is None:
+                self._rot_saved = (float(p.rot_cost), float(p.N_rot_cost))
             self.solver.set_cost_weights(rot_cost=want[0], N_rot_cost=want[1])
 
     def _window(self, win: ReferenceWindow) -> np.ndarray:
@@ -313,7 +317,9 @@ class MPCController:
     def _reference(self, ref) -> np.ndarray:
         if isinstance(ref, ReferenceWindow):
             return self._window(ref)
-        self._set_rot(self._rot_configured)
+        if self._rot_saved is not None:  # a window set the weights: the flat reference gets the solver's own back
+            saved, self._rot_saved = self._rot_saved, None
+            self.solver.set_cost_weights(rot_cost=saved[0], N_rot_cost=saved[1])
         arr = to_numpy(ref, "reference", np.float64)
         N = int(self.solver.N)
         if arr.shape == (N, 6):
