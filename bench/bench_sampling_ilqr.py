@@ -49,8 +49,18 @@ def episode(sc, planner, iterations, samples, periods, threads):
                 plan_s=statistics.median(p["wall_s"] for p in plans), episode_s=wall, plans=len(plans))
 
 
+#: --ilqr-config: "cautious" (ilqr=None, SimMPC's default) or "reference" (ILQROptimizerConfig()'s
+#: defaults: mu 1e-6, no step limit, the reference's line search).
+ILQR_CONFIG = "cautious"
+
+
 def _configure(cfg, planner, iterations, samples):
-    cfg = replace(cfg, planner=planner, max_iterations=iterations, num_samples=samples,
+    ilqr = None
+    if planner == "ilqr" and ILQR_CONFIG == "reference":
+        from gato.sampling import ILQROptimizerConfig
+
+        ilqr = ILQROptimizerConfig()
+    cfg = replace(cfg, planner=planner, max_iterations=iterations, num_samples=samples, ilqr=ilqr,
                   stages=None if planner == "ilqr" else cfg.stages)
     if cfg.stages is not None:
         cfg = replace(cfg, stages=[replace(cfg.stages[0], iters=iterations)])
@@ -101,7 +111,11 @@ def main(argv=None):
     ap.add_argument("--goal-s", type=float, default=2.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--run", action="append", default=None, help="planner:iterations[:num_samples]")
+    ap.add_argument("--ilqr-config", choices=("cautious", "reference"), default="cautious")
+    ap.add_argument("--only", type=int, nargs="*", default=None, help="scenario indices (default: all)")
     a = ap.parse_args(argv)
+    global ILQR_CONFIG
+    ILQR_CONFIG = a.ilqr_config
     import pinocchio as pin
 
     from gato.core.bsqp import robot_urdf
@@ -115,7 +129,10 @@ def main(argv=None):
     else:
         scs = pickplace_scenarios(pm, "iiwa14", a.n, seed=a.seed, ramps=(0.0,), n_goals=3)
         run = lambda sc, p, i, s: episode_pp(sc, p, i, s, a.goal_s, a.threads)  # noqa: E731
-    print(f"load before: {os.getloadavg()}  {a.task}, seed {a.seed}, {a.n} scenarios, {a.threads} threads")
+    if a.only is not None:
+        scs = [scs[i] for i in a.only]
+    print(f"load before: {os.getloadavg()}  {a.task}, seed {a.seed}, {len(scs)} of {a.n} scenarios, "
+          f"{a.threads} threads, ilqr config {a.ilqr_config}")
     for r in runs:
         parts = r.split(":")
         planner, its = parts[0], int(parts[1])
