@@ -120,7 +120,7 @@ def test_interpolation_matches_numpy_reference(integrator):
 def test_feedback_toward_the_planned_state_and_plan_gains():
     nv = 7
     kp, kd = np.linspace(10, 70, nv), np.linspace(1, 7, nv)
-    ex = make_executor(kp=kp, kd=kd)
+    ex = make_executor(kp=kp, kd=kd, feedback="riccati+pd")
     rng = np.random.default_rng(3)
     x, u, _ = rollout("semi_implicit", nv, rng)
     K = rng.uniform(-2, 2, (N - 1, nv, 2 * nv))
@@ -136,6 +136,73 @@ def test_feedback_toward_the_planned_state_and_plan_gains():
     ex.set_tunables(plan_timeout=0.5, kp=kp, kd=kd, use_plan_gains=False)
     tau2, _ = ex.update(now, q, v)
     np.testing.assert_allclose(tau2, u[3] + kp * dx[:nv] + kd * dx[nv:], rtol=1e-12, atol=1e-9)
+    # issue 33's modes, live: riccati = the gains alone, pd = the PD alone (gains ignored)
+    ex.set_tunables(plan_timeout=0.5, kp=kp, kd=kd, feedback="riccati")
+    tau3, _ = ex.update(now, q, v)
+    np.testing.assert_allclose(tau3, u[3] + K[3] @ dx, rtol=1e-12, atol=1e-9)
+    ex.set_tunables(plan_timeout=0.5, kp=kp, kd=kd, feedback="pd")
+    tau4, _ = ex.update(now, q, v)
+    np.testing.assert_allclose(tau4, u[3] + kp * dx[:nv] + kd * dx[nv:], rtol=1e-12, atol=1e-9)
+    assert ex.tunables["feedback"] == "pd"
+    with pytest.raises(ValueError, match="feedback"):
+        ex.set_tunables(feedback="lqr")
+
+
+def test_plan_gains_are_saturated_held_per_knot_and_bad_ones_fall_back_to_pd():
+    """Issue 33: the executor's K is the negated BSQP gain (torque += K (x_plan - x)), held over
+    each knot interval like u_k; the gain term is clipped per joint to feedback_limit (default
+    0.25 x the effort limit); non-finite gains drop the gains (dropped_gains), not the plan,
+    which runs with the PD."""
+    nv = 7
+    kp, kd = np.full(nv, 30.0), np.full(nv, 3.0)
+    ex = make_executor(kp=kp, kd=kd)
+    assert ex.tunables["feedback"] == "riccati"
+    np.testing.assert_allclose(ex.tunables["feedback_limit"], 0.25 * ex.effort_limit)
+    rng = np.random.default_rng(11)
+    x, u, _ = rollout("euler", nv, rng)
+    K_solver = rng.uniform(-50, 50, (N - 1, nv, 2 * nv))
+    K_solver[:, 0, 0] = -1e5                        # joint 0: far past its limit
+    ex.submit(seq=1, epoch=1, stamp_ns=T0, knot_dt=H, integrator=INTEGRATORS["euler"], x=x, u=u, K=-K_solver)
+    q = x[5, :nv] + rng.uniform(-0.02, 0.02, nv)
+    v = x[5, nv:] + rng.uniform(-0.05, 0.05, nv)
+    lim = 0.25 * ex.effort_limit
+    for s in (5.2, 5.8):                            # the same knot's gains over the interval
+        tau, mode = ex.update(T0 + int(s * H * NS), q, v)
+        xp = np.concatenate([ex.q_ref, ex.v_ref])
+        fb = K_solver[5] @ (np.concatenate([q, v]) - xp)
+        assert mode == "follow" and abs(fb[0]) > lim[0]
+        np.testing.assert_allclose(tau, np.clip(u[5] + np.clip(fb, -lim, lim), -ex.effort_limit, ex.effort_limit),
+                                   rtol=1e-12, atol=1e-9)
+    c = ex.counters
+    assert c["follow_gains"] == 2 and c["gains_saturated"] == 2 and c["dropped_gains"] == 0
+    bad = -K_solver.copy()
+    bad[3, 2, 4] = np.inf
+    ex.submit(seq=2, epoch=1, stamp_ns=T0, knot_dt=H, integrator=INTEGRATORS["euler"], x=x, u=u + 1.0, K=bad)
+    tau, mode = ex.update(T0 + int(5.5 * H * NS), q, v)
+    dx = np.concatenate([ex.q_ref - q, ex.v_ref - v])
+    assert mode == "follow" and ex.active_seq == 2     # the plan runs, without its gains
+    np.testing.assert_allclose(tau, u[5] + 1.0 + kp * dx[:nv] + kd * dx[nv:], rtol=1e-12, atol=1e-9)
+    assert ex.counters["dropped_gains"] == 1 and ex.counters["dropped_invalid"] == 0
+    with pytest.raises(ValueError, match="feedback_limit"):
+        ex.set_tunables(feedback_limit=np.full(nv, -1.0))
+
+
+def test_embedded_mpc_plans_carry_the_solvers_gains():
+    """EmbeddedMpc.gains (the plugin's embedded mode under feedback riccati): each step's plan
+    carries the solved plan's gains (BatchSolver::feedback_gains, the C++ of BSQP.feedback_gains,
+    checked against the NumPy LQR in test_feedback_gains) in the executor's shape; off: none."""
+    from gato.core.native import core as _core
+
+    info = gato.robot_info(ROBOT)
+    Nh, dt = 8, 0.02
+    mpc = _core.EmbeddedMpc(str(gato.robot_urdf(ROBOT)), info["ee_frame"], Nh, dt, None, 2)
+    q0, _ = mid(make_executor())
+    x0 = np.concatenate([q0, np.zeros(7)])
+    assert mpc.step(T0, x0) and mpc.plan_K is None
+    mpc.gains = True
+    assert mpc.step(T0 + int(dt * NS), x0)
+    K = mpc.plan_K
+    assert K.shape == (Nh - 1, 7, 14) and np.all(np.isfinite(K)) and np.abs(K).max() > 0
 
 
 def hold_torque(model, q, v, q_hold, f_hz, damping):

@@ -30,10 +30,20 @@ std::vector<double> gains(const py::object& o, const char* name) {
   return std::vector<double>(a.data(), a.data() + a.size());
 }
 
+FeedbackMode feedback_mode(const std::string& s) {
+  if (s == "pd") return FeedbackMode::kPd;
+  if (s == "riccati") return FeedbackMode::kRiccati;
+  if (s == "riccati+pd") return FeedbackMode::kRiccatiPd;
+  throw py::value_error("feedback: expected 'pd', 'riccati' or 'riccati+pd', got '" + s + "'");
+}
+
 ExecutorTunables tunables_from(double plan_timeout, const py::object& kp, const py::object& kd,
                                const py::object& hold_damping, double limit_margin, bool use_plan_gains,
-                               double hold_frequency_hz) {
+                               double hold_frequency_hz, const std::string& feedback,
+                               const py::object& feedback_limit) {
   ExecutorTunables t;
+  t.feedback = feedback_mode(feedback);
+  t.feedback_limit = gains(feedback_limit, "feedback_limit");
   t.hold_frequency_hz = hold_frequency_hz;
   t.plan_timeout_s = plan_timeout;
   t.kp = gains(kp, "kp");
@@ -115,6 +125,17 @@ void bind_executor(py::module_& m) {
          py::arg("ref_knot_dt") = 0.0,
          "One MPC step; returns False (and starts cold next time) when the solution is not finite.")
       .def("reset", [](PyEmbedded& p) { p.mpc->reset(); })
+      .def_property("gains", [](const PyEmbedded& p) { return p.mpc->gains(); },
+                    [](PyEmbedded& p, bool on) { p.mpc->set_gains(on); },
+                    "compute the plan's feedback gains every step (plan_K; issue 33)")
+      .def_property_readonly("plan_K", [](const PyEmbedded& p) -> py::object {
+        // (n_knots - 1, nv, 2 nv) in the executor's sign (torque += K (x_plan - x)), None without gains
+        if (!p.plan.has_gains) return py::none();
+        const long n = p.plan.n_knots - 1, nv = p.plant->nv();
+        py::array_t<double> a({n, nv, 2 * nv});
+        std::copy_n(p.plan.K.begin(), n * nv * 2 * nv, a.mutable_data());
+        return a;
+      })
       .def_property_readonly("xu", [](const PyEmbedded& p) { return vec(p.mpc->xu()); })
       .def_property_readonly("reference", [](const PyEmbedded& p) { return vec(p.mpc->reference()); })
       .def_property_readonly("last_was_cold", [](const PyEmbedded& p) { return p.mpc->last_was_cold(); })
@@ -135,20 +156,22 @@ void bind_executor(py::module_& m) {
   py::class_<P>(m, "PlanExecutor")
       .def(py::init([](const std::string& urdf, const std::string& ee_frame, int max_knots, double plan_timeout,
                        const py::object& kp, const py::object& kd, const py::object& hold_damping,
-                       double limit_margin, bool use_plan_gains, double hold_frequency_hz) {
+                       double limit_margin, bool use_plan_gains, double hold_frequency_hz,
+                       const std::string& feedback, const py::object& feedback_limit) {
              auto p = std::make_unique<P>();
              p->plant = std::make_shared<Plant<double>>(urdf, ee_frame);
              ExecutorConfig c;
              c.max_knots = max_knots;
              c.tunables = tunables_from(plan_timeout, kp, kd, hold_damping, limit_margin, use_plan_gains,
-                                        hold_frequency_hz);
+                                        hold_frequency_hz, feedback, feedback_limit);
              p->ex = std::make_unique<PlanExecutor>(p->plant, c);
              p->scratch.allocate(p->plant->nv(), max_knots);
              return p;
            }),
            py::arg("urdf"), py::arg("ee_frame"), py::arg("max_knots") = 128, py::arg("plan_timeout") = 0.1,
            py::arg("kp") = py::none(), py::arg("kd") = py::none(), py::arg("hold_damping") = py::none(),
-           py::arg("limit_margin") = 0.05, py::arg("use_plan_gains") = true, py::arg("hold_frequency_hz") = 4.0)
+           py::arg("limit_margin") = 0.05, py::arg("use_plan_gains") = true, py::arg("hold_frequency_hz") = 4.0,
+           py::arg("feedback") = "riccati", py::arg("feedback_limit") = py::none())
       .def_property_readonly("nv", [](const P& p) { return p.ex->nv(); })
       .def_property_readonly("max_knots", [](const P& p) { return p.ex->max_knots(); })
       .def_property_readonly("joint_names", [](const P& p) { return p.plant->joint_names(); })
@@ -205,13 +228,15 @@ void bind_executor(py::module_& m) {
       }, py::arg("n"), py::arg("t0_ns"), py::arg("period_ns"), py::arg("q"), py::arg("v"))
       .def("set_tunables", [](P& p, double plan_timeout, const py::object& kp, const py::object& kd,
                               const py::object& hold_damping, double limit_margin, bool use_plan_gains,
-                              double hold_frequency_hz) {
+                              double hold_frequency_hz, const std::string& feedback,
+                              const py::object& feedback_limit) {
         p.ex->set_tunables(tunables_from(plan_timeout, kp, kd, hold_damping, limit_margin, use_plan_gains,
-                                         hold_frequency_hz));
+                                         hold_frequency_hz, feedback, feedback_limit));
       }, py::arg("plan_timeout") = 0.1, py::arg("kp") = py::none(), py::arg("kd") = py::none(),
          py::arg("hold_damping") = py::none(), py::arg("limit_margin") = 0.05, py::arg("use_plan_gains") = true,
-         py::arg("hold_frequency_hz") = 4.0,
-         "Replace the tunables (applied at the next update()); None gains mean 0.")
+         py::arg("hold_frequency_hz") = 4.0, py::arg("feedback") = "riccati", py::arg("feedback_limit") = py::none(),
+         "Replace the tunables (applied at the next update()); None gains mean 0, None feedback_limit "
+         "0.25 x the effort limit.")
       .def("reset", [](P& p) { p.ex->reset(); })
       .def_property_readonly("mode", [](const P& p) { return mode_name(p.ex->mode()); })
       .def_property_readonly("hold_reason", [](const P& p) { return hold_reason_name(p.ex->hold_reason()); })
@@ -230,6 +255,8 @@ void bind_executor(py::module_& m) {
         d["hold_damping"] = vec(t.hold_damping);
         d["limit_margin"] = t.limit_margin;
         d["use_plan_gains"] = t.use_plan_gains;
+        d["feedback"] = feedback_mode_name(t.feedback);
+        d["feedback_limit"] = vec(t.feedback_limit);
         d["hold_frequency_hz"] = t.hold_frequency_hz;
         return d;
       })
@@ -248,6 +275,9 @@ void bind_executor(py::module_& m) {
         d["stale_events"] = c.stale_events;
         d["clamped"] = c.clamped;
         d["limit_cuts"] = c.limit_cuts;
+        d["dropped_gains"] = c.dropped_gains;
+        d["follow_gains"] = c.follow_gains;
+        d["gains_saturated"] = c.gains_saturated;
         return d;
       })
       .def("gravity", [](P& p, const Arr& q) {

@@ -23,6 +23,7 @@ EmbeddedMpc::EmbeddedMpc(std::shared_ptr<const Plant<double>> plant, const Embed
   ref_.assign(size_t(6 * N_), 0.0);
   hold_ee_.assign(3, 0.0);
   x_.assign(size_t(2 * nv_), 0.0);
+  K_.assign(size_t(N_ - 1) * size_t(nv_) * size_t(2 * nv_), 0.0);
 }
 
 EmbeddedMpc::~EmbeddedMpc() = default;
@@ -106,6 +107,16 @@ bool EmbeddedMpc::step(std::int64_t stamp_ns, const double* x, const EeWindow* r
   for (int k = 0; k < N_; ++k) {
     std::copy_n(xu_.begin() + size_t(k) * stride, nx, out.x.begin() + size_t(k) * nx);
     if (k < N_ - 1) std::copy_n(xu_.begin() + size_t(k) * stride + nx, nu, out.u.begin() + size_t(k) * nu);
+  }
+  if (gains_) {
+    // u = u_k + K (x - x_k) (the solver's sign) -> the executor's torque += K (x_plan - x)
+    if (solver_->feedback_gains(0, xu_.data(), x, ref_.data(), K_.data()) < 0) {
+      const size_t n = K_.size();
+      for (size_t i = 0; i < n; ++i) out.K[i] = -K_[i];
+      out.has_gains = true;
+    } else {
+      ++gains_failed_;
+    }
   }
   return true;
 }

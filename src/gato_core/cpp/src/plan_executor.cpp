@@ -31,6 +31,15 @@ const char* hold_reason_name(HoldReason r) {
   return "?";
 }
 
+const char* feedback_mode_name(FeedbackMode m) {
+  switch (m) {
+    case FeedbackMode::kPd: return "pd";
+    case FeedbackMode::kRiccati: return "riccati";
+    case FeedbackMode::kRiccatiPd: return "riccati+pd";
+  }
+  return "?";
+}
+
 int sample_plan(const ExecutorPlan& p, double s, double* q, double* v, double* u) {
   const int nv = p.nv(), nx = 2 * nv;
   const double h = p.knot_dt;
@@ -115,9 +124,12 @@ PlanExecutor::PlanExecutor(std::shared_ptr<const Plant<double>> plant, const Exe
       throw std::invalid_argument("URDF effort limit of joint '" + names[size_t(j)] +
                                   "' is not positive (" + std::to_string(u_max_[j]) +
                                   "): the executor clamps every torque to it");
+  fb_limit_default_.resize(size_t(nv_));
+  for (int j = 0; j < nv_; ++j) fb_limit_default_[size_t(j)] = 0.25 * u_max_[size_t(j)];
   ExecutorTunables t = config.tunables;
   for (auto* vec : {&t.kp, &t.kd, &t.hold_damping})
     if (vec->empty()) vec->assign(size_t(nv_), 0.0);
+  if (t.feedback_limit.empty()) t.feedback_limit = fb_limit_default_;
   validate(t);
   ws_ = plant_->make_workspace();
   auto alloc_plan = [&](ExecutorPlan& p) { p.allocate(nv_, max_knots_); };
@@ -142,8 +154,11 @@ void PlanExecutor::validate(const ExecutorTunables& t) const {
     throw std::invalid_argument("hold_frequency_hz: must be >= 0 Hz, got " + std::to_string(t.hold_frequency_hz));
   if (!(std::isfinite(t.limit_margin) && t.limit_margin >= 0.0))
     throw std::invalid_argument("limit_margin: must be >= 0 rad, got " + std::to_string(t.limit_margin));
+  if (t.feedback != FeedbackMode::kPd && t.feedback != FeedbackMode::kRiccati &&
+      t.feedback != FeedbackMode::kRiccatiPd)
+    throw std::invalid_argument("feedback: expected pd, riccati or riccati+pd");
   const std::pair<const char*, const std::vector<double>*> vecs[] = {
-      {"kp", &t.kp}, {"kd", &t.kd}, {"hold_damping", &t.hold_damping}};
+      {"kp", &t.kp}, {"kd", &t.kd}, {"hold_damping", &t.hold_damping}, {"feedback_limit", &t.feedback_limit}};
   for (const auto& [name, vec] : vecs) {
     if (vec->size() != size_t(nv_))
       throw std::invalid_argument(std::string(name) + ": expected " + std::to_string(nv_) +
@@ -159,6 +174,7 @@ void PlanExecutor::set_tunables(const ExecutorTunables& t) {
   ExecutorTunables c = t;
   for (auto* vec : {&c.kp, &c.kd, &c.hold_damping})
     if (vec->empty()) vec->assign(size_t(nv_), 0.0);
+  if (c.feedback_limit.empty()) c.feedback_limit = fb_limit_default_;
   validate(c);
   tun_inbox_.back() = c;
   tun_inbox_.publish();
@@ -183,11 +199,12 @@ void PlanExecutor::accept_incoming() noexcept {
   const bool sizes_ok = n >= 2 && n <= max_knots_ && std::isfinite(p.knot_dt) && p.knot_dt > 0.0 &&
                         (p.integrator == Integrator::kEuler || p.integrator == Integrator::kSemiImplicit ||
                          p.integrator == Integrator::kRk4);
-  if (!sizes_ok || !all_finite(p.x.data(), size_t(n) * nx) || !all_finite(p.u.data(), size_t(n - 1) * nv_) ||
-      (p.has_gains && !all_finite(p.K.data(), size_t(n - 1) * nv_ * nx))) {
+  if (!sizes_ok || !all_finite(p.x.data(), size_t(n) * nx) || !all_finite(p.u.data(), size_t(n - 1) * nv_)) {
     ++counters_.dropped_invalid;
     return;
   }
+  // Bad gains drop the gains, not the plan: it runs with the PD (never with the bad K).
+  const bool gains_ok = !p.has_gains || all_finite(p.K.data(), size_t(n - 1) * nv_ * nx);
   if (seen_plan_) {
     if (p.epoch < last_epoch_) {
       ++counters_.dropped_stale_epoch;
@@ -202,6 +219,10 @@ void PlanExecutor::accept_incoming() noexcept {
   last_epoch_ = p.epoch;
   last_seq_ = p.seq;
   copy_valid(p, active_);
+  if (!gains_ok) {
+    active_.has_gains = false;
+    ++counters_.dropped_gains;
+  }
   has_plan_ = true;
   stale_ = false;
   ++counters_.plans_accepted;
@@ -239,6 +260,8 @@ ExecMode PlanExecutor::update(std::int64_t now_ns, const double* q, const double
     tun_.plan_timeout_s = t.plan_timeout_s;
     tun_.limit_margin = t.limit_margin;
     tun_.use_plan_gains = t.use_plan_gains;
+    tun_.feedback = t.feedback;
+    std::copy(t.feedback_limit.begin(), t.feedback_limit.end(), tun_.feedback_limit.begin());
     tun_.hold_frequency_hz = t.hold_frequency_hz;
     std::copy(t.kp.begin(), t.kp.end(), tun_.kp.begin());
     std::copy(t.kd.begin(), t.kd.end(), tun_.kd.begin());
@@ -279,19 +302,30 @@ ExecMode PlanExecutor::update(std::int64_t now_ns, const double* q, const double
       stale_ = true;
     } else {
       stale_ = false;
+      // feedback (FeedbackMode): the plan's gains when it carries usable ones and the mode
+      // wants them; the PD in mode pd, in riccati+pd, and whenever there are no gains
+      const bool use_k = active_.has_gains && tun_.use_plan_gains && tun_.feedback != FeedbackMode::kPd;
+      const bool use_pd = !use_k || tun_.feedback == FeedbackMode::kRiccatiPd;
       for (int j = 0; j < nv_; ++j) {
         dx_[size_t(j)] = q_ref_[size_t(j)] - q[j];
         dx_[size_t(nv_ + j)] = v_ref_[size_t(j)] - v[j];
-        tau[j] = u_ff_[size_t(j)] + tun_.kp[size_t(j)] * dx_[size_t(j)] + tun_.kd[size_t(j)] * dx_[size_t(nv_ + j)];
+        tau[j] = u_ff_[size_t(j)];
+        if (use_pd) tau[j] += tun_.kp[size_t(j)] * dx_[size_t(j)] + tun_.kd[size_t(j)] * dx_[size_t(nv_ + j)];
       }
-      if (active_.has_gains && tun_.use_plan_gains) {
+      if (use_k) {
         const int nx = 2 * nv_;
         const double* Kk = active_.K.data() + size_t(k) * nv_ * nx;
+        bool sat = false;
         for (int j = 0; j < nv_; ++j) {
           double acc = 0.0;
           for (int i = 0; i < nx; ++i) acc += Kk[size_t(j) * nx + i] * dx_[size_t(i)];
+          const double lim = tun_.feedback_limit[size_t(j)];
+          if (acc > lim) { acc = lim; sat = true; }
+          else if (acc < -lim) { acc = -lim; sat = true; }
           tau[j] += acc;
         }
+        ++counters_.follow_gains;
+        if (sat) ++counters_.gains_saturated;
       }
       if (!all_finite(tau, size_t(nv_))) {
         ++counters_.nonfinite_outputs;

@@ -72,6 +72,16 @@ class EmbeddedMpc {
   /// starts cold.
   bool step(std::int64_t stamp_ns, const double* x, const EeWindow* ref, ExecutorPlan& out);
 
+  /// Issue 33: with gains on, every step also writes the plan's feedback gains into
+  /// out.K (the solver's BatchSolver::feedback_gains of the solved plan, negated to the
+  /// executor's convention torque += K (x_plan - x); has_gains set) when they exist (a
+  /// knot whose R + B' P B is not positive definite leaves has_gains false, counted in
+  /// gains_failed()). Costs one KKT assembly and a Riccati sweep per step (no allocation
+  /// for the fixed-size 6- / 7-DoF kernels). Off by default.
+  void set_gains(bool on) { gains_ = on; }
+  bool gains() const { return gains_; }
+  std::uint64_t gains_failed() const { return gains_failed_; }
+
   bool last_was_cold() const { return last_cold_; }
   /// The solved trajectory [x_0, u_0, ..., x_{N-1}] (xu_size()).
   const std::vector<double>& xu() const { return xu_; }
@@ -88,7 +98,9 @@ class EmbeddedMpc {
   std::unique_ptr<BatchSolver<double>> solver_;
   int N_ = 0, nv_ = 0, warmup_ = 0;
   double dt_ = 0.0;
-  bool cold_ = true, last_cold_ = false;
+  bool cold_ = true, last_cold_ = false, gains_ = false;
+  std::uint64_t gains_failed_ = 0;
+  std::vector<double> K_;  // (N - 1, nv, 2 nv) the solver's gains of the last step
   std::int64_t last_stamp_ = 0;
   std::vector<double> xu_, ref_, hold_ee_, x_;
   double solve_us_ = 0.0;

@@ -27,7 +27,9 @@ namespace gato {
 /// x (capacity, 2 nv) = [q; v] per knot; u (capacity - 1, nv) = the torque the
 /// solver held constant over [t_k, t_{k+1}), t_k = stamp + k knot_dt;
 /// K (capacity - 1, nv, 2 nv) = optional local feedback gains, torque
-/// += K_k (x_plan(t) - x). Only the first n_knots (n_knots - 1) rows are valid.
+/// += K_k (x_plan(t) - x): the NEGATED solver gains (BSQP.feedback_gains() writes
+/// u = u_k + K_k (x - x_k)), zero-order held over [t_k, t_{k+1}) like u_k. Only the
+/// first n_knots (n_knots - 1) rows are valid.
 struct ExecutorPlan {
   std::uint64_t seq = 0;      // sequence number, increasing within an epoch
   std::uint32_t epoch = 0;    // reset epoch of the publisher (new MPC start = higher epoch)
@@ -47,6 +49,15 @@ struct ExecutorPlan {
   int nv_ = 0, capacity_ = 0;
 };
 
+/// How a plan is executed between two plans (issue 33; gato.sim.FeedbackLaw's modes):
+/// kPd: u_k + kp (q_plan - q) + kd (v_plan - v), the plan's gains ignored;
+/// kRiccati: u_k + sat(K_k (x_plan - x)) when the plan carries usable gains, else the PD;
+/// kRiccatiPd: u_k + PD + sat(K_k (x_plan - x)) (the PD alone without gains).
+/// sat clips each joint to +-feedback_limit.
+enum class FeedbackMode : std::uint8_t { kPd = 0, kRiccati = 1, kRiccatiPd = 2 };
+/// "pd", "riccati", "riccati+pd".
+const char* feedback_mode_name(FeedbackMode m);
+
 /// The gains and limits that may change while the executor runs (each (nv)
 /// vector in plant joint order).
 struct ExecutorTunables {
@@ -60,7 +71,10 @@ struct ExecutorTunables {
   // for control lags up to 1 / w). 0: gravity compensation and hold_damping only. [Hz]
   double hold_frequency_hz = 4.0;
   double limit_margin = 0.05;   // the limit cut acts this far inside a URDF position limit [rad]
-  bool use_plan_gains = true;   // add the plan's local feedback K when it carries one
+  bool use_plan_gains = true;   // false: never the plan's K (as feedback = kPd)
+  FeedbackMode feedback = FeedbackMode::kRiccati;
+  // |K_k (x_plan - x)| per joint is clipped to this [N*m]; empty: 0.25 x the URDF effort limit
+  std::vector<double> feedback_limit;
 };
 
 /// Fixed at construction.
@@ -97,6 +111,9 @@ struct ExecutorCounters {
   std::uint64_t dropped_out_of_order = 0;  // seq not above the last accepted one in its epoch
   std::uint64_t dropped_stale_epoch = 0;   // epoch below the last accepted one
   std::uint64_t dropped_invalid = 0;       // non-finite values, bad sizes, knot_dt <= 0
+  std::uint64_t dropped_gains = 0;         // accepted plans whose gains were not finite (run with PD)
+  std::uint64_t follow_gains = 0;          // follow updates that applied a plan's gains
+  std::uint64_t gains_saturated = 0;       // follow updates with the gain term clipped
   std::uint64_t nonfinite_states = 0;      // updates with a NaN / Inf measured state
   std::uint64_t nonfinite_outputs = 0;     // updates whose follow torque was NaN / Inf
   std::uint64_t stale_events = 0;          // transitions into a stale / exhausted plan
@@ -189,6 +206,7 @@ class PlanExecutor {
   HoldReason reason_ = HoldReason::kNoPlan;
   ExecutorCounters counters_;
   std::vector<double> q_ref_, v_ref_, u_ff_, q_good_, zeros_, g_, dx_;
+  std::vector<double> fb_limit_default_;  // 0.25 x u_max: feedback_limit when none is given
   std::vector<double> q_hold_, a_hold_;  // where the current hold began; its acceleration
   std::vector<double> q_lo_, q_hi_, u_max_;
 };
