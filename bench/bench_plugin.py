@@ -85,6 +85,11 @@ def one_run(args, env, workdir: Path) -> dict:
         names, q0 = args.joints, args.q0
         nv, n = len(names), 32
         seq = 0
+        # dense gains of a plausible size (a PD-like diagonal plus small couplings), solver sign
+        K = -0.01 * np.random.default_rng(0).standard_normal((n - 1, nv, 2 * nv))
+        K[:, :, :nv] -= 50.0 * np.eye(nv)
+        K[:, :, nv:] -= 5.0 * np.eye(nv)
+        gains = K.reshape(-1).tolist()
 
         def publish():
             nonlocal seq
@@ -99,6 +104,8 @@ def one_run(args, env, workdir: Path) -> dict:
                 if k < n - 1:
                     xu += [1.0 + 0.1 * j for j in range(nv)]
             m.xu, m.seq, m.reset_epoch, m.integrator = xu, seq, 1, "euler"
+            if args.gains:   # issue 33: per-knot feedback gains (n - 1, nu, nx), executed under feedback riccati
+                m.gains = list(gains)
             pub.publish(m)
 
         end = time.monotonic() + 3.0 + args.seconds
@@ -140,6 +147,8 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", choices=("follow", "embedded"), default="follow",
                     help="follow: this script publishes the plans; embedded: the plugin solves (no reference: it "
                          "holds the EE position of activation)")
+    ap.add_argument("--gains", action="store_true", help="follow mode: the plans carry feedback gains "
+                    "(gato_msgs/Plan.gains; the plugin's feedback riccati applies them: issue 33)")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown section to this file (not in docs/)")
     args = ap.parse_args(argv)
     from gato_ros import params
@@ -174,13 +183,15 @@ def main(argv=None) -> int:
                      f"{r['lat50'] / 1e3:.2f} / {r['lat99'] / 1e3:.2f} / {r['latmax'] / 1e3:.2f} ms | "
                      f"{r['plans']} | {r['holds']} | {r['overruns']} |" for i, r in enumerate(results))
     feed = ("the plugin's own solver thread (BSQP, N=32, dt=0.03125 s, 100 Hz, no reference: EE hold)"
-            if args.mode == "embedded" else f"a 32-knot plan from this script every {args.plan_period * 1000:g} ms")
+            if args.mode == "embedded" else f"a 32-knot plan from this script every {args.plan_period * 1000:g} ms"
+            + (" carrying feedback gains (31 x 7 x 14, feedback riccati)" if args.gains else ""))
     section = (
         f"\n## ros2_control plugin ({args.mode} mode) at {args.rate} Hz: update() time, plan latency (issue 13; "
         f"{stamp()})\n\n"
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load0:.1f} before / {load1:.1f} after "
         "(shared machine: other jobs ran).\n"
-        f"Command: `python bench/bench_plugin.py --mode {args.mode} --seconds {args.seconds:g} --runs {args.runs}` "
+        f"Command: `python bench/bench_plugin.py --mode {args.mode} --seconds {args.seconds:g} --runs {args.runs}"
+        f"{' --gains' if args.gains else ''}` "
         f"(controller_manager at {args.rate} Hz, mock_components/GenericSystem iiwa14, gato_plugin in {args.mode} "
         f"mode, plans from {feed}; the plugin's own histograms, counted since activation: update() = interfaces "
         "read, PlanExecutor::update, commands written; plan latency = stamp of the state a plan was solved from "

@@ -204,7 +204,8 @@ def graph(tmp_path_factory, ros_env):
     cfg["controller_manager"]["ros__parameters"][EMBEDDED] = {"type": params.PLUGIN_TYPE}
     cfg[EMBEDDED] = {"ros__parameters": dict(copy.deepcopy(plugin), mode="embedded", plan_timeout=0.2, N=16,
                                              solve_rate_hz=50.0, warmup_solves=3,
-                                             reference_topic="/gato_plugin_test/ee_reference")}
+                                             reference_topic="/gato_plugin_test/ee_reference",
+                                             embedded_gains=True)}   # issue 33: its plans carry gains
     (d / "controllers.yaml").write_text(yaml.safe_dump(cfg))
     # The gato nodes' Fast DDS transport (16 MB shared-memory segment, deep port queue) for the
     # controller manager and this test's readers too: the ~/ticks test reads 1 kHz ticks in 100
@@ -330,7 +331,7 @@ class Client:
     def now_ns(self):
         return self.node.get_clock().now().nanoseconds
 
-    def publish_plan(self, seq, epoch, stamp_ns, x, u, names):
+    def publish_plan(self, seq, epoch, stamp_ns, x, u, names, gains=None):
         m = self.Plan()
         m.header.stamp.sec, m.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
         m.knot_dt, m.nx, m.nu, m.n_knots = KNOT_DT, x.shape[1], u.shape[1], x.shape[0]
@@ -342,6 +343,8 @@ class Client:
                 xu.extend(u[k])
         m.xu = [float(v) for v in xu]
         m.seq, m.reset_epoch, m.integrator = seq, epoch, "euler"
+        if gains is not None:   # issue 33: (n_knots - 1, nu, nx) row-major, the solver's sign
+            m.gains = [float(v) for v in np.asarray(gains).reshape(-1)]
         self.plan_pub.publish(m)
 
 
@@ -977,6 +980,137 @@ def test_embedded_mode_counts_malformed_references_and_keeps_commands_safe(graph
     client.wait_state(EMBEDDED, "unconfigured")
 
 
+def _set_string_param(client, name, value):
+    """Sets one string parameter of the plugin through its parameter service; returns the
+    SetParametersResult (successful, reason)."""
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+
+    req = client.set_params.srv_type.Request()
+    req.parameters = [Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_STRING,
+                                                                string_value=value))]
+    assert client.set_params.wait_for_service(timeout_sec=10)
+    fut = client.set_params.call_async(req)
+    while not fut.done():
+        client.spin(0.05)
+    return fut.result().results[0]
+
+
+def _gain_plan(nv, dq):
+    """Solver-sign gains (N - 1, nv, 2 nv) = -g_k [I 0]: with the arm dq short of the planned
+    position, K_k (x - x_k) = g_k dq per joint; joint 0's gain is 1e5 (saturates)."""
+    K = np.zeros((N - 1, nv, 2 * nv))
+    for k in range(N - 1):
+        g = np.full(nv, 100.0 + 50.0 * k)
+        g[0] = 1e5
+        K[k, :, :nv] = -np.diag(g)
+    return K
+
+
+def test_follow_mode_applies_the_plans_gains_saturated_and_drops_bad_ones(graph, client):
+    """Issue 33 through ros2_control: a plan carrying gains (gato_msgs/Plan.gains) is executed
+    as u_k + sat(K_k (x - x_k)) (feedback riccati, the default: no PD), each joint's gain term
+    clipped to feedback_limit (0.25 x its effort limit); feedback set to pd through the
+    parameter service switches the same plan to u_k + kp (q_k - q) live. Gains of the wrong
+    size or not finite are dropped (counted: gains_dropped on /diagnostics) and the plan runs
+    with the PD."""
+    from gato_msgs.msg import ControlTicks
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    _, plugin, q0, _ = graph
+    client.bring_up()
+    names = plugin["joints"]
+    nv = len(names)
+    kp = np.array(plugin["kp"])
+    lim = 0.25 * np.array(_effort_limits(names))
+    q0v = np.array([q0[n] for n in names])
+    dq = 0.01
+    x, u = _plan(q0v, dq)
+    K = _gain_plan(nv, dq)
+    ticks = []
+    sub = client.node.create_subscription(ControlTicks, f"/{PLUGIN}/ticks", ticks.append,
+                                          QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+
+    def riccati(k):
+        return u[k] + np.clip(K[k] @ np.concatenate([-np.full(nv, dq), np.zeros(nv)]), -lim, lim)
+
+    def pd(k):
+        return u[k] + kp * dq
+
+    def check(t0, t_from_ns, expect):
+        """The commands of the ticks after t_from_ns, each against expect(knot) at its own time."""
+        checked = 0
+        for m in list(ticks):
+            order = [list(m.joint_names).index(j) for j in names]
+            eff = np.asarray(m.effort).reshape(len(m.seq), len(m.joint_names))[:, order]
+            for stamp, tau in zip(m.stamp_ns, eff):
+                s = (stamp - t0) / 1e9
+                frac = s / KNOT_DT - math.floor(s / KNOT_DT)
+                if stamp <= t_from_ns or not 0.01 < frac < 0.99 or s >= (N - 1) * KNOT_DT:
+                    continue
+                k = int(math.floor(s / KNOT_DT))
+                np.testing.assert_allclose(tau, expect(k), atol=1e-6, err_msg=f"{s:.4f} s, knot {k}")
+                checked += 1
+        return checked
+
+    epoch = 1000 + int(time.monotonic())   # above the earlier tests' epochs, a new one on a rerun
+
+    def run(seq, expect, gains, seconds=0.6, settle_s=0.0):
+        """Publish a plan (with ``gains``), wait for it, check the commands for ``seconds``."""
+        accepted = client.status[-1].plans_accepted if client.status else 0
+        t0 = client.now_ns()
+        client.publish_plan(seq=seq, epoch=epoch, stamp_ns=t0, x=x, u=u, names=names, gains=gains)
+        client.wait_status(lambda st: st.plans_accepted > accepted)
+        deadline = time.monotonic() + 10.0
+        t_from = client.now_ns() + int(settle_s * 1e9)
+        ticks.clear()
+        while True:   # on a loaded machine a late parameter change: retry from a later start
+            client.spin(seconds)
+            try:
+                n = check(t0, t_from, expect)
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                t_from = client.now_ns()
+                continue
+            if n >= 100:
+                return
+            assert time.monotonic() < deadline, (n, len(ticks), (t_from - t0) / 1e9,
+                                                 [(m.stamp_ns[0] - t0) / 1e9 for m in ticks[-3:] if len(m.stamp_ns)])
+
+    try:
+        assert riccati(3)[0] == u[3][0] + lim[0]           # joint 0 saturated; the others not
+        assert np.all(np.abs(riccati(3)[1:] - u[3][1:]) < lim[1:])
+        run(1, riccati, K)
+        # live switch through the parameter service (what rqt does); an unknown mode is refused
+        bad = _set_string_param(client, "feedback", "lqr")
+        assert not bad.successful
+        assert _set_string_param(client, "feedback", "pd").successful
+        run(2, pd, K, settle_s=0.3)
+        assert _set_string_param(client, "feedback", "riccati").successful
+        run(3, riccati, K, settle_s=0.3)
+        # bad gains: the plan runs with the PD, the gains are dropped and counted
+        run(4, pd, K.reshape(-1)[:-3])                        # wrong size (plugin)
+        nan = K.copy()
+        nan[5, 2, 2] = float("nan")
+        run(5, pd, nan)                                       # not finite (executor)
+        end = time.monotonic() + 5.0
+        vals = {}
+        while time.monotonic() < end:
+            client.spin(0.3)
+            vals = _diag_values(client.diag[-1][1]) if client.diag else {}
+            if int(vals.get("gains_dropped", 0)) >= 2:
+                break
+        assert int(vals["gains_dropped"]) >= 2 and vals["feedback"] == "riccati", vals
+        assert int(vals["follow_with_gains"]) > 0 and int(vals["gains_saturated"]) > 0, vals
+        run(6, riccati, K)                                    # good gains again
+    finally:
+        client.node.destroy_subscription(sub)
+        _set_string_param(client, "feedback", "riccati")
+        # deactivated, the plugin forgets this test's plan epoch (the next tests count from lower ones)
+        client.switch(deactivate=[PLUGIN])
+        client.wait_state(PLUGIN, "inactive")
+
+
 def test_update_never_allocates_locks_or_throws_in_either_mode(graph, client):
     """The allocation probe (test/cpp/alloc_probe, preloaded into the controller_manager) counted
     every call of the plugins' update() in this module: lifecycle, hold, follow with plan
@@ -1001,7 +1135,9 @@ def test_update_never_allocates_locks_or_throws_in_either_mode(graph, client):
         return {k: c[k] for k in zero}
 
     # follow: the hold of a fresh activation, then plans at about 50 Hz (each accepted: the
-    # knot switches and the latency histogram run), statuses at 50 Hz, a NaN plan (dropped)
+    # knot switches and the latency histogram run), statuses at 50 Hz, a NaN plan (dropped);
+    # every other plan carries feedback gains (issue 33: the saturated gain term runs; one
+    # plan's gains are NaN, dropped)
     client.bring_up()
     c0 = _probe_counts(out)
     assert c0["updates"] > 1000, c0                  # the earlier tests ran under the probe
@@ -1015,7 +1151,12 @@ def test_update_never_allocates_locks_or_throws_in_either_mode(graph, client):
         if i == 75:
             uu = uu.copy()
             uu[1, 1] = float("nan")
-        client.publish_plan(seq=seq, epoch=10, stamp_ns=client.now_ns(), x=x, u=uu, names=names)
+        gains = None
+        if i % 2:
+            gains = _gain_plan(len(names), 0.005)
+            if i == 51:
+                gains[2, 1, 1] = float("nan")
+        client.publish_plan(seq=seq, epoch=10, stamp_ns=client.now_ns(), x=x, u=uu, names=names, gains=gains)
         client.spin(0.02)
     c1 = _probe_counts(out)
     st = client.status[-1]
@@ -1026,7 +1167,13 @@ def test_update_never_allocates_locks_or_throws_in_either_mode(graph, client):
     client.switch(deactivate=[PLUGIN])
     client.wait_state(PLUGIN, "inactive")
 
-    # embedded: BSQP in the plugin's solver thread, plans every 20 ms, a reference
+    # embedded: BSQP in the plugin's solver thread, plans every 20 ms (with their feedback gains:
+    # embedded_gains, feedback riccati), a reference
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    emb_diag = []
+    client.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: emb_diag.extend(
+        st for st in m.status if st.name == f"{EMBEDDED}: plan executor"), 100)
     status, ref_pub = _activate_embedded(client)
     c2 = _probe_counts(out)
     m = EEReference()
@@ -1042,6 +1189,8 @@ def test_update_never_allocates_locks_or_throws_in_either_mode(graph, client):
         status[-1] if status else "no status"
     assert c3["updates"] - c2["updates"] > 500, (c2, c3)
     assert bad(c3) == zero, f"{c3}\n{c3['traces']}"
+    assert emb_diag and int(_diag_values(emb_diag[-1])["follow_with_gains"]) > 500, \
+        _diag_values(emb_diag[-1]) if emb_diag else "no diagnostics from the embedded instance"
     client.switch(deactivate=[EMBEDDED])
     client.wait_state(EMBEDDED, "inactive")
     assert client.call("cleanup_controller", name=EMBEDDED).ok

@@ -209,6 +209,7 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         self._pending_tick_stamp = None  # reference_sync: a state waiting for its reference
         self._prev_tick_stamp = None
         self._plan_seq = 0             # plans emitted (gato_msgs/Plan seq)
+        self._sync_plan_gains()        # issue 33: plan_gains -> the bsqp planner's gains per step
         self._plan_epoch = 0           # cold starts (gato_msgs/Plan reset_epoch)
         self._feed = None              # hypotheses=estimator: the latest wrench estimate (wrench_hypotheses)
         self._est: dict = {}           # estimate_sync: stamp_ns -> (6,) wrench estimate stamped at a joint state
@@ -453,6 +454,10 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         self.status.fallback_reason = self._fb["reason"] if (self._fb is not None and source == "osc_fallback") \
             else ""
         self._last_cmd_stamp = stamp_ns
+        if plan is not None:
+            # issue 33: the winning row's feedback gains (N-1, nu, nx) the bsqp planner attached to its
+            # step's plan under plan_gains (BSQP.feedback_gains(best_id)); None: off, or none exist
+            plan.K = getattr(getattr(planner_step, "plan", None), "K", None) if self.cfg["plan_gains"] else None
         out = TickOutput(stamp_ns=stamp_ns, effort=np.asarray(effort, dtype=np.float64), source=source,
                          tick=self.status.ticks, step=step, plan=plan, solve_input=solve_input, events=events,
                          planner_step=planner_step, planner=planner)

@@ -67,6 +67,8 @@ class ControllerParameters:
         if self.controller is not None:
             setup.apply_tunables(self.controller, {k: v for k, v in ch.items() if k in setup.TUNABLE_KEYS})
         self.cfg.update(ch)
+        if "plan_gains" in ch:
+            self._sync_plan_gains()
         if any(k.startswith("osc_") for k in ch) and self._osc is not None:
             self._rebuild_osc()
         if self.cfg["fallback"] != "osc" and self._fb is not None:
@@ -76,6 +78,12 @@ class ControllerParameters:
         self.status.params_json = self.params_json()
         self._config_json = self._make_config_json()
         self._log("info", "parameters applied: " + ", ".join(f"{k}={v}" for k, v in sorted(ch.items())))
+
+    def _sync_plan_gains(self) -> None:
+        """plan_gains (issue 33): the bsqp planner attaches each step's feedback gains to its plan
+        (one KKT assembly and a Riccati sweep per tick), which the node publishes in Plan.gains."""
+        if self.controller is not None:
+            self.planner.plan_gains = bool(self.cfg["plan_gains"])
 
     def params_json(self) -> str:
         """The tunables in force, read back from the solver and controller objects (JSON); the

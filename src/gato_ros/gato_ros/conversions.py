@@ -22,6 +22,7 @@ import numpy as np
 from gato.core.results import SolveResult as GatoSolveResult, SolverStats as GatoSolverStats
 from gato.planners.controller import StepResult as GatoStepResult
 
+from .inputs import plan_gains
 from .types import JointStateSample, Plan, ReferenceWindow, SolveInput, NS_PER_S
 
 __all__ = [
@@ -289,7 +290,8 @@ def reference_from_msg(m) -> ReferenceWindow:
 
 
 def plan_to_msg(p: Plan):
-    """Plan -> gato_msgs/Plan."""
+    """Plan -> gato_msgs/Plan; the plan's feedback gains ``K`` ((n_knots - 1, nu, nx), or None)
+    into ``gains`` row-major (empty without them)."""
     from gato_msgs.msg import Plan as PlanMsg
 
     m = PlanMsg()
@@ -299,15 +301,21 @@ def plan_to_msg(p: Plan):
     m.joint_names = list(p.joint_names)
     m.xu = _f64(p.xu)
     m.seq, m.reset_epoch, m.integrator = int(p.seq), int(p.reset_epoch), str(p.integrator)
+    K = getattr(p, "K", None)
+    if K is not None:
+        m.gains = _f64(np.asarray(K, dtype=np.float64).reshape(-1))
     return m
 
 
 def plan_from_msg(m) -> Plan:
-    """gato_msgs/Plan -> Plan (validates the xu length)."""
-    return Plan(stamp_ns=time_to_ns(m.header.stamp), knot_dt=float(m.knot_dt), nx=int(m.nx), nu=int(m.nu),
-                n_knots=int(m.n_knots), joint_names=list(m.joint_names), xu=_np(m.xu, np.float64),
-                seq=int(getattr(m, "seq", 0)), reset_epoch=int(getattr(m, "reset_epoch", 0)),
-                integrator=str(getattr(m, "integrator", "") or "euler"))
+    """gato_msgs/Plan -> Plan (validates the xu length); ``K`` the gains (None when the message
+    has none, or when they are not (n_knots - 1, nu, nx) values)."""
+    p = Plan(stamp_ns=time_to_ns(m.header.stamp), knot_dt=float(m.knot_dt), nx=int(m.nx), nu=int(m.nu),
+             n_knots=int(m.n_knots), joint_names=list(m.joint_names), xu=_np(m.xu, np.float64),
+             seq=int(getattr(m, "seq", 0)), reset_epoch=int(getattr(m, "reset_epoch", 0)),
+             integrator=str(getattr(m, "integrator", "") or "euler"))
+    p.K = plan_gains(m, p.n_knots, p.nx, p.nu)
+    return p
 
 
 def plan_from_step(step, stamp_ns: int, knot_dt: float, joint_names) -> Plan:

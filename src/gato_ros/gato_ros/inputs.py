@@ -17,8 +17,9 @@ from gato.core.messages import (FUTURE_TOLERANCE_S, MAX_KNOT_DT_S, MAX_KNOTS, MA
 
 from .types import JointStateSample, Plan
 
-__all__ = ["Rejected", "Skips", "reference_window", "joint_state", "joint_vector", "plan", "wrench", "stamp_ns",
-           "state_bounds", "MAX_KNOTS", "MIN_KNOT_DT_S", "MAX_KNOT_DT_S", "MAX_POSITION_M", "FUTURE_TOLERANCE_S",
+__all__ = ["Rejected", "Skips", "reference_window", "joint_state", "joint_vector", "plan", "plan_gains", "wrench",
+           "stamp_ns", "state_bounds", "MAX_KNOTS", "MIN_KNOT_DT_S", "MAX_KNOT_DT_S", "MAX_POSITION_M",
+           "FUTURE_TOLERANCE_S",
            "MAX_WRENCH", "INTEGRATORS", "POSITION_SLACK_RAD", "VELOCITY_FACTOR"]
 
 INTEGRATORS = ("euler", "semi_implicit", "rk4")
@@ -33,10 +34,25 @@ def joint_state(m, now_ns: int | None = None) -> JointStateSample:
     return JointStateSample(stamp_ns=t, names=names, position=pos, velocity=vel, effort=eff)
 
 
+def plan_gains(m, n_knots: int, nx: int, nu: int):
+    """The gains of a gato_msgs/Plan as (n_knots - 1, nu, nx), or None: the field absent (a
+    message from before it), empty, or not of that size (the caller decides whether that is
+    an error; :func:`gato_ros.inputs.plan` drops them)."""
+    g = getattr(m, "gains", None)
+    if g is None or len(g) == 0:
+        return None
+    g = np.asarray(g, dtype=np.float64)
+    if n_knots < 2 or g.size != (n_knots - 1) * nu * nx:
+        return None
+    return g.reshape(n_knots - 1, nu, nx)
+
+
 def plan(m, now_ns: int | None = None) -> Plan:
     """gato_msgs/Plan -> Plan, or :class:`Rejected`: the ``xu`` layout, finite values,
     ``knot_dt`` finite > 0, a known integrator, a stamp not too far ahead of ``now_ns`` (the
-    rules of the ros2_control plugin's plan intake and executor). Joint names are the reader's."""
+    rules of the ros2_control plugin's plan intake and executor). Joint names are the reader's.
+    ``gains`` (issue 33) of the wrong size or not finite are dropped (``K`` None), not the plan:
+    the plugin runs such a plan with its PD."""
     integ = str(getattr(m, "integrator", "") or "euler")
     if integ not in INTEGRATORS:
         raise Rejected("type", f"Plan.integrator: {integ!r} is not one of {list(INTEGRATORS)}")
@@ -53,4 +69,6 @@ def plan(m, now_ns: int | None = None) -> Plan:
     if not np.all(np.isfinite(p.xu)):
         raise Rejected("nonfinite", "Plan.xu: contains NaN or Inf")
     _check_stamp(p.stamp_ns, now_ns, "Plan")
+    K = plan_gains(m, p.n_knots, p.nx, p.nu)
+    p.K = K if K is not None and np.all(np.isfinite(K)) else None
     return p

@@ -126,6 +126,10 @@ CONTROLLER = (
           "reference is blended from the measured EE position into the live one (minimum jerk) over "
           "distance / resume_speed_mps, so the first commands stay near the hold torque (0 = off)", "m/s",
           range=(0.0, 10.0), group="safety"),
+    Param("plan_gains", "bool", False, "planner bsqp: the published ~/plan carries the winning row's "
+          "time-varying feedback gains (gato_msgs/Plan.gains, BSQP.feedback_gains(): about one SQP iteration's "
+          "linearisation per tick), which the ros2_control plugin applies between plans (its feedback "
+          "parameter); false: plans without gains (the plugin's PD)", group="output"),
     Param("publish_step_result", "bool", True, "publish gato_msgs/StepResult every tick (the largest message)",
           group="output"),
     Param("publish_commands", "bool", True,

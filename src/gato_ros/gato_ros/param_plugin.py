@@ -61,8 +61,18 @@ PLUGIN = (
           "(default: 0.1 x the URDF effort limit)", "N*m/rad", group="feedback"),
     Param("kd", "double_array", _effort_scaled(0.01), "joint damping toward the planned velocity, per joint "
           "(default: 0.01 x the URDF effort limit)", "N*m*s/rad", group="feedback"),
-    Param("use_plan_gains", "bool", True, "add the plan's local feedback gains when it carries them",
-          group="feedback"),
+    Param("use_plan_gains", "bool", True, "add the plan's local feedback gains when it carries them (false: "
+          "as feedback pd)", group="feedback"),
+    Param("feedback", "string", "riccati", "how a plan runs between two plans: pd (plan torque + kp / kd toward "
+          "the planned state), riccati (plan torque + the plan's own gains sat(K_k (x - x_k)) when it carries "
+          "them, else the PD: the controller node's plan_gains, or the embedded solver's), riccati+pd (both "
+          "summed); plan gains that are not finite or of the wrong size are dropped (counted: gains_dropped on "
+          "/diagnostics) and the plan runs with the PD", choices=("pd", "riccati", "riccati+pd"), group="feedback"),
+    Param("embedded_gains", "bool", False, "embedded mode: the solver thread computes each plan's feedback gains "
+          "(BSQP's Riccati gains of the solved plan: one KKT assembly and sweep per solve), which feedback riccati "
+          "/ riccati+pd apply; false: embedded plans carry none (the PD)", group="feedback"),
+    Param("feedback_limit", "double_array", _effort_scaled(0.25), "saturation of the plan-gain term "
+          "|K_k (x - x_k)| per joint (default: 0.25 x the URDF effort limit)", "N*m", group="feedback"),
     Param("hold_frequency_hz", "double", 4.0, "a hold (no / stale plan, NaN) keeps the position where it began: "
           "tau = gravity(q) + M(q) (w^2 (q_hold - q) - 2 w v) - hold_damping * v, w = 2 pi hold_frequency_hz "
           "(critically damped through the mass matrix: every joint settles alike; 0 = gravity + hold_damping "

@@ -103,6 +103,8 @@ gato::ExecutorTunables GatoController::tunables_from(const gato_plugin::Params& 
   t.plan_timeout_s = p.plan_timeout;
   t.limit_margin = p.limit_margin;
   t.use_plan_gains = p.use_plan_gains;
+  t.feedback = p.feedback == "pd" ? gato::FeedbackMode::kPd
+               : p.feedback == "riccati+pd" ? gato::FeedbackMode::kRiccatiPd : gato::FeedbackMode::kRiccati;
   // The parameters list gains in interface (joints) order; the executor wants plant order.
   auto reorder = [&](const std::vector<double>& g, const char* name) {
     if (g.empty()) return std::vector<double>();
@@ -116,6 +118,7 @@ gato::ExecutorTunables GatoController::tunables_from(const gato_plugin::Params& 
   t.kp = reorder(p.kp, "kp");
   t.kd = reorder(p.kd, "kd");
   t.hold_damping = reorder(p.hold_damping, "hold_damping");
+  t.feedback_limit = reorder(p.feedback_limit, "feedback_limit");  // empty: 0.25 x the effort limit
   t.hold_frequency_hz = p.hold_frequency_hz;
   return t;
 }
@@ -205,6 +208,7 @@ CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
     gato::ExecutorConfig cfg;
     cfg.max_knots = int(params_.max_knots);
     cfg.tunables = tunables_from(params_);
+    embedded_gains_ = params_.embedded_gains && params_.use_plan_gains && params_.feedback != "pd";
     executor_ = std::make_unique<gato::PlanExecutor>(plant_, cfg);
   } catch (const std::exception& e) {
     RCLCPP_ERROR(log, "%s", e.what());
@@ -300,6 +304,7 @@ void GatoController::apply_parameters() {
   const auto p = param_listener_->get_params();
   try {
     executor_->set_tunables(tunables_from(p));
+    embedded_gains_ = p.embedded_gains && p.use_plan_gains && p.feedback != "pd";
     if (embedded_) {  // the solver thread applies them before its next solve
       std::lock_guard<std::mutex> lk(settings_mutex_);
       pending_settings_ = settings_from(p);
@@ -307,7 +312,8 @@ void GatoController::apply_parameters() {
     }
     params_ = p;
     RCLCPP_INFO(get_node()->get_logger(), "gato plugin: tunables applied (plan_timeout %.3f s, limit_margin %.3f "
-                "rad, use_plan_gains %s)", p.plan_timeout, p.limit_margin, p.use_plan_gains ? "true" : "false");
+                "rad, use_plan_gains %s, feedback %s)", p.plan_timeout, p.limit_margin,
+                p.use_plan_gains ? "true" : "false", p.feedback.c_str());
   } catch (const std::exception& e) {
     params_ = p;  // do not retry the same values every tick
     RCLCPP_ERROR(get_node()->get_logger(), "gato plugin: tunables refused, previous ones kept: %s", e.what());
@@ -371,6 +377,33 @@ void GatoController::on_plan(const gato_msgs::msg::Plan& m) {
   p.integrator = integ;
   p.n_knots = n;
   p.has_gains = false;
+  if (!m.gains.empty()) {
+    // issue 33: (n - 1, nu, nx) row-major, u = u_k + K_k (x - x_k) in the plan's joint order ->
+    // the executor's (n - 1, nv, 2 nv) in plant order and sign (torque += K (x_plan - x));
+    // the rows of contact-force inputs (nu > nv) are not torques here. A wrong size drops the
+    // gains (the plan runs with the PD); non-finite ones are dropped by the executor.
+    const std::int64_t want = std::int64_t(n - 1) * m.nu * m.nx;
+    if (std::int64_t(m.gains.size()) != want) {
+      ++gains_rejected_size_;
+      RCLCPP_WARN_THROTTLE(log, *get_node()->get_clock(), 2000, "plan gains dropped: %zu values, expected "
+                           "(n_knots-1)*nu*nx = %ld; the plan runs with the PD", m.gains.size(), long(want));
+    } else {
+      const size_t nx = size_t(m.nx), per_knot = size_t(m.nu) * nx, nxe = size_t(2 * nv);
+      for (int k = 0; k < n - 1; ++k) {
+        const double* Kk = m.gains.data() + size_t(k) * per_knot;
+        double* Ko = p.K.data() + size_t(k) * size_t(nv) * nxe;
+        for (int i = 0; i < nv; ++i) {
+          const int r = plan_to_plant_[size_t(i)];
+          for (int c = 0; c < nv; ++c) {
+            const int col = plan_to_plant_[size_t(c)];
+            Ko[size_t(r) * nxe + size_t(col)] = -Kk[size_t(i) * nx + size_t(c)];
+            Ko[size_t(r) * nxe + size_t(nv + col)] = -Kk[size_t(i) * nx + size_t(nv + c)];
+          }
+        }
+      }
+      p.has_gains = true;
+    }
+  }
   const size_t stride = size_t(m.nx + m.nu);
   for (int k = 0; k < n; ++k) {
     const double* xk = m.xu.data() + size_t(k) * stride;
@@ -472,6 +505,7 @@ void GatoController::solver_loop() {
       }
     }
     if (reset_mpc_.exchange(false)) mpc_->reset();
+    mpc_->set_gains(embedded_gains_.load());
     gato::ExecutorPlan& plan = executor_->plan_slot();
     bool ok = false;
     try {
@@ -777,6 +811,7 @@ controller_interface::return_type GatoController::update(const rclcpp::Time& tim
     d.rejected_layout = plans_rejected_layout_.load(std::memory_order_relaxed);
     d.rejected_references = refs_rejected_.load(std::memory_order_relaxed);
     d.solver_failures = solve_failures_.load(std::memory_order_relaxed);
+    d.gains_rejected_size = gains_rejected_size_.load(std::memory_order_relaxed);
     d.update_max_us = timing_max_us_;
     d.period_max_ms = period_max_ms_;
     diag_box_.publish();
@@ -886,6 +921,11 @@ void GatoController::diagnose(diagnostic_updater::DiagnosticStatusWrapper& stat)
                                 (c.dropped_out_of_order - pc.dropped_out_of_order) +
                                 (c.dropped_stale_epoch - pc.dropped_stale_epoch);
   if (refused > 0) warns.push_back(std::to_string(refused) + " plans refused since the last report");
+  const std::uint64_t gains_dropped = c.dropped_gains + d.gains_rejected_size,
+                      gains_dropped_prev = pc.dropped_gains + p.gains_rejected_size;
+  if (gains_dropped > gains_dropped_prev)
+    warns.push_back(std::to_string(gains_dropped - gains_dropped_prev) +
+                    " plans' feedback gains dropped (not finite or misshapen; run with the PD) since the last report");
   if (d.rejected_references > p.rejected_references)
     warns.push_back(std::to_string(d.rejected_references - p.rejected_references) +
                     " EE references refused since the last report");
@@ -927,6 +967,10 @@ void GatoController::diagnose(diagnostic_updater::DiagnosticStatusWrapper& stat)
   stat.add("fallbacks_nonfinite_output", c.nonfinite_outputs);
   stat.add("clamped", c.clamped);
   stat.add("limit_cuts", c.limit_cuts);
+  stat.add("feedback", params_.feedback);
+  stat.add("gains_dropped", gains_dropped);
+  stat.add("follow_with_gains", c.follow_gains);
+  stat.add("gains_saturated", c.gains_saturated);
   if (embedded_) {
     stat.add("rejected_references", d.rejected_references);
     stat.add("solver_failures", d.solver_failures);

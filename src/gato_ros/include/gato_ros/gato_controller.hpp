@@ -98,6 +98,11 @@ class GatoController : public controller_interface::ControllerInterface {
   std::vector<std::string> last_plan_names_;
   std::vector<int> plan_to_plant_;
   std::atomic<std::uint64_t> plans_rejected_names_{0}, plans_rejected_layout_{0};
+  // plans whose gains were not (n_knots - 1) nu nx values: the plan ran without them (issue 33);
+  // non-finite gains are dropped by the executor (ExecutorCounters::dropped_gains)
+  std::atomic<std::uint64_t> gains_rejected_size_{0};
+  // embedded mode: the solver thread computes the plan's gains (feedback != pd, use_plan_gains)
+  std::atomic<bool> embedded_gains_{false};
   // EE reference windows refused by on_reference (embedded mode; ~/status rejected_references)
   std::atomic<std::uint64_t> refs_rejected_{0};
 
@@ -178,6 +183,7 @@ class GatoController : public controller_interface::ControllerInterface {
     std::uint64_t missed_cycles = 0;  // updates whose period exceeded 1.5 x the nominal one
     std::uint64_t overruns = 0;       // updates whose own run time exceeded the nominal period
     std::uint64_t rejected_names = 0, rejected_layout = 0, rejected_references = 0, solver_failures = 0;
+    std::uint64_t gains_rejected_size = 0;
     double update_max_us = 0.0, period_max_ms = 0.0;  // since activation
   };
   gato::TripleBuffer<DiagSample> diag_box_;
