@@ -51,7 +51,7 @@ def dds_payload(raw: bytes, store, msgtype: str) -> bytes:
 
 def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap", controller=None, sim=None,
                         changes_at=None, solve_input=True, drop=(), snapshot=None, typestore_override=None,
-                        solve_input_encoder=None, estimator=None, malformed=None):
+                        solve_input_encoder=None, estimator=None, malformed=None, reference=None):
     """Run ``seconds`` of simulated lockstep control and write a bag; returns the bag path.
 
     controller / sim: extra configuration of the controller / simulation-world logic.
@@ -68,6 +68,7 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
         messages a foreign node put on /joint_states or /ee_reference before the tick's own
         (rclpy messages, e.g. test/fuzz_messages.py): written into the bag and given to the
         controller's message boundary like the node would (its answers, holds, recorded too).
+    reference: extra configuration of the reference logic (e.g. ``{"orientation": "sweep"}``).
     """
     from rclpy.serialization import serialize_message
     from rosbags.rosbag2 import StoragePlugin, Writer
@@ -80,7 +81,7 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
 
     ctrl = ControllerLogic({"robot": robot, "reference_sync": True, **(controller or {})})
     world = SimWorldLogic({"robot": robot, **(sim or {})})
-    ref = ReferenceLogic({"robot": robot})
+    ref = ReferenceLogic({"robot": robot, **(reference or {})})
     est = None
     if estimator is not None:
         from gato_ros.estimator_logic import EstimatorLogic

@@ -17,7 +17,7 @@ class ReferenceTracker:
 
     Args:
         cfg: the controller's parameters, read at every call (``N``, ``dt``, ``reference_sync``,
-            ``resume_speed_mps``: a run-time change applies at the next tick).
+            ``resume_speed_mps``, ``orientation_weight``: a run-time change applies at the next tick).
         period_s: the control period [s] (a window older than two periods is reported stale).
         ee_pos: ``q (nq,) -> (3,)`` m, the EE position the planner tracks (solver order).
         nq: joint positions in the state ``x`` = [q; qd].
@@ -63,9 +63,12 @@ class ReferenceTracker:
         N, dt = self.cfg["N"], self.cfg["dt"]
 
         def on_grid(w: ReferenceWindow) -> ReferenceWindow:
-            # positions only, as the flat reference solved before: no ROS window carries orientations
-            # yet (issue 30); carry them here once one does, with the weight in SolveInput for replay
-            return ReferenceWindow(stamp_ns, dt, w.sample(stamp_ns, N, dt))
+            # issue 30: a window's orientations (EEReference.orientations, a goal with goal_orientation)
+            # travel with the controller's orientation_weight; the tick records both (SolveInput
+            # reference slots [3:6], orientation_weight) so that gato replay solves with the same
+            r = w.sample_orientations(stamp_ns, N, dt)
+            return ReferenceWindow(stamp_ns, dt, w.sample(stamp_ns, N, dt), orientations=r,
+                                   orientation_weight=None if r is None else float(self.cfg["orientation_weight"]))
 
         if target_source is not None and target_source.active:     # issue 31: the node's targets
             return on_grid(target_source.window(stamp_ns)), ""
@@ -116,7 +119,10 @@ class ReferenceTracker:
             return ref, ""
         s = min_jerk(tk / T)
         p = ref.positions
-        return ReferenceWindow(ref.stamp_ns, ref.knot_dt, p0 + s[:, None] * (p - p0)), \
+        # positions blended; orientations (if any) as the window has them (the term's weight is small
+        # next to the position's, and an orientation blend would need the measured EE rotation)
+        return ReferenceWindow(ref.stamp_ns, ref.knot_dt, p0 + s[:, None] * (p - p0), orientations=ref.orientations,
+                               orientation_weight=ref.orientation_weight), \
             f"resuming: EE reference blended from the measured EE position over {T:.2f} s"
 
 

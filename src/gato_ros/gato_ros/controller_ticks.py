@@ -85,7 +85,9 @@ class PlannerTicks:
                                      dt_elapsed=dt_el or 0.0, budget_s=self._step_budget() or 0.0, reset=reset,
                                      config_json=self._config_json, solver_state=rp.solver_state,
                                      capped_out=rp.capped_out, force_reseed=rp.force_reseed,
-                                     wrench_hypotheses=rp.wrench_hypotheses)
+                                     wrench_hypotheses=rp.wrench_hypotheses,
+                                     orientation_weight=0.0 if ref.orientations is None else
+                                     float(ref.orientation_weight))
         return self._command(stamp, u, source, events, res, self.planner_name, plan=plan, solve_input=solve_input)
 
     def _command(self, stamp, u, source, events, res, planner, plan=None, solve_input=None) -> TickOutput:

@@ -19,6 +19,7 @@ import json
 
 import numpy as np
 
+from gato.core.references import rotvec_to_quat
 from gato.core.results import SolveResult as GatoSolveResult, SolverStats as GatoSolverStats
 from gato.planners.controller import StepResult as GatoStepResult
 
@@ -275,18 +276,25 @@ def reference_to_msg(w: ReferenceWindow):
     m.n_knots = w.n_knots
     m.knot_dt = float(w.knot_dt)
     m.positions = _f64(w.positions)
+    if w.orientations is not None:   # issue 30: unit quaternions (x, y, z, w) per knot; empty = position only
+        m.orientations = _f64(rotvec_to_quat(w.orientations))
     return m
 
 
 def reference_from_msg(m) -> ReferenceWindow:
     """gato_msgs/EEReference -> ReferenceWindow. Raises ValueError when ``positions`` does not
-    hold ``n_knots * 3`` finite values or ``knot_dt`` is not > 0."""
+    hold ``n_knots * 3`` finite values, ``knot_dt`` is not > 0, or ``orientations`` (optional,
+    absent in older messages) is neither empty nor ``n_knots`` unit quaternions."""
     p = _np(m.positions, np.float64)
     n = int(m.n_knots)
     if n < 1 or p.size != 3 * n:
         raise ValueError(f"EEReference: positions holds {p.size} values, expected n_knots*3 = {3 * n} (n_knots >= 1)")
+    o = _np(getattr(m, "orientations", []), np.float64)
+    if o.size and o.size != 4 * n:
+        raise ValueError(f"EEReference.orientations: holds {o.size} values, expected n_knots*4 = {4 * n} or none")
     return ReferenceWindow(stamp_ns=time_to_ns(m.header.stamp), knot_dt=float(m.knot_dt),
-                           positions=p.reshape(n, 3), frame_id=str(m.header.frame_id))
+                           positions=p.reshape(n, 3), frame_id=str(m.header.frame_id),
+                           orientations=o.reshape(n, 4) if o.size else None)
 
 
 def plan_to_msg(p: Plan):
@@ -393,6 +401,7 @@ def solve_input_to_msg(si: SolveInput):
     if si.wrench_hypotheses is not None:
         m.wrench_rows = int(si.wrench_hypotheses.shape[0])
         m.wrench_hypotheses = _f64(si.wrench_hypotheses.reshape(-1))
+    m.orientation_weight = float(si.orientation_weight)
     return m
 
 
@@ -417,4 +426,5 @@ def solve_input_from_msg(m) -> SolveInput:
                       solver_state=st.reshape(srows, -1) if srows else None,
                       capped_out=bool(getattr(m, "capped_out", False)),
                       force_reseed=bool(getattr(m, "force_reseed", False)),
-                      wrench_hypotheses=wr.reshape(wrows, 6) if wrows else None)
+                      wrench_hypotheses=wr.reshape(wrows, 6) if wrows else None,
+                      orientation_weight=float(getattr(m, "orientation_weight", 0.0)))

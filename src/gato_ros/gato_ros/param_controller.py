@@ -7,6 +7,7 @@ from .param_defaults import (COLLISION_MECHS, SOLVER as _SOLVER, LIMITS as _LIMI
                              COLLISION_DEFAULTS as _COLLISION, DEFAULT_LINSYS as _DEFAULT_LINSYS,
                              joint_names as _joint_names, obstacle_check as _obstacles)
 from .param_spec import Param
+from gato.planners.shipped_weights import ORIENTATION_WEIGHTS as _ORIENTATION_WEIGHTS
 
 #: What the description of a parameter whose default is the arm's shipped value says.
 SHIPPED_NOTE = " (default per arm: its shipped weights, gato.planners.shipped_weights)"
@@ -121,6 +122,11 @@ CONTROLLER = (
     Param("joint_state_timeout_s", "double", 0.1,
           "joint states older than this (by receipt time) are stale: the controller holds "
           "(gravity compensation at the last good state)", "s", range=(0.001, 10.0), group="safety"),
+    Param("orientation_weight", "double", _ORIENTATION_WEIGHTS["rot_cost"],
+          "planner bsqp: EE orientation weight (rot_cost = N_rot_cost, every knot) of the ticks whose reference "
+          "carries orientations (gato_msgs/EEReference.orientations; ~/goal_pose with goal_orientation); a "
+          "position-only reference solves without the term, as before (default: "
+          "gato.planners.shipped_weights.ORIENTATION_WEIGHTS)", "1/rad^2", range=(0.0, 1e4), group="cost"),
     Param("resume_speed_mps", "double", 0.2,
           "after a warm-start reset (start-up, restart, recovery from a hold or a lost reference) the EE "
           "reference is blended from the measured EE position into the live one (minimum jerk) over "
@@ -230,6 +236,10 @@ CONTROLLER = (
           "least goal_min_duration_s)", "m/s", range=(0.001, 2.0), group="targets"),
     Param("goal_min_duration_s", "double", 0.5, "~/goal_pose: shortest minimum-jerk path", "s",
           range=(0.0, 600.0), group="targets"),
+    Param("goal_orientation", "bool", False,
+          "~/goal_pose: also track the goal's orientation (slerp from the measured EE orientation, weight "
+          "orientation_weight); false: position only (a PoseStamped always carries an orientation, and an "
+          "unset identity one would turn the tool over)", read_only=False, group="targets"),
     Param("target_max_distance_m", "double", 1.0,
           "~/goal_pose: a goal farther than this from the measured EE is refused (logged, counted)", "m",
           range=(0.0, 10.0), group="targets"),

@@ -12,8 +12,14 @@ Modes:
   parameter, or from :func:`gato.tasks.pickplace_scenarios` when ``goal_seed`` >= 0.
 - ``hold``: :class:`gato.references.Hold` at the EE position at q0.
 
-A window stamped t holds ``n_knots`` targets at t + k * knot_dt (metres, world frame;
-positions only, as gato_msgs/EEReference carries them).
+Orientation (issue 30, ``orientation``): ``none`` (position-only windows), ``tool_down``
+(:func:`gato.core.poses.tool_down`: the constant tool-down orientation, any mode) or ``sweep``
+(fig8 mode only: :class:`gato.core.poses.PoseFigure8`, tool down swinging +/- ``sweep_deg``
+about the figure's horizontal axis).
+
+A window stamped t holds ``n_knots`` targets at t + k * knot_dt (metres, world frame; with an
+orientation, rotation vectors [rad], world frame, which gato_msgs/EEReference carries as
+quaternions).
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import numpy as np
 
 from gato.core.bsqp import robot_info, robot_urdf
 from gato.sim import scenarios as tasks
+from gato.core.poses import PoseFigure8, tool_down
 from gato.core.references import Figure8, GoalSequence, Hold, min_jerk  # noqa: F401  (min_jerk: re-exported)
 
 from . import params as schema
@@ -56,18 +63,32 @@ class ReferenceLogic:
                     raise ValueError(f"goals: expected a flat list of [x, y, z] triples [m], got {g.size} values")
             self.goals = np.asarray(g, dtype=np.float64).reshape(-1, 3)
             self.reference = GoalSequence(self.goals, cfg["goal_hold_s"], cfg["goal_ramp_s"], self.start)
+        elif cfg["mode"] == "fig8" and cfg["orientation"] == "sweep":
+            self.reference = PoseFigure8(self.start, cfg["fig8_amplitude_x"], cfg["fig8_amplitude_z"],
+                                         cfg["fig8_theta"], cfg["fig8_period_s"], sweep_deg=cfg["sweep_deg"])
         elif cfg["mode"] == "fig8":
             self.reference = Figure8(self.start, cfg["fig8_amplitude_x"], cfg["fig8_amplitude_z"], cfg["fig8_theta"],
                                      cfg["fig8_period_s"])
         else:
             self.reference = Hold(self.start)
+        if cfg["orientation"] == "sweep" and cfg["mode"] != "fig8":
+            raise ValueError(f"orientation: 'sweep' swings the tool along the figure-8 (mode fig8); mode "
+                             f"{cfg['mode']!r} takes 'none' or 'tool_down'")
+        if cfg["orientation"] == "tool_down":
+            self.reference = tool_down(self.reference)
 
     def positions(self, t) -> np.ndarray:
         """(T, 3) EE targets [m] at times ``t`` (T,) [s]."""
         return self.reference.positions(t)
 
+    def orientations(self, t) -> np.ndarray | None:
+        """(T, 3) EE orientation targets (rotation vectors, world frame [rad]) at times ``t`` (T,)
+        [s], or None (``orientation`` none)."""
+        return self.reference.orientations(t)
+
     def window(self, t_ns: int) -> ReferenceWindow:
-        """The window stamped ``t_ns``: ``n_knots`` targets at t + k * knot_dt."""
+        """The window stamped ``t_ns``: ``n_knots`` targets at t + k * knot_dt (with their
+        orientations unless ``orientation`` is none)."""
         c = self.cfg
         t = ns_to_sec(t_ns) + c["knot_dt"] * np.arange(c["n_knots"])
-        return ReferenceWindow(int(t_ns), c["knot_dt"], self.positions(t))
+        return ReferenceWindow(int(t_ns), c["knot_dt"], self.positions(t), orientations=self.orientations(t))

@@ -36,17 +36,23 @@ clock, so a lockstep run is reproducible and a paused simulation pauses the targ
   :meth:`TargetLogic.hold_joints` (a cancelled goal) holds the measured joint positions the same
   way. A new goal, pose or twist preempts the trajectory.
 
-Orientation: the solver tracks EE positions only today; a goal's orientation is validated,
-transformed and kept (:attr:`TargetLogic.goal_orientation`, a base-frame rotation matrix) but
-not tracked, and a twist's angular part is ignored (counted in ``angular_ignored``). When the
-solver's orientation term exists, the seam is :meth:`TargetLogic.window`: the window then
-carries the orientation knots (slerp along the same min-jerk profile) beside the positions.
+Orientation: a goal's orientation is validated, transformed and kept
+(:attr:`TargetLogic.goal_orientation`, a base-frame rotation matrix). With ``goal_orientation``
+(issue 30; off by default: a PoseStamped always carries an orientation, and an unset identity
+one would turn the tool over) the goal's windows carry it as a constant orientation target
+from the goal's acceptance (the controller weighs it with ``orientation_weight``), and the
+goal's quaternion must then be a unit one (|norm - 1| <= 1e-3; refused otherwise, counted in
+``goals_rejected``). Not yet: a slerp from the measured EE orientation along the min-jerk
+profile (ControllerLogic knows the EE position only), and a twist's angular part (ignored,
+counted in ``angular_ignored``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import pinocchio as pin
+from gato.core.references import QUAT_UNIT_TOL
 
 from .frames import FrameTree, quat_to_matrix
 from .reference_logic import min_jerk
@@ -85,6 +91,7 @@ class TargetLogic:
 
     def __init__(self, config: dict, base_frame: str, frames: FrameTree | None = None, ee_pos=None):
         self.cfg = {k: config[k] for k in (*TARGET_KEYS, "N", "dt")}
+        self.cfg["goal_orientation"] = bool(config.get("goal_orientation", False))
         self._ee_pos = ee_pos            # q (nq,) solver order -> (3,) m: joint targets' EE window
         self.base_frame = (self.cfg["target_frame"] or base_frame).lstrip("/")
         self.frames = frames if frames is not None else FrameTree()
@@ -93,7 +100,8 @@ class TargetLogic:
         self.tracker = None             # trajectory: gato_ros.trajectory_logic.TrajectoryTracker
         self._q_hold = None             # joint_hold: (nq,) rad
         self.last_reason = ""           # why the latest refused input was refused
-        self.goal_orientation = None    # (3, 3) base-frame rotation of the latest goal (not tracked yet)
+        self.goal_orientation = None    # (3, 3) base-frame rotation of the latest goal
+        self._goal_rotvec = None        # (3,) rad: the goal's tracked orientation (goal_orientation), else None
         # goal path: p(t) = p0 + min_jerk((t - t0) / T) (p1 - p0)
         self._goal = None               # (t0_ns, p0 (3,), p1 (3,), T s)
         # servo: the target at _servo_t_ns, the velocity in force and when it expires
@@ -131,6 +139,12 @@ class TargetLogic:
             Rg = quat_to_matrix(orientation_xyzw)
         except ValueError as e:
             return self._refuse("goals_rejected", f"pose goal refused: orientation {e}")
+        track = self.cfg["goal_orientation"]
+        if track:       # tracked: a unit quaternion, as gato.core.references.orientations_of asks
+            qn = float(np.linalg.norm(np.asarray(orientation_xyzw, dtype=np.float64)))
+            if abs(qn - 1.0) > QUAT_UNIT_TOL:
+                return self._refuse("goals_rejected", f"pose goal refused: orientation quaternion norm {qn:.6g} "
+                                    f"is not 1 (|norm - 1| > {QUAT_UNIT_TOL:g}; goal_orientation tracks it)")
         tf = self._frame(frame_id)
         if tf is None:
             return self._refuse("goals_rejected", f"pose goal refused: frame {frame_id!r} is unknown or not "
@@ -147,6 +161,7 @@ class TargetLogic:
         T = max(dist / self.cfg["goal_speed_mps"], self.cfg["goal_min_duration_s"])
         self._goal = (int(t_ns), start, goal, T)
         self.goal_orientation = R @ Rg
+        self._goal_rotvec = np.asarray(pin.log3(self.goal_orientation), dtype=np.float64) if track else None
         self.mode, self.tracker = "goal", None
         self.counters.goals_accepted += 1
         return None
@@ -226,7 +241,8 @@ class TargetLogic:
         N, dt = self.cfg["N"], self.cfg["dt"]
         tk = int(t_ns) + np.round(np.arange(N) * dt * 1e9).astype(np.int64)
         if self.mode == "goal":
-            return ReferenceWindow(int(t_ns), dt, self._goal_at(tk))
+            r = None if self._goal_rotvec is None else np.repeat(self._goal_rotvec[None, :], N, axis=0)
+            return ReferenceWindow(int(t_ns), dt, self._goal_at(tk), orientations=r)
         if self.mode in ("trajectory", "joint_hold"):
             return ReferenceWindow(int(t_ns), dt, np.array([self._ee_pos(q) for q in self._joint_targets(tk)]))
         if self._servo_moving and int(t_ns) >= self._servo_until_ns:

@@ -50,6 +50,8 @@ class SolveInput:
     (:meth:`gato.MPCController.carried_state`). ``wrench_hypotheses`` (B, 6) the external
     wrenches the step solved under (world axes at the EE frame origin [N, N*m], one row per
     batch entry: ``hypotheses=estimator``), or None without wrench hypotheses.
+    ``orientation_weight`` [1/rad^2]: the EE orientation weight the step solved with (rot_cost =
+    N_rot_cost; slots [3:6] of ``reference`` the target rotation vectors), 0 = position only.
     """
 
     stamp_ns: int
@@ -66,6 +68,7 @@ class SolveInput:
     capped_out: bool = False
     force_reseed: bool = False
     wrench_hypotheses: np.ndarray | None = None
+    orientation_weight: float = 0.0
 
     def __post_init__(self):
         self.x_measured = np.asarray(self.x_measured, dtype=np.float64).reshape(-1)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .references import NS_PER_S, ReferenceWindow
+from .references import NS_PER_S, QUAT_UNIT_TOL, ReferenceWindow
 
 __all__ = ["Rejected", "Skips", "reference_window", "joint_state_arrays", "joint_vector", "wrench", "stamp_ns",
            "state_bounds", "MAX_KNOTS", "MIN_KNOT_DT_S", "MAX_KNOT_DT_S", "MAX_POSITION_M", "FUTURE_TOLERANCE_S",
@@ -81,7 +81,9 @@ def _check_stamp(t_ns: int, now_ns, what: str) -> None:
 def reference_window(m, now_ns: int | None = None) -> ReferenceWindow:
     """gato_msgs/EEReference -> ReferenceWindow, or :class:`Rejected`: ``n_knots`` in
     1..MAX_KNOTS with ``positions`` holding ``n_knots * 3`` finite values within MAX_POSITION_M,
-    ``knot_dt`` finite in MIN_KNOT_DT_S..MAX_KNOT_DT_S, stamp not too far ahead of ``now_ns``."""
+    ``knot_dt`` finite in MIN_KNOT_DT_S..MAX_KNOT_DT_S, stamp not too far ahead of ``now_ns``;
+    ``orientations`` (issue 30; absent in older messages, empty = position only) ``n_knots * 4``
+    finite values, each knot a unit quaternion (x, y, z, w) within QUAT_UNIT_TOL."""
     n = int(m.n_knots)
     p = _array(m.positions, "EEReference.positions")
     if n < 1 or n > MAX_KNOTS or p.size != 3 * n:
@@ -99,7 +101,20 @@ def reference_window(m, now_ns: int | None = None) -> ReferenceWindow:
         raise Rejected("range", f"EEReference.knot_dt: {dt:g} s is outside [{MIN_KNOT_DT_S:g}, {MAX_KNOT_DT_S:g}] s")
     t = stamp_ns(m.header)
     _check_stamp(t, now_ns, "EEReference")
-    return ReferenceWindow(stamp_ns=t, knot_dt=dt, positions=p.reshape(n, 3), frame_id=str(m.header.frame_id))
+    o = _array(getattr(m, "orientations", []), "EEReference.orientations")
+    if o.size and o.size != 4 * n:
+        raise Rejected("shape", f"EEReference.orientations: holds {o.size} values, expected n_knots*4 = {4 * n} "
+                       f"(unit quaternions x, y, z, w) or none")
+    if not np.all(np.isfinite(o)):
+        raise Rejected("nonfinite", "EEReference.orientations: contains NaN or Inf")
+    if o.size:
+        norm = np.linalg.norm(o.reshape(n, 4), axis=1)
+        if np.any(np.abs(norm - 1.0) > QUAT_UNIT_TOL):
+            k = int(np.argmax(np.abs(norm - 1.0)))
+            raise Rejected("range", f"EEReference.orientations: quaternion {k} has norm {norm[k]:.6g}; expected unit "
+                           f"quaternions (x, y, z, w), |norm - 1| <= {QUAT_UNIT_TOL:g}")
+    return ReferenceWindow(stamp_ns=t, knot_dt=dt, positions=p.reshape(n, 3), frame_id=str(m.header.frame_id),
+                           orientations=o.reshape(n, 4) if o.size else None)
 
 
 def joint_state_arrays(m, now_ns: int | None = None):

@@ -29,6 +29,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..core import messages
+from ..core.references import ReferenceWindow
 
 __all__ = ["Tick", "Recording", "TOPICS", "REQUIRED_FIELDS", "load_recording", "stamp_ns"]
 
@@ -78,7 +79,9 @@ class Tick:
     ``force_reseed`` flags, or None when the bag does not carry them (an older gato).
     ``wrench_hypotheses`` (B, 6) the external wrenches the tick solved under (world axes at
     the EE frame origin [N, N*m], ``hypotheses=estimator``), or None (no wrench hypotheses,
-    or a bag of an older gato).
+    or a bag of an older gato). ``orientation_weight`` [1/rad^2]: the EE orientation weight the
+    tick solved with (slots [3:6] of ``reference`` the target rotation vectors; issue 30), 0 =
+    position only (and bags of older gatos).
     """
 
     stamp_ns: int
@@ -100,6 +103,18 @@ class Tick:
     capped_out: bool = False
     force_reseed: bool = False
     wrench_hypotheses: np.ndarray | None = None
+    orientation_weight: float = 0.0
+
+    def solver_reference(self, dt: float):
+        """The reference as the controller handed it to the solver: the flat (6N,) ``reference``
+        for a position-only tick (as before issue 30), else a ReferenceWindow on the solver's
+        grid (``dt`` [s]) with the recorded rotation vectors and ``orientation_weight``, so the
+        replay's solver takes the same orientation weights (MPCController's window path)."""
+        if not self.orientation_weight > 0:
+            return self.reference
+        a = self.reference.reshape(-1, 6)
+        return ReferenceWindow(self.stamp_ns, float(dt), a[:, :3].copy(), orientations=a[:, 3:].copy(),
+                               orientation_weight=self.orientation_weight)
 
 
 @dataclass
@@ -288,7 +303,8 @@ def tick_from_solve_input(m, cfg_prev, problems, config=None):
               dt_elapsed=float(m.dt_elapsed) or None, budget_s=float(m.budget_s) or None,
               reset=bool(m.reset), config=cfg, solver_state=state,
               capped_out=bool(getattr(m, "capped_out", False)),
-              force_reseed=bool(getattr(m, "force_reseed", False)), wrench_hypotheses=wrenches)
+              force_reseed=bool(getattr(m, "force_reseed", False)), wrench_hypotheses=wrenches,
+              orientation_weight=float(getattr(m, "orientation_weight", 0.0)))
     return tk, cfg
 
 
@@ -356,7 +372,8 @@ def _reconstruct(bag, snaps, joint_names, states_t, states, commands, problems):
         dt_el = None if (after_hold or prev_stamp is None) else (s - prev_stamp) / 1e9
         ticks.append(Tick(stamp_ns=s, tick=tick_no, x=states[i].copy(), reference=ref, xu_warm=None,
                           dt_elapsed=dt_el, budget_s=float(cfg.get("budget_s", 0.0)) or None, reset=after_hold,
-                          config=cfg))
+                          config=cfg, orientation_weight=0.0 if w.orientations is None else
+                          float(cfg.get("orientation_weight", 0.0))))
         prev_stamp, after_hold = s, False
     if n_nostate:
         problems.append(f"reconstruction: {n_nostate} MPC commands have no joint state with their stamp: skipped")

@@ -1,0 +1,191 @@
+"""Poses through the ROS layer (issue 30): gato_msgs/EEReference.orientations (unit quaternions
+per knot, empty = position only), the reference node's ``orientation`` (tool_down / sweep), the
+controller's reference path carrying them with ``orientation_weight`` into the planner's window
+and into SolveInput (reference slots [3:6], orientation_weight), ``~/goal_pose`` orientation with
+``goal_orientation``, bad quaternions refused by field, and ``gato replay`` of a pose run
+reproducing it bit for bit. Logic level (no DDS); synthetic time."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from conftest import import_or_skip
+
+import_or_skip("gato_ros.controller_logic", "build the workspace and source install/setup.bash (scripts/setup.sh)")
+
+from gato.core import messages  # noqa: E402
+from gato.core.poses import TOOL_DOWN  # noqa: E402
+from gato.core.references import rotvec_to_quat  # noqa: E402
+from gato_ros.reference_logic import ReferenceLogic  # noqa: E402
+from gato_ros.target_logic import TargetLogic  # noqa: E402
+
+MS = 1_000_000
+
+
+def _msg(n=4, orientations=None, **over):
+    """A duck-typed EEReference (the boundary reads rclpy and rosbags messages alike)."""
+    m = SimpleNamespace(header=SimpleNamespace(stamp=SimpleNamespace(sec=1, nanosec=0), frame_id=""), n_knots=n,
+                        knot_dt=0.01, positions=np.tile([0.5, 0.0, 0.6], n).tolist())
+    if orientations is not None:
+        m.orientations = list(orientations)
+    for k, v in over.items():
+        setattr(m, k, v)
+    return m
+
+
+# ---------------------------------------------------------------- the reference node
+def test_reference_node_publishes_tool_down_and_sweeping_orientations():
+    none = ReferenceLogic({"robot": "iiwa14"}).window(10**9)
+    assert none.orientations is None
+    down = ReferenceLogic({"robot": "iiwa14", "orientation": "tool_down", "mode": "goals", "goal_seed": 3})
+    w = down.window(10**9)
+    assert np.allclose(w.orientations, TOOL_DOWN)
+    sweep = ReferenceLogic({"robot": "iiwa14", "orientation": "sweep", "sweep_deg": 20.0, "fig8_period_s": 4.0})
+    w0, w1 = sweep.window(0), sweep.window(10**9)          # the crossing point; a quarter period later
+    assert np.allclose(w0.orientations[0], TOOL_DOWN)
+    # a quarter period: the full swing, 20 deg from tool-down (angle of R_down^T R)
+    q = rotvec_to_quat(w1.orientations[0])
+    qd = rotvec_to_quat(TOOL_DOWN)
+    assert np.degrees(2 * np.arccos(min(1.0, abs(float(np.dot(q, qd)))))) == pytest.approx(20.0, abs=1e-6)
+    assert np.allclose(w1.positions, ReferenceLogic({"robot": "iiwa14"}).window(10**9).positions)
+    with pytest.raises(ValueError, match="orientation: 'sweep'"):
+        ReferenceLogic({"robot": "iiwa14", "orientation": "sweep", "mode": "hold"})
+
+
+# ---------------------------------------------------------------- the message boundary
+def test_ee_reference_orientations_decode_and_old_messages_stay_position_only():
+    old = _msg()                                    # no orientations field at all (an older definition)
+    assert messages.reference_window(old).orientations is None
+    assert messages.reference_window(_msg(orientations=[])).orientations is None
+    q = np.tile(rotvec_to_quat(TOOL_DOWN), 4)
+    w = messages.reference_window(_msg(orientations=q))
+    assert np.allclose(w.orientations, TOOL_DOWN)
+
+
+@pytest.mark.parametrize("bad, kind, text", [
+    (np.tile([0.0, 0.0, 0.0, 1.0], 3), "shape", "EEReference.orientations: holds 12 values, expected n_knots*4"),
+    (np.tile([0.0, 0.0, np.nan, 1.0], 4), "nonfinite", "EEReference.orientations: contains NaN or Inf"),
+    (np.tile([0.0, 0.0, 0.0, 1.1], 4), "range", "EEReference.orientations: quaternion 0 has norm 1.1"),
+    (np.tile([0.0, 0.0, 0.0, 0.0], 4), "range", "EEReference.orientations: quaternion 0 has norm 0"),
+])
+def test_bad_quaternions_in_ee_reference_are_refused_by_field(bad, kind, text):
+    with pytest.raises(messages.Rejected, match=text.replace("*", r"\*")) as e:
+        messages.reference_window(_msg(orientations=bad))
+    assert e.value.kind == kind
+
+
+def test_the_controller_counts_a_bad_quaternion_and_keeps_its_reference():
+    from gato_ros.controller_logic import ControllerLogic
+
+    ctrl = ControllerLogic({"robot": "iiwa14"})
+    ctrl.on_reference_msg(_msg(orientations=np.tile([0.0, 0.0, 0.0, 2.0], 4)), 10**9)
+    assert ctrl.status.rejected_references == 1 and ctrl.references.latest is None
+
+
+# ---------------------------------------------------------------- the controller's reference path
+def test_the_tick_solves_on_the_windows_orientations_and_records_them_for_replay():
+    from gato_ros.controller_logic import ControllerLogic
+    from gato_ros.sim_logic import SimWorldLogic
+
+    ctrl = ControllerLogic({"robot": "iiwa14", "reference_sync": True, "orientation_weight": 5.0})
+    world = SimWorldLogic({"robot": "iiwa14"})
+    ref = ReferenceLogic({"robot": "iiwa14", "orientation": "sweep"})
+    seen = []
+    planner = ctrl.planner
+    step = planner.step
+
+    def spy(x, reference, *a, **kw):
+        seen.append(reference)
+        return step(x, reference, *a, **kw)
+
+    planner.step = spy
+    for _ in range(3):
+        t = world.t_ns
+        ctrl.on_reference(ref.window(t), t)
+        out = ctrl.on_joint_state(world.joint_state(), t)
+        world.advance(world.effort_from(out.effort))
+    w = seen[-1]
+    assert w.orientations is not None and w.orientation_weight == 5.0
+    si = out.solve_input
+    assert si.orientation_weight == 5.0
+    N = ctrl.cfg["N"]
+    want = ref.window(si.stamp_ns).solver_reference(si.stamp_ns, N, ctrl.cfg["dt"]).reshape(N, 6)
+    assert np.allclose(si.reference.reshape(N, 6)[:, 3:], want[:, 3:], atol=1e-12)
+    assert float(ctrl.solver.params.rot_cost) == 5.0
+    # a position-only window turns the term off and records weight 0
+    ctrl.on_reference(ReferenceLogic({"robot": "iiwa14"}).window(world.t_ns), world.t_ns)
+    out = ctrl.on_joint_state(world.joint_state(), world.t_ns)
+    assert out.solve_input.orientation_weight == 0.0 and seen[-1].orientations is None
+    assert np.all(out.solve_input.reference.reshape(N, 6)[:, 3:] == 0.0)
+
+
+# ---------------------------------------------------------------- ~/goal_pose
+CFG = {"target_frame": "", "goal_speed_mps": 0.1, "goal_min_duration_s": 0.5, "target_max_distance_m": 1.0,
+       "servo_max_speed_mps": 0.25, "servo_timeout_s": 0.1, "traj_posture_weight": 20.0, "N": 8, "dt": 0.01}
+EE0 = np.array([0.5, 0.0, 0.6])
+
+
+def test_goal_pose_orientation_is_tracked_only_when_opted_in():
+    q = rotvec_to_quat(TOOL_DOWN)
+    off = TargetLogic(CFG, "world")
+    assert off.on_pose("", EE0 + [0.05, 0, 0], q, 0, EE0) is None
+    assert off.window(0).orientations is None                 # the default: position only, as before
+    on = TargetLogic({**CFG, "goal_orientation": True}, "world")
+    assert on.on_pose("", EE0 + [0.05, 0, 0], q, 0, EE0) is None
+    w = on.window(10 * MS)
+    assert w.orientations.shape == (8, 3) and np.allclose(w.orientations, TOOL_DOWN)
+    # a non-unit or non-finite quaternion is refused (counted, named), the running goal kept
+    why = on.on_pose("", EE0, [0.0, 0.0, 0.0, 1.2], 0, EE0)
+    assert "orientation quaternion norm 1.2" in why and on.counters.goals_rejected == 1
+    why = on.on_pose("", EE0, [0.0, np.inf, 0.0, 1.0], 0, EE0)
+    assert "orientation" in why and on.counters.goals_rejected == 2
+    assert np.allclose(on.window(10 * MS).orientations, TOOL_DOWN)
+    # without opting in, a non-unit quaternion is normalized as before (its orientation is unused)
+    assert off.on_pose("", EE0, [0.0, 0.0, 0.0, 1.2], 0, EE0) is None
+
+
+# ---------------------------------------------------------------- gato replay of a pose run
+def test_replay_of_a_pose_run_matches_bit_for_bit(tmp_path):
+    import_or_skip("rosbags", "pip install rosbags (scripts/setup.sh)")
+    from gato.replay import replay_bag
+    from replay_fixtures import record_lockstep_run
+
+    bag = record_lockstep_run(tmp_path / "bag", seconds=0.3, reference={"orientation": "sweep"})
+    s = replay_bag(bag, tmp_path / "out", log=None)
+    assert s["compared"] == 30 and s["matched"] and s["max_du"] <= 1e-9 and s["max_dplan"] <= 1e-9
+    assert s["problems"] == []
+
+
+def test_a_bag_from_before_the_orientation_fields_still_replays_exactly(tmp_path):
+    """SolveInput written with its definition from before issue 30 (no orientation_weight): decoded
+    with the bag's own definition, replayed position only, exactly. (The fixture writes the
+    other topics with today's definitions; an old EEReference lacks only the optional
+    orientations, which the boundary reads as absent: the first boundary test.)"""
+    import_or_skip("rosbags", "pip install rosbags (scripts/setup.sh)")
+    from rosbags.typesys import Stores, get_typestore, get_types_from_msg
+
+    from gato.replay import replay_bag
+    from gato_ros.bag import gato_msgs_dir
+    from replay_fixtures import record_lockstep_run
+
+    ts = get_typestore(Stores.ROS2_KILTED)
+    lines = (gato_msgs_dir() / "SolveInput.msg").read_text().splitlines()
+    old = [ln for ln in lines if ln.strip() != "float64 orientation_weight"]
+    assert len(old) == len(lines) - 1
+    ts.register(get_types_from_msg("\n".join(old), "gato_msgs/msg/SolveInput"))
+    Msg = ts.types["gato_msgs/msg/SolveInput"]
+    Header, Time = ts.types["std_msgs/msg/Header"], ts.types["builtin_interfaces/msg/Time"]
+
+    def encode(si):
+        assert si.orientation_weight == 0.0
+        m = Msg(header=Header(stamp=Time(sec=si.stamp_ns // 10**9, nanosec=si.stamp_ns % 10**9), frame_id=""),
+                tick=si.tick, joint_names=list(si.joint_names), x_measured=si.x_measured, reference=si.reference,
+                warm_rows=si.xu_warm.shape[0], xu_warm=si.xu_warm.ravel(), dt_elapsed=si.dt_elapsed,
+                budget_s=si.budget_s, reset=si.reset, config_json=si.config_json,
+                solver_state_rows=si.solver_state.shape[0], solver_state=si.solver_state.ravel(),
+                capped_out=si.capped_out, force_reseed=si.force_reseed, wrench_rows=0, wrench_hypotheses=np.zeros(0))
+        return bytes(ts.serialize_cdr(m, "gato_msgs/msg/SolveInput"))
+
+    bag = record_lockstep_run(tmp_path / "bag", seconds=0.2, typestore_override=ts, solve_input_encoder=encode)
+    s = replay_bag(bag, tmp_path / "out", log=None)
+    assert s["compared"] == 20 and s["matched"] and s["max_du"] <= 1e-9 and s["problems"] == []
