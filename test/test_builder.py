@@ -172,7 +172,8 @@ def test_codegen_and_build_reject_bad_input(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="none.urdf"):
         builder.codegen(tmp_path / "none.urdf", "arm")
     for kwargs, msg in ((dict(N=[8, 1]), "N: expected an integer >= 2"), (dict(arch="90"), "arch: '90'"),
-                        (dict(exact_hessian=True), "'fc' / 'eh' variants are CUDA builds")):
+                        (dict(contact_forces=True), "contact_forces: the 'fc' variant is a CUDA build"),
+                        (dict(exact_hessian="yes"), "exact_hessian: expected True or False")):
         with pytest.raises(ValueError, match=msg):
             gato.build(urdf, **kwargs)
     assert not (tmp_path / "cache" / "manifest.json").exists()        # nothing registered on bad input

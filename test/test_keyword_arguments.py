@@ -101,7 +101,7 @@ CASES = [
         exact_hessian="yes", line_search="all")),
     ("build", lambda: gato.build, (IIWA,), dict(
         name="my arm", N=[1], ee_frame="no_such_frame", arch="90", jobs=8, build_dir=3, collision_res=-1.0,
-        contact_frames=["no_such_frame"], floating_base=True, contact_forces=True, exact_hessian=True)),
+        contact_frames=["no_such_frame"], floating_base=True, contact_forces=True, exact_hessian="yes")),
     ("register_robot", lambda: gato.register_robot, ("arm", IIWA), dict(
         N=[1], ee_frame="no_such_frame", floating_base=True, collision_res=0.0, contact_frames=["nope"],
         variant="fc", build="yes", cache_dir_override=3, arch="90", jobs=4, force="yes")),

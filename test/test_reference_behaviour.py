@@ -327,7 +327,8 @@ def test_register_robot_uses_or_refuses_every_argument(tmp_path, monkeypatch):
                     (dict(arch="90"), "arch: '90' is a CUDA architecture"),
                     (dict(jobs=4), "jobs: 4 parallel compile jobs"),
                     (dict(variant="fc"), "variant: 'fc' modules are CUDA builds"),           # build=False too
-                    (dict(variant="eh", build=True), "variant: 'eh' modules are CUDA builds")):
+                    (dict(variant="fc", build=True), "variant: 'fc' modules are CUDA builds"),
+                    (dict(variant="EH"), "variant: expected 'default' or 'eh'")):
         with pytest.raises(ValueError, match=msg):
             gato.register_robot("bad", IIWA, **kw)
     with pytest.raises(TypeError, match="nonsense"):
@@ -671,7 +672,8 @@ def test_solver_toggles_default_off_or_on_as_documented():
     assert np.array_equal(s.get_admm_rho_scale(), np.ones(1))  # ref L385: rho adaptation "default OFF"
     # ref L225: set_admm_exit(eps_abs=0.0, eps_rel=0.0, check_every=1): the exit is off by default
     assert (s.admm_eps_abs, s.admm_eps_rel, s.admm_check_every) == (0.0, 0.0, 1)
-    assert not s.exact_hessian_available()  # (the eh variant: issue 40's second part, not here)
+    # ref L259: exact_hessian_available(): the CPU core runs the 'eh' variant (test/test_exact_hessian.py)
+    assert s.exact_hessian_available() is True and s.params.exact_hessian is False  # GN by default
 
 
 def test_references_window_and_done_rules():

@@ -271,16 +271,17 @@ def test_stats_and_result_fields_of_a_solve():
     assert r.xu_b().shape == (s.xu_size,)
 
 
-def test_exact_hessian_is_refused_on_the_cpu_backend():
+def test_exact_hessian_switches_on_the_cpu_backend():
+    # The method and its checks: test/test_exact_hessian.py.
     s = gato.BSQP(URDF, 1, 8, 0.03)
-    assert s.exact_hessian_available() is False
-    s.set_exact_hessian(False)                                   # Gauss-Newton: accepted
-    with pytest.raises(ValueError, match=r"^set_exact_hessian: the CPU backend has no exact-Hessian variant$"):
-        s.set_exact_hessian(True)
-    with pytest.raises(ValueError, match=r"^exact_hessian: the CPU backend has no exact-Hessian"):
-        gato.BSQP(URDF, 1, 8, 0.03, exact_hessian=True)
-    with pytest.raises(ValueError, match=r"^exact_hessian: the CPU backend has no exact-Hessian variant$"):
-        s.set_params(gato.SolverParams(exact_hessian=True))
+    assert s.exact_hessian_available() is True and s.variant == "default"
+    s.set_exact_hessian(True)
+    assert s.variant == "eh" and s.params.exact_hessian is True
+    s.set_params(gato.SolverParams())                            # Gauss-Newton again
+    assert s.variant == "default"
+    assert gato.BSQP(URDF, 1, 8, 0.03, exact_hessian=True).variant == "eh"
+    with pytest.raises(ValueError, match=r"^on: expected True or False, got 'yes'$"):
+        s.set_exact_hessian("yes")
     with pytest.raises(ValueError, match=r"^exact_hessian: expected a bool, got 1$"):
         gato.SolverParams(exact_hessian=1)
 

@@ -526,6 +526,112 @@ class RefProblem:
             S[:, :self.nv] = -self.s_u[k][:, None] * G
         return S
 
+    # -------------------------------------------------- exact Hessian ('eh')
+    def ee_second_order(self, q, k, ref):
+        """w_k sum_j r_j d2p_j/dq2 (nv, nv), r = p(q) - p_ref: the EE term's curvature beyond
+        Gauss-Newton, in closed form for a chain of revolute / prismatic joints (no finite
+        differences): d2p/dq_j dq_m = w_j x J_m for j <= m on the EE's path (joint j turns
+        everything after it), w_j the world axis of joint j (the angular Jacobian's column) and
+        J_m the position Jacobian's column."""
+        q = np.asarray(q, dtype=np.float64)
+        r = self.w_ee[k] * (self.ee_pos(q) - self.ref_point(ref, k))
+        Jl, Jw = self.ee_jac(q), self.ee_jac_angular(q)
+        nv = self.nv
+        H = np.zeros((nv, nv))
+        for j in range(nv):
+            for m in range(j, nv):
+                H[j, m] = H[m, j] = r @ np.cross(Jw[:, j], Jl[:, m])
+        return H
+
+    def dynamics_second_order(self, x, u, k, lam_next, h_fd=1e-5):
+        """sum_i lam_next_i d2f_i/dz2 (nz, nz), z = (x, u), of the step f at knot interval k.
+
+        Euler and semi-implicit Euler: f is linear in (q, v, a) with a = ABA(q, v, u), so the
+        term is l_a' a_zz with l_a = c lam_q + h lam_v (c = h^2/2, resp. h^2). a_zz comes from
+        the RNEA (not the ABA the solver differentiates): tau(q, v, a(z)) = u twice
+        differentiated, tau linear in a, gives M a_zz = -(tau_zz + tau_za a_z + (tau_za a_z)'),
+        so l_a' a_zz = -d2/dz2 [mu' tau(q, v, a_lin(z))] with mu = M^-1 l_a and
+        a_lin(z) = a + a_z (z - z0) frozen at z0. Its gradient is pinocchio's analytic RNEA
+        derivatives, [tau_q' mu; tau_v' mu; 0] + a_z' M(q) mu, differenced centrally once.
+        (pinocchio's computeRNEASecondOrderDerivatives is not in its Python bindings here.)
+        RK4: central differences of :meth:`linearize`'s chain-rule derivatives, lam' [A B]."""
+        x, u = np.asarray(x, dtype=np.float64), np.asarray(u, dtype=np.float64)
+        lam = np.asarray(lam_next, dtype=np.float64)
+        nv, nx, nu, h = self.nv, self.nx, self.nu, self.dt
+        nz = nx + nu
+        z0 = np.concatenate([x, u])
+        if self.integrator == "rk4":
+            def grad(z):
+                _, A, B = self.linearize(z[:nx], z[nx:], k)
+                return np.concatenate([A.T @ lam, B.T @ lam])
+            D = np.zeros((nz, nz))
+            for i in range(nz):
+                e = np.zeros(nz)
+                e[i] = h_fd * (1.0 + abs(z0[i]))
+                D[:, i] = (grad(z0 + e) - grad(z0 - e)) / (2.0 * e[i])
+            return 0.5 * (D + D.T)
+        c = 0.5 * h * h if self.integrator == "euler" else h * h
+        l_a = c * lam[:nv] + h * lam[nv:]
+        q, v = x[:nv], x[nv:]
+        a0, Qq, Qv, Minv = self.forward_dynamics_derivs(q, v, u, k)
+        a_z = np.hstack([Qq, Qv, Minv])  # (nv, nz)
+        M = np.array(pin.crba(self.model, self.data, q))
+        M = np.triu(M) + np.triu(M, 1).T
+        mu = np.linalg.solve(M, l_a)
+        fe = self._fext(k)
+
+        def grad(z):
+            qz, vz = z[:nv], z[nv:nx]
+            a = a0 + a_z @ (z - z0)
+            args = (self.model, self.data, qz, vz, a) + (() if fe is None else (fe,))
+            dq, dv, da = (np.array(m_) for m_ in pin.computeRNEADerivatives(*args))
+            da = np.triu(da) + np.triu(da, 1).T
+            return np.concatenate([dq.T @ mu, dv.T @ mu, np.zeros(nu)]) + a_z.T @ (da @ mu)
+
+        H = np.zeros((nz, nz))
+        for i in range(nz):
+            e = np.zeros(nz)
+            e[i] = h_fd * (1.0 + abs(z0[i]))
+            H[:, i] = (grad(z0 + e) - grad(z0 - e)) / (2.0 * e[i])
+        return -0.5 * (H + H.T)
+
+    def lagrangian_hessian(self, xu, ref, lam):
+        """(N, nz, nz) exact stage Hessians of L = cost - sum_k lam_k' c_k (the solver's sign of
+        lam (N, nx), c_{k+1} = x_{k+1} - f(x_k, u_k)): the cost blocks (Q, the cross S, R), the
+        EE curvature :meth:`ee_second_order` and the dynamics term :meth:`dynamics_second_order`
+        with lam_{k+1}. The last knot fills its (nx, nx) block. Orientation and gravity-referenced
+        control terms keep their Gauss-Newton blocks (as the solver)."""
+        N, nx, nu, nv = self.N, self.nx, self.nu, self.nv
+        xs, us = self.split(xu)
+        lam = np.asarray(lam, dtype=np.float64).reshape(N, nx)
+        H = np.zeros((N, nx + nu, nx + nu))
+        for k in range(N):
+            u = us[k] if k < N - 1 else None
+            Q, _, R, _ = self.cost_derivatives(xs[k], u, k, ref)
+            H[k, :nx, :nx] = Q
+            H[k, :nv, :nv] += self.ee_second_order(xs[k, :nv], k, ref)
+            if k < N - 1:
+                S = self.cost_cross(xs[k], k)
+                H[k, nx:, nx:] = R
+                H[k, nx:, :nx] = S
+                H[k, :nx, nx:] = S.T
+                H[k] += self.dynamics_second_order(xs[k], us[k], k, lam[k + 1])
+        return H
+
+    def lagrangian_gradient(self, xu, x_s, ref, lam):
+        """(N, nz) gradient of L = cost - sum_k lam_k' c_k per knot w.r.t. z_k = (x_k, u_k) (the
+        last knot's control slots zero): q_k - lam_k + A_k' lam_{k+1}, r_k + B_k' lam_{k+1}."""
+        N, nx = self.N, self.nx
+        b = self.kkt_blocks(xu, x_s, ref)
+        lam = np.asarray(lam, dtype=np.float64).reshape(N, nx)
+        g = np.zeros((N, nx + self.nu))
+        for k in range(N):
+            g[k, :nx] = b["q"][k] - lam[k]
+            if k < N - 1:
+                g[k, :nx] += b["A"][k].T @ lam[k + 1]
+                g[k, nx:] = b["r"][k] + b["B"][k].T @ lam[k + 1]
+        return g
+
     # ------------------------------------------------------------ KKT blocks
     def defects(self, xu, x_s):
         """Defects c (N, nx): c_0 = x_0 - x_s, c_{k+1} = x_{k+1} - f(x_k, u_k)."""

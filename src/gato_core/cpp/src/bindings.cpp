@@ -216,6 +216,21 @@ void bind_solver(py::module_& m, const char* name) {
         d["S"] = Suq;  // cross blocks d2l/du dx (u_ref = gravity; zero otherwise)
         return d;
       })
+      .def("set_exact_hessian", [](P& p, bool on) { p.solver->set_exact_hessian(on); },
+           "Exact-Hessian stage blocks (the 'eh' variant) on or off (Gauss-Newton).")
+      .def_property_readonly("exact_hessian", [](const P& p) { return p.solver->exact_hessian(); })
+      .def("debug_stage_hessian", [](P& p, const Arr<S>& xu, const Arr<S>& x, const Arr<S>& ref,
+                                     const Arr<S>& lam) {
+        auto& s = *p.solver;
+        const long B = s.batch(), N = s.N(), nx = s.nx(), nz = s.nx() + s.nu();
+        check_shape<S>(xu, {B, s.xu_size()}, "xu_B");
+        check_shape<S>(x, {B, nx}, "xcur_B");
+        check_shape<S>(ref, {B, 6 * N}, "eepos_goals_B");
+        check_shape<S>(lam, {B, N, nx}, "lam");
+        py::array_t<S> H({B, N, nz, nz});
+        s.debug_stage_hessian(xu.data(), x.data(), ref.data(), lam.data(), H.mutable_data());
+        return H;
+      }, "(B, N, nx+nu, nx+nu) exact Lagrangian stage Hessians at xu with multipliers lam (B, N, nx).")
       .def("feedback_gains", [](P& p, int b, const Arr<S>& xu, const Arr<S>& x, const Arr<S>& ref) {
         auto& s = *p.solver;
         const long N = s.N(), nx = s.nx(), nu = s.nu();

@@ -12,6 +12,9 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include <Eigen/Cholesky>
+#include <Eigen/Eigenvalues>
+
 #include "gato/barrier.hpp"
 #include "gato/lean_model.hpp"
 #include "gato/solver.hpp"
@@ -87,6 +90,9 @@ class BatchSolverImpl final : public BatchSolver<S> {
                        S* Bm, S* c, S* Suq = nullptr) override;
   void merit(const S* xu, const S* x_s, const S* ref, S* out) override;
   int feedback_gains(int b, const S* xu, const S* x_s, const S* ref, S* K) override;
+  void set_exact_hessian(bool on) override;
+  bool exact_hessian() const override { return eh_; }
+  void debug_stage_hessian(const S* xu, const S* x_s, const S* ref, const S* lam, S* H) override;
   void get_lambda(S* out) const override;
   void sim_forward(const S* x, const S* u, S h, S* out) override;
   void set_row_groups(const std::vector<RowGroupSpec>& groups) override;
@@ -137,6 +143,11 @@ class BatchSolverImpl final : public BatchSolver<S> {
   bool admm_inner(Entry& e, int& lin_iters);
   void rows_finish(Entry& e);
   void recover_step(Entry& e);
+  // Exact Hessian (src/solver_hessian.hpp): the second-order terms D_k at the KKT point with
+  // multipliers lam (N x nx), and one knot's modified, condensed stage block.
+  void second_order(Entry& e, const S* lam);
+  void assemble_stage(Entry& e, int k, MatX<S>& H) const;
+  bool factor_stage_eh(Entry& e, int k);
   S trial_merit(Entry& e, S alpha);
   void trial_merits_lanes(Entry& e, const S* alphas, S* out);
   void linearize_lanes(Entry& e, int k0);
@@ -166,9 +177,15 @@ class BatchSolverImpl final : public BatchSolver<S> {
   bool gravity_on() const { return cost_.u_ref_gravity; }
   // The eliminated knot's A (A + B K) and gradient (q + [K' r; 0]) with u_ref = gravity, else
   // A_k and q_k (k < N-1 for A).
-  const MatXX& A_el(const Entry& e, int k) const { return gravity_on() ? e.At[k] : e.A[k]; }
+  // The exact Hessian eliminates every knot's control with a dense gain (e.eh.K, nu x nx).
+  const MatXX& A_el(const Entry& e, int k) const { return gravity_on() || eh_ ? e.At[k] : e.A[k]; }
   const VecNX& q_el(Entry& e, int k) const {
-    if (!gravity_on() || k >= N_ - 1) return e.qv[k];
+    if (k >= N_ - 1 || !(gravity_on() || eh_)) return e.qv[k];
+    if (eh_) {
+      e.qt[k] = e.qv[k];
+      e.qt[k].noalias() += e.eh.K[k].transpose() * e.rv[k];
+      return e.qt[k];
+    }
     e.qt[k] = e.qv[k];
     if constexpr (NV == Eigen::Dynamic) {
       e.qt[k].head(nv_).noalias() += e.Kg[k].transpose() * e.rv[k];
@@ -219,6 +236,7 @@ class BatchSolverImpl final : public BatchSolver<S> {
   int admm_cap_ = 0;  // inner iterations per SQP iteration (cap)
   // Multi-lane lean forward dynamics for the line search (gato/lean_model.hpp).
   bool lanes_ = false;
+  bool eh_ = false;  // exact-Hessian stage blocks (set_exact_hessian)
   lean::View<S> lview_{};
   lean::Kernels<S> lk_{};
 };
@@ -281,6 +299,42 @@ struct BatchSolverImpl<S, NV>::Entry {
   std::vector<VecNX> qt;  // q_k + [K' r_k; 0], the gradient of the eliminated knot
   VecNU t_g;
   MatX<S> dg_dyn;
+  // Exact Hessian (src/solver_hessian.hpp), sized by size_eh(): the second-order terms D_k
+  // (nz x nz, nz = nx + nu), the elimination gains K_k = -H_uu^-1 H_ux (nu x nx), the dense
+  // inverses of the condensed state blocks, and the scratch of the finite differences and the
+  // eigenvalue modification.
+  struct ExactHessian {
+    bool on = false;
+    std::vector<MatX<S>> D, K;
+    std::vector<MatXX> Qinv;
+    MatX<S> H, W, Ap, Bp, Jp;
+    VecX<S> gp, gm, xp, up, xn, eep;
+    Eigen::SelfAdjointEigenSolver<MatX<S>> eig;
+    Eigen::LLT<MatX<S>> llt, lltz;
+    long modified = 0;  // stage blocks the eigenvalue modification changed (since construction)
+  } eh;
+  void size_eh() {
+    size_gravity();  // At and qt hold the eliminated A and gradient
+    if (!eh.D.empty()) return;
+    const int nz = nx + nu;
+    eh.D.assign(N, MatX<S>::Zero(nz, nz));
+    eh.K.assign(N - 1, MatX<S>::Zero(nu, nx));
+    eh.Qinv.assign(N, MatXX::Zero(nx, nx));
+    eh.H = MatX<S>::Zero(nz, nz);
+    eh.W = MatX<S>::Zero(nz, nz);
+    eh.Ap = MatX<S>::Zero(nx, nx);
+    eh.Bp = MatX<S>::Zero(nx, nu);
+    eh.Jp = MatX<S>::Zero(3, nv);
+    eh.gp = VecX<S>::Zero(nz);
+    eh.gm = VecX<S>::Zero(nz);
+    eh.xp = VecX<S>::Zero(nx);
+    eh.up = VecX<S>::Zero(nu);
+    eh.xn = VecX<S>::Zero(nx);
+    eh.eep = VecX<S>::Zero(3);
+    eh.eig = Eigen::SelfAdjointEigenSolver<MatX<S>>(nz);
+    eh.llt = Eigen::LLT<MatX<S>>(nu);
+    eh.lltz = Eigen::LLT<MatX<S>>(nz);
+  }
   // The orientation term (rot_cost / N_rot_cost / per-knot weights > 0): the EE rotation per
   // knot and the world angular Jacobian of the KKT point; t_R for the line search.
   std::vector<Eigen::Matrix<S, 3, 3>> Rot;
@@ -373,9 +427,14 @@ struct BatchSolverImpl<S, NV>::Entry {
 
   S* x(int k) { return xu.data() + k * (nx + nu); }
   S* u(int k) { return xu.data() + k * (nx + nu) + nx; }
-  // out = Qtilde_k^-1 v: dense position block, diagonal velocity block.
+  // out = Qtilde_k^-1 v: dense position block, diagonal velocity block (Gauss-Newton), or
+  // the dense condensed block of the exact Hessian.
   template <typename V, typename O>
   void apply_Qinv(int k, const V& v, O& out) const {
+    if (eh.on) {
+      out.noalias() = eh.Qinv[k] * v;
+      return;
+    }
     if constexpr (NV == Eigen::Dynamic) {
       out.head(nv).noalias() = Qpp_inv[k] * v.head(nv);
       out.tail(nv) = qvv_inv[k].cwiseProduct(v.tail(nv));
@@ -570,6 +629,7 @@ void BatchSolverImpl<S, NV>::sim_forward(const S* x, const S* u, S h, S* out) {
 #include "solver_iteration.hpp"  // steps 1-6 in order: iterate() and the batch loop solve()
 #include "solver_rows.hpp"       // constraint row groups
 #include "solver_gains.hpp"      // the plan's feedback gains (Riccati on the step's blocks)
+#include "solver_hessian.hpp"    // the exact-Hessian ('eh') second-order terms
 
 namespace gato {
 

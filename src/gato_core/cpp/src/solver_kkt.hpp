@@ -94,6 +94,8 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
     e.rows.Jee = e.J;  // the loop ends at knot N-1
     cost += rows_cost(e, e.xu.data(), e.ee[N_ - 1].data(), true, false);
   }
+  // The exact Hessian's second-order terms with the multipliers of the last step.
+  if (eh_) second_order(e, e.lam.data());
   return cost + e.mu * defect;
 }
 

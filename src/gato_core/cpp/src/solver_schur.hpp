@@ -43,17 +43,22 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
           if (w < u_prox) e.R[k](j, j) += u_prox - w;
         }
       }
-      // R is diagonal unless a row group folds a dense G'G into it.
-      if (linsys::exactly_diagonal(e.R[k])) {
+      // R is diagonal unless a row group folds a dense G'G into it. The exact Hessian
+      // factors the whole stage block below (factor_stage_eh).
+      if (!eh_ && linsys::exactly_diagonal(e.R[k])) {
         if (!(e.R[k].diagonal().array() > 0).all()) return false;
         e.Rinv[k].setZero();
         e.Rinv[k].diagonal() = e.R[k].diagonal().cwiseInverse();
-      } else {
+      } else if (!eh_) {
         e.llt_nu.compute(e.R[k]);
         if (e.llt_nu.info() != Eigen::Success) return false;
         e.Rinv[k].setIdentity();
         e.llt_nu.solveInPlace(e.Rinv[k]);
       }
+    }
+    if (eh_) {
+      if (!factor_stage_eh(e, k)) return false;
+      continue;
     }
     e.tmpv = pos(e.Q[k]);
     if (grav && k < N_ - 1) {
@@ -76,15 +81,21 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
     e.qvv_inv[k] = e.qvv_inv[k].cwiseInverse();
   }
   // M_00 = Qtilde_0^-1; rhs = -gamma.
-  e.Md[0].setZero();
-  pos(e.Md[0]) = e.Qpp_inv[0];
-  vel_diag(e.Md[0]) = e.qvv_inv[0];
+  if (eh_) {
+    e.Md[0] = e.eh.Qinv[0];
+  } else {
+    e.Md[0].setZero();
+    pos(e.Md[0]) = e.Qpp_inv[0];
+    vel_diag(e.Md[0]) = e.qvv_inv[0];
+  }
   e.apply_Qinv(0, q_el(e, 0), e.t_nx);
   blk(e.rhs, 0, nx) = e.t_nx - e.c[0];
   for (int k = 0; k < N_ - 1; ++k) {
     MatXX& phi = e.phi[k];
     const MatXX& Ak = A_el(e, k);
-    if constexpr (NV == Eigen::Dynamic) {
+    if (eh_) {
+      phi.noalias() = Ak * e.eh.Qinv[k];
+    } else if constexpr (NV == Eigen::Dynamic) {
       phi.leftCols(nv).noalias() = Ak.leftCols(nv) * e.Qpp_inv[k];
       phi.rightCols(nv) = Ak.rightCols(nv) * e.qvv_inv[k].asDiagonal();
     } else {
@@ -97,8 +108,12 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
     MatXX& M = e.Md[k + 1];
     M.noalias() = phi.lazyProduct(Ak.transpose());
     M.noalias() += e.BRinv[k].lazyProduct(e.Bm[k].transpose());
-    pos(M) += e.Qpp_inv[k + 1];
-    vel_diag(M) += e.qvv_inv[k + 1];
+    if (eh_) {
+      M += e.eh.Qinv[k + 1];
+    } else {
+      pos(M) += e.Qpp_inv[k + 1];
+      vel_diag(M) += e.qvv_inv[k + 1];
+    }
     // gamma_{k+1} = c_{k+1} + phi_k q_k + B R^-1 r_k - Qtilde_{k+1}^-1 q_{k+1}
     e.t_nx2 = e.c[k + 1];
     e.t_nx2.noalias() += phi * q_el(e, k);
@@ -145,7 +160,9 @@ void BatchSolverImpl<S, NV>::recover_step(Entry& e) {
       e.t_nu.noalias() += e.Bm[k].transpose() * blk(e.lam, k + 1, nx);
       auto du = Eigen::Map<VecNU>(e.dz.data() + k * (nx + nu) + nx, nu);
       du.noalias() = -(e.Rinv[k] * e.t_nu);
-      if (gravity_on()) {  // du = dv + K dx_q (the eliminated cross block)
+      if (eh_) {  // du = dv + K dx (the eliminated dense cross block)
+        du.noalias() += e.eh.K[k] * dx;
+      } else if (gravity_on()) {  // du = dv + K dx_q (the eliminated cross block)
         if constexpr (NV == Eigen::Dynamic) {
           du.noalias() += e.Kg[k] * dx.head(nv_);
         } else {

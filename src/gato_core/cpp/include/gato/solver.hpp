@@ -102,6 +102,17 @@ class BatchSolver {
   /// Suq (nullable; B,N-1,nu,nx): the cost's cross blocks d2l/du dx (u_ref = gravity; else 0).
   virtual void debug_setup_kkt(const S* xu, const S* x_s, const S* ref, S* Q, S* R, S* q,
                                S* r, S* A, S* Bm, S* c, S* Suq = nullptr) = 0;
+  /// Exact-Hessian SQP (the 'eh' variant, docs/solver_method.md, "Exact Hessian"): the stage
+  /// Hessians gain the second-order terms of the Lagrangian (sum_k lambda_{k+1}' d2f/dz2 of the
+  /// dynamics and the EE residual's w r' d2p/dq2), made positive definite per stage before the
+  /// Schur solve. Off (the default) is the Gauss-Newton method, unchanged.
+  virtual void set_exact_hessian(bool on) = 0;
+  virtual bool exact_hessian() const = 0;
+  /// The exact Lagrangian stage Hessians at xu with multipliers lam (B, N, nx) (the solver's
+  /// sign: L = cost - sum_k lam_k' c_k), before the positive-definite modification and without
+  /// rho: H (B, N, nz, nz), nz = nx + nu, z_k = (x_k, u_k), row-major; the last knot fills only
+  /// its nx x nx block. Between solves; overwrites the entries' KKT blocks.
+  virtual void debug_stage_hessian(const S* xu, const S* x_s, const S* ref, const S* lam, S* H) = 0;
   /// The time-varying feedback gains of entry b's plan xu (L) from x_s (nx) toward ref (6N)
   /// (docs/solver_method.md, "Feedback gains"): the finite-horizon LQR of the Gauss-Newton
   /// model the step assembles at xu (no trust region rho; the zero-weight floor kept), into

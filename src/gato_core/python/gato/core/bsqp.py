@@ -33,6 +33,9 @@ CPU_HORIZONS = (8, 16, 32, 64, 128)
 #: plan executor's ``submit`` and gato_msgs/Plan carry it as an integer).
 INTEGRATORS = {n: int(getattr(_core.Integrator, n.upper())) for n in INTEGRATOR_MODES}
 VARIANTS = ("default", "fc", "eh")
+#: The variants the CPU backend runs: one core serves both ("eh" switches the stage Hessians to
+#: the exact ones, docs/solver_method.md "Exact Hessian"); "fc" is a CUDA build.
+CPU_VARIANTS = ("default", "eh")
 
 
 def module_name(plant: str, N: int, variant: str | None = None) -> str:
@@ -50,17 +53,18 @@ def available(variant: str = "default") -> dict:
 
     ``variant="default"`` -> ``{(plant, N): module file}`` for every registered
     fixed-base robot and each N of :data:`CPU_HORIZONS` (the CPU backend runs
-    any N >= 2; these are the tested ones). ``"fc"`` / ``"eh"`` -> ``{}`` (not
-    built for the CPU backend). ``"all"`` -> ``{(plant, N, variant): file}``.
+    any N >= 2; these are the tested ones). ``"eh"`` (exact Hessian) -> the same table: the
+    CPU core runs it (``BSQP(variant="eh")``). ``"fc"`` -> ``{}`` (a CUDA build).
+    ``"all"`` -> ``{(plant, N, variant): file}`` over "default" and "eh".
     """
     if variant not in (*VARIANTS, "all"):
         raise ValueError(f"variant: expected one of {VARIANTS + ('all',)}, got {variant!r}")
     so = Path(_core.__file__).name
     plants = [n for n, m in all_robots().items() if not m.get("floating_base")]
-    if variant in ("fc", "eh"):
+    if variant == "fc":
         return {}
     if variant == "all":
-        return {(p, N, "default"): so for p in plants for N in CPU_HORIZONS}
+        return {(p, N, v): so for v in CPU_VARIANTS for p in plants for N in CPU_HORIZONS}
     return {(p, N): so for p in plants for N in CPU_HORIZONS}
 
 
@@ -75,7 +79,9 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         params: :class:`gato.SolverParams` (defaults = the MPC set); keyword
             overrides of its fields may be passed directly (``BSQP(..., mu=5.0)``).
         plant_type: registered robot name; None detects it from the URDF bytes or file name.
-        variant: "default" only on the CPU backend ("fc" / "eh" need the CUDA modules).
+        variant: None / "default" (Gauss-Newton stage Hessians) | "eh" (exact Hessian of the
+            Lagrangian, the same as ``exact_hessian=True``; docs/solver_method.md "Exact
+            Hessian") | "fc" raises ValueError (a CUDA build).
         rho_batch / mu_batch / pcg_tol_batch: optional per-solve (B,) overrides.
         ee_frame: end-effector frame (a URDF frame name); default from the registry, else "EE".
         dtype: np.float64 (default) or np.float32.
@@ -108,11 +114,13 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         if not isinstance(params, SolverParams):
             raise ValueError(f"params: expected a gato.SolverParams, got {type(params).__name__}")
         params = params.replace(**overrides) if overrides else params
-        if params.exact_hessian:
-            raise ValueError("exact_hessian: the CPU backend has no exact-Hessian ('eh') variant; "
-                             "it runs Gauss-Newton Hessians")
-        if variant not in (None, "default"):
-            raise ValueError(f"variant: {variant!r} modules are CUDA builds; the CPU backend runs 'default'")
+        if variant not in (None, *CPU_VARIANTS):
+            if variant == "fc":
+                raise ValueError("variant: 'fc' modules are CUDA builds (contact-force controls); the CPU "
+                                 "backend runs 'default' and 'eh'")
+            raise ValueError(f"variant: expected None, 'default' or 'eh', got {variant!r}")
+        if variant == "eh":
+            params = params.replace(exact_hessian=True)
         path = Path(os.fspath(model_path))
         if not path.is_file():
             raise ValueError(f"model_path: URDF file not found: {path}")
@@ -142,7 +150,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         self.backend = backend
         self.model_path = str(path.resolve())
         self.plant_type = plant_type
-        self.variant = "default"
+        self.variant = "eh" if params.exact_hessian else "default"
         self.ee_frame = ee_frame
         self.batch_size = int(batch_size)
         self.N = int(N)
@@ -166,6 +174,8 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
             if msg.startswith("ee_frame") and plant_type not in reg:
                 msg += " (pass ee_frame=... for an unregistered robot)"
             raise ValueError(msg) from None
+        if params.exact_hessian:
+            self._s.set_exact_hessian(True)
         self.nq, self.nv, self.nx, self.nu = self._s.nq, self._s.nv, self._s.nx, self._s.nu
         self.n_actuated = self.nu
         self.xu_size = self._s.xu_size
@@ -230,13 +240,21 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         self._s.set_drho_batch(v, flag(set_as_reset_default, "set_as_reset_default"))
 
     def exact_hessian_available(self) -> bool:
-        """False: the CPU backend runs Gauss-Newton stage Hessians."""
-        return False
+        """True: the CPU core runs the exact-Hessian stage blocks (:meth:`set_exact_hessian`)."""
+        return True
 
     def set_exact_hessian(self, on: bool) -> None:
-        """Only ``False`` is valid on the CPU backend (Gauss-Newton); True raises ValueError."""
-        if on:
-            raise ValueError("set_exact_hessian: the CPU backend has no exact-Hessian variant")
+        """Exact-Hessian SQP for subsequent solves (True) or Gauss-Newton (False, the default).
+
+        On: the stage Hessians gain the Lagrangian's second-order terms (the dynamics'
+        sum_k lam_{k+1}' d2f/dz2 with the multipliers of the last step, and the EE residual's
+        curvature), made positive definite per stage (kept when it is, else blended toward the
+        Gauss-Newton block); docs/solver_method.md "Exact Hessian". Recorded in ``self.params.exact_hessian``
+        and ``self.variant``. ValueError naming ``on`` for anything but True / False."""
+        on = flag(on, "on")
+        self._s.set_exact_hessian(on)
+        self.params = self.params.replace(exact_hessian=on)
+        self.variant = "eh" if on else "default"
 
     # -------------------------------------------------------------- cost setters
     def set_cost_weights(self, q_cost=None, qd_cost=None, u_cost=None, N_cost=None, q_lim_cost=None,
@@ -261,9 +279,9 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         """Replace the whole configuration between solves (structural fields are the constructor's)."""
         if not isinstance(params, SolverParams):
             raise ValueError(f"params: expected a gato.SolverParams, got {type(params).__name__}")
-        if params.exact_hessian:
-            raise ValueError("exact_hessian: the CPU backend has no exact-Hessian variant")
         self.params = params
+        self._s.set_exact_hessian(params.exact_hessian)
+        self.variant = "eh" if params.exact_hessian else "default"
         if params.linsys is not None:
             self._linsys = params.linsys
         self._push_settings()
@@ -437,6 +455,24 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI):
         self.last_profile = st.profile
         return SolveResult(xu=from_numpy(xu.astype(np.float64, copy=False), kind), solve_time_us=int(st.solve_time_us),
                            stats=stats, nx=self.nx, nu=self.nu, N=self.N, n_actuated=self.n_actuated)
+
+    def debug_stage_hessian(self, xu_B, xcur_B, eepos_goals_B, lam_B) -> np.ndarray:
+        """(B, N, nx+nu, nx+nu) the exact Hessians of the Lagrangian per knot, z_k = (x_k, u_k), at
+        trajectories ``xu_B`` with multipliers ``lam_B`` (B, N, nx) in the solver's sign
+        (:meth:`get_lambda` rows 0..N-1; L = cost - sum_k lam_k' c_k, c_{k+1} = x_{k+1} - f(x_k, u_k)):
+        the cost's blocks plus the second-order terms, before the positive-definite modification,
+        without rho; the last knot fills only its (nx, nx) block. Whether or not the exact Hessian
+        is on. Between solves (it overwrites the KKT blocks the next solve reassembles)."""
+        B = self.batch_size
+        xu = batch_array(xu_B, "xu_B", B, self.xu_size, self.dtype)
+        x = batch_array(xcur_B, "xcur_B", B, self.nx, self.dtype)
+        ref = batch_array(eepos_goals_B, "eepos_goals_B", B, 6 * self.N, self.dtype)
+        lam = to_numpy(lam_B, "lam_B", self.dtype)
+        if lam.shape != (B, self.N, self.nx):
+            raise ValueError(f"lam_B: expected shape ({B}, {self.N}, {self.nx}), got {tuple(lam.shape)}")
+        if not np.all(np.isfinite(lam)):
+            raise ValueError("lam_B: contains NaN or Inf")
+        return np.asarray(self._s.debug_stage_hessian(xu, x, ref, np.ascontiguousarray(lam)), dtype=np.float64)
 
     def merit(self, xu_B, xcur_B, eepos_goals_B) -> np.ndarray:
         """(B,) merit φ = cost + μ·‖defects‖₁ of trajectories ``xu_B`` (no knot-0 replacement)."""

@@ -48,7 +48,8 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame
     ``collision_res`` [m] (None: no collision spheres) is recorded in the entry and sets the
     spacing of the robot's collision sphere cover (``BSQP.collision_spheres``, the COLLISION
     rows). ``contact_frames`` (None: ``[ee_frame]``) is checked against the URDF and recorded
-    (``robot_info``). No argument is ignored: ``variant`` other than "default" (whether or not
+    (``robot_info``). ``variant``: "default" or "eh" (the exact-Hessian entry: the same core,
+    checked with ``BSQP(variant="eh")``). No argument is ignored: ``variant`` "fc" (whether or not
     ``build``), ``arch`` other than None (a CUDA architecture) and ``jobs`` other than None
     (compile jobs: the CPU backend compiles nothing per robot) raise ValueError naming the
     argument (docs/reference_differences.md).
@@ -57,9 +58,7 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame
 
     from ..robots.builder import _check_frames, check_collision_res
 
-    if variant != "default":
-        raise ValueError(f"variant: {variant!r} modules are CUDA builds; the CPU backend runs 'default' "
-                         "(refused whether or not build=True)")
+    _check_cpu_variant(variant, "(refused whether or not build=True)")
     _check_no_compile(arch, jobs)
     check_collision_res(collision_res)
     horizons = _horizons(N)
@@ -89,6 +88,14 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame
         for n in horizons:
             ensure_module(name, n, variant, cache=cache, quiet=True)
     return entry
+
+
+def _check_cpu_variant(variant, note: str = "") -> None:
+    """ValueError naming ``variant`` unless the CPU backend runs it ("default" | "eh")."""
+    if variant == "fc":
+        raise ValueError(f"variant: 'fc' modules are CUDA builds; the CPU backend runs 'default' and 'eh' {note}".rstrip())
+    if variant not in ("default", "eh"):
+        raise ValueError(f"variant: expected 'default' or 'eh' ('fc' is a CUDA build), got {variant!r}")
 
 
 def _horizons(N) -> list:
@@ -333,14 +340,13 @@ def ensure_module(name: str, N: int, variant: str = "default", *, cache: Path | 
 
     Making it = building a one-solve :class:`gato.BSQP` of the robot at N on the
     loaded core, running one solve (hold at q = 0, reference = the EE there) and
-    recording the key's inputs, the core file and the check's outcome. Only
-    "default" exists on the CPU backend; ``arch`` must be None (nothing is
+    recording the key's inputs, the core file and the check's outcome. The CPU backend
+    runs "default" and "eh" (the check solve then runs the exact Hessian); ``arch`` must be None (nothing is
     compiled for a GPU); ``jobs`` must be None (nothing is compiled per robot).
     Raises ValueError naming the argument for an unknown robot or bad N/variant/arch,
     RuntimeError when the check solve does not produce a finite trajectory.
     """
-    if variant != "default":
-        raise ValueError(f"variant: {variant!r} modules are CUDA builds; the CPU backend runs 'default'")
+    _check_cpu_variant(variant)
     _check_no_compile(arch, jobs)
     entry, plant_root = _resolved(name, cache)
     key, inputs = module_key(entry, N, variant, plant_root, None)
@@ -355,7 +361,8 @@ def ensure_module(name: str, N: int, variant: str = "default", *, cache: Path | 
     urdf = entry.get("urdf_path") or str(plant_root / entry["urdf"])
     if not Path(urdf).is_file():
         urdf = str(robot_urdf(name))
-    solver = BSQP(urdf, 1, N, 0.01, ee_frame=entry.get("ee_frame", "EE"), max_sqp_iters=2, threads=1)
+    solver = BSQP(urdf, 1, N, 0.01, ee_frame=entry.get("ee_frame", "EE"), max_sqp_iters=2, threads=1,
+                  variant=variant)
     x = np.zeros((1, solver.nx))
     ref = np.tile(np.r_[solver.ee_pos(np.zeros(solver.nq)), 0.0, 0.0, 0.0], (1, N))
     res = solver.solve(x, ref)
@@ -420,14 +427,16 @@ def build(urdf_path, name=None, N=(32,), ee_frame="EE", arch=None, jobs=None, bu
     ``build_dir``: the folder the generated description goes to (``<build_dir>/<name>/``:
     the canonical URDF, description.json, spheres.json), an isolated tree instead of the
     cache's ``robots/<codegen key>``; None = the cache.
-    ``contact_forces`` / ``exact_hessian`` ("fc" / "eh" variants), ``arch`` (a CUDA
-    architecture) and ``jobs`` (compile jobs; nothing is compiled per robot) are refused
-    with a ValueError naming them unless left at their defaults.
+    ``exact_hessian=True`` makes the "eh" entries instead (the same core with exact-Hessian
+    stage blocks; load with ``BSQP(..., variant="eh")``). ``contact_forces`` (the "fc"
+    variant, a CUDA build), ``arch`` (a CUDA architecture) and ``jobs`` (compile jobs; nothing
+    is compiled per robot) are refused with a ValueError naming them unless left at their defaults.
     Returns the list of (name, N) pairs made.
     """
-    if contact_forces or exact_hessian:
-        raise ValueError("contact_forces/exact_hessian: the 'fc' / 'eh' variants are CUDA builds; "
-                         "the CPU backend runs 'default'")
+    if flag(contact_forces, "contact_forces"):
+        raise ValueError("contact_forces: the 'fc' variant is a CUDA build; the CPU backend runs "
+                         "'default' and 'eh'")
+    variant = "eh" if flag(exact_hessian, "exact_hessian") else "default"
     _check_no_compile(arch, jobs)
     if build_dir is not None and not isinstance(build_dir, (str, os.PathLike)):
         raise ValueError(f"build_dir: expected a folder path or None, got {type(build_dir).__name__}")
@@ -437,5 +446,5 @@ def build(urdf_path, name=None, N=(32,), ee_frame="EE", arch=None, jobs=None, bu
     codegen(urdf_path, name, ee_frame=ee_frame, collision_res=collision_res, contact_frames=contact_frames,
             floating_base=floating_base, out_dir=None if build_dir is None else Path(os.fspath(build_dir)))
     for n in horizons:
-        ensure_module(name, n, quiet=True)
+        ensure_module(name, n, variant, quiet=True)
     return [(name, n) for n in horizons]

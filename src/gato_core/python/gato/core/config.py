@@ -70,8 +70,10 @@ class SolverParams:
     is 1/2 w sum_a c_a e_a^2 with e = log(R_ref' R_ee(q)) (tool frame) and per-axis factors c
     (:meth:`BSQP.set_rot_axis_weights`); docs/solver_method.md. CPU backend only.
 
-    ``exact_hessian``: second-order stage Hessians; the CPU backend has none (Gauss-Newton
-    only) and rejects True with a clear error.
+    ``exact_hessian``: exact-Hessian SQP (the "eh" variant): the stage Hessians gain the
+    Lagrangian's second-order terms, made positive definite per stage; False (default) is
+    Gauss-Newton. Read by BSQP (``set_exact_hessian``), not a core Settings field
+    (docs/solver_method.md, "Exact Hessian").
 
     ``line_search`` (a gato extension): "best" (default; the reference semantics) evaluates
     all 8 step sizes 2^-i and takes the lowest merit; "first" backtracks from alpha = 1
@@ -138,7 +140,8 @@ class SolverParams:
     def to_settings(self, *, integrator: str = DEFAULT_INTEGRATOR) -> "_core.Settings":
         """The typed core settings (gato._core.Settings) of these parameters: linsys None
         resolves to :data:`DEFAULT_LINSYS`; the integrator is the solver's (a constructor
-        argument of BSQP, not a SolverParams field); ``exact_hessian`` has no core field."""
+        argument of BSQP, not a SolverParams field); ``exact_hessian`` has no Settings field (BSQP
+        switches it with the core's ``set_exact_hessian``)."""
         if integrator not in INTEGRATOR_MODES:
             raise ValueError(f"integrator: expected one of {INTEGRATOR_MODES}, got {integrator!r}")
         d = {k: v for k, v in self.asdict().items() if k != "exact_hessian"}

@@ -23,8 +23,9 @@ identified-weight sampler) and the B = 1 identifier ``wrench_id``. The identifie
 sensor rate, once per simulation substep (:func:`gato.wrench.options.substep_observers`); the
 options become a hypothesis batch in :func:`gato.wrench.options.from_options`.
 
-Not in this build (each raises ValueError naming the option): the contact-force variant
-(``fc_config``, ``variant="fc"``) and the exact-Hessian variant (``variant="eh"``).
+The exact-Hessian variant (``variant="eh"``) runs on the CPU core (docs/solver_method.md,
+"Exact Hessian"). Not in this build (each raises ValueError naming the option): the
+contact-force variant (``fc_config``, ``variant="fc"``).
 """
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ class MPC_GATO:
         track_full_stats: also record per-tick ``sqp_iters``, ``pcg_iters``,
             ``pred_err``, ``linsys`` and ``step_reseeded``.
         plant_type: registered plant name (None: detected from the URDF).
-        variant: None / "default" only ("fc" / "eh": not available in this build).
+        variant: None / "default" (Gauss-Newton) | "eh" (exact-Hessian SQP: the solver's
+            ``BSQP(variant="eh")``); "fc" raises ValueError (not available in this build).
         pendulum_config: None or {"mass" kg, "length" m[, "damping" N*m*s/rad,
             "radius" m]}: an unmodelled payload hanging from the EE (pinocchio
             world only; see :class:`gato.worlds.PinocchioWorld`).
@@ -142,9 +144,9 @@ class MPC_GATO:
                  estimator="fe", *, verbose=None, clamp_torques=True, observe_first=None, feedback=None,
                  feedback_kp=None, feedback_kd=None, feedback_limit=None, runaway_factor=3.0):
         # --- options whose machinery this build lacks: refuse loudly, never degrade silently
-        if variant not in (None, "default"):
+        if variant not in (None, "default", "eh"):
             raise ValueError(f"variant: {variant!r} solver modules are not available in this build "
-                             "(the CPU backend runs the 'default' variant only)")
+                             "(the CPU backend runs 'default' and 'eh')")
         if fc_config is not None:
             raise ValueError("fc_config: contact-force decision variables need the 'fc' solver variant, "
                              "which is not available in this build; pass fc_config=None")
@@ -158,7 +160,8 @@ class MPC_GATO:
         if observe_first not in (None, True, False):
             raise ValueError(f"observe_first: expected None, True or False, got {observe_first!r}")
 
-        self.solver = s = BSQP(model_path, int(batch_size), N, dt, solver_params(params), plant_type=plant_type)
+        self.solver = s = BSQP(model_path, int(batch_size), N, dt, solver_params(params), plant_type=plant_type,
+                               variant=variant)
         hyp = wrench_options.from_options(s.model, s.ee_frame, s.batch_size, estimator=estimator, wrench_id=wrench_id,
                                           seed=int(fe_seed), n_actuated=int(s.n_actuated))
         self.controller = MPCController(s, hypotheses=hyp, warm_start="shift", reset_rho_each_step=True,

@@ -1,0 +1,224 @@
+"""The exact-Hessian ('eh') variant on the CPU backend (issue 40; docs/solver_method.md, "Exact Hessian").
+
+* The solver's exact Lagrangian stage Hessian (``BSQP.debug_stage_hessian``: the cost's blocks plus
+  sum_k lam_{k+1}' d2f/dz2 and the EE residual's curvature) against central differences of the
+  Lagrangian's gradient (assembled from ``debug_setup_kkt``'s first derivatives), on iiwa14 and
+  indy7 with every integrator, to 1e-6 relative.
+* The same Hessian against the NumPy reference's, computed another way (RNEA derivatives through
+  the implicit-function identity M a_zz = -(tau_zz + tau_za a_z + (tau_za a_z)'), and the EE
+  curvature in closed form; test/reference/numpy_bsqp.py).
+* Cold-start goal reaching with max_sqp_iters = 20: the eh solve reaches the Gauss-Newton solve's
+  optimum (issue 40 also asks for fewer iterations and a superlinear rate: not met, see
+  docs/solver_method.md "Exact Hessian" and bench/bench_exact_hessian.py).
+* The API: variant='eh' / exact_hessian=True / set_exact_hessian / available('eh') /
+  MPC_GATO(variant='eh') / build(exact_hessian=True); bad input refused naming the argument; the
+  Gauss-Newton path (the default) unchanged bit for bit after the exact Hessian was on.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import gato
+from gato.robots.registry import robot_urdf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference.numpy_bsqp import RefProblem  # noqa: E402
+
+DT = 0.02
+
+
+def _random_point(s, rng, N):
+    """A trajectory inside the joint limits, a reference near the EE, multipliers of a realistic scale."""
+    lim = s.limits
+    lo, hi = np.asarray(lim["q_lo"]) + 0.3, np.asarray(lim["q_hi"]) - 0.3
+    xs = np.zeros((N, s.nx))
+    xs[:, :s.nv] = rng.uniform(np.maximum(lo, -1.2), np.minimum(hi, 1.2), (N, s.nv))
+    xs[:, s.nv:] = rng.uniform(-0.5, 0.5, (N, s.nv))
+    us = rng.uniform(-5.0, 5.0, (N - 1, s.nu))
+    xu = np.concatenate([np.r_[xs[k], us[k]] for k in range(N - 1)] + [xs[N - 1]])[None, :]
+    ref = np.tile(np.r_[s.ee_pos(xs[0, :s.nv]) + [0.1, -0.05, 0.08], 0.0, 0.0, 0.0], (1, N))
+    lam = rng.normal(scale=2.0, size=(1, N, s.nx))
+    return xu, xs[:1].copy(), ref, lam
+
+
+def _lagrangian_gradient(s, xu, x, ref, lam):
+    """(N, nz) gradient of L = cost - sum lam_k' c_k per knot from the solver's first derivatives."""
+    b = s.debug_setup_kkt(xu, x, ref)
+    N, nx, nu = s.N, s.nx, s.nu
+    g = np.zeros((N, nx + nu))
+    for k in range(N):
+        g[k, :nx] = b["q"][0, k] - lam[0, k]
+        if k < N - 1:
+            g[k, :nx] += b["A"][0, k].T @ lam[0, k + 1]
+            g[k, nx:] = b["r"][0, k] + b["B"][0, k].T @ lam[0, k + 1]
+    return g
+
+
+@pytest.mark.parametrize("robot", ["iiwa14", "indy7"])
+@pytest.mark.parametrize("integrator", ["euler", "semi_implicit", "rk4"])
+def test_stage_hessian_is_the_derivative_of_the_lagrangian_gradient(robot, integrator):
+    N = 4
+    s = gato.BSQP(robot_urdf(robot), 1, N, DT, integrator=integrator, variant="eh")
+    xu, x, ref, lam = _random_point(s, np.random.default_rng(3), N)
+    H = s.debug_stage_hessian(xu, x, ref, lam)[0]
+    nx, nz, L = s.nx, s.nx + s.nu, s.nx + s.nu
+    # Fourth-order central differences at h = 1e-3: the analytic first derivatives carry ~1e-11
+    # rounding noise where M(q) is ill-conditioned (indy7), too much for a second-order stencil
+    # at a step small enough for 1e-6.
+    h = 1e-3
+
+    def grad_at(k, i, t):
+        xt = xu.copy()
+        xt[0, k * L + i] += t
+        return _lagrangian_gradient(s, xt, x, ref, lam)[k]
+
+    for k in range(N):
+        n = nz if k < N - 1 else nx
+        Hfd = np.zeros((nz, nz))
+        for i in range(n):
+            Hfd[:, i] = (8 * (grad_at(k, i, h) - grad_at(k, i, -h)) - (grad_at(k, i, 2 * h) - grad_at(k, i, -2 * h))) / (12 * h)
+        if k == N - 1:
+            Hfd[nx:] = 0.0
+        scale = np.abs(Hfd).max()
+        assert np.abs(H[k] - Hfd).max() <= 1e-6 * scale, (k, np.abs(H[k] - Hfd).max() / scale)
+        # The second-order terms are really there: the Gauss-Newton blocks alone miss them by far.
+        if k < N - 1:
+            b = s.debug_setup_kkt(xu, x, ref)
+            gn = np.zeros((nz, nz))
+            gn[:nx, :nx], gn[nx:, nx:] = b["Q"][0, k], b["R"][0, k]
+            assert np.abs(H[k] - gn).max() > 1e-3 * scale
+
+
+@pytest.mark.parametrize("robot", ["iiwa14", "indy7"])
+@pytest.mark.parametrize("integrator", ["euler", "semi_implicit"])
+def test_stage_hessian_matches_the_numpy_reference(robot, integrator):
+    N = 4
+    s = gato.BSQP(robot_urdf(robot), 1, N, DT, integrator=integrator)
+    P = RefProblem(robot_urdf(robot), s.ee_frame, N, DT, integrator=integrator)
+    xu, x, ref, lam = _random_point(s, np.random.default_rng(5), N)
+    H = s.debug_stage_hessian(xu, x, ref, lam)[0]
+    Href = P.lagrangian_hessian(xu[0], ref[0], lam[0])
+    for k in range(N):
+        assert np.abs(H[k] - Href[k]).max() <= 1e-6 * np.abs(Href[k]).max(), k
+    # The reference's gradient is the solver's (the sign convention of lam is the same).
+    np.testing.assert_allclose(P.lagrangian_gradient(xu[0], x[0], ref[0], lam[0]),
+                               _lagrangian_gradient(s, xu, x, ref, lam), rtol=1e-9, atol=1e-9)
+
+
+def _goal_problems(s, seed, B):
+    """B held-out reaching problems: a start pose and a reachable goal 10-25 cm away."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros((B, s.nx))
+    ref = np.zeros((B, 6 * s.N))
+    for b in range(B):
+        q0 = rng.uniform(-0.6, 0.6, s.nv)
+        q1 = q0 + rng.uniform(-0.35, 0.35, s.nv)
+        x[b, :s.nv] = q0
+        ref[b] = np.tile(np.r_[s.ee_pos(q1), 0.0, 0.0, 0.0], s.N)
+    return x, ref
+
+
+def _merit_history(stats):
+    """(B, iters) merit after each iteration from the per-iteration line-search records."""
+    m0 = np.asarray(stats.initial_merit, dtype=np.float64)
+    best = np.asarray(stats.min_merit, dtype=np.float64)
+    alpha = np.asarray(stats.step_size, dtype=np.float64)
+    out = np.zeros_like(best)
+    cur = m0.copy()
+    for i in range(best.shape[1]):
+        cur = np.where(alpha[:, i] > 0, best[:, i], cur)
+        out[:, i] = cur
+    return out
+
+
+def test_cold_start_converges_to_the_gauss_newton_optimum():
+    # Held-out reaching problems, max_sqp_iters = 20, cold start: the eh solve reaches the GN
+    # solve's final merit (to 1e-6 relative) within the 20 iterations on every problem and stops
+    # at the same optimum. Not asserted (and not met, docs/solver_method.md "Exact Hessian"): fewer
+    # iterations than GN or a superlinear rate; bench/bench_exact_hessian.py measures both.
+    N, B, iters = 16, 4, 20
+    urdf = robot_urdf("iiwa14")
+    gn = gato.BSQP(urdf, B, N, DT, max_sqp_iters=iters, threads=1)
+    eh = gato.BSQP(urdf, B, N, DT, max_sqp_iters=iters, threads=1, variant="eh")
+    x, ref = _goal_problems(gn, seed=40, B=B)
+    rg, re = gn.solve(x, ref), eh.solve(x, ref)
+    mg, me = _merit_history(rg.stats), _merit_history(re.stats)
+    target = mg[:, -1]
+    assert np.all(target < mg[:, 0])  # not trivial: GN improved after its first step
+    for b in range(B):
+        tol = 1e-6 * abs(target[b])
+        assert np.any(me[b] <= target[b] + tol), (b, target[b], me[b])
+        assert abs(me[b, -1] - target[b]) <= tol, (b, target[b], me[b, -1])
+    np.testing.assert_allclose(np.asarray(re.xu), np.asarray(rg.xu), atol=1e-3)
+
+
+# ------------------------------------------------------------------------ the API
+def test_every_switch_turns_it_on_and_the_default_is_gauss_newton():
+    urdf = robot_urdf("iiwa14")
+    s = gato.BSQP(urdf, 1, 8, DT)
+    assert s.variant == "default" and s.params.exact_hessian is False and s._s.exact_hessian is False
+    assert s.exact_hessian_available() is True
+    s.set_exact_hessian(True)
+    assert s.variant == "eh" and s.params.exact_hessian is True and s._s.exact_hessian is True
+    s.set_exact_hessian(False)
+    assert s.variant == "default" and s._s.exact_hessian is False
+    for kw in (dict(variant="eh"), dict(exact_hessian=True), dict(params=gato.SolverParams(exact_hessian=True))):
+        t = gato.BSQP(urdf, 1, 8, DT, **kw)
+        assert t.variant == "eh" and t._s.exact_hessian is True, kw
+    t.set_params(gato.SolverParams())
+    assert t.variant == "default" and t._s.exact_hessian is False
+    assert gato.available("eh") == gato.available("default")
+    assert {v for (_, _, v) in gato.available("all")} == {"default", "eh"}
+    assert gato.available("fc") == {}
+    m = gato.MPC_GATO(None, urdf, N=8, dt=DT, variant="eh")
+    assert m.solver.variant == "eh" and m.solver._s.exact_hessian is True
+
+
+def test_build_and_register_robot_make_eh_entries(tmp_path, monkeypatch):
+    monkeypatch.setenv("GATO_CACHE_DIR", str(tmp_path))
+    urdf = robot_urdf("iiwa14")
+    assert gato.build(urdf, name="arm", N=(8,), exact_hessian=True) == [("arm", 8)]
+    assert gato._cache.find_module("arm", 8, "eh") is not None
+    e = gato.register_robot("arm2", urdf, N=(8,), variant="eh", build=True)
+    assert e["nv"] == 7 and gato._cache.find_module("arm2", 8, "eh") is not None
+
+
+def test_bad_input_is_refused_naming_it():
+    urdf = robot_urdf("iiwa14")
+    s = gato.BSQP(urdf, 1, 8, DT)
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match=r"^on: expected True or False"):
+            s.set_exact_hessian(bad)
+    assert s.variant == "default" and s._s.exact_hessian is False  # unchanged
+    with pytest.raises(ValueError, match="variant: 'fc'"):
+        gato.BSQP(urdf, 1, 8, DT, variant="fc")
+    with pytest.raises(ValueError, match="variant: expected None, 'default' or 'eh', got 'EH'"):
+        gato.BSQP(urdf, 1, 8, DT, variant="EH")
+    with pytest.raises(ValueError, match="exact_hessian: expected a bool"):
+        gato.SolverParams(exact_hessian="yes")
+    with pytest.raises(ValueError, match="exact_hessian: expected True or False"):
+        gato.build(urdf, exact_hessian="yes")
+    with pytest.raises(ValueError, match="lam_B: expected shape"):
+        s.debug_stage_hessian(s.hold_trajectory(np.zeros((1, s.nx))), np.zeros((1, s.nx)), np.zeros((1, 48)),
+                              np.zeros((1, 8, 3)))
+
+
+def test_gauss_newton_path_is_unchanged_bit_for_bit():
+    # A fresh default solver, and one that ran exact-Hessian solves and was switched back, give
+    # the same bytes (solution, multipliers, merits) for every integrator.
+    urdf = robot_urdf("iiwa14")
+    for integ in ("euler", "semi_implicit", "rk4"):
+        a = gato.BSQP(urdf, 2, 8, DT, integrator=integ, max_sqp_iters=4, threads=1)
+        b = gato.BSQP(urdf, 2, 8, DT, integrator=integ, max_sqp_iters=4, threads=1, variant="eh")
+        x, ref = _goal_problems(a, seed=7, B=2)
+        b.solve(x, ref)
+        b.set_exact_hessian(False)
+        b.reset()
+        ra, rb = a.solve(x, ref), b.solve(x, ref)
+        assert np.asarray(ra.xu).tobytes() == np.asarray(rb.xu).tobytes(), integ
+        assert a.get_lambda().tobytes() == b.get_lambda().tobytes(), integ
+        assert np.array_equal(ra.stats.min_merit, rb.stats.min_merit), integ
