@@ -120,11 +120,15 @@ OPTIONAL = ("gato/eval/", "gato/core/arrays.py", "gato/sampling/warp_backend.py"
 
 
 def _distributions_of_modules():
-    """{top-level module: [distribution names]} of the installed distributions: top_level.txt
+    """{top-level module: [distribution names]} of the distributions pip installed: top_level.txt
     where a wheel has one, else the first component of its RECORD's paths (what
-    importlib.metadata.packages_distributions reads for all of them, at twice the time)."""
+    importlib.metadata.packages_distributions reads for all of them, at twice the time). The
+    colcon workspace's and the ROS 2 overlay's packages (egg-info on PYTHONPATH, no INSTALLER
+    record) are not pip's: scripts/setup.sh builds or extracts them."""
     out = {}
     for d in md.distributions():
+        if (d.read_text("INSTALLER") or "").strip() != "pip":
+            continue
         top = d.read_text("top_level.txt")
         if top:
             names = set(top.split())
