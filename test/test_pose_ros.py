@@ -37,15 +37,20 @@ def _msg(n=4, orientations=None, **over):
 def test_reference_node_publishes_tool_down_and_sweeping_orientations():
     none = ReferenceLogic({"robot": "iiwa14"}).window(10**9)
     assert none.orientations is None
+    # fr3's EE at q0 points down with its x axis along world x (to 0.04 deg): TOOL_DOWN
+    fr3 = ReferenceLogic({"robot": "fr3", "orientation": "tool_down", "mode": "goals", "goal_seed": 3})
+    assert np.allclose(fr3.window(10**9).orientations, TOOL_DOWN, atol=1e-3)
+    # iiwa14's EE x axis points along world -x at q0: tool down keeping that heading (R = diag(-1, 1, -1)),
+    # not a half turn of the wrist to TOOL_DOWN's
     down = ReferenceLogic({"robot": "iiwa14", "orientation": "tool_down", "mode": "goals", "goal_seed": 3})
     w = down.window(10**9)
-    assert np.allclose(w.orientations, TOOL_DOWN)
+    assert any(np.allclose(w.orientations, [0.0, s * np.pi, 0.0], atol=1e-6) for s in (1, -1))
     sweep = ReferenceLogic({"robot": "iiwa14", "orientation": "sweep", "sweep_deg": 20.0, "fig8_period_s": 4.0})
     w0, w1 = sweep.window(0), sweep.window(10**9)          # the crossing point; a quarter period later
-    assert np.allclose(w0.orientations[0], TOOL_DOWN)
+    assert np.allclose(w0.orientations[0], down.tool_down)
     # a quarter period: the full swing, 20 deg from tool-down (angle of R_down^T R)
     q = rotvec_to_quat(w1.orientations[0])
-    qd = rotvec_to_quat(TOOL_DOWN)
+    qd = rotvec_to_quat(down.tool_down)
     assert np.degrees(2 * np.arccos(min(1.0, abs(float(np.dot(q, qd)))))) == pytest.approx(20.0, abs=1e-6)
     assert np.allclose(w1.positions, ReferenceLogic({"robot": "iiwa14"}).window(10**9).positions)
     with pytest.raises(ValueError, match="orientation: 'sweep'"):
@@ -154,6 +159,12 @@ def test_replay_of_a_pose_run_matches_bit_for_bit(tmp_path):
     s = replay_bag(bag, tmp_path / "out", log=None)
     assert s["compared"] == 30 and s["matched"] and s["max_du"] <= 1e-9 and s["max_dplan"] <= 1e-9
     assert s["problems"] == []
+    # the report shows the orientation error beside the position error (measured EE vs knot 0)
+    ee = s["ee_tracking"]
+    assert ee["ticks"] == 30 and ee["orientation_ticks"] == 30
+    assert 0.0 < ee["position_mean_mm"] < 20.0 and 0.0 < ee["orientation_mean_deg"] < 10.0
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "EE position error, mean / max [mm]" in report and "EE orientation error, mean / max [deg]" in report
 
 
 def test_a_bag_from_before_the_orientation_fields_still_replays_exactly(tmp_path):
@@ -189,3 +200,6 @@ def test_a_bag_from_before_the_orientation_fields_still_replays_exactly(tmp_path
     bag = record_lockstep_run(tmp_path / "bag", seconds=0.2, typestore_override=ts, solve_input_encoder=encode)
     s = replay_bag(bag, tmp_path / "out", log=None)
     assert s["compared"] == 20 and s["matched"] and s["max_du"] <= 1e-9 and s["problems"] == []
+    # position-only: the report's EE tracking has no orientation row
+    assert s["ee_tracking"]["orientation_ticks"] == 0 and s["ee_tracking"]["orientation_mean_deg"] is None
+    assert "EE orientation error" not in (tmp_path / "out" / "report.md").read_text()

@@ -12,10 +12,12 @@ Modes:
   parameter, or from :func:`gato.tasks.pickplace_scenarios` when ``goal_seed`` >= 0.
 - ``hold``: :class:`gato.references.Hold` at the EE position at q0.
 
-Orientation (issue 30, ``orientation``): ``none`` (position-only windows), ``tool_down``
-(:func:`gato.core.poses.tool_down`: the constant tool-down orientation, any mode) or ``sweep``
-(fig8 mode only: :class:`gato.core.poses.PoseFigure8`, tool down swinging +/- ``sweep_deg``
-about the figure's horizontal axis).
+Orientation (issue 30, ``orientation``): ``none`` (position-only windows), ``tool_down`` (a
+constant orientation, any mode: the tool z axis along world -z, its x axis the horizontal
+heading of the EE's x axis at q0, so an arm whose EE points down at q0 is not asked to spin
+its wrist half a turn to match :data:`gato.core.poses.TOOL_DOWN`'s heading) or ``sweep`` (fig8
+mode only: :class:`gato.core.poses.PoseFigure8` with that tool-down base, swinging +/-
+``sweep_deg`` about the figure's horizontal axis).
 
 A window stamped t holds ``n_knots`` targets at t + k * knot_dt (metres, world frame; with an
 orientation, rotation vectors [rad], world frame, which gato_msgs/EEReference carries as
@@ -27,7 +29,7 @@ import numpy as np
 
 from gato.core.bsqp import robot_info, robot_urdf
 from gato.sim import scenarios as tasks
-from gato.core.poses import PoseFigure8, tool_down
+from gato.core.poses import PoseFigure8, PoseReference
 from gato.core.references import Figure8, GoalSequence, Hold, min_jerk  # noqa: F401  (min_jerk: re-exported)
 
 from . import params as schema
@@ -53,6 +55,7 @@ class ReferenceLogic:
         if q0.shape != (kin.model.nq,):
             raise ValueError(f"q0: expected {kin.model.nq} joint positions [rad], got {q0.size}")
         self.start = kin.ee_pos(q0)
+        self.tool_down = _tool_down_at(kin, q0)     # (3,) rad, world frame
         self.goals = np.zeros((0, 3))
         if cfg["mode"] == "goals":
             if cfg["goal_seed"] >= 0:
@@ -65,7 +68,8 @@ class ReferenceLogic:
             self.reference = GoalSequence(self.goals, cfg["goal_hold_s"], cfg["goal_ramp_s"], self.start)
         elif cfg["mode"] == "fig8" and cfg["orientation"] == "sweep":
             self.reference = PoseFigure8(self.start, cfg["fig8_amplitude_x"], cfg["fig8_amplitude_z"],
-                                         cfg["fig8_theta"], cfg["fig8_period_s"], sweep_deg=cfg["sweep_deg"])
+                                         cfg["fig8_theta"], cfg["fig8_period_s"], base=self.tool_down,
+                                         sweep_deg=cfg["sweep_deg"])
         elif cfg["mode"] == "fig8":
             self.reference = Figure8(self.start, cfg["fig8_amplitude_x"], cfg["fig8_amplitude_z"], cfg["fig8_theta"],
                                      cfg["fig8_period_s"])
@@ -75,7 +79,7 @@ class ReferenceLogic:
             raise ValueError(f"orientation: 'sweep' swings the tool along the figure-8 (mode fig8); mode "
                              f"{cfg['mode']!r} takes 'none' or 'tool_down'")
         if cfg["orientation"] == "tool_down":
-            self.reference = tool_down(self.reference)
+            self.reference = PoseReference(self.reference, self.tool_down)
 
     def positions(self, t) -> np.ndarray:
         """(T, 3) EE targets [m] at times ``t`` (T,) [s]."""
@@ -92,3 +96,18 @@ class ReferenceLogic:
         c = self.cfg
         t = ns_to_sec(t_ns) + c["knot_dt"] * np.arange(c["n_knots"])
         return ReferenceWindow(int(t_ns), c["knot_dt"], self.positions(t), orientations=self.orientations(t))
+
+
+def _tool_down_at(kin, q0) -> np.ndarray:
+    """(3,) rotation vector [rad], world frame: tool z along world -z, tool x the horizontal
+    direction of the EE x axis at ``q0`` (world x when that axis is vertical)."""
+    import pinocchio as pin
+
+    pin.forwardKinematics(kin.model, kin.data, q0)
+    x = np.array(pin.updateFramePlacement(kin.model, kin.data, kin.fid).rotation[:, 0], dtype=np.float64)
+    x[2] = 0.0
+    n = float(np.linalg.norm(x))
+    x = x / n if n > 1e-6 else np.array([1.0, 0.0, 0.0])
+    z = np.array([0.0, 0.0, -1.0])
+    R = np.column_stack([x, np.cross(z, x), z])
+    return np.asarray(pin.log3(R), dtype=np.float64)

@@ -36,6 +36,7 @@ from .recording import TOPICS, Recording, Tick, load_recording
 from .report import FLOOR, Report, decimate_rows, plot_prediction, plot_replay
 from .resolve import TickReplay, replay_ticks
 from .stream import StreamRun, stream_replay
+from .streamer import _ee_tracking
 
 __all__ = ["replay_bag", "rerun_cases", "standalone_solve", "load_recording", "replay_ticks", "predict_errors",
            "stream_replay", "Recording", "Tick", "TickReplay", "StreamRun", "Prediction", "TOPICS"]
@@ -140,6 +141,11 @@ def _in_memory_run(bag_path, robot, urdf, torque_source, say):
     run.n_wrench = sum(tk.wrench_hypotheses is not None for tk in rec.ticks)
     run.n_states = len(rec.state_t_ns)
     run.urdf = Path(urdf) if urdf else (robot_urdf(rec.robot) if rec.robot else None)
+    ee = _ee_tracking(run.urdf, rec.robot)
+    if ee is not None:
+        for tk in rec.ticks:
+            ee.add(tk)
+        run.ee = ee.summary()
     cfg = rec.config or {}
     if run.urdf is not None and cfg.get("urdf_sha256"):
         run.urdf_matches = setup.urdf_sha256(run.urdf) == cfg["urdf_sha256"]
@@ -259,7 +265,7 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
                        max_dplan=st["max_dplan"], anchored=st["anchored"], state_anchored=st["state_anchored"],
                        solver_state=("recorded" if run.n_state == run.T else "partly recorded" if run.n_state
                                      else "not recorded"),
-                       wrench_ticks=run.n_wrench,
+                       wrench_ticks=run.n_wrench, ee_tracking=getattr(run, "ee", None),
                        first_over=None if first is None else {
                            "tick": first[1], "t_s": float((np.int64(first[2]) - np.int64(t_first)) / 1e9),
                            "stamp_ns": first[2], "du": first[3]},
@@ -395,6 +401,17 @@ def _write_report(out, bag_path, summary, run, pred, cases_path, html, window=No
         png = plot_replay(out / "replay.png", _replay_series(run.rows, run.t_first_ns), summary["tolerance"],
                           None if fo is None else fo["t_s"])
         r.img(png, "Per-tick difference between replayed and recorded commands / plans, and step times")
+    ee = summary.get("ee_tracking")
+    if ee:
+        r.h(1, "EE tracking (recorded)")
+        rows = [["ticks", ee["ticks"]],
+                ["EE position error, mean / max [mm]", f"{ee['position_mean_mm']:.3g} / {ee['position_max_mm']:.3g}"]]
+        if ee["orientation_ticks"]:
+            rows.append([f"EE orientation error, mean / max [deg] ({ee['orientation_ticks']} ticks with an "
+                         "orientation reference)", f"{ee['orientation_mean_deg']:.3g} / {ee['orientation_max_deg']:.3g}"])
+        r.table(["", "value"], rows)
+        r.p("The measured EE pose (forward kinematics of each tick's measured joint positions, the robot's EE "
+            "frame) against knot 0 of the reference the tick solved on; orientation: the angle of R_ref^T R_ee.")
     if pred is not None and pred.K:
         r.h(1, "Model vs reality")
         r.p(f"The model (pinocchio on the solver's URDF) predicts each measured state from the previous one and "

@@ -207,7 +207,7 @@ class TickReplayer:
         if tk.reset or self.first:
             ctrl.reset(tk.x)
             if tk.reset or tk.solver_state is None or tk.xu_warm is None:
-                ctrl.warmup(tk.x, tk.solver_reference(s.dt))
+                ctrl.warmup(tk.x, _reference(tk, s.dt))
             if not tk.reset:
                 out.append(f"tick {tk.tick}: the bag starts mid-run (no reset recorded): " + (
                     "the recorded warm start and solver state are installed here (exact continuation)"
@@ -249,7 +249,7 @@ class TickReplayer:
             iters_override = int(s.params.max_sqp_iters)
             s.set_params(s.params.replace(max_sqp_iters=int(tk.iterations)))
         t0 = time.perf_counter()
-        res = ctrl.step(tk.x, tk.solver_reference(s.dt), tk.dt_elapsed)
+        res = ctrl.step(tk.x, _reference(tk, s.dt), tk.dt_elapsed)
         r.wall_s = time.perf_counter() - t0
         if iters_override is not None:
             s.set_params(s.params.replace(max_sqp_iters=iters_override))
@@ -334,3 +334,11 @@ def replay_ticks(recording, *, urdf=None, warm_tol: float = 1e-9, progress=None)
             progress(i + 1, T)
     out.notes = rp.finish()
     return out
+
+
+def _reference(tk, dt: float):
+    """The tick's reference as the controller handed it to the solver
+    (:meth:`gato.replay.Tick.solver_reference`); a tick-like object without it (a test's, an
+    older caller's) is position only: its flat reference."""
+    f = getattr(tk, "solver_reference", None)
+    return tk.reference if f is None else f(dt)

@@ -39,6 +39,7 @@ class StreamRun:
     counts: dict = field(default_factory=dict)
     n_state: int = 0
     n_wrench: int = 0                # ticks that carry their wrench hypotheses (SolveInput wrench_hypotheses)
+    ee: dict | None = None           # EE tracking of the ticks (gato.replay.tracking.EETracking.summary)
     rows: Rows | None = None
     resolved: bool = False
     kept: dict = field(default_factory=dict)

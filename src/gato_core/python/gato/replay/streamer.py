@@ -105,6 +105,7 @@ class Streamer:
         self.p_skipped = 0
         self.resolver = None
         self.n_state = self.n_wrench = 0
+        self.ee = None         # EE tracking (gato.replay.tracking), from the first tick on
         self.t_range = (None, None)           # log-time range of the replayed part: progress fraction
         self.gaps = TickGaps(commands=TOPICS["command"] in self.has)
         # A window of a thinned bag re-solves silently from the key tick before it: messages logged
@@ -227,6 +228,7 @@ class Streamer:
             run.resolve_error = str(e)
         nu = self.resolver.nu if self.resolver is not None else 0
         self.rows = run.rows = tick_rows(nu)
+        self.ee = _ee_tracking(self.urdf, run.robot)
         run.resolved = self.resolver is not None
         self.nan_u = np.full(nu, np.nan)
         if self.urdf is not None:
@@ -392,6 +394,8 @@ class Streamer:
         if tk.solver_state is not None:
             self.n_state += 1
         self.n_wrench += tk.wrench_hypotheses is not None
+        if self.ee is not None:
+            self.ee.add(tk)
         wall_rec = tk.wall_s if tk.wall_s is not None else np.nan
         has_u = tk.u_recorded is not None
         if self.resolver is None:
@@ -453,6 +457,7 @@ class Streamer:
             self._release(None)
         run = self.run
         run.n_state, run.n_wrench = self.n_state, self.n_wrench
+        run.ee = None if getattr(self, "ee", None) is None else self.ee.summary()
         if self.resolver is not None:
             run.notes = self.resolver.finish()
             run.effort_limit = self.resolver.effort_limit
@@ -491,3 +496,17 @@ def with_messages(bs) -> set:
     """The bag's topics that hold messages: where the index counts them, those it counts on (a
     topic recorded with no message, e.g. a filtered copy, is not waited for); else all."""
     return {t for t in bs.msgtypes if bs.listed.get(t, 1) > 0}
+
+
+def _ee_tracking(urdf, robot):
+    """The run's EE tracking (:class:`gato.replay.tracking.EETracking`), or None without a URDF
+    or a registered robot."""
+    from ..core.bsqp import robot_info
+    from .tracking import EETracking
+
+    if urdf is None or not robot:
+        return None
+    try:
+        return EETracking(urdf, robot_info(robot)["ee_frame"])
+    except (KeyError, ValueError):
+        return None
