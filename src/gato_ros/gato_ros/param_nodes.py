@@ -94,9 +94,9 @@ REFERENCE = (
     Param("goal_ramp_s", "double", 0.6, "goals mode: minimum-jerk travel time between goals (0 = steps)", "s",
           range=(0.0, 1000.0), read_only=True),
     Param("orientation", "string", "none", "EE orientation in the windows (gato_msgs/EEReference.orientations): "
-          "none (position only); tool_down (constant, tool z axis along world -z, gato.core.poses.TOOL_DOWN; any "
-          "mode); sweep (fig8 mode: tool down swinging +/- sweep_deg about the figure's horizontal axis, one "
-          "swing per figure-8, gato.core.poses.PoseFigure8)", choices=("none", "tool_down", "sweep"),
+          "none (position only); tool_down (constant, any mode: tool z axis along world -z, tool x the horizontal "
+          "heading of the EE x axis at q0); sweep (fig8 mode: that tool-down orientation swinging +/- sweep_deg "
+          "about the figure's horizontal axis, one swing per figure-8, gato.core.poses.PoseFigure8)", choices=("none", "tool_down", "sweep"),
           read_only=True),
     Param("sweep_deg", "double", 30.0, "orientation sweep: amplitude of the swing", "deg", range=(0.0, 90.0),
           read_only=True),
