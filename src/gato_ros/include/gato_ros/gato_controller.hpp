@@ -47,6 +47,17 @@
 
 namespace gato_ros {
 
+/// The executor mode's short name in ~/status and /diagnostics ("follow", "hold", "waiting"):
+/// string literals, no heap (update() calls it).
+inline const char* state_name(gato::ExecMode m) noexcept {
+  switch (m) {
+    case gato::ExecMode::kFollow: return "follow";
+    case gato::ExecMode::kHold: return "hold";
+    case gato::ExecMode::kNoState: return "waiting";
+  }
+  return "?";
+}
+
 class GatoController : public controller_interface::ControllerInterface {
  public:
   ~GatoController() override;

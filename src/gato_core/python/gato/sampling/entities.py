@@ -14,6 +14,8 @@ from typing import Optional
 
 import numpy as np
 
+from .mjstate import copy_state
+
 __all__ = ["Entity", "EntityData", "ContactSensor"]
 
 
@@ -106,8 +108,6 @@ class Entity:
         self.data = EntityData(self)
         d0 = mujoco.MjData(m)
         if sim._init is not None:
-            from .sim import copy_state
-
             copy_state(m, sim._init, d0)
         mujoco.mj_kinematics(m, d0)
         self.data.default_root_state = self._root_state(d0)

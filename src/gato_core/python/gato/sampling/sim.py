@@ -19,6 +19,8 @@ from typing import Optional
 
 import numpy as np
 
+from .mjstate import copy_state
+
 __all__ = ["MjSim", "RolloutEngine", "full_state", "state_layout"]
 
 
@@ -404,17 +406,6 @@ class MjSim:
             out = MjSim(list(self.scenes), counts, self._init, self.substeps, self.nthread)
         out.spec, out._specs = self.spec, list(self._specs)
         return out
-
-
-def copy_state(model, src, dst) -> None:
-    """Copy time, qpos, qvel, act, ctrl and the warm start of one MjData into another (same sizes)."""
-    dst.time = src.time
-    dst.qpos[:] = src.qpos
-    dst.qvel[:] = src.qvel
-    if model.na:
-        dst.act[:] = src.act
-    dst.ctrl[:] = src.ctrl
-    dst.qacc_warmstart[:] = src.qacc_warmstart
 
 
 def state_layout(model) -> dict:
