@@ -195,7 +195,8 @@ def test_worst_ticks_are_replayable_cases(nominal, tmp_path, capsys):
     path = Path(s["cases"])
     z = np.load(path)
     assert z["x"].shape == (4, 14) and z["goals"].shape == (4, 6 * 32) and z["xu_warm"].shape[0] == 4
-    assert str(z["urdf_sha256"]) == gato.controller_setup.urdf_sha256(gato.robot_urdf("iiwa14"))
+    from gato.planners import controller_setup
+    assert str(z["urdf_sha256"]) == controller_setup.urdf_sha256(gato.robot_urdf("iiwa14"))
     assert str(z["module_name"]) == gato.module_name("iiwa14", 32)
     # the recorded solver's weights: the controller's default for iiwa14 (its shipped weights)
     assert json.loads(str(z["solver_params_json"]))["q_cost"] == shipped_weights("iiwa14")["q_cost"]
