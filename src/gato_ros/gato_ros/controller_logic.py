@@ -125,6 +125,9 @@ from .types import JointStateSample, ReferenceWindow, ns_to_sec
 __all__ = ["ControllerLogic", "TickOutput", "Status", "COST_KEYS", "SOLVER_KEYS", "REFERENCE_LOST_RESENDS"]
 
 
+#: What ControllerLogic._admit_state returns for a state that ticks now (the caller ticks).
+_TICK = object()
+
 class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallback, WrenchSync):
     """MPC controller with the node's safety rules; no ROS.
 
@@ -271,7 +274,9 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
             st.rejected_names += 1
             self._set_state("refused", f"joint state refused: {e}", events, "error")
             return self._hold(stamp, events)
-        return self.on_joint_state(js, now_ns)
+        events = []
+        out = self._admit_state(js, now_ns, events)   # the tick right here, not through on_joint_state:
+        return self._tick(now_ns, events) if out is _TICK else out   # one Python frame less to the solver
 
     def on_reference_msg(self, msg, now_ns: int) -> TickOutput | None:
         """A gato_msgs/EEReference message, validated once (:func:`gato_ros.inputs.reference_window`:
@@ -314,6 +319,14 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         state returns a HOLD output immediately (None before any good state).
         """
         events: list = []
+        out = self._admit_state(js, now_ns, events)
+        return self._tick(now_ns, events) if out is _TICK else out
+
+    def _admit_state(self, js: JointStateSample, now_ns: int, events: list):
+        """The checks and bookkeeping of a joint state (:meth:`on_joint_state`): the output to
+        return (a HOLD, a duplicate's, None), or :data:`_TICK` when this state ticks now. The
+        caller ticks, so the solve is five Python frames below the message entry (issue 29,
+        test/test_tick_path.py)."""
         st = self.status
         if self._last_stamp_ns is not None and js.stamp_ns < self._last_stamp_ns:
             st.dropped_out_of_order += 1
@@ -376,7 +389,7 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
                 self._set_state("waiting", "no EE reference received yet (reference_sync waits for the window "
                                 "stamped at each joint state's time)", events, "info")
             return None
-        return self._tick(now_ns, events)
+        return _TICK
 
     def on_reference(self, w: ReferenceWindow, now_ns: int) -> TickOutput | None:
         """An EE reference window arrived. With reference_sync, completes a tick that waited
