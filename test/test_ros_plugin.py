@@ -592,6 +592,17 @@ def test_follow_mode_drives_the_efforts_to_the_interpolated_torques_and_tunables
             assert time.monotonic() < deadline, "no ticks with the new gains"
     finally:
         client.node.destroy_subscription(sub)
+        # The plugin outlives this test: put kp back, or a later test's PD expectation (built from
+        # the configured kp, test_follow_mode_applies_the_plans_gains...) meets twice the gain.
+        req = client.set_params.srv_type.Request()
+        req.parameters = [Parameter(name="kp", value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY,
+                                                                    double_array_value=list(kp)))]
+        fut = client.set_params.call_async(req)
+        end = time.monotonic() + 10.0
+        while not fut.done() and time.monotonic() < end:
+            client.spin(0.05)
+        assert fut.done() and fut.result().results[0].successful, "kp not restored"
+        client.spin(0.3)    # the plugin reads its parameters every 100 ms
 
 
 def test_a_plan_with_nan_is_dropped_and_counted(graph, client):
