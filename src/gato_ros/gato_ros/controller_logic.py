@@ -61,6 +61,12 @@ Safety rules (each tested in test/test_ros_controller_logic.py):
 - **Non-finite solver output**: MPCController's own fallback (gravity compensation at
   the measured state, ``source="fallback"``, counted in ``fallbacks``); a solver
   exception holds.
+- **Runaway** (:mod:`gato_ros.controller_runaway`, the closed loop's guard): a plausible state
+  whose joint is beyond ``runaway_factor`` x its velocity limit at two ticks in a row (beyond
+  max(10, ``runaway_factor``) x at one) or 0.5 rad beyond its position limits: a damped joint
+  hold at the positions of the trip (``source="runaway_hold"``, status ``runaway`` with the
+  reason, ``fallback_reason`` "runaway", logged as an error) for ``runaway_hold_s`` and until
+  every joint is under its limit; then the planner restarts cold.
 - **Torque clamp**: every MPC command is clamped to the URDF effort limits (ticks with a
   clamped joint are counted in ``clamped``).
 - **Deadlines**: a tick whose receipt-to-publish time exceeds 1 / control_rate_hz
@@ -114,6 +120,7 @@ from . import params as schema
 from .controller_fallback import OscFallback
 from .controller_gating import REFERENCE_LOST_RESENDS, TickGating
 from .controller_params import ControllerParameters
+from .controller_runaway import RunawayWatch
 from .controller_reference import ReferenceTracker, window_from_flat  # noqa: F401 - window_from_flat: its old path
 from .controller_ticks import PlannerTicks
 from .controller_types import Status, TickOutput
@@ -128,7 +135,7 @@ __all__ = ["ControllerLogic", "TickOutput", "Status", "COST_KEYS", "SOLVER_KEYS"
 #: What ControllerLogic._admit_state returns for a state that ticks now (the caller ticks).
 _TICK = object()
 
-class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallback, WrenchSync):
+class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallback, RunawayWatch, WrenchSync):
     """MPC controller with the node's safety rules; no ROS.
 
     Args:
@@ -185,6 +192,7 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         self._x_lo, self._x_hi = inputs.state_bounds(model)   # plausible [q; qd], solver order
         self._reject_logged: dict = {}  # what -> node time [ns] of its last rejection log (1 per second)
         self._gravity = GravityHold(model, self.effort_limit)
+        self._build_runaway_guard(model)
         # the OSC: the planner itself (planner=osc) or the fallback (built now, not in the first fallback tick)
         self._osc = self.planner if self.planner_name == "osc" else (
             planners.make("osc", robot, self._osc_config(cfg)) if cfg["fallback"] == "osc" else None)
@@ -418,6 +426,9 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         if self._is_stale(now_ns, events):
             return self._hold(self._good[0], events)
         stamp, x, _ = self._good
+        guarded = self._runaway_tick(stamp, x, events)     # a lost arm: the joint hold, not the planner
+        if guarded is not None:
+            return guarded
         self._fallback_transitions(events)
         ref, note = self.references.for_tick(stamp, x, self.target_source)
         # A cold start of the planner blends its reference in; the OSC fallback tracks the live one
@@ -464,8 +475,8 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
               planner="") -> TickOutput:
         self.status.ticks += 1
         self.status.active_planner = planner
-        self.status.fallback_reason = self._fb["reason"] if (self._fb is not None and source == "osc_fallback") \
-            else ""
+        self.status.fallback_reason = "runaway" if source == "runaway_hold" else (
+            self._fb["reason"] if (self._fb is not None and source == "osc_fallback") else "")
         self._last_cmd_stamp = stamp_ns
         if plan is not None:
             # issue 33: the winning row's feedback gains (N-1, nu, nx) the bsqp planner attached to its
@@ -491,7 +502,7 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         if missed:
             self.status.deadline_misses += 1
         last = self._last_out
-        if last is not None and last.source not in ("osc_fallback", "hold", "none"):
+        if last is not None and last.source not in ("osc_fallback", "runaway_hold", "hold", "none"):
             if self._grace_left > 0:
                 self._grace_left -= 1
                 missed = latency_s > 2.0 * self.period_s

@@ -11,13 +11,14 @@ from gato.planners import controller_setup as setup
 from gato.planners import planner as planners
 
 from . import params as schema
+from .controller_runaway import check_runaway_factor
 
 _SCHEMA = schema.by_name(schema.CONTROLLER)
 #: OSC gains of the schema (osc_<name>) = gato.osc_planner config keys
 _OSC_GAINS = ("stiffness", "damping", "orientation_stiffness", "orientation_damping", "null_space_stiffness",
               "null_space_damping")
 _FALLBACK_KEYS = ("fallback", "fallback_after_misses", "fallback_grace_ticks", "fallback_recover_ticks",
-                  "fault_solver_delay_s")
+                  "fault_solver_delay_s", "runaway_factor", "runaway_hold_s")
 
 
 class ControllerParameters:
@@ -32,6 +33,8 @@ class ControllerParameters:
             reason = schema.validate(schema.CONTROLLER, name, value)
             if reason:
                 return reason
+            if name == "runaway_factor" and check_runaway_factor(float(value)):
+                return check_runaway_factor(float(value))
             if name == "limits" and value != "off" and not callable(getattr(self.solver, f"enable_limit_{value}",
                                                                                None)):
                 return (f"limits: {value!r} needs the solver's constraint row-group layer, which this solver "
@@ -69,6 +72,10 @@ class ControllerParameters:
         self.cfg.update(ch)
         if "plan_gains" in ch:
             self._sync_plan_gains()
+        if "runaway_factor" in ch:
+            if self._runaway is not None:
+                self._need_reset = True        # a hold in control ends: the planner restarts cold
+            self._build_runaway_guard(self._runaway_model)
         if any(k.startswith("osc_") for k in ch) and self._osc is not None:
             self._rebuild_osc()
         if self.cfg["fallback"] != "osc" and self._fb is not None:

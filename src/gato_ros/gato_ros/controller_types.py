@@ -33,8 +33,9 @@ class Status:
     solve_us: float = 0.0
     params_json: str = ""
     active_planner: str = ""       # planner that computed the last command ("" on hold ticks)
-    fallback_reason: str = ""      # "" | "deadline" | "diverged" | "reseeded" while the OSC fallback commands
-    fallback_switches: int = 0     # switches from the planner to the OSC fallback
+    fallback_reason: str = ""      # "" | "deadline" | "diverged" | "reseeded" while the OSC fallback commands,
+    #                                "runaway" while the runaway guard's joint hold does (gato_ros.controller_runaway)
+    fallback_switches: int = 0     # switches from the planner to the OSC fallback or the runaway hold
 
 
 @dataclass

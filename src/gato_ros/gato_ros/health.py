@@ -100,7 +100,7 @@ class Health:
         w, self._win = self._win, self._empty()
         reasons_err, reasons_warn = [], []
         state, reason = status.state, status.reason
-        if state in ("hold", "refused"):
+        if state in ("hold", "refused", "runaway"):
             reasons_err.append(f"{state}: {reason}")
         degraded = self._degraded_s(now_ns)
         if degraded is not None:

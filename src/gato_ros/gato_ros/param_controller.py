@@ -127,6 +127,16 @@ CONTROLLER = (
           "carries orientations (gato_msgs/EEReference.orientations; ~/goal_pose with goal_orientation); a "
           "position-only reference solves without the term, as before (default: "
           "gato.planners.shipped_weights.ORIENTATION_WEIGHTS)", "1/rad^2", range=(0.0, 1e4), group="cost"),
+    Param("runaway_factor", "double", 3.0,
+          "runaway guard (gato.sim.guard.RunawayGuard, as in the closed loop): a joint faster than this multiple of "
+          "its URDF velocity limit at two ticks in a row (or than max(10, this) at one), or more than 0.5 rad beyond "
+          "its position limits, switches to a damped joint hold at the positions of the trip (state runaway, "
+          "fallback_reason runaway, logged as an error) for runaway_hold_s and until every joint is under its "
+          "velocity limit; then the planner restarts cold (0 = off; otherwise > 1)", "x limit",
+          range=(0.0, 100.0), group="safety"),
+    Param("runaway_hold_s", "double", 0.5,
+          "runaway guard: least time (joint-state stamps) the joint hold keeps control after a trip", "s",
+          range=(0.0, 60.0), group="safety"),
     Param("resume_speed_mps", "double", 0.2,
           "after a warm-start reset (start-up, restart, recovery from a hold or a lost reference) the EE "
           "reference is blended from the measured EE position into the live one (minimum jerk) over "
