@@ -119,9 +119,11 @@ def test_force_batch_bad_input(model):
         ForceHypothesisBatch(ForceEstimator(4), model, score_dt=0.0)
     with pytest.raises(ValueError, match="solver"):
         ForceHypothesisBatch(ForceEstimator(8), model).apply(s, np.r_[Q0, DQ0])
-    bad = FixedBatch(np.full((4, 6), np.nan))
-    with pytest.raises(ValueError, match="estimator"):
-        ForceHypothesisBatch(bad, model).apply(s, np.r_[Q0, DQ0])
+    # a batch that blew up is not an input error (issue 32): every row dropped, the nominal model
+    # programmed, each scored +inf (test/test_diverging_hypothesis.py drives it in closed loop)
+    bad = ForceHypothesisBatch(FixedBatch(np.full((4, 6), np.nan)), model)
+    bad.apply(s, np.r_[Q0, DQ0])
+    assert bad.dropped.all() and not bad.batch_used.any() and bad.get_stats()["dropped"] == 4
     short = FixedBatch(np.zeros((4, 6)))
     short.generate_batch = lambda: np.zeros((4, 3))
     with pytest.raises(ValueError, match="estimator"):

@@ -288,13 +288,19 @@ def winning_plan(solver, result, best, nq, nv):
     return np.stack([plan[k * (nx + nu):k * (nx + nu) + nx] for k in range(N)])[:, :nq + nv]
 
 
-def _check_batch(batch, B, name) -> np.ndarray:
+#: A hypothesis row with a component beyond this [N, N*m] or not finite has blown up (issue 32; the
+#: ROS boundary refuses wrench estimates beyond the same bound): dropped, never applied.
+WRENCH_BLOWUP = 1e6
+
+
+def _check_batch(batch, B, name) -> tuple[np.ndarray, np.ndarray]:
+    """(the (B, 6) batch with its blown-up rows replaced by the zero wrench (the nominal model, so
+    the solver's row stays finite), the (B,) bool mask of those rows)."""
     b = np.asarray(batch, dtype=np.float64)
     if b.shape != (B, 6):
         raise ValueError(f"{name}: generate_batch() returned shape {b.shape}, expected ({B}, 6)")
-    if not np.all(np.isfinite(b)):
-        raise ValueError(f"{name}: generate_batch() returned NaN or Inf")
-    return b
+    bad = ~np.all(np.isfinite(b) & (np.abs(b) <= WRENCH_BLOWUP), axis=1)
+    return np.where(bad[:, None], 0.0, b), bad
 
 
 class ForceHypothesisBatch(HypothesisBatch):
@@ -336,9 +342,14 @@ class ForceHypothesisBatch(HypothesisBatch):
             norm favours what the light distal links feel and a sampler crawls along the heavy
             directions (docs/reference_differences.md).
 
+    A row the estimator returns non-finite or beyond :data:`WRENCH_BLOWUP` (a prediction that
+    blew up) is dropped: the solver's row solves the nominal model (zero wrench) and the row scores
+    +inf, so it never wins while a row is left; when every row blew up, row 0 (nominal) commands.
+
     Attributes: ``batch_size`` (the estimator's), ``batch_used`` (B, 6) the world batch of the
-    last apply, ``best_wrench`` (6,) the last winner's world wrench, ``band`` (B, N, 6) the
-    world wrenches per knot of the last apply (None when constant over the horizon).
+    last apply (dropped rows zero), ``dropped`` (B,) bool the rows dropped at it, ``dropped_total``
+    rows dropped since the reset, ``best_wrench`` (6,) the last winner's world wrench, ``band``
+    (B, N, 6) the world wrenches per knot of the last apply (None when constant over the horizon).
     """
 
     #: Scoring substep [s]: 2 ms keeps the Euler error of the rollout well below the effect of
@@ -370,6 +381,7 @@ class ForceHypothesisBatch(HypothesisBatch):
         self._inject = _WrenchInjection(model, ee_frame)
         self.model, self.ee_frame = model, ee_frame
         self.batch_used = None
+        self.dropped, self.dropped_total = np.zeros(self.batch_size, dtype=bool), 0
         self.best_wrench = None
         self.last_errors = None
         self.band = None
@@ -379,7 +391,8 @@ class ForceHypothesisBatch(HypothesisBatch):
     def apply(self, solver, x) -> None:
         """Program this tick's B world-axes wrench hypotheses (re-expressed at q = x[:nq]; with
         ``centre_knots`` knot by knot along the planned motion)."""
-        self.batch_used = _check_batch(self.estimator.generate_batch(), self.batch_size, "estimator")
+        self.batch_used, self.dropped = _check_batch(self.estimator.generate_batch(), self.batch_size, "estimator")
+        self.dropped_total += int(self.dropped.sum())
         self.band = self._centre_band(solver, x) if self.centre_knots else None
         if self.band is None:
             self._inject.program(solver, x, self.batch_used)
@@ -431,7 +444,8 @@ class ForceHypothesisBatch(HypothesisBatch):
             self.last_errors = np.zeros(B)
             return 0
         if self.scorer == "rollout":
-            return super().select(solver, result, x_prev, u_prev, x_meas, dt)
+            super().select(solver, result, x_prev, u_prev, x_meas, dt)
+            return self._drop_scores(self.last_errors)
         xp = np.asarray(x_prev, dtype=np.float64).reshape(-1)
         xm = np.asarray(x_meas, dtype=np.float64).reshape(-1)
         q_mid = 0.5 * (xp[:nq] + xm[:nq])
@@ -443,7 +457,11 @@ class ForceHypothesisBatch(HypothesisBatch):
         M = pin.crba(self.model, self._inject.data, q_mid)
         M = np.triu(M) + np.triu(M, 1).T
         err = np.linalg.norm((x_next[:, nq:nq + nv] - xm[nq:nq + nv]) @ M, axis=1) / float(dt)
-        err = np.where(np.isfinite(err), err, np.inf)
+        return self._drop_scores(err)
+
+    def _drop_scores(self, err) -> int:
+        """+inf for a non-finite score and for the rows dropped at the apply; the best index."""
+        err = np.where(np.isfinite(err) & ~self.dropped, err, np.inf)
         self.last_errors = err
         return int(np.argmin(err))
 
@@ -458,6 +476,7 @@ class ForceHypothesisBatch(HypothesisBatch):
         super().reset()
         self.estimator.reset()
         self.batch_used = self.best_wrench = self.band = self._p0 = None
+        self.dropped, self.dropped_total = np.zeros(self.batch_size, dtype=bool), 0
         self._score_offset = np.zeros(6)
 
     def get_stats(self) -> dict:
@@ -466,6 +485,7 @@ class ForceHypothesisBatch(HypothesisBatch):
         st.update(super().get_stats())
         st["best_wrench"] = None if self.best_wrench is None else self.best_wrench.copy()
         st["batch"] = None if self.batch_used is None else self.batch_used.copy()
+        st["dropped"], st["dropped_total"] = int(self.dropped.sum()), int(self.dropped_total)
         return st
 
     @property
@@ -502,6 +522,9 @@ class IdentifiedWrenchBatch(HypothesisBatch):
             sensor-rate sample arrived since the previous tick (above). False: :meth:`select` is
             the reference's no-op; the estimate then moves only with ``identifier.identify``
             called by the caller's sensor loop.
+
+    An identification that blew up (non-finite, or beyond :data:`WRENCH_BLOWUP`) is never
+    applied: that tick solves the nominal model (zero wrench), counted in ``dropped_total``.
     """
 
     batch_size = 1
@@ -525,11 +548,13 @@ class IdentifiedWrenchBatch(HypothesisBatch):
         self.n_actuated = int(n_actuated)
         self.last_errors = None
         self._seen = 0  # identifier.n_updates at the last select
-        self.tick_fits = 0
+        self.tick_fits = self.dropped_total = 0
 
     def apply(self, solver, x) -> None:
         """Program the current identified wrench (re-expressed at q = x[:nq])."""
-        self._inject.program(solver, x, _check_batch(self.identifier.generate_batch(), 1, "identifier"))
+        w, bad = _check_batch(self.identifier.generate_batch(), 1, "identifier")
+        self.dropped_total += int(bad[0])      # a blown-up identification: the nominal model, never it
+        self._inject.program(solver, x, w)
 
     def select(self, solver, result, x_prev, u_prev, x_meas, dt) -> int:
         """Returns 0 (one hypothesis). Fits (x_prev, u_prev) -> x_meas over dt only when the
@@ -555,13 +580,13 @@ class IdentifiedWrenchBatch(HypothesisBatch):
         super().reset()
         self.identifier.reset()
         self._seen = 0
-        self.tick_fits = 0
+        self.tick_fits = self.dropped_total = 0
 
     def get_stats(self) -> dict:
         """The identifier's stats plus last_errors and tick_fits (fits made from the control period)."""
         st = dict(self.identifier.get_stats())
         st.update(super().get_stats())
-        st["tick_fits"] = self.tick_fits
+        st["tick_fits"], st["dropped_total"] = self.tick_fits, self.dropped_total
         return st
 
     @property
