@@ -47,28 +47,30 @@ class OscFallback:
         self._miss_run = 0
         self._need_reset = True
 
-    def _planner_failed(self, why, stamp, x, ref, dt_el, events) -> TickOutput:
+    def _planner_failed(self, why, stamp, state, ref, dt_el, events) -> TickOutput:
         """A solve raised or returned a non-finite command: restart cold next time, and this tick
         switch to the OSC fallback (when on) or hold."""
         self._need_reset = True
         if self._fallback_on:
-            return self._enter_fallback("diverged", why, stamp, x, ref, dt_el, events)
+            return self._enter_fallback("diverged", why, stamp, state, ref, dt_el, events)
         self._set_state("hold", why, events, "error")
         return self._hold(stamp, events)
 
-    def _enter_fallback(self, reason, why, stamp, x, ref, dt_el, events) -> TickOutput:
+    def _enter_fallback(self, reason, why, stamp, state, ref, dt_el, events) -> TickOutput:
         """The planner failed this tick: the OSC commands it (and the next fallback_recover_ticks)."""
         self._fb = {"reason": reason, "ticks": 0, "x0": None, "why": why}
         self._switched()
-        return self._osc_tick(stamp, x, ref, dt_el, "", events)
+        return self._osc_tick(stamp, state, ref, dt_el, "", events)
 
-    def _osc_tick(self, stamp, x, ref, dt_el, note, events) -> TickOutput:
+    def _osc_tick(self, stamp, state, ref, dt_el, note, events) -> TickOutput:
+        """An OSC tick from ``state`` (a :class:`gato.core.state.MeasuredState`: checked once, at the
+        joint state's arrival)."""
         fb = self._fb
         try:
             if fb["x0"] is None:               # the OSC starts here: this orientation and posture
-                self._osc.reset(x)
-                fb["x0"] = x.copy()
-            res = self._osc.step(x, ref, dt_el)
+                self._osc.reset(state)
+                fb["x0"] = state               # immutable (a MeasuredState): no copy
+            res = self._osc.step(state, ref, dt_el)
         except (ValueError, RuntimeError, FloatingPointError) as e:
             self._fb = None
             self._set_state("hold", f"OSC fallback error: {e}", events, "error")

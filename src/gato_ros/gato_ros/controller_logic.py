@@ -105,6 +105,7 @@ limit mechanism) and applied at the start of the next tick, never inside one.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 
 import numpy as np
@@ -114,6 +115,7 @@ from gato.planners import controller_setup as setup
 from gato.planners import planner as planners
 from gato.planners.controller_setup import COST_KEYS, SOLVER_KEYS
 from gato.planners.safety import GravityHold
+from gato.core.state import MeasuredState, StateError
 
 from . import inputs
 from . import params as schema
@@ -144,6 +146,10 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
             parameter file (read-only parameters allowed).
         log: optional ``log(level, text)`` callback, level in {"info", "warn", "error"},
             called on state changes (entering / leaving hold, refusals), not every tick.
+        clock: optional ``clock() -> int`` node time [ns], read by :meth:`on_joint_state_msg`
+            when it is called without ``now_ns`` (as the node's subscription callback).
+        sink: optional ``sink(out, t_recv)``: every output of :meth:`on_joint_state_msg` (None
+            included) with ``time.perf_counter()`` at its receipt; the node publishes there.
 
     Raises ValueError on an invalid configuration (the reason names the parameter).
 
@@ -154,11 +160,12 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
     EE reference is a collaborator (``references``, :class:`gato_ros.controller_reference.ReferenceTracker`).
     """
 
-    def __init__(self, config: dict, *, log=None):
+    def __init__(self, config: dict, *, log=None, clock=None, sink=None):
         robot = config.get("robot", "iiwa14")
         cfg = schema.resolve_config(schema.CONTROLLER, config, "controller")
         self.cfg = cfg
         self._log = log or (lambda level, text: None)
+        self._clock, self._sink = clock, sink
         self.urdf = robot_urdf(robot)
         self.period_s = 1.0 / cfg["control_rate_hz"]
         self.planner_name = cfg["planner"]
@@ -209,7 +216,7 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         self.status = Status()
         self._pending: dict = {}
         self._last_stamp_ns = None     # stamp of the last accepted state
-        self._good = None              # (stamp_ns, x (nx,) solver order, recv now_ns) of the last good state
+        self._good = None              # (stamp_ns, MeasuredState (nx,) solver order, recv now_ns): last good state
         self._stale = False
         self._need_reset = True        # next MPC tick resets the warm start at its state
         self._last_out: TickOutput | None = None
@@ -247,7 +254,7 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         self._log(level, text)
 
     # ------------------------------------------------------------------ messages: the node's boundary
-    def on_joint_state_msg(self, msg, now_ns: int) -> TickOutput | None:
+    def on_joint_state_msg(self, msg, now_ns: int | None = None) -> TickOutput | None:
         """A sensor_msgs/JointState message (rclpy's, or anything with its fields), validated
         once (:func:`gato_ros.inputs.joint_state`), then :meth:`on_joint_state`. Refused there:
         a stamp before the epoch or more than ``inputs.FUTURE_TOLERANCE_S`` ahead of ``now_ns``
@@ -255,7 +262,14 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         the robot), and so is one more than that ahead of the last accepted state while the stream
         is live (stamps on a clock other than the node's); arrays that do not match the names (or repeated names) are a joint-name
         mismatch (``rejected_names``, HOLD), or out of order when stamped before the last
-        accepted state (``dropped_out_of_order``). Each refused message is counted once."""
+        accepted state (``dropped_out_of_order``). Each refused message is counted once.
+
+        The node subscribes this method itself: ``now_ns`` None reads the constructor's ``clock``,
+        and the output goes to its ``sink`` too. So a joint state reaches the C++ solver in five
+        Python frames from the node's callback (issue 29, test/test_tick_path.py)."""
+        t_recv = time.perf_counter()
+        if now_ns is None:
+            now_ns = self._clock()
         try:
             js = inputs.joint_state(msg, now_ns)
             last = self._last_stamp_ns
@@ -266,25 +280,35 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
                 raise Rejected("stamp", f"JointState: stamp {js.stamp_ns / 1e9:.3f} s is more than "
                                f"{inputs.FUTURE_TOLERANCE_S:g} s ahead of the live stream's ({last / 1e9:.3f} s)")
         except Rejected as e:
+            out = self._refused_msg(e, msg, now_ns)
+        else:
             events: list = []
-            st = self.status
-            if e.kind == "stamp":
-                st.rejected_stamps += 1
-                self._log_rejection("joint_state_stamp", f"joint state dropped: {e}", now_ns)
-                return None
-            try:
-                stamp = inputs.stamp_ns(msg.header)
-            except (AttributeError, TypeError, ValueError):
-                stamp = None
-            if stamp is None or (self._last_stamp_ns is not None and stamp < self._last_stamp_ns):
-                st.dropped_out_of_order += 1
-                return None
-            st.rejected_names += 1
-            self._set_state("refused", f"joint state refused: {e}", events, "error")
-            return self._hold(stamp, events)
-        events = []
-        out = self._admit_state(js, now_ns, events)   # the tick right here, not through on_joint_state:
-        return self._tick(now_ns, events) if out is _TICK else out   # one Python frame less to the solver
+            out = self._admit_state(js, now_ns, events)
+            if out is _TICK:           # the tick right here, not through on_joint_state: one frame less
+                out = self._tick(now_ns, events)
+        if self._sink is not None:
+            self._sink(out, t_recv)
+        return out
+
+    def _refused_msg(self, e: Rejected, msg, now_ns: int) -> TickOutput | None:
+        """A joint-state message :meth:`on_joint_state_msg` refused: counted; a HOLD for a name
+        mismatch, nothing for a stamp refused or out of order."""
+        events: list = []
+        st = self.status
+        if e.kind == "stamp":
+            st.rejected_stamps += 1
+            self._log_rejection("joint_state_stamp", f"joint state dropped: {e}", now_ns)
+            return None
+        try:
+            stamp = inputs.stamp_ns(msg.header)
+        except (AttributeError, TypeError, ValueError):
+            stamp = None
+        if stamp is None or (self._last_stamp_ns is not None and stamp < self._last_stamp_ns):
+            st.dropped_out_of_order += 1
+            return None
+        st.rejected_names += 1
+        self._set_state("refused", f"joint state refused: {e}", events, "error")
+        return self._hold(stamp, events)
 
     def on_reference_msg(self, msg, now_ns: int) -> TickOutput | None:
         """A gato_msgs/EEReference message, validated once (:func:`gato_ros.inputs.reference_window`:
@@ -354,23 +378,20 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
             return self._hold(js.stamp_ns, events)
         x = np.concatenate([np.asarray(js.position, dtype=np.float64)[idx],
                             np.asarray(js.velocity, dtype=np.float64)[idx]])
-        if not np.all(np.isfinite(x)):
-            st.rejected_nonfinite += 1
-            bad = int(np.argwhere(~np.isfinite(x))[0][0])
+        try:    # finite, plausible: the one check of this state (the planners take it as it is)
+            state = MeasuredState(x, x.size, name="joint state", bounds=(self._x_lo, self._x_hi))
+        except StateError as e:
+            bad = e.index
             kind = "position" if bad < self.nq else "velocity"
             jn = self._solver_joints[bad % self.nq]
-            self._set_state("hold", f"non-finite joint state ({kind} of {jn} = {x[bad]}) at stamp "
-                            f"{ns_to_sec(js.stamp_ns):.6f} s", events)
-            return self._hold(js.stamp_ns, events)
-        out_of_range = (x < self._x_lo) | (x > self._x_hi)
-        if np.any(out_of_range):
-            st.rejected_range += 1
-            bad = int(np.argwhere(out_of_range)[0][0])
-            kind = "position" if bad < self.nq else "velocity"
-            jn = self._solver_joints[bad % self.nq]
-            self._set_state("hold", f"implausible joint state ({kind} of {jn} = {x[bad]:.6g}, plausible "
-                            f"[{self._x_lo[bad]:.4g}, {self._x_hi[bad]:.4g}]) at stamp {ns_to_sec(js.stamp_ns):.6f} s",
-                            events)
+            if e.reason == "nonfinite":
+                st.rejected_nonfinite += 1
+                why = f"non-finite joint state ({kind} of {jn} = {x[bad]})"
+            else:
+                st.rejected_range += 1
+                why = (f"implausible joint state ({kind} of {jn} = {x[bad]:.6g}, plausible "
+                       f"[{self._x_lo[bad]:.4g}, {self._x_hi[bad]:.4g}])")
+            self._set_state("hold", f"{why} at stamp {ns_to_sec(js.stamp_ns):.6f} s", events)
             return self._hold(js.stamp_ns, events)
         if self._last_stamp_ns is not None and js.stamp_ns == self._last_stamp_ns:
             if self._last_out is not None and self._last_out.stamp_ns == js.stamp_ns:
@@ -385,8 +406,8 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         if self._stale or self.status.state in ("hold", "refused"):
             self._need_reset = True
         self._stale = False
-        self._good = (js.stamp_ns, x, int(now_ns))
-        self.references.hold_at(js.stamp_ns, x)
+        self._good = (js.stamp_ns, state, int(now_ns))
+        self.references.hold_at(js.stamp_ns, state.x)
         if self.cfg["trigger"] != "state":
             return None
         wait_ref = self._waits_for_reference(js.stamp_ns)
@@ -425,7 +446,8 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
             return None
         if self._is_stale(now_ns, events):
             return self._hold(self._good[0], events)
-        stamp, x, _ = self._good
+        stamp, state, _ = self._good     # the MeasuredState the planners take as it is (checked once)
+        x = state.x
         guarded = self._runaway_tick(stamp, x, events)     # a lost arm: the joint hold, not the planner
         if guarded is not None:
             return guarded
@@ -441,19 +463,19 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         if self._prev_tick_stamp is not None and stamp > self._prev_tick_stamp:
             dt_el = ns_to_sec(stamp - self._prev_tick_stamp)
         if self._fb is not None:
-            return self._osc_tick(stamp, x, ref, dt_el, note, events)
+            return self._osc_tick(stamp, state, ref, dt_el, note, events)
         # Every planner on one path, the step called here (not in a helper): the joint state reaches
         # the C++ solver in five Python frames (test/test_tick_path.py)
         reset = self._need_reset
         try:
-            self._prepare_step(stamp, x, ref, reset)
+            self._prepare_step(stamp, state, ref, reset)
             if reset:
                 dt_el = None
-            res = self.planner.step(x, ref, dt_el, self._step_budget())
+            res = self.planner.step(state, ref, dt_el, self._step_budget())
         except (ValueError, RuntimeError, FloatingPointError) as e:
             word = "solver" if self._records else "planner"
-            return self._planner_failed(f"{word} error: {e}", stamp, x, ref, dt_el, events)
-        return self._planner_result(res, reset, stamp, x, ref, dt_el, note, events)
+            return self._planner_failed(f"{word} error: {e}", stamp, state, ref, dt_el, events)
+        return self._planner_result(res, reset, stamp, state, ref, dt_el, note, events)
 
     def gravity_hold(self, q: np.ndarray) -> np.ndarray:
         """Gravity compensation rnea(q, 0, 0) (nv,) N*m in SOLVER order, clamped to the effort
@@ -466,7 +488,7 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         self._need_reset = True
         self._fb = None                        # a hold ends a fallback: the planner restarts cold after it
         self._miss_run = 0
-        tau = self.gravity_hold(self._good[1][:self.nq])
+        tau = self.gravity_hold(self._good[1].x[:self.nq])
         self.status.holds += 1
         self.status.solve_us = 0.0
         return self._emit(stamp_ns, tau[self._cmd_from_solver], "hold", events)
@@ -537,7 +559,8 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
             return None
         from types import SimpleNamespace
 
-        stamp, x, _ = self._good
+        stamp, state, _ = self._good
+        x = state.x
         return SimpleNamespace(stamp_ns=stamp, q=x[:self.nq].copy(), qd=x[self.nq:].copy(),
                                ee=self.ee_position(x[:self.nq]))
 

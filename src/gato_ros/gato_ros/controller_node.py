@@ -57,7 +57,9 @@ class ControllerNode(Node):
         self._ControllerStatus = ControllerStatus
         values = declare_schema(self, schema.CONTROLLER)
         log = self.get_logger()
-        self.logic = ControllerLogic(values, log=self._log)
+        # the logic reads the node clock and hands its joint-state outputs to _on_state_output itself:
+        # its message entry is the subscription callback (see below)
+        self.logic = ControllerLogic(values, log=self._log, clock=self._now_ns, sink=self._on_state_output)
         cname = values["controller_name"].strip("/")
         self.pub_cmd = self.create_publisher(Float64MultiArray, f"/{cname}/commands", qos())
         self.pub_cmd_stamped = self.create_publisher(EffortCommand, "~/command", qos())
@@ -68,7 +70,9 @@ class ControllerNode(Node):
         self.pub_status = self.create_publisher(ControllerStatus, "~/status", qos())
         # Depth 1: a tick that falls behind solves from the newest joint state, not a queued one
         # (queueing would add every late tick's delay to the next). Lockstep has one in flight.
-        self.create_subscription(JointState, "joint_states", self._on_joint_state, qos(1))
+        # The callback is the logic's entry itself: a joint state reaches the C++ solver in five Python
+        # frames from it (issue 29, test/test_tick_path.py).
+        self.create_subscription(JointState, "joint_states", self.logic.on_joint_state_msg, qos(1))
         self.create_subscription(EEReference, "ee_reference", self._on_reference, qos())
         from geometry_msgs.msg import WrenchStamped
 
@@ -120,10 +124,10 @@ class ControllerNode(Node):
 
     # Every message is validated once, by the logic's message boundary (gato_ros.inputs): a refused
     # one is counted in ~/status (rejected_*, dropped_out_of_order) and logged once a second.
-    def _on_joint_state(self, msg):
-        t_recv = time.perf_counter()
+    def _on_state_output(self, out, t_recv):
+        """The logic's output for a joint state received at ``t_recv`` (perf_counter), None included."""
         self._t_recv = t_recv
-        self._publish(self.logic.on_joint_state_msg(msg, self._now_ns()), t_recv)
+        self._publish(out, t_recv)
 
     def _on_reference(self, msg):
         self._publish(self.logic.on_reference_msg(msg, self._now_ns()), self._t_recv)

@@ -33,37 +33,39 @@ class PlannerTicks:
         """budget_s [s] for a planner that honours a budget, else None (0 = none)."""
         return (self.cfg["budget_s"] or None) if self.planner.capabilities.budget else None
 
-    def _prepare_step(self, stamp, x, ref, reset) -> None:
-        """Before the step: the posture of the node's targets (bsqp), a cold start (reset at x, the
-        seeding solve of a planner with one) and the fault injection's delay."""
+    def _prepare_step(self, stamp, state, ref, reset) -> None:
+        """Before the step: the posture of the node's targets (bsqp), a cold start (reset at
+        ``state``, a :class:`gato.core.state.MeasuredState`; the seeding solve of a planner with one)
+        and the fault injection's delay."""
         if self._records:
             self._program_posture(stamp)
         if reset:
-            self.planner.reset(x)
+            self.planner.reset(state)
             if self.planner.capabilities.warmup:
-                self.planner.warmup(x, ref)
+                self.planner.warmup(state, ref)
             if self.planner is self._osc:
-                self._osc_x0 = x.copy()
+                self._osc_x0 = state        # immutable (a MeasuredState): no copy
             self._need_reset = False
             self._grace_left = self.cfg["fallback_grace_ticks"]
         if self.planner is not self._osc:
             self._fault_delay()
 
-    def _planner_result(self, res, reset, stamp, x, ref, dt_el, note, events) -> TickOutput:
+    def _planner_result(self, res, reset, stamp, state, ref, dt_el, note, events) -> TickOutput:
         """After the step: a non-finite command fails the tick, a diverged or re-seeded bsqp solve
         enters the OSC fallback (when on); the command clamped, with the plan and SolveInput of a
-        bsqp tick. ``res``: the planner's :class:`gato.planner.StepResult`; ``x`` (nx,) and
-        ``ref`` (a ReferenceWindow on the solver's grid) what it solved from; SolveInput records
+        bsqp tick. ``res``: the planner's :class:`gato.planner.StepResult`; ``state`` (a
+        :class:`gato.core.state.MeasuredState` (nx,)) and ``ref`` (a ReferenceWindow on the solver's
+        grid) what it solved from; SolveInput records
         its flat (6N,) layout, the solver's (gato_msgs/SolveInput)."""
         word = "solver" if self._records else "planner"
         u = np.asarray(res.u, dtype=np.float64)
         if not np.all(np.isfinite(u)):
-            return self._planner_failed(f"{word} returned a non-finite command", stamp, x, ref, dt_el, events)
+            return self._planner_failed(f"{word} returned a non-finite command", stamp, state, ref, dt_el, events)
         if self._fallback_on and (res.diverged or res.reseeded):
             self._need_reset = True
             why = f"solver diverged ({res.fallback})" if res.diverged else \
                 f"warm start re-seeded (prediction error {res.pred_err:.3g} > reseed_threshold)"
-            return self._enter_fallback("diverged" if res.diverged else "reseeded", why, stamp, x, ref, dt_el,
+            return self._enter_fallback("diverged" if res.diverged else "reseeded", why, stamp, state, ref, dt_el,
                                         events)
         source = "mpc" if self._records else self.planner_name
         if res.diverged:
@@ -81,7 +83,7 @@ class PlannerTicks:
             plan.seq, plan.reset_epoch = self._plan_seq, self._plan_epoch
             rp = res.replay
             solve_input = SolveInput(stamp_ns=stamp, tick=self.status.ticks + 1, joint_names=self._solver_joints,
-                                     x_measured=x, reference=ref.solver_layout(), xu_warm=rp.xu_warm,
+                                     x_measured=state.x, reference=ref.solver_layout(), xu_warm=rp.xu_warm,
                                      dt_elapsed=dt_el or 0.0, budget_s=self._step_budget() or 0.0, reset=reset,
                                      config_json=self._config_json, solver_state=rp.solver_state,
                                      capped_out=rp.capped_out, force_reseed=rp.force_reseed,

@@ -4,6 +4,6 @@
 ``config`` (:class:`SolverParams`), ``results``, ``linsys_autotune`` (the linear-system
 policy), ``native`` (which compiled core this CPU loads), ``cuda_backend``, ``executor``
 (the plugin's plan executor bindings), ``cache`` (the per-host module cache), ``arrays``
-(numpy / torch / JAX at the boundary) and ``references`` (EE references and windows,
-numpy only). Imports only :mod:`gato.robots`.
+(numpy / torch / JAX at the boundary), ``state`` (the measured state, checked once) and
+``references`` (EE references and windows, numpy only). Imports only :mod:`gato.robots`.
 """

@@ -18,6 +18,7 @@ from .arrays import batch_array, flag, from_numpy, kind_of, to_numpy, vector
 from .cuda_backend import check_backend, solver_class
 from .config import DEFAULT_INTEGRATOR, DEFAULT_LINSYS, INTEGRATOR_MODES, LINSYS_MODES, SolverParams
 from .results import SolveResult, SolverStats
+from .state import MeasuredState
 from .collision_rows import CollisionRowAPI
 from .cost_weights import CostWeightAPI
 from .feedback_gains import FeedbackGainAPI
@@ -372,7 +373,10 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI, KKTInsp
     # -------------------------------------------------------------------- solve
     def _inputs(self, xcur_B, eepos_goals_B, xu_warm):
         B = self.batch_size
-        x = batch_array(xcur_B, "xcur_B", B, self.nx, self.dtype)
+        if type(xcur_B) is MeasuredState and xcur_B.nx == self.nx:   # checked where it was built
+            x = np.repeat(xcur_B.x[None, :].astype(self.dtype, copy=False), B, axis=0)
+        else:
+            x = batch_array(xcur_B, "xcur_B", B, self.nx, self.dtype)
         ref = batch_array(eepos_goals_B, "eepos_goals_B", B, 6 * self.N, self.dtype)
         self._check_orientation(ref, "eepos_goals_B")
         if xu_warm is None:
@@ -390,8 +394,9 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI, KKTInsp
         return xu
 
     def solve(self, xcur_B, eepos_goals_B, xu_warm=None, *, budget_s=None) -> SolveResult:
-        """Solve the batch from states ``xcur_B`` (B, nx) toward the EE reference
-        ``eepos_goals_B`` (B, 6N).
+        """Solve the batch from states ``xcur_B`` (B, nx) (or (nx,), or a
+        :class:`gato.core.state.MeasuredState`, taken as it is: checked where it was built) toward
+        the EE reference ``eepos_goals_B`` (B, 6N).
 
         ``xu_warm`` (B, xu_size): the warm start (its knot-0 states are replaced by
         ``xcur_B``); None seeds a hold at ``xcur_B`` (a cold start). The caller's

@@ -21,6 +21,7 @@ from ..core.bsqp import robot_info, shift_plan
 from ..core.linsys_autotune import check_threshold, resolve_admm_linsys, resolve_linsys
 from ..core.references import ReferenceWindow
 from ..core.results import SolveResult
+from ..core.state import MeasuredState
 from .planner import StepResult
 from .shipped_weights import ORIENTATION_WEIGHTS
 
@@ -267,15 +268,12 @@ class MPCController:
             raise ValueError("xu_warm: contains NaN or Inf")
         return arr
 
-    def _state(self, x, name: str) -> np.ndarray:
-        arr = to_numpy(x, name, np.float64)
+    def _state(self, x, name: str) -> MeasuredState:
+        """``x`` as a :class:`gato.core.state.MeasuredState` of this solver's nx: one as it is (checked
+        when it was built: the ROS controller's joint state), anything else checked now (a ValueError
+        naming ``name``). The solve takes it as it is too: a state is checked once per step."""
         nx = int(self.solver.nx)
-        if arr.shape != (nx,):
-            raise ValueError(f"{name}: expected shape ({nx},) = [q; qd], got {tuple(arr.shape)}")
-        if not np.all(np.isfinite(arr)):
-            bad = int(np.argwhere(~np.isfinite(arr))[0][0])
-            raise ValueError(f"{name}: contains NaN or Inf (first at index {bad})")
-        return arr
+        return x if type(x) is MeasuredState and x.nx == nx else MeasuredState(x, nx, name=name)
 
     def _orientation_weights(self, w) -> tuple:
         if w is None:
@@ -346,7 +344,7 @@ class MPCController:
         (xu_size,) (broadcast) or (B, xu_size), that guess with its knot-0 state
         replaced by x0. Inputs are copied (numpy, CPU torch or JAX).
         """
-        x = self._state(x0, "x0")
+        x = self._state(x0, "x0").x
         s = self.solver
         nx = int(s.nx)
         if xu_warm is None:
@@ -373,10 +371,11 @@ class MPCController:
         ReferenceWindow (see the class docstring).
         Returns the SolveResult.
         """
-        x = self._state(x_measured, "x_measured")
+        state = self._state(x_measured, "x_measured")
+        x = state.x
         ref = self._reference(reference)
         if self._warm is None:
-            self.reset(x)
+            self.reset(state)
         s = self.solver
         if self.reset_rho_each_step:
             s.reset_rho()
@@ -385,7 +384,7 @@ class MPCController:
         if self.linsys == "auto":
             s.set_linsys("bdsv_first")
         self._set_admm(cold=True)
-        result = s.solve(x, ref, self._warm)
+        result = s.solve(state, ref, self._warm)
         xu = to_numpy(result.xu, "xu", np.float64)
         div = np.asarray(result.diverged, dtype=bool)
         warm = xu.copy()
@@ -427,7 +426,8 @@ class MPCController:
         """One MPC tick: solve from the measured state, return the control.
 
         Args:
-            x_measured: (nx,) measured state [q; qd].
+            x_measured: (nx,) measured state [q; qd], or a :class:`gato.core.state.MeasuredState`
+                (checked where it was built: taken as it is, here and by the solve).
             reference: (6N,) EE-goal window, [x, y, z, rx, ry, rz] per knot [m, rad] (or (N, 6)),
                 or a :class:`gato.references.ReferenceWindow` (orientations optional; see the
                 class docstring).
@@ -457,7 +457,8 @@ class MPCController:
         t_entry = time.perf_counter()
         s = self.solver
         kind = kind_of(x_measured)
-        x = self._state(x_measured, "x_measured")
+        state = self._state(x_measured, "x_measured")
+        x = state.x
         ref = self._reference(reference)
         if dt_elapsed is None:
             dt = float(s.dt)
@@ -472,7 +473,7 @@ class MPCController:
                                      or not math.isfinite(budget_s) or budget_s <= 0):
             raise ValueError(f"budget_s: expected a finite budget > 0 s or None, got {budget_s!r}")
         if self._warm is None:
-            self.reset(x)
+            self.reset(state)
         B, nx, nu = int(s.batch_size), int(s.nx), int(s.nu)
         na = int(getattr(s, "n_actuated", nu))
 
@@ -495,7 +496,7 @@ class MPCController:
         budget = None
         if budget_s is not None:
             budget = max(float(budget_s) - (time.perf_counter() - t_entry), 1e-9)
-        result = s.solve(x, ref, self._warm, budget_s=budget)
+        result = s.solve(state, ref, self._warm, budget_s=budget)
         xu = to_numpy(result.xu, "xu", np.float64)
         div = np.asarray(result.diverged, dtype=bool)
         merit = np.asarray(result.stats.final_merit, dtype=np.float64)

@@ -25,6 +25,7 @@ import numpy as np
 
 from .planner import Capabilities, Planner, PlannerStats, StepResult
 from ..core.references import ReferenceWindow, quat_multiply, quat_to_rotvec, rotvec_to_quat
+from ..core.state import state_vector
 
 __all__ = ["OSCPlanner", "DEFAULTS"]
 
@@ -79,9 +80,7 @@ class OSCPlanner(Planner):
 
     def reset(self, x0) -> None:
         """Start at x0 = [q; qd] (2 nv,): the orientation to hold and the null-space posture."""
-        x0 = np.asarray(x0, dtype=np.float64).reshape(-1)
-        if x0.shape != (self.nx,) or not np.all(np.isfinite(x0)):
-            raise ValueError(f"x0: expected finite ({self.nx},) [q; qd], got {np.shape(x0)}")
+        x0 = state_vector(x0, self.nx, "x0")
         q0 = x0[:self.nu]
         pose = self.osc.kinematics(q0, np.zeros(self.nu))["tool_pose_world"][0]
         self._in.desired_tool_pose_operational[0] = pose
@@ -116,9 +115,7 @@ class OSCPlanner(Planner):
 
     def step(self, x_measured, reference, dt_elapsed=None, budget_s=None) -> StepResult:
         tic = time.perf_counter()
-        x = np.asarray(x_measured, dtype=np.float64).reshape(-1)
-        if x.shape != (self.nx,) or not np.all(np.isfinite(x)):
-            raise ValueError(f"x_measured: expected finite ({self.nx},) [q; qd], got {np.shape(x_measured)}")
+        x = state_vector(x_measured, self.nx, "x_measured")   # a MeasuredState as it is (checked once)
         p, v, rot = self._target(reference)
         inp = self._in
         inp.joint_q[:] = x[:self.nu]

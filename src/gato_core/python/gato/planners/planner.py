@@ -268,7 +268,10 @@ class Planner(ABC):
     def step(self, x_measured, reference, dt_elapsed=None, budget_s=None) -> StepResult:
         """One control tick from the measured state (nx,) toward ``reference`` (a
         ReferenceWindow). ``dt_elapsed`` [s]: how long the previous command was actually
-        applied (None: the planner's dt); ``budget_s`` [s]: wall-clock budget (None: none)."""
+        applied (None: the planner's dt); ``budget_s`` [s]: wall-clock budget (None: none).
+        ``x_measured`` may be a :class:`gato.core.state.MeasuredState` (the ROS controller passes
+        one): already checked, take it as it is (:func:`gato.core.state.state_vector`);
+        ``np.asarray`` gives its read-only (nx,) array."""
 
     def warmup(self, x, reference) -> Plan | None:
         """Seeding solve before the first tick; the plan to play until the first step.

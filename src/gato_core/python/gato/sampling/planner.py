@@ -32,6 +32,7 @@ import numpy as np
 
 from ..planners.planner import Capabilities, Plan, Planner, PlannerStats, StepResult
 from ..core.references import ReferenceWindow
+from ..core.state import state_vector
 
 __all__ = ["SamplingPlanner", "DEFAULTS"]
 
@@ -120,9 +121,7 @@ class SamplingPlanner(Planner):
 
     def reset(self, x0) -> None:
         """Start over at x0 = [q; qd] (2 nq,): the clock at step 0, no previous plan."""
-        x0 = np.asarray(x0, dtype=np.float64).reshape(-1)
-        if x0.shape != (self.nx,) or not np.all(np.isfinite(x0)):
-            raise ValueError(f"x0: expected finite ({self.nx},) [q; qd], got {np.shape(x0)}")
+        x0 = state_vector(x0, self.nx, "x0")
         self.mpc.reset()
         self._t, self._started = 0, False
 
@@ -179,9 +178,7 @@ class SamplingPlanner(Planner):
         from ..sim.scenarios import ik_track
 
         tic = time.perf_counter()
-        x = np.asarray(x_measured, dtype=np.float64).reshape(-1)
-        if x.shape != (self.nx,) or not np.all(np.isfinite(x)):
-            raise ValueError(f"x_measured: expected finite ({self.nx},) [q; qd], got {np.shape(x_measured)}")
+        x = state_vector(x_measured, self.nx, "x_measured")   # a MeasuredState as it is (checked once)
         if self._started:
             el = self.dt if dt_elapsed is None else float(dt_elapsed)
             self._t += max(1, int(round(el / self.timestep)))
