@@ -124,6 +124,8 @@ def write_result(out: str | Path, text: str) -> Path:
 #: Words that mark a lab-log section rather than a current figure.
 LOG_WORDS = ("superseded", "first attempt", "re-measured at the end", "before:")
 _DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+# An issue number says when a figure was made, not what it is: it belongs in the text (or git)
+_ISSUE = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
 _COMMAND = re.compile(r"(python3? (-m )?[\w./-]+|scripts/\w+\.sh|gato (tune|eval|replay)\b|ros2 launch)")
 
 
@@ -146,8 +148,9 @@ def sections(text: str) -> list[tuple[str, str]]:
 
 def structure_problems(texts: dict) -> list[str]:
     """What keeps the benchmark pages ``texts`` ({file name: text}) from reading as references:
-    a dated heading, a log word in a heading (:data:`LOG_WORDS`), a heading used twice across the
-    pages, a level-2 section without a command that reproduces it. Empty when they are fine."""
+    a dated heading, a log word in a heading (:data:`LOG_WORDS`), an issue number in a heading, a
+    heading used twice across the pages, a level-2 section without a command that reproduces it.
+    Empty when they are fine."""
     problems, seen = [], {}
     for name, text in texts.items():
         for level, title, _ in headings(_without_index(text)):
@@ -156,6 +159,8 @@ def structure_problems(texts: dict) -> list[str]:
                 problems.append(f"{where}: a date in a heading (put when it was measured in the text)")
             if any(w in title.lower() for w in LOG_WORDS):
                 problems.append(f"{where}: a lab-log heading")
+            if _ISSUE.search(title):
+                problems.append(f"{where}: an issue number in a heading (say it in the text)")
             key = " ".join(title.lower().split())
             if key in seen:
                 problems.append(f"{where}: the heading is also in {seen[key]}")

@@ -71,11 +71,13 @@ def test_the_pages_read_as_references():
 
 def test_structure_problems_names_what_is_wrong():
     page = ("# B\n\n## Solver (2026-12-01)\n\n`python bench/bench_solver.py`\n\n"
+            "## Poses (issue 30)\n\n`python bench/bench_pose_fig8.py`\n\n"
             "## Old run, superseded by the section above\n\nno command here\n\n"
             "## Plugin\n\n```\n## not a heading\n```\n    scripts/sim.sh --robot fr3\n")
     other = "# R\n\n## Plugin\n\n`ros2 launch gato_bringup hardware.launch.xml`\n"
     problems = benchmarks_doc.structure_problems({"a.md": page, "b.md": other})
     assert problems == ["a.md: 'Solver (2026-12-01)': a date in a heading (put when it was measured in the text)",
+                        "a.md: 'Poses (issue 30)': an issue number in a heading (say it in the text)",
                         "a.md: 'Old run, superseded by the section above': a lab-log heading",
                         "a.md: 'Old run, superseded by the section above': no command that reproduces it",
                         "b.md: 'Plugin': the heading is also in a.md"]
