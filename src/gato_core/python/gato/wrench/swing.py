@@ -209,8 +209,11 @@ class PendulumSwingEstimator:
         m = self.mass
         g = float(np.linalg.norm(self._g))
         # A near-slack rod (|F| well below the weight) says little about its direction: hold the
-        # swing estimate then instead of differentiating noise.
-        if fn > max(self.SLACK * m * g, 1e-3):
+        # swing estimate then instead of differentiating noise. The weight: the smaller of the
+        # model's m g and the measured (low-passed) one, so an overestimated mass cannot call the rod
+        # slack for good and lock itself in (issue 32: a constant 147 N read as 170 kg while the EE
+        # fell under it at the start, then no sample passed this gate and the arm ran away).
+        if fn > max(self.SLACK * min(m * g, self.identifier.weight), 1e-3):
             au = dt / (self.u_tau + dt)
             u_new = self.u + au * (F / fn - self.u)
             u_new /= np.linalg.norm(u_new)
