@@ -1,0 +1,60 @@
+"""Payload kinds under the payload study's runs, step references only (issue 32's protocol): success
+per hypothesis configuration for one payload kind, one run per scenario.
+
+Each run is gato.eval.wrench_studies.run_payload (MPC_GATO, N = 32, dt = 31.25 ms, PinocchioWorld at
+1 ms, torques clamped, 5 s per goal, the runaway guard on) on gato.sim.scenarios.pickplace_scenarios
+(iiwa14, 3 goals, ``ramps=(0.0,)``: steps), solver ``vel_lim_cost=0.1`` (the payload figures' barrier);
+the payload: ``--load pendulum`` (``--mass`` kg on a ``--length`` m undamped rod) or ``--load constant``
+(its weight alone, a constant world force at the EE: the payload bench's ``--rigid``).
+
+    python bench/bench_payload_kinds.py --load constant --configs swing:1 swing:8 --n 10 --seed 7
+
+Prints one line per run (success, stop reason, why it failed) and a total per configuration.
+"""
+import argparse
+import time
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--load", choices=("pendulum", "constant"), default="constant")
+    ap.add_argument("--configs", nargs="+", default=["swing:1", "swing:8"], help="ESTIMATOR:B entries")
+    ap.add_argument("--n", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--mass", type=float, default=15.0)
+    ap.add_argument("--length", type=float, default=0.5)
+    a = ap.parse_args(argv)
+    import pinocchio as pin
+
+    import gato
+    from gato.eval.wrench_studies import run_payload
+    from gato.sim.scenarios import pickplace_scenarios
+
+    model = pin.buildModelFromUrdf(str(gato.robot_urdf("iiwa14")))
+    scenarios = pickplace_scenarios(model, "iiwa14", a.n, seed=a.seed, ramps=(0.0,))
+    load = ({"constant_f_ext": [0.0, 0.0, -9.81 * a.mass, 0.0, 0.0, 0.0]} if a.load == "constant"
+            else {"pendulum_config": {"mass": a.mass, "length": a.length}})
+    totals = []
+    for entry in a.configs:
+        try:
+            est, B = entry.split(":")
+            B = int(B)
+        except ValueError:
+            raise SystemExit(f"--configs: expected ESTIMATOR:B entries (swing:8), got {entry!r}") from None
+        cfg = {"hypotheses": {"estimator": est, "batch_size": B}, "solver": {"vel_lim_cost": 0.1}}
+        ok = 0
+        for k, sc in enumerate(scenarios):
+            t0 = time.perf_counter()
+            r = run_payload(sc, cfg, load, k)
+            ok += int(r["success"])
+            print(f"{a.load} {entry} scenario {k}: success {r['success']} ({r['stop_reason']}) "
+                  f"{r['reason'][:100]} [{time.perf_counter() - t0:.1f} s]", flush=True)
+        totals.append((entry, ok))
+    print(f"\n{a.load} {a.mass:g} kg, seed {a.seed}, {a.n} scenarios, steps:")
+    for entry, ok in totals:
+        print(f"  {entry:>10}: {ok} / {a.n}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
