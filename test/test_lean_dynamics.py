@@ -3,7 +3,8 @@
 The plant's forward dynamics, its derivatives (src/lean_derivs.hpp) and the EE
 kinematics run on the lean algorithm for trees of 1-DoF revolute / prismatic
 joints; the line search evaluates its trial points, and the KKT stage its knots,
-several at a time with the multi-lane kernels. All must agree with pinocchio's
+several at a time with the multi-lane kernels, which also give the orientation
+term its EE rotation and angular Jacobian. All must agree with pinocchio's
 aba and computeABADerivatives to rounding, on the bundled arms and on a
 synthetic tree with unaligned, negative and prismatic axes, with and without
 external forces.
@@ -249,3 +250,72 @@ def test_multi_lane_line_search_matches_the_sequential_one(no_avx2):
         scale = np.abs(ref["min_merit"]).max()
         np.testing.assert_allclose(lean["min_merit"], ref["min_merit"], rtol=0, atol=5e-11 * scale, err_msg=integ)
         np.testing.assert_allclose(lean["xu"], ref["xu"], rtol=0, atol=1e-9, err_msg=integ)
+
+
+def check_ee_pose_against_pinocchio(core, model, frame, rng, atol, M=9):
+    """The orientation term's kinematics from the multi-lane lean kernels (the EE world
+    rotation and angular Jacobian, core.debug_ee_pose) against pinocchio's frame placement
+    and LOCAL_WORLD_ALIGNED frame Jacobian, at M random configurations (M not a multiple of
+    the lane count: the last pass repeats a lane)."""
+    data = model.createData()
+    fid = model.getFrameId(frame)
+    q = rng.uniform(-2.5, 2.5, (M, model.nq))
+    R, Jw = core.debug_ee_pose(q)
+    assert R.shape == (M, 3, 3) and Jw.shape == (M, 3, model.nv)
+    for m in range(M):
+        qm = q[m].astype(np.float64)
+        pin.computeJointJacobians(model, data, qm)
+        pin.updateFramePlacements(model, data)
+        J6 = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)
+        np.testing.assert_allclose(R[m], data.oMf[fid].rotation, rtol=0, atol=atol, err_msg=f"R, q {m}")
+        np.testing.assert_allclose(Jw[m], J6[3:], rtol=0, atol=atol, err_msg=f"Jw, q {m}")
+
+
+@pytest.mark.parametrize("robot", ARMS)
+def test_lean_ee_rotation_matches_pinocchio_on_the_bundled_arms(robot):
+    urdf = gato.robot_urdf(robot)
+    s = gato.BSQP(urdf, 1, 4, 0.01)
+    check_ee_pose_against_pinocchio(s._s, pin.buildModelFromUrdf(str(urdf)), s.ee_frame,
+                                    np.random.default_rng(10), 1e-12)
+
+
+def test_lean_ee_rotation_matches_pinocchio_on_a_tree_and_in_float32(tmp_path):
+    """Unaligned, negative and prismatic axes and fixed joints before the EE frame (its axes
+    differ from its body's canonical frame); float32 on iiwa14 to its rounding."""
+    urdf = synthetic_tree_urdf(tmp_path / "tree.urdf")
+    check_ee_pose_against_pinocchio(core_solver(urdf, "ee_link"), pin.buildModelFromUrdf(str(urdf)), "ee_link",
+                                    np.random.default_rng(11), 1e-12)
+    urdf = gato.robot_urdf("iiwa14")
+    s = gato.BSQP(urdf, 1, 4, 0.01, dtype=np.float32)
+    check_ee_pose_against_pinocchio(s._s, pin.buildModelFromUrdf(str(urdf)), s.ee_frame,
+                                    np.random.default_rng(12), 1e-5, M=17)
+    with pytest.raises(ValueError, match="q"):
+        s._s.debug_ee_pose(np.zeros((3, 6), np.float32))
+
+
+@pytest.mark.parametrize("integ", ["euler", "rk4"])
+def test_orientation_term_lean_path_matches_pinocchio(integ):
+    """With the orientation term on, the lean kernels' EE rotations (the multi-lane line search
+    and KKT stage, the scalar kernel in the sequential line search) give the KKT blocks and the
+    iterates of the pinocchio path (lean dynamics off) to rounding, and the same steps."""
+    out = {}
+    for lean in (True, False):
+        for ls in ("best", "first"):
+            rng = np.random.default_rng(13)
+            s = gato.BSQP(gato.robot_urdf("iiwa14"), 1, 10, 0.02, integrator=integ, max_sqp_iters=3,
+                          rot_cost=5.0, N_rot_cost=50.0, line_search=ls)
+            s._s.lean_dynamics = lean
+            q0 = np.array([0.1, 0.5, -0.2, -1.2, 0.3, 0.6, -0.4])
+            x = np.r_[q0 + 0.05 * rng.standard_normal(7), 0.3 * rng.standard_normal(7)][None]
+            ref = np.tile(np.r_[s.ee_pos(q0) + [0.1, -0.05, 0.05], np.pi * 0.9, 0.2, -0.1], (1, 10))
+            xu = s.hold_trajectory(x) + 0.05 * rng.standard_normal((1, s.xu_size))
+            kkt = s._s.debug_setup_kkt(xu, x, ref)
+            r = s.solve(x, ref, xu)
+            out[lean, ls] = (kkt, np.asarray(r.xu), r.stats.step_size.copy())
+    for ls in ("best", "first"):
+        (kl, xl, sl), (kp, xp, sp) = out[True, ls], out[False, ls]
+        for name in ("Q", "q"):
+            np.testing.assert_allclose(kl[name], kp[name], rtol=0, atol=1e-9 * np.abs(kp[name]).max(), err_msg=name)
+        np.testing.assert_array_equal(sl, sp, err_msg=ls)
+        # Iterates to rounding on their scale (torques ~550 N*m here: measured 1.1e-11 of it).
+        np.testing.assert_allclose(xl, xp, rtol=0, atol=1e-10 * np.abs(xp).max(), err_msg=ls)

@@ -231,6 +231,18 @@ void bind_solver(py::module_& m, const char* name) {
         s.debug_stage_hessian(xu.data(), x.data(), ref.data(), lam.data(), H.mutable_data());
         return H;
       }, "(B, N, nx+nu, nx+nu) exact Lagrangian stage Hessians at xu with multipliers lam (B, N, nx).")
+      .def("debug_ee_pose", [](P& p, const Arr<S>& q) -> py::object {
+        auto& s = *p.solver;
+        const long nv = s.nu();
+        if (q.ndim() != 2 || q.shape(1) != nv) {
+          throw std::invalid_argument("q: expected shape (M, " + std::to_string(nv) + ")");
+        }
+        const long M = q.shape(0);
+        py::array_t<S> R({M, 3L, 3L}), Jw({M, 3L, nv});
+        if (!s.debug_ee_pose(int(M), q.data(), R.mutable_data(), Jw.mutable_data())) return py::none();
+        return py::make_tuple(R, Jw);
+      }, "(R (M, 3, 3), Jw (M, 3, nv)): the EE world rotation and angular Jacobian at q (M, nv) from "
+         "the multi-lane lean kernels (the orientation term's kinematics); None without a lean model.")
       .def("feedback_gains", [](P& p, int b, const Arr<S>& xu, const Arr<S>& x, const Arr<S>& ref) {
         auto& s = *p.solver;
         const long N = s.N(), nx = s.nx(), nu = s.nu();

@@ -240,6 +240,34 @@ void ee_position(const View<S>& m, const Body<T>* bd, T* ee) {
   for (int r = 0; r < 3; ++r) ee[r] += b.op[r];
 }
 
+/// World rotation of the EE frame (world <- EE, row-major) after forward_kinematics or
+/// aba(..., ee): the EE body's oR times the frame's fixed axes View::ee_R.
+template <typename S, typename T>
+void ee_rotation(const View<S>& m, const Body<T>* bd, T* R) {
+  if (m.ee_body < 0) {
+    for (int k = 0; k < 9; ++k) R[k] = T{} + m.ee_R[k];
+    return;
+  }
+  const T* oR = bd[m.ee_body].oR;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c)
+      R[3 * r + c] = oR[3 * r] * m.ee_R[c] + oR[3 * r + 1] * m.ee_R[3 + c] + oR[3 * r + 2] * m.ee_R[6 + c];
+}
+
+/// World angular Jacobian of the EE frame (3 x n row-major, column = velocity index)
+/// after forward_kinematics: a revolute ancestor of the EE body (or the body itself)
+/// contributes its world axis (+z of its canonical frame), a prismatic one nothing.
+template <typename S, typename T>
+void ee_angular_jacobian(const View<S>& m, const Body<T>* bd, T* Jw) {
+  const int n = m.n;
+  for (int k = 0; k < 3 * n; ++k) Jw[k] = T{};
+  for (int j = m.ee_body; j >= 0; j = m.parent[j]) {
+    if (m.prismatic[j]) continue;
+    const T* oR = bd[j].oR;
+    for (int r = 0; r < 3; ++r) Jw[r * n + m.idx[j]] = oR[3 * r + 2];
+  }
+}
+
 /// The external force on body i in its canonical frame: fa (moment), fl
 /// (force), from fext's 6 numbers per body in the pinocchio joint-local frame,
 /// [angular; linear].

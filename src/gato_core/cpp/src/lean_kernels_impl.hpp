@@ -46,16 +46,40 @@ void k_ee(const View<S>& m, void* scratch, const S* q, S* ee) {
   std::memcpy(ee, E, 3 * sizeof(T));
 }
 
+// FK, then the EE position, rotation and angular Jacobian (each nullable but R).
+template <typename S, typename T>
+void k_pose(const View<S>& m, void* scratch, const S* q, S* ee, S* R, S* Jw) {
+  const int n = m.n;
+  Body<T>* bd = static_cast<Body<T>*>(scratch);
+  T* Q = reinterpret_cast<T*>(bd + n);
+  T *E = Q + n, *RR = E + 4, *JW = RR + 9;  // 4n + 13 of 8n^2 + 24n + 16
+  std::memcpy(Q, q, sizeof(T) * n);
+  forward_kinematics<S, T>(m, bd, Q);
+  if (ee) {
+    ee_position<S, T>(m, bd, E);
+    std::memcpy(ee, E, 3 * sizeof(T));
+  }
+  ee_rotation<S, T>(m, bd, RR);
+  std::memcpy(R, RR, 9 * sizeof(T));
+  if (Jw) {
+    ee_angular_jacobian<S, T>(m, bd, JW);
+    std::memcpy(Jw, JW, sizeof(T) * 3 * n);
+  }
+}
+
 // x+ = f(x, u): the integrators of gato/integrator.hpp (dynamics_step), in
-// the same order of operations. integ: Integrator as int.
+// the same order of operations. integ: Integrator as int. R (with ee): the EE
+// rotation from the placements of the pass at x (before RK4's later stages overwrite them).
 template <typename S, typename T>
 void k_step(const View<S>& m, void* scratch, int integ, S h, const S* x, const S* u, const S* fext,
-            S* xn, S* ee) {
+            S* xn, S* ee, S* R) {
   const int n = m.n, nx = 2 * n;
   Body<T>* bd = static_cast<Body<T>*>(scratch);
   T* X = reinterpret_cast<T*>(bd + n);
   T *U = X + nx, *XN = U + n, *QDD = XN + nx, *E = QDD + n, *XS = E + 4;  // 9n + 4 of 16n + 16
   T* K = XS + nx;  // 4 stages of nx
+  T* RR = K + 4 * nx;  // 9: 16n + 13 of 8n^2 + 24n + 16
+  const bool rot = ee && R;
   std::memcpy(X, x, sizeof(T) * nx);
   std::memcpy(U, u, sizeof(T) * n);
   T* Eo = ee ? E : nullptr;
@@ -69,6 +93,7 @@ void k_step(const View<S>& m, void* scratch, int integ, S h, const S* x, const S
     };
     T *K0 = K, *K1 = K + nx, *K2 = K + 2 * nx, *K3 = K + 3 * nx;
     deriv(X, K0, Eo);
+    if (rot) ee_rotation<S, T>(m, bd, RR);
     for (int i = 0; i < nx; ++i) XS[i] = X[i] + (h / 2) * K0[i];
     deriv(XS, K1, nullptr);
     for (int i = 0; i < nx; ++i) XS[i] = X[i] + (h / 2) * K1[i];
@@ -78,6 +103,7 @@ void k_step(const View<S>& m, void* scratch, int integ, S h, const S* x, const S
     for (int i = 0; i < nx; ++i) XN[i] = X[i] + (h / 6) * (K0[i] + 2 * K1[i] + 2 * K2[i] + K3[i]);
   } else {
     aba<S, T>(m, bd, X, X + n, U, fext, QDD, Eo);
+    if (rot) ee_rotation<S, T>(m, bd, RR);
     for (int j = 0; j < n; ++j) XN[n + j] = X[n + j] + h * QDD[j];
     if (integ == 0 /* Integrator::kEuler */) {
       for (int j = 0; j < n; ++j) XN[j] = X[j] + h * X[n + j] + (h * h / 2) * QDD[j];
@@ -87,6 +113,7 @@ void k_step(const View<S>& m, void* scratch, int integ, S h, const S* x, const S
   }
   std::memcpy(xn, XN, sizeof(T) * nx);
   if (ee) std::memcpy(ee, E, 3 * sizeof(T));
+  if (rot) std::memcpy(R, RR, 9 * sizeof(T));
 }
 
 template <typename S, typename T>
@@ -120,6 +147,7 @@ Kernels<S> make_kernels(int n) {
   k.aba = &k_aba<S, T>;
   k.ee = &k_ee<S, T>;
   k.step = &k_step<S, T>;
+  k.pose = &k_pose<S, T>;
   k.derivs = &k_derivs<S, T>;
   return k;
 }

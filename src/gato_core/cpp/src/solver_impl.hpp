@@ -93,6 +93,7 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void set_exact_hessian(bool on) override;
   bool exact_hessian() const override { return eh_; }
   void debug_stage_hessian(const S* xu, const S* x_s, const S* ref, const S* lam, S* H) override;
+  bool debug_ee_pose(int M, const S* q, S* R, S* Jw) override;
   void get_lambda(S* out) const override;
   void sim_forward(const S* x, const S* u, S h, S* out) override;
   void set_row_groups(const std::vector<RowGroupSpec>& groups) override;
@@ -161,12 +162,23 @@ class BatchSolverImpl final : public BatchSolver<S> {
   }
   S stage_cost_value(int k, const S* x, const S* u, const S* ee, const S* ref,
                      const S* uref = nullptr, const S* rot = nullptr) const;
-  // The orientation term is on: the EE rotation of state x into e.t_R, else null.
+  // The orientation term is on: the EE rotation of state x into e.t_R, else null. The
+  // scalar lean kernel where the plant has one (pinocchio's forward kinematics costs ~10x).
   const S* rotation_of(Entry& e, const S* x) const {
     if (!cost_.rot_on()) return nullptr;
-    plant_->ee_rotation(*e.ws, x, e.t_R.data());
+    if (lean_rot()) {
+      S R[9];
+      lk1_.pose(lview_, e.lanes.lscr.data(), x, nullptr, R, nullptr);
+      e.t_R = Eigen::Map<const Eigen::Matrix<S, 3, 3, Eigen::RowMajor>>(R);
+    } else {
+      plant_->ee_rotation(*e.ws, x, e.t_R.data());
+    }
     return e.t_R.data();
   }
+  // The orientation term's kinematics come from the lean kernels (lview_.ee_R calibrated).
+  bool lean_rot() const { return lanes_ && plant_->use_lean(); }
+  void calibrate_ee_rotation();
+  void rotation_lanes(Entry& e, int k0);
   // u_ref = gravity: g(q) of state x into e.t_g (null when the knot has no control or
   // u_ref = zero), the control reference of the line search's stage cost.
   const S* gravity_ref(Entry& e, const S* x, bool has_u) const {
@@ -239,6 +251,7 @@ class BatchSolverImpl final : public BatchSolver<S> {
   bool eh_ = false;  // exact-Hessian stage blocks (set_exact_hessian)
   lean::View<S> lview_{};
   lean::Kernels<S> lk_{};
+  lean::Kernels<S> lk1_{};  // scalar (W = 1): the sequential line search's EE rotation
 };
 
 // S-typed copy of a RowGroupSpec.
@@ -423,6 +436,9 @@ struct BatchSolverImpl<S, NV>::Entry {
     std::vector<S> lx, lu, lxn, lee;
     // KKT linearization: lane-minor inputs and outputs of W knots.
     std::vector<S> kq, kv, ku, kf, kqdd, kdq, kdv, kMi, kee, kJ;
+    // The orientation term: EE rotations of the line search's lanes (9 W); the KKT knots'
+    // positions (nv W), rotations (9 W) and angular Jacobians (3 nv W).
+    std::vector<S> lrot, rq, krot, kJw;
   } lanes;
 
   S* x(int k) { return xu.data() + k * (nx + nu); }
@@ -455,6 +471,7 @@ BatchSolverImpl<S, NV>::BatchSolverImpl(std::shared_ptr<const Plant<S>> plant, i
     lanes_ = true;
     lview_ = lm->view();
     lk_ = lean::kernels<S>(0, lm->n);
+    lk1_ = lean::kernels<S>(1, lm->n);
   }
   for (int b = 0; b < B_; ++b) {
     entries_.push_back(std::make_unique<Entry>(*plant_, N_, std::max(1, set_.max_sqp_iters)));
@@ -478,8 +495,13 @@ BatchSolverImpl<S, NV>::BatchSolverImpl(std::shared_ptr<const Plant<S>> plant, i
       e.lanes.kMi.assign(W * n * n, S(0));
       e.lanes.kee.assign(W * 3, S(0));
       e.lanes.kJ.assign(W * 3 * n, S(0));
+      e.lanes.lrot.assign(W * 9, S(0));
+      e.lanes.rq.assign(W * n, S(0));
+      e.lanes.krot.assign(W * 9, S(0));
+      e.lanes.kJw.assign(W * 3 * n, S(0));
     }
   }
+  if (lanes_) calibrate_ee_rotation();
   const auto& L = plant_->limits();
   const S m = S(kLimitMargin);
   cost_.N = N_;
@@ -571,6 +593,58 @@ void BatchSolverImpl<S, NV>::reset_dual() {
     for (auto& f : e->rows.need_init) f = 1;
     e->rows.rho_scale = 1;
   }
+}
+
+// View::ee_R (the EE frame's axes in its body's canonical frame, which the plant's lean
+// model does not store): R_body(q0)' R_ee(q0) at q0 = 0, R_body from the lean kernel with
+// ee_R = I and R_ee from Plant::ee_rotation (pinocchio). The frame is fixed to its body, so
+// any q0 gives the same matrix (to rounding).
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::calibrate_ee_rotation() {
+  for (int k = 0; k < 9; ++k) lview_.ee_R[k] = S(k % 4 == 0);
+  const std::vector<S> q0(size_t(nv_), S(0));
+  S Rb[9];
+  lk1_.pose(lview_, entries_[0]->lanes.lscr.data(), q0.data(), nullptr, Rb, nullptr);
+  Eigen::Matrix<S, 3, 3> Re;  // column-major, world <- EE
+  plant_->ee_rotation(*entries_[0]->ws, q0.data(), Re.data());
+  const Eigen::Matrix<S, 3, 3> Rbody = Eigen::Map<const Eigen::Matrix<S, 3, 3, Eigen::RowMajor>>(Rb);
+  const Eigen::Matrix<S, 3, 3> off = Rbody.transpose() * Re;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) lview_.ee_R[3 * r + c] = off(r, c);
+}
+
+// EE rotations and world angular Jacobians of knots k0 .. k0 + W - 1 (lane l = knot
+// k0 + l; lanes past the last knot repeat it) in one multi-lane forward-kinematics pass.
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::rotation_lanes(Entry& e, int k0) {
+  const int W = lk_.W, nv = nv_;
+  for (int l = 0; l < W; ++l) {
+    const S* x = e.x(std::min(k0 + l, N_ - 1));
+    for (int j = 0; j < nv; ++j) e.lanes.rq[j * W + l] = x[j];
+  }
+  lk_.pose(lview_, e.lanes.lscr.data(), e.lanes.rq.data(), nullptr, e.lanes.krot.data(),
+           e.lanes.kJw.data());
+}
+
+template <typename S, int NV>
+bool BatchSolverImpl<S, NV>::debug_ee_pose(int M, const S* q, S* R, S* Jw) {
+  if (!lanes_) return false;
+  Entry& e = *entries_[0];
+  const int W = lk_.W, nv = nv_;
+  for (int m0 = 0; m0 < M; m0 += W) {
+    for (int l = 0; l < W; ++l) {
+      const S* qm = q + size_t(std::min(m0 + l, M - 1)) * nv;
+      for (int j = 0; j < nv; ++j) e.lanes.rq[j * W + l] = qm[j];
+    }
+    lk_.pose(lview_, e.lanes.lscr.data(), e.lanes.rq.data(), nullptr, e.lanes.krot.data(),
+             e.lanes.kJw.data());
+    for (int l = 0; l < W && m0 + l < M; ++l) {
+      const size_t m = size_t(m0 + l);
+      for (int i = 0; i < 9; ++i) R[m * 9 + i] = e.lanes.krot[i * W + l];
+      for (int i = 0; i < 3 * nv; ++i) Jw[m * 3 * nv + i] = e.lanes.kJw[i * W + l];
+    }
+  }
+  return true;
 }
 
 template <typename S, int NV>

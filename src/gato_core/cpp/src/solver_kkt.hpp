@@ -27,6 +27,7 @@ template <typename S, int NV>
 S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
   const int nv = nv_, nx = nx_;
   const bool kkt_lanes = use_kkt_lanes();
+  const bool rot_lanes = cost_.rot_on() && lean_rot();
   S cost = 0, defect = 0;
   for (int k = 0; k < N_; ++k) {
     const S* x = e.x(k);
@@ -79,8 +80,19 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
       p.dg = e.dg[k].data();
       der.Suq = &e.Suq[k];
     }
-    if (cost_.rot_on()) {
-      // The orientation term: EE rotation and world angular Jacobian (pinocchio).
+    if (rot_lanes) {
+      // The orientation term: EE rotation and world angular Jacobian of W knots per
+      // multi-lane forward-kinematics pass.
+      const int W = lk_.W, l = k % W;
+      if (l == 0) rotation_lanes(e, k);
+      for (int r = 0; r < 3; ++r) {
+        for (int c = 0; c < 3; ++c) e.Rot[k](r, c) = e.lanes.krot[(3 * r + c) * W + l];
+        for (int j = 0; j < nv; ++j) e.Jw(r, j) = e.lanes.kJw[(r * nv + j) * W + l];
+      }
+      p.rot = e.Rot[k].data();
+      p.Jw = &e.Jw;
+    } else if (cost_.rot_on()) {
+      // The same from pinocchio (no lean model, or lean dynamics off).
       plant_->ee_rotation(*e.ws, x, e.Rot[k].data(), &e.Jw_dyn);
       e.Jw = e.Jw_dyn;
       p.rot = e.Rot[k].data();

@@ -43,6 +43,9 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
   const int nx = nx_, nu = nu_, W = lk_.W;
   S cost[G] = {}, defect[G] = {}, ee_last[G][3] = {};
   S *X = e.lanes.lx.data(), *U = e.lanes.lu.data(), *XN = e.lanes.lxn.data(), *EE = e.lanes.lee.data();
+  // The orientation term: the EE rotations from the same kinematics pass as the positions.
+  S* RR = cost_.rot_on() ? e.lanes.lrot.data() : nullptr;
+  const S* rot = RR ? e.t_R.data() : nullptr;
   void* scr = e.lanes.lscr.data();
   for (int k = 0; k < N_; ++k) {
     const S* x = e.xu.data() + k * (nx + nu);
@@ -54,15 +57,21 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
       if (!last) {
         for (int i = 0; i < nu; ++i)
           for (int l = 0; l < W; ++l) U[i * W + l] = x[nx + i] + alphas[g0 + l] * dx[nx + i];
-        lk_.step(lview_, scr, int(set_.integrator), dt_, X, U, fext_ptr(e.b, k), XN, EE);
+        lk_.step(lview_, scr, int(set_.integrator), dt_, X, U, fext_ptr(e.b, k), XN, EE, RR);
+      } else if (RR) {
+        lk_.pose(lview_, scr, X, EE, RR, nullptr);  // q: the first nv rows of X
       } else {
-        lk_.ee(lview_, scr, X, EE);  // q: the first nv rows of X
+        lk_.ee(lview_, scr, X, EE);
       }
       for (int l = 0; l < W; ++l) {
         const int a = g0 + l;
         const S alpha = alphas[a];
         for (int i = 0; i < nx; ++i) e.t_nx2[i] = X[i * W + l];
         S ee[3] = {EE[l], EE[W + l], EE[2 * W + l]};
+        if (RR) {
+          for (int r = 0; r < 3; ++r)
+            for (int c = 0; c < 3; ++c) e.t_R(r, c) = RR[(3 * r + c) * W + l];
+        }
         if (!last) {
           for (int i = 0; i < nu; ++i) e.t_nu[i] = U[i * W + l];
           const S* x1 = x + nx + nu;
@@ -73,10 +82,9 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
           }
           defect[a] += (e.t_nx - e.xnext).template lpNorm<1>();
           cost[a] += stage_cost_value(k, e.t_nx2.data(), e.t_nu.data(), ee, e.ref,
-                                      gravity_ref(e, e.t_nx2.data(), true), rotation_of(e, e.t_nx2.data()));
+                                      gravity_ref(e, e.t_nx2.data(), true), rot);
         } else {
-          cost[a] += stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref, nullptr,
-                                      rotation_of(e, e.t_nx2.data()));
+          cost[a] += stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref, nullptr, rot);
           for (int i = 0; i < 3; ++i) ee_last[a][i] = ee[i];
         }
       }

@@ -40,6 +40,11 @@ struct View {
   S g[3];                           // linear acceleration of the universe (-gravity)
   int ee_body;                      // body of the EE frame (-1: fixed to the universe)
   S ee_p[3];                        // EE origin in that body's canonical frame (or world)
+  // EE frame axes in that body's canonical frame (or world), row-major: R_ee = oR_body ee_R.
+  // Model::view() gives the identity (the plant does not store the frame's rotation); a
+  // solver with an orientation term sets its copy from Plant::ee_rotation
+  // (BatchSolverImpl::calibrate_ee_rotation).
+  S ee_R[9];
 };
 
 /// Canonical model (owns the arrays of a View).
@@ -56,7 +61,8 @@ struct Model {
   View<S> view() const {
     return View<S>{n, parent.data(), idx.data(), prismatic.data(), Rt.data(), pt.data(),
                    mass.data(), B0.data(), C0.data(), armature.data(), Rf.data(), rotated.data(),
-                   last.data(), com.data(), Icom.data(), {g[0], g[1], g[2]}, ee_body, {ee_p[0], ee_p[1], ee_p[2]}};
+                   last.data(), com.data(), Icom.data(), {g[0], g[1], g[2]}, ee_body, {ee_p[0], ee_p[1], ee_p[2]},
+                   {1, 0, 0, 0, 1, 0, 0, 0, 1}};
   }
 };
 
@@ -88,10 +94,16 @@ struct Kernels {  // an aggregate without initializers: nothing inline to emit p
   /// The EE world position from forward kinematics.
   void (*ee)(const View<S>&, void* scratch, const S* q, S* ee);
   /// One integrator step x+ = f(x, u) (docs/solver_method.md, "Dynamics") and
-  /// the EE position at x (nullable).
+  /// the EE position at x (nullable); R (nullable, only with ee): the EE world
+  /// rotation at x (world <- EE, 3 x 3 row-major per lane), from the same pass.
   /// integ: gato::Integrator as int.
   void (*step)(const View<S>&, void* scratch, int integ, S h, const S* x, const S* u,
-               const S* fext, S* xn, S* ee);
+               const S* fext, S* xn, S* ee, S* R);
+  /// Forward kinematics only: the EE world position ee (3, nullable), rotation R
+  /// (world <- EE, 3 x 3 row-major) and, nullable, the world angular Jacobian Jw
+  /// (3 x n row-major, d omega_world / d qd) per lane. The orientation term's kinematics
+  /// (docs/solver_method.md, "Orientation cost").
+  void (*pose)(const View<S>&, void* scratch, const S* q, S* ee, S* R, S* Jw);
   /// qdd = FD(q, qd, tau, fext) and its derivatives (src/lean_derivs.hpp):
   /// dq = dqdd/dq, dv = dqdd/dqd, Minv = dqdd/dtau (n x n, row-major per
   /// lane); ee / J (nullable): the EE world position and its position

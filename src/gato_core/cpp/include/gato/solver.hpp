@@ -113,6 +113,11 @@ class BatchSolver {
   /// rho: H (B, N, nz, nz), nz = nx + nu, z_k = (x_k, u_k), row-major; the last knot fills only
   /// its nx x nx block. Between solves; overwrites the entries' KKT blocks.
   virtual void debug_stage_hessian(const S* xu, const S* x_s, const S* ref, const S* lam, S* H) = 0;
+  /// The EE world rotation R (M, 3, 3; world <- EE, row-major) and world angular Jacobian
+  /// Jw (M, 3, nv) [rad/s per joint velocity] at the M positions q (M, nv) [rad, m], through
+  /// the multi-lane lean kernels of the line search and KKT stage (the orientation term's
+  /// kinematics). False (nothing written) when the plant has no lean model.
+  virtual bool debug_ee_pose(int M, const S* q, S* R, S* Jw) = 0;
   /// The time-varying feedback gains of entry b's plan xu (L) from x_s (nx) toward ref (6N)
   /// (docs/solver_method.md, "Feedback gains"): the finite-horizon LQR of the Gauss-Newton
   /// model the step assembles at xu (no trust region rho; the zero-weight floor kept), into
