@@ -1,3 +1,3 @@
-// pinocchio plant in double precision (one of the two pinocchio TUs).
+// gato::Plant in double (its pinocchio calls are in plant_pinocchio.cpp).
 #include "plant_impl.hpp"
 template class gato::Plant<double>;
