@@ -36,7 +36,8 @@ drop, and the ratios riccati / pd and drop / no drop.
 Diagnostics (docs/benchmarks_ros.md, "Plan feedback gains through ros2_control"): ``--modes node``
 (controller:=node: the node's torques held until its next tick, no plugin), ``--pd-scale`` (the
 plugin's kp / kd x a factor), ``--knot-dt period`` (knots one MPC period apart), ``--mass-scale`` /
-``--push`` (the disturbances one at a time). ``--json FILE`` appends every run; ``--from-json FILE...``
+``--push`` (the disturbances one at a time); ``--plugin-mode embedded`` runs the plugin's own solver
+thread at the MPC rate with ``embedded_gains`` instead of the node (no relay drops there). ``--json FILE`` appends every run; ``--from-json FILE...``
 prints the table of stored runs.
 
     source scripts/activate.sh && python bench/bench_plan_feedback_ros.py --rates 20,100 --seeds 7,8,9 \
@@ -135,7 +136,8 @@ def write_params(robot: str, rate_hz: float, sc: dict, out: Path, knot_dt: float
     return out
 
 
-def write_controllers(robot: str, feedback: str, plan_timeout: float, out: Path, pd_scale: float = 1.0) -> Path:
+def write_controllers(robot: str, feedback: str, plan_timeout: float, out: Path, pd_scale: float = 1.0,
+                      rate_hz: float = 100.0) -> Path:
     import yaml
     from ament_index_python.packages import get_package_share_directory
 
@@ -143,8 +145,12 @@ def write_controllers(robot: str, feedback: str, plan_timeout: float, out: Path,
     p = yaml.safe_load((share / f"{robot}_controllers.yaml").read_text())
     p["gato_plugin"]["ros__parameters"].update(feedback=feedback, plan_timeout=float(plan_timeout),
                                                plan_topic=RELAY_TOPIC)
-    for k in ("kp", "kd"):   # --pd-scale: the PD's stiffness and damping x this factor (1: the shipped gains)
-        p["gato_plugin"]["ros__parameters"][k] = [float(v) * pd_scale for v in p["gato_plugin"]["ros__parameters"][k]]
+    # embedded mode (--plugin-mode embedded): the plugin's own solver thread at the MPC rate, with its gains
+    p["gato_plugin_embedded"]["ros__parameters"].update(feedback=feedback, plan_timeout=float(plan_timeout),
+                                                        solve_rate_hz=float(rate_hz), embedded_gains=True)
+    for name in ("gato_plugin", "gato_plugin_embedded"):   # --pd-scale: kp / kd x this factor (1: shipped)
+        for k in ("kp", "kd"):
+            p[name]["ros__parameters"][k] = [float(v) * pd_scale for v in p[name]["ros__parameters"][k]]
     out.write_text(yaml.safe_dump(p))
     return out
 
@@ -189,13 +195,13 @@ def run_once(a, rate_hz, feedback, drop, seed, tmp: Path) -> dict:
     params = write_params(a.robot, rate_hz, sc, tmp / f"params-{tag}.yaml",
                           1.0 / rate_hz if a.knot_dt == "period" else float(a.knot_dt or 0))
     ctrls = write_controllers(a.robot, "pd" if feedback == "node" else feedback, a.plan_timeout,
-                              tmp / f"controllers-{tag}.yaml", a.pd_scale)
+                              tmp / f"controllers-{tag}.yaml", a.pd_scale, rate_hz)
     log = open(a.log, "a") if a.log else subprocess.DEVNULL
     rel = subprocess.Popen([sys.executable, __file__, "--relay", str(drop)], stdout=subprocess.PIPE,
                            stderr=log, text=True, start_new_session=True)
     # feedback "node": no plugin, the controller node's torques through the effort forward controller
     # (each held until the next tick), for comparison
-    ctrl = ["controller:=node"] if feedback == "node" else ["controller:=plugin", "mode:=follow"]
+    ctrl = ["controller:=node"] if feedback == "node" else ["controller:=plugin", f"mode:={a.plugin_mode}"]
     launch = subprocess.Popen(["ros2", "launch", "gato_bringup", "hardware.launch.xml", f"robot:={a.robot}",
                                "mujoco:=true", *ctrl, "reference:=true",
                                f"mujoco_model:={scene}", f"params_file:={params}", f"controllers_file:={ctrls}"],
@@ -275,7 +281,8 @@ def run_once(a, rate_hz, feedback, drop, seed, tmp: Path) -> dict:
         relayed = json.loads(relay_out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         relayed = {}
-    return {"rate_hz": rate_hz, "pd_scale": a.pd_scale, "knot_dt": a.knot_dt or "0.03125", "feedback": feedback,
+    return {"rate_hz": rate_hz, "plugin_mode": a.plugin_mode, "pd_scale": a.pd_scale,
+            "knot_dt": a.knot_dt or "0.03125", "feedback": feedback,
             "drop": drop, "seed": seed, "launch_rc": rc,
             "mean_mm": float(err.mean() * 1e3) if err.size else float("nan"),
             "p99_mm": float(np.percentile(err, 99) * 1e3) if err.size else float("nan"), "n": int(err.size),
@@ -339,6 +346,9 @@ def main(argv=None) -> int:
     ap.add_argument("--robot", default="iiwa14")
     ap.add_argument("--mass-scale", type=float, default=1.2, help="link mass / inertia factor of the simulated arm")
     ap.add_argument("--push", type=float, default=10.0, help="constant horizontal EE force [N]")
+    ap.add_argument("--plugin-mode", choices=("follow", "embedded"), default="follow",
+                    help="embedded: the plugin solves itself at the MPC rate with embedded_gains (no node; "
+                    "--drops do not apply)")
     ap.add_argument("--pd-scale", type=float, default=1.0, help="the plugin's kp and kd x this factor")
     ap.add_argument("--plan-timeout", type=float, default=0.3, help="the plugin's plan_timeout [s]")
     ap.add_argument("--knot-dt", default="", help="the controller's knot spacing [s], or 'period' (= 1 / MPC rate, "
