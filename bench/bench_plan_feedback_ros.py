@@ -37,8 +37,8 @@ Diagnostics (docs/benchmarks_ros.md, "Plan feedback gains through ros2_control")
 (controller:=node: the node's torques held until its next tick, no plugin), ``--pd-scale`` (the
 plugin's kp / kd x a factor), ``--knot-dt period`` (knots one MPC period apart), ``--mass-scale`` /
 ``--push`` (the disturbances one at a time); ``--plugin-mode embedded`` runs the plugin's own solver
-thread at the MPC rate with ``embedded_gains`` instead of the node (no relay drops there). ``--json FILE`` appends every run; ``--from-json FILE...``
-prints the table of stored runs.
+thread at the MPC rate with ``embedded_gains`` instead of the node (no relay drops there).
+``--json FILE`` appends every run; ``--from-json FILE...`` prints the table of stored runs.
 
     source scripts/activate.sh && python bench/bench_plan_feedback_ros.py --rates 20,100 --seeds 7,8,9 \
         [--drops 0,10] [--seconds 8] [--json runs.jsonl] [--out result.md]
