@@ -6,6 +6,7 @@ posture), against the same curve run position-only.
     python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds 300 301 --n 2          # held out
     python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds 100 --n 2 --rot 2 8 32  # weight sweep
     python bench/bench_pose_fig8.py --seeds 300 301 --pose-params '{"q_cost": 60, "N_cost": 39}'
+    python bench/bench_pose_fig8.py --seeds 300 301 --n 1 --params '{"q_lim_cost": 0}'  # both runs
 
 Per scenario (:func:`references`): the period is stretched so the pose path asks the joints for
 the scenario's drawn fraction of their velocity limits, and the sweep axis is the figure plane's
@@ -156,17 +157,17 @@ def scenarios(robot: str, seeds, n: int, dt=0.01):
     return [sc for s in seeds for sc in fig8_scenarios(model, robot, n, seed=int(s), dt=dt, ratio_range=(0.6, 0.9))]
 
 
-def study(robots, seeds, n, rots, periods=1.0, pose_params=None) -> list:
+def study(robots, seeds, n, rots, periods=1.0, pose_params=None, params=None) -> list:
+    from gato.planners.shipped_weights import shipped_weights
+
     rows = []
     for robot in robots:
         for sc in scenarios(robot, seeds, n):
             pos, pose, stretch, axis = references(robot, sc)
-            base = run(robot, sc, pos, periods=periods)
+            both = {**shipped_weights(robot), **(params or {})}
+            base = run(robot, sc, pos, periods=periods, weights=both)
             for rot in rots:
-                w = None
-                if pose_params:
-                    from gato.planners.shipped_weights import shipped_weights
-                    w = {**shipped_weights(robot), **pose_params}
+                w = {**both, **(pose_params or {})}
                 r = run(robot, sc, pose, rot=rot, periods=periods, weights=w)
                 rows.append(dict(robot=robot, id=sc["id"], period_s=float(pos.period), stretch=stretch, axis=axis,
                                  rot=list(rot),
@@ -189,13 +190,15 @@ def main(argv=None) -> int:
     ap.add_argument("--rot", nargs="+", type=float, default=None,
                     help="orientation weights to try (rot_cost = N_rot_cost); default: the shipped ORIENTATION_WEIGHTS")
     ap.add_argument("--periods", type=float, default=1.0)
+    ap.add_argument("--params", type=json.loads, default=None,
+                    help='JSON: solver weights over the shipped ones for both runs, e.g. \'{"q_lim_cost": 0}\'')
     ap.add_argument("--pose-params", type=json.loads, default=None,
                     help='JSON: solver weights over the shipped ones for the pose runs only, e.g. \'{"q_cost": 60}\'')
     a = ap.parse_args(argv)
     from gato.planners.shipped_weights import ORIENTATION_WEIGHTS
 
     rots = [(w, w) for w in a.rot] if a.rot else [(ORIENTATION_WEIGHTS["rot_cost"], ORIENTATION_WEIGHTS["N_rot_cost"])]
-    rows = study(a.robots, a.seeds, a.n, rots, a.periods, a.pose_params)
+    rows = study(a.robots, a.seeds, a.n, rots, a.periods, a.pose_params, a.params)
     print(f"\n{'robot':8s} {'rot':>9s} {'n':>3s} {'pos-only mm':>12s} {'pose pos mm':>12s} {'ratio max':>10s} "
           f"{'orient. mean deg':>17s} {'worst mean deg':>15s} {'max deg':>8s}")
     summary = []
@@ -211,7 +214,8 @@ def main(argv=None) -> int:
             summary.append(s)
             print(f"{robot:8s} {rot[0]:4g}/{rot[1]:<4g} {s['n']:3d} {s['pos_only_mm']:12.2f} {s['pose_pos_mm']:12.2f} "
                   f"{s['ratio_max']:10.2f} {s['rot_deg']:17.3f} {s['rot_worst_deg']:15.3f} {s['rot_max_deg']:8.2f}")
-    print(json.dumps(dict(seeds=a.seeds, n=a.n, periods=a.periods, sweep_deg=SWEEP_DEG, pose_params=a.pose_params,
+    print(json.dumps(dict(seeds=a.seeds, n=a.n, periods=a.periods, sweep_deg=SWEEP_DEG, params=a.params,
+                          pose_params=a.pose_params,
                           summary=summary, rows=rows)))
     return 0
 
