@@ -21,7 +21,7 @@ _TEST_DOMAIN_BASE = 101
 #: silent: "R" in the progress line, "N rerun" in the summary and, with -rR, the first failure.
 #: A test that fails twice fails the run. launch_pytest tests are not rerun (see below).
 DDS_GRAPH_TEST_FILES = frozenset({
-    "test_launch_hardware.py", "test_launch_parity.py", "test_launch_sim.py", "test_mujoco_startup.py",
+    "test_fuzz_dds.py", "test_launch_hardware.py", "test_launch_parity.py", "test_launch_sim.py", "test_mujoco_startup.py",
     "test_replay_bringup.py", "test_replay_cut.py", "test_ros2_bag_compat.py", "test_ros_collision_system.py",
     "test_ros_estimator_system.py", "test_ros_hardware_faults.py", "test_ros_hardware_plugin.py",
     "test_ros_planners_system.py", "test_ros_plugin.py", "test_ros_plugin_no_effort.py",
