@@ -124,7 +124,7 @@ class Probe:
     and for the tracking error the joint states and EE reference windows with their stamps."""
 
     def __init__(self):
-        from gato_msgs.msg import EEReference, Plan
+        from gato_msgs.msg import ControllerStatus, EEReference, Plan
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
@@ -136,6 +136,7 @@ class Probe:
                   "/gato_controller/plan": 0}
         self.js, self.refs = [], []
         self.record = False
+        self.node_reason = None     # the controller node's latest status reason (its resume blend)
 
         def on_js(m):
             self.n["/joint_states"] += 1
@@ -149,6 +150,8 @@ class Probe:
 
         self.node.create_subscription(JointState, "/joint_states", on_js, 100)
         self.node.create_subscription(EEReference, "/ee_reference", on_ref, 100)
+        self.node.create_subscription(ControllerStatus, "/gato_controller/status",
+                                      lambda m: setattr(self, "node_reason", m.reason), 100)
         for topic, typ in (("/effort_controller/commands", Float64MultiArray), ("/clock", Clock),
                            ("/gato_controller/plan", Plan)):
             self.node.create_subscription(typ, topic, lambda m, t=topic: self.n.__setitem__(t, self.n[t] + 1), 100)
@@ -292,10 +295,11 @@ def _mujoco_closed_loop(g: Graph, effort="effort_controller"):
         started = p.spin_until(lambda: "gato_mujoco_startup" in g.exits, TOPIC_TIMEOUT_S)
         assert started, f"the start-up node did not finish: started {sorted(g.started)}, exited {g.exits}"
         assert g.exits["gato_mujoco_startup"] == 0, g.exits
-        # Node mode: the forward controller's commands flow; plugin mode: the node's plans (the plugin
+        # Node mode: the forward controller's commands flow; plugin follow mode: the node's plans (the plugin
         # holds the arm until the first one, so the loop is closed only once they arrive: on a loaded
         # CI machine the first plan came late and the catch-up from the held pose, 150 mm, was scored).
-        need_cmds, need_plans = (50, 0) if effort == "effort_controller" else (0, 40)
+        need_cmds = 50 if effort == "effort_controller" else 0
+        need_plans = 40 if effort == "gato_plugin" else 0      # embedded: the plugin plans itself
         flowing = p.spin_until(lambda: p.n["/joint_states"] >= 50 and p.n["/effort_controller/commands"] >= need_cmds
                                and p.n["/gato_controller/plan"] >= need_plans
                                and p.n["/clock"] >= 100 and p.n["/ee_reference"] >= 20, TOPIC_TIMEOUT_S)
@@ -303,6 +307,11 @@ def _mujoco_closed_loop(g: Graph, effort="effort_controller"):
         _check_controllers_and_interfaces(effort)
         settled = p.n["/joint_states"] + 100      # 1 s of simulated time to close the loop
         assert p.spin_until(lambda: p.n["/joint_states"] >= settled, TOPIC_TIMEOUT_S), p.n
+        if effort != "gato_plugin_embedded":
+            # the node's start-up blend (its EE reference from the arm's pose into the live one over
+            # distance / resume_speed_mps) is over: its status no longer reports it
+            assert p.spin_until(lambda: p.node_reason is not None and "resuming" not in p.node_reason,
+                                TOPIC_TIMEOUT_S), p.node_reason
 
         # Closed loop: 4 s of simulated time (400 joint states at 100 Hz) after the settle above.
         p.record = True

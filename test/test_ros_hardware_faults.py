@@ -87,6 +87,8 @@ class Probe:
         self.node.create_subscription(JointState, "/joint_states", self.js.append, 200)
         self.node.create_subscription(EEReference, "/ee_reference", self.refs.append, 50)
         self.node.create_subscription(ControllerStatus, "/gato_plugin/status", self.status.append, 50)
+        self.node_status = []      # the controller node's own status (its resume blend is in the reason)
+        self.node.create_subscription(ControllerStatus, "/gato_controller/status", self.node_status.append, 200)
         self.node.create_subscription(Plan, "/gato_controller/plan", self.plans.append, 500)
         self.node.create_subscription(Clock, "/clock", self._on_clock, 10)
         self.ex = rclpy.executors.SingleThreadedExecutor(context=self.ctx)
@@ -182,7 +184,19 @@ def test_killed_controller_node_is_held_by_the_plugin_and_respawns(hw_plugin_res
             f"not resumed: {[(round(_t(s.header), 2), s.state, s.reason) for s in p.status[-5:]]}"
         t_resume = _t(resumed().header)
         before = [s for s in p.status if _t(s.header) <= t_crash][-1]   # the plugin's counters at the crash
-        assert p.spin_until(lambda: p.clock >= t_resume + RESUMED_WITHIN_S + 1.0, 60.0), p.clock
+
+        # The restarted node blends its EE reference from the held arm into the live one over
+        # distance / resume_speed_mps (the reference moved on during the hold: on loaded CI the
+        # blend outlasted RESUMED_WITHIN_S); tracking is scored from when its status no longer
+        # reports the blend, and no earlier than RESUMED_WITHIN_S after the resume.
+        def blend_over():
+            return next((_t(s.header) for s in p.node_status
+                         if _t(s.header) > t_resume and "resuming" not in s.reason), None)
+
+        assert p.spin_until(lambda: blend_over() is not None, 60.0), \
+            [(round(_t(s.header), 2), s.state, s.reason) for s in p.node_status[-3:]]
+        t_score = max(t_resume + RESUMED_WITHIN_S, blend_over())
+        assert p.spin_until(lambda: p.clock >= t_score + 1.0, 60.0), p.clock
         assert not (set(g.exits) - {"spawner_joint_state_broadcaster", "spawner_effort_controller",
                                     "gato_mujoco_startup", "gato_controller"}), f"exited while running: {g.exits}"
     finally:
@@ -210,9 +224,9 @@ def test_killed_controller_node_is_held_by_the_plugin_and_respawns(hw_plugin_res
     # states over 0.2 s, against the hold torque in force just before the resume
     steps = np.max(np.abs(np.diff(u[k1 - 1:k1 + 21], axis=0)), axis=1)
     hold_torque = float(np.max(np.abs(u[k1 - 1])))
-    err = tracking_errors([m for m in p.js if t_resume + RESUMED_WITHIN_S <= _t(m.header)
-                           <= t_resume + RESUMED_WITHIN_S + 1.0], p.refs)
+    err = tracking_errors([m for m in p.js if t_score <= _t(m.header) <= t_score + 1.0], p.refs)
     figures = dict(t_crash=t_crash, held_after_s=t_held - t_crash, resume_after_s=t_resume - t_crash,
+                   scored_after_resume_s=t_score - t_resume,
                    ee_moved_mm=moved * 1e3, max_speed_ratio=speed_ratio, resume_step_nm=float(steps.max()),
                    hold_torque_nm=hold_torque, err_after_resume_mm=float(err.mean()) * 1e3 if err.size else None)
     print("hardware fault figures:", figures)
