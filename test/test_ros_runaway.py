@@ -143,3 +143,22 @@ def test_closed_loop_kick_on_the_wrist_trips_within_one_tick_and_the_hold_recove
     assert released is not None and released >= tripped + 0.2 - 1e-9
     assert peak_after < 1.0 and np.all(np.isfinite(q)), peak_after     # back under the limits with the planner
     assert lg.status.fallback_switches == 1 and lg.status.state == "running"
+
+
+def test_every_controller_state_is_documented_in_the_status_message():
+    """ControllerStatus.msg's comment above ``state`` lists every state the controller logic sets
+    (the runaway guard's "runaway" among them), and ``fallback_reason``'s lists "runaway"."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "src"
+    msg = (root / "gato_msgs" / "msg" / "ControllerStatus.msg").read_text()
+    state_doc = msg.split("string state")[0].split("std_msgs/Header header")[1]
+    reason_doc = msg.split("string fallback_reason")[0].rsplit("string active_planner", 1)[1]
+    set_states = set()
+    for src in sorted((root / "gato_ros" / "gato_ros").glob("controller_*.py")):
+        set_states |= set(re.findall(r'_set_state\(\s*"(\w+)"', src.read_text()))
+    assert {"running", "hold", "runaway"} <= set_states, set_states   # the scan sees the logic's states
+    documented = set(re.findall(r'"(\w+)"', state_doc))
+    assert set_states <= documented, sorted(set_states - documented)
+    assert '"runaway"' in reason_doc
