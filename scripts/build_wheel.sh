@@ -8,7 +8,9 @@
 # wheel, a declared dependency, provides those libraries at run time).
 #
 # Incremental: with scripts/setup.sh's .venv it reuses setup.sh's build dir
-# (build/gato_core, same configuration: nothing recompiles after setup.sh);
+# (build/gato_core, same configuration: nothing recompiles after setup.sh with the test
+# set; after a runtime-only setup, which builds one core build (GATO_CORE_VARIANTS), the
+# wheel's build adds the others, as it always builds every one);
 # without one it makes its own build venv and build dir (build/wheel_env,
 # build/gato_wheel; the first build compiles everything, ~11 min on 2 cores).
 #
@@ -90,7 +92,7 @@ T1=$(date +%s.%N)
 CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
   "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$STAGE" \
     -Cbuild-dir="$BUILD_DIR" -Ccmake.define.GATO_CUDA="$GATO_CUDA_CFG" \
-    -Cinstall.components="$COMPONENTS" ./src/gato_core >&2
+    -Ccmake.define.GATO_CORE_VARIANTS=ALL -Cinstall.components="$COMPONENTS" ./src/gato_core >&2
 flock -u 9
 T_BUILD=$(elapsed "$T1")
 WHEEL=$(ls "$STAGE"/gato-*.whl)

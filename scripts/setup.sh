@@ -10,6 +10,10 @@
 #   scripts/sim.sh runs it plain (the runtime set only), scripts/test.sh with --with-tests.
 # Environment: GATO_BUILD_JOBS  parallel compile jobs (default: the cores, at most one per
 #   3 GB of available memory: a pinocchio translation unit needs ~3 GB to compile).
+#   GATO_CORE_VARIANTS  which builds of the C++ core: ALL (baseline + AVX2 + gato._cuda_host;
+#   the default with the test set), NATIVE (the default for the runtime set alone: the one
+#   build this CPU runs, AVX2 or BASELINE), AVX2 or BASELINE (src/gato_core/CMakeLists.txt).
+#   GATO_CUDA  AUTO, ON or OFF (below).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -24,6 +28,9 @@ for arg in "$@"; do
 done
 say() { [[ $QUIET == 1 ]] || echo "[setup] $*"; }
 die() { echo "[setup] ERROR: $*" >&2; exit 1; }
+# A bad build choice is refused before any work (and before waiting for another setup's lock).
+case "${GATO_CORE_VARIANTS:-}" in ""|ALL|NATIVE|AVX2|BASELINE) ;;
+  *) die "GATO_CORE_VARIANTS: expected ALL, NATIVE, AVX2 or BASELINE, got '$GATO_CORE_VARIANTS'" ;; esac
 
 # --- stage timing: `stage NAME` closes the running stage and opens NAME ------
 # Wall time and the CPU time (user + system) of the stage's finished child processes: on a
@@ -205,7 +212,22 @@ if [[ -z "${GATO_CUDA:-}" ]]; then
   if [[ $WITH_TESTS == 1 || -f "$STAMPS/tests" ]]; then GATO_CUDA=AUTO; else GATO_CUDA=OFF; fi
 fi
 case "$GATO_CUDA" in AUTO|ON|OFF) ;; *) die "GATO_CUDA: expected AUTO, ON or OFF, got '$GATO_CUDA'" ;; esac
-CUDA_KEY="$GATO_CUDA $(command -v nvcc || echo no-nvcc)"
+# Which builds of the core: every one (ALL) with the test set, which checks them against each
+# other, and in the wheel / Docker images; for the runtime set alone only the build this CPU
+# runs (NATIVE -> AVX2 where the CPU reports AVX2 and FMA, as gato.core.native decides, else
+# BASELINE): one solver build instead of two and no gato._cuda_host, ~40 % less to compile.
+# Adding the test set later (scripts/test.sh) rebuilds the core with every build.
+if [[ -z "${GATO_CORE_VARIANTS:-}" ]]; then
+  if [[ $WITH_TESTS == 1 || -f "$STAMPS/tests" ]]; then GATO_CORE_VARIANTS=ALL; else GATO_CORE_VARIANTS=NATIVE; fi
+fi
+if [[ $GATO_CORE_VARIANTS == NATIVE ]]; then
+  GATO_CORE_VARIANTS=BASELINE
+  if [[ "$(uname -m)" == x86_64 ]] && grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw avx2 &&
+     grep -m1 '^flags' /proc/cpuinfo | grep -qw fma; then
+    GATO_CORE_VARIANTS=AVX2
+  fi
+fi
+CUDA_KEY="$GATO_CUDA $(command -v nvcc || echo no-nvcc) $GATO_CORE_VARIANTS"
 CORE_HASH=$( (cd src/gato_core && find . -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.py' -o -name '*.txt' -o -name '*.toml' -o -name '*.json' -o -name '*.urdf' -o -name '*.in' \) -not -path './build/*' -print0 | sort -z | xargs -0 sha256sum; echo "$CUDA_KEY") | sha256sum | cut -c1-16)
 # Compile jobs: the cores, at most one per 3 GB of available memory (a pinocchio translation
 # unit needs ~3 GB; more jobs than that swap or get killed).
@@ -258,7 +280,7 @@ if ! stamp_ok core "$CORE_HASH"; then
     # core, niced (the core's compile jobs keep the CPU they want; these fill its serial links
     # and pip's packaging), in a subshell (the overlay's environment stays out of the core's
     # CMake). Step 3 finds them built; it builds them itself if this failed.
-    stage "gato_core build (pip, -j$GATO_BUILD_JOBS) + colcon msgs beside it"
+    stage "gato_core build (pip, -j$GATO_BUILD_JOBS, $GATO_CORE_VARIANTS) + colcon msgs beside it"
     (
       renice -n 10 -p "$BASHPID" >/dev/null 2>&1 || true
       t0=$(usec); colcon_env
@@ -268,15 +290,16 @@ if ! stamp_ok core "$CORE_HASH"; then
     ) &
     EARLY_PID=$!
   else
-    stage "gato_core build (pip, -j$GATO_BUILD_JOBS)"
+    stage "gato_core build (pip, -j$GATO_BUILD_JOBS, $GATO_CORE_VARIANTS)"
   fi
-  say "building gato_core (C++ core + pybind11, $GATO_BUILD_JOBS jobs; first build: a few minutes)"
+  say "building gato_core (C++ core + pybind11, builds: $GATO_CORE_VARIANTS, $GATO_BUILD_JOBS jobs; first build: a few minutes)"
   # No build isolation: the venv already holds the pinned build dependencies,
   # and the persistent build dir makes rebuilds incremental.
   core_rc=0
   CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$GATO_BUILD_JOBS}" \
     python -m pip install -q --no-build-isolation --no-deps \
-      -Cbuild-dir="$ROOT/build/gato_core" -Ccmake.define.GATO_CUDA="$GATO_CUDA" ./src/gato_core || core_rc=$?
+      -Cbuild-dir="$ROOT/build/gato_core" -Ccmake.define.GATO_CUDA="$GATO_CUDA" \
+      -Ccmake.define.GATO_CORE_VARIANTS="$GATO_CORE_VARIANTS" ./src/gato_core || core_rc=$?
   if [[ -n "$EARLY_PID" ]]; then
     if wait "$EARLY_PID"; then say "colcon built $(cat build/colcon-early.status) beside the core"
     else say "colcon's early build beside the core failed ($(cat build/colcon-early.status 2>/dev/null || echo "no status"); build/colcon-early.log): step 3 builds them"; fi

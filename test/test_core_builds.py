@@ -2,9 +2,11 @@
 CPU runs it, the baseline _core everywhere else, and GATO_NO_AVX2=1 to force the
 baseline. Both must solve the same problems to rounding, and the baseline must
 pass the solver's acceptance tests on this machine too."""
+import importlib.abc
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +101,60 @@ def test_a_missing_avx2_module_falls_back_to_the_baseline():
     p = run(BLOCK_AVX2, no_avx2=False)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["gato._core", "baseline", "True"]
+
+
+# A runtime-only install (GATO_CORE_VARIANTS=AVX2 / BASELINE, scripts/sim.sh's first build) holds one
+# core build and no gato._cuda_host; what it lacks is named, and bad choices are refused by name.
+class _NotBuilt(importlib.abc.MetaPathFinder):
+    """Makes gato.<name> look not built (as in a runtime-only install)."""
+
+    def __init__(self, *names):
+        self.names = {f"gato.{n}" for n in names}
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.names:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def test_an_avx2_only_install_names_the_missing_baseline_build(monkeypatch):
+    from gato.core import native
+    monkeypatch.setattr(native, "BUILDS", ("_core_avx2",))
+    monkeypatch.setattr(native, "cpu_has_avx2_fma", lambda: True)
+    monkeypatch.setenv("GATO_NO_AVX2", "1")
+    monkeypatch.delitem(sys.modules, "gato._core")
+    monkeypatch.setattr(sys, "meta_path", [_NotBuilt("_core"), *sys.meta_path])
+    with pytest.raises(ImportError, match=r"gato\._core, the baseline build .* GATO_NO_AVX2=1 asks for it; "
+                       r"unset GATO_NO_AVX2 or build every variant: GATO_CORE_VARIANTS=ALL") as e:
+        native._load()
+    assert e.value.name == "gato._core"
+    # Without GATO_NO_AVX2 that install loads its one build (where this machine has it).
+    monkeypatch.delenv("GATO_NO_AVX2")
+    if AVX2_RUNS:
+        assert native._load().__name__ == "gato._core_avx2"
+
+
+def test_a_runtime_only_install_names_the_missing_cuda_host_module(monkeypatch):
+    from gato.core import cuda_backend
+    monkeypatch.delitem(sys.modules, "gato._cuda_host", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_NotBuilt("_cuda_host"), *sys.meta_path])
+    with pytest.raises(RuntimeError, match=r"backend='cuda_host': gato\._cuda_host is not built .* "
+                       r"GATO_CORE_VARIANTS=ALL"):
+        cuda_backend.solver_class("cuda_host", np.float64)
+
+
+def test_setup_refuses_a_bad_core_variants_value_by_name():
+    """Before any work and before setup's lock (so it cannot wait on another build)."""
+    p = subprocess.run(["bash", "scripts/setup.sh"], cwd=HERE.parent, capture_output=True, text=True,
+                       env=dict(os.environ, GATO_CORE_VARIANTS="avx3"), timeout=60)
+    assert p.returncode != 0
+    assert "GATO_CORE_VARIANTS: expected ALL, NATIVE, AVX2 or BASELINE, got 'avx3'" in p.stderr, p.stderr
+
+
+def test_cmake_refuses_a_bad_core_variants_value_by_name(tmp_path):
+    if shutil.which("cmake") is None:
+        pytest.skip("no cmake on PATH")
+    p = subprocess.run(["cmake", "-S", str(HERE.parent / "src" / "gato_core"), "-B", str(tmp_path / "b"),
+                        "-DGATO_CORE_VARIANTS=avx3"], capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    assert "GATO_CORE_VARIANTS: expected ALL, AVX2 or BASELINE, got 'avx3'" in p.stdout + p.stderr

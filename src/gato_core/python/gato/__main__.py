@@ -13,7 +13,7 @@ def _smoke(args: argparse.Namespace) -> int:
     import numpy as np
 
     from gato.core.bsqp import BSQP, robot_info, robot_urdf
-    from gato.core.native import core as _core
+    from gato.core.native import BUILDS, core as _core
     from gato.core.version import __version__
 
     urdf = robot_urdf(args.robot)
@@ -26,7 +26,9 @@ def _smoke(args: argparse.Namespace) -> int:
     ref = np.tile(np.r_[goal, 0, 0, 0], s.N)
     print(f"gato {__version__} smoke run: {args.robot} (nq={s.nq}, EE frame {info['ee_frame']}), "
           f"N={s.N}, dt={s.dt} s, B={s.batch_size}, {args.iters} SQP iterations")
-    print(f"  core: {_core.__name__} ({_core.ISA}; GATO_NO_AVX2=1 selects the baseline build)")
+    hint = ("GATO_NO_AVX2=1 selects the baseline build" if "_core" in BUILDS
+            else "the only build in this runtime-only install: GATO_CORE_VARIANTS=AVX2")
+    print(f"  core: {_core.__name__} ({_core.ISA}; {hint})")
     t = time.perf_counter()
     r = s.solve(x0, ref)
     wall = time.perf_counter() - t

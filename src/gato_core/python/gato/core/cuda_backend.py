@@ -5,13 +5,16 @@
   found; docs/cuda.md). Raises RuntimeError with the reason where the module is not built
   or no CUDA device is usable.
 - ``"cuda_host"``: the CUDA backend's numeric core (the very code the kernels run) run on
-  the host, ``gato._cuda_host``: always built; for tests and for checking the GPU path on a
+  the host, ``gato._cuda_host``: built with every core build (GATO_CORE_VARIANTS=ALL: the test
+  set, the wheel; not in scripts/sim.sh's runtime-only build, where it raises RuntimeError); for tests and for checking the GPU path on a
   machine without a GPU. Slower than "cpu" (no vectorization); not for control loops.
 
 The CUDA backend's first version solves without constraint row groups (set_row_groups
 raises) and takes arms of at most ``max_bodies`` (8) joints.
 """
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 
@@ -49,7 +52,18 @@ def solver_class(backend: str, dtype):
     if backend == "cpu":
         return _core.Solver64 if wide else _core.Solver32
     if backend == "cuda_host":
-        from .. import _cuda_host
+        try:
+            _cuda_host = importlib.import_module("gato._cuda_host")
+        except ModuleNotFoundError as e:
+            if e.name != "gato._cuda_host":
+                raise
+            # A runtime-only install (GATO_CORE_VARIANTS=AVX2 / BASELINE: scripts/sim.sh's first
+            # build) leaves out this tests' copy of the CUDA core.
+            raise RuntimeError(
+                "backend='cuda_host': gato._cuda_host is not built in this install (a runtime-only "
+                "build, GATO_CORE_VARIANTS=AVX2 or BASELINE, has only the CPU core this machine runs); "
+                "use backend='cpu', or build every variant: GATO_CORE_VARIANTS=ALL scripts/setup.sh "
+                "(scripts/test.sh does)") from None
         return _cuda_host.HostSolver64 if wide else _cuda_host.HostSolver32
     ok, why = cuda_device()
     if not ok:
