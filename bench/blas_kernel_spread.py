@@ -118,10 +118,13 @@ def run_variant(variant, files, tmp, extra):
     kernel = subprocess.run([sys.executable, __file__, "--corename"], env=env, capture_output=True,
                             text=True).stdout.strip()
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_spread_plugin",
-                        "-o", "enable_assertion_pass_hook=true", *extra, *files], env=env, cwd=ROOT,
+                        "-o", "enable_assertion_pass_hook=true", "-rf", *extra, *files], env=env, cwd=ROOT,
                        capture_output=True, text=True)
     tail = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr[-300:]
     print(f"{variant:12s} kernel {kernel:12s} {tail}", flush=True)
+    for line in p.stdout.splitlines():          # a failure under one variant is the finding itself
+        if line.startswith("FAILED "):
+            print(f"{'':12s}   {line[:160]}", flush=True)
     return kernel
 
 
