@@ -91,6 +91,46 @@ def test_short_goal_takes_goal_min_duration_and_a_new_goal_preempts_from_the_pat
     assert np.allclose(w.positions[0], p_mid)            # continues from where the path was, not the EE
 
 
+def test_tracked_orientation_slerps_from_the_measured_ee_on_the_min_jerk_profile_then_holds():
+    """goal_orientation: the window's orientations go from the measured EE orientation to the
+    goal's on the position's min-jerk profile (the same 2 s), the goal's after it; a new goal
+    starts from where the slerp had reached; without the measured orientation the target is the
+    goal's from the start (a constant)."""
+    import pinocchio as pin
+
+    from gato.core.references import min_jerk
+
+    R0 = quat_to_matrix(_qz(0.3))
+    R1 = quat_to_matrix(_qz(0.3 + np.radians(40.0)))
+    t = _logic(goal_orientation=True)
+    assert t.on_pose("", EE0 + [0.0, 0.2, 0.0], _qz(0.3 + np.radians(40.0)), 0, EE0, ee_rot_now=R0) is None
+    w0 = t.window(0)
+    assert np.allclose(pin.exp3(w0.orientations[0]), R0)          # starts at the measured orientation
+    for tt in (500, 1000, 1500):                                  # along the path: 40 deg x min_jerk(t / 2 s)
+        w = t.window(tt * MS)
+        ang = np.degrees(np.linalg.norm(pin.log3(R0.T @ pin.exp3(w.orientations[0]))))
+        assert ang == pytest.approx(40.0 * float(min_jerk(tt / 2000)), abs=1e-6)
+        assert np.allclose(pin.exp3(w.orientations[0]), t.orientation_at([tt * MS])[0])
+    assert np.allclose([pin.exp3(r) for r in t.window(2000 * MS).orientations], R1)      # then held
+    # the same slerp's knots ahead: the window predicts the rotation like it predicts the position
+    w = t.window(900 * MS)
+    assert np.allclose(pin.exp3(w.orientations[-1]), t.orientation_at([900 * MS + round(31 * 0.03125e9)])[0])
+    # a new goal mid-way starts its slerp from where the running one is (not the measured EE)
+    R_mid = t.orientation_at([1000 * MS])[0]
+    assert t.on_pose("", EE0, _qz(0.3), 1000 * MS, EE0, ee_rot_now=R1) is None
+    assert np.allclose(pin.exp3(t.window(1000 * MS).orientations[0]), R_mid)
+    # no measured orientation: a constant target (the goal's) from the goal's acceptance
+    c = _logic(goal_orientation=True)
+    assert c.on_pose("", EE0 + [0.0, 0.2, 0.0], _qz(1.0), 0, EE0) is None
+    assert np.allclose([pin.exp3(r) for r in c.window(0).orientations], quat_to_matrix(_qz(1.0)))
+    # off (the default): position only, whatever the measured orientation
+    off = _logic()
+    assert off.on_pose("", EE0, _qz(1.0), 0, EE0, ee_rot_now=R0) is None and off.window(0).orientations is None
+    assert off.orientation_at([0]) is None
+    with pytest.raises(ValueError, match="ee_rot_now"):
+        t.on_pose("", EE0, _qz(0.3), 0, EE0, ee_rot_now=np.full((3, 3), np.nan))
+
+
 def test_goal_in_another_frame_is_transformed_and_unknown_frame_refused_and_counted():
     lg = _logic()
     lg.frames.set_transform("world", "table", [0.4, 0.0, 0.5], _qz(np.pi))

@@ -9,6 +9,11 @@ loopback; the targets replace its windows while they are active):
 - a geometry_msgs/TwistStamped stream of 0.1 m/s for 2 s (simulated time: one twist per joint
   state, as a servo loop at the control rate sends them) moves the EE 0.2 m +/- 2 cm and it stops
   (below 10 % of the stream's speed) within 0.2 s of the stream stopping;
+- with goal_orientation (set live), a goal 20 cm away and turned 20 degrees is reached within
+  5 mm and 2 degrees and held;
+- with a hypothesis batch (B = 4: hypotheses:=estimator, batch_size 4): each
+  ~/batch_paths/row_<b> is the forward kinematics of the tick's StepResult row b, best is its
+  best_id, ~/plan_path repeats the winner, the MarkerArray carries the rows, winner highlighted;
 - nav_msgs/Path of the plan (~/plan_path) matches the published gato_msgs/Plan through forward
   kinematics, and the EE target frame arrives on /tf; the visualization_msgs/MarkerArray
   (~/markers) carries the same plan path, the reference window and the target, at the same rate;
@@ -72,6 +77,7 @@ class Probe:
         rclpy.init(context=self.ctx, domain_id=domain_id)
         self.node = rclpy.create_node("gato_test_targets_probe", context=self.ctx)
         self.ee = []                    # (stamp ns, (3,))
+        self.ee_R = []                  # (stamp ns, (3, 3)): the EE frame's rotation (what the MPC tracks)
         self.plans, self.paths, self.tf, self.diag, self.markers = {}, {}, [], [], {}
         self.node.create_subscription(JointState, "/joint_states", self._on_js, qos(100))
         self.node.create_subscription(Plan, "/gato_controller/plan", self._on_plan, qos(100))
@@ -105,7 +111,9 @@ class Probe:
 
     def _on_js(self, m):
         pos = dict(zip(m.name, m.position))
-        self.ee.append((_stamp(m.header), self.fk([pos[n] for n in self.names])))
+        t = _stamp(m.header)
+        self.ee.append((t, self.fk([pos[n] for n in self.names])))
+        self.ee_R.append((t, self.data.oMf[self.fid].rotation.copy()))   # the frame fk just placed
 
     def _on_plan(self, m):
         self.plans[_stamp(m.header)] = m
@@ -136,11 +144,12 @@ class Probe:
         t0 = self.now()
         self.spin_until(lambda: self.now() >= t0 + seconds * NS, f"{seconds} s of simulated time")
 
-    def pose(self, p, frame=""):
+    def pose(self, p, frame="", xyzw=(0.0, 0.0, 0.0, 1.0)):
         m = self.PoseStamped()
         m.header.frame_id = frame
         m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(v) for v in p)
-        m.pose.orientation.w = 1.0
+        o = m.pose.orientation
+        o.x, o.y, o.z, o.w = (float(v) for v in xyzw)
         self.pub_pose.publish(m)
 
     def twist(self, v):
@@ -155,16 +164,17 @@ class Probe:
         return {kv.key: kv.value for kv in st.values}
 
 
-def _sim_graph(tmp_path, ros_env, extra_arg):
-    """The simulation bringup (iiwa14, no end) with one extra launch argument and a Probe on its
-    topics; yields the probe, then stops the graph with SIGINT and checks its clean exit."""
+def _sim_graph(tmp_path, ros_env, *extra_args, probe_class=None):
+    """The simulation bringup (iiwa14, no end) with extra launch arguments and a Probe (or
+    ``probe_class``) on its topics; yields the probe, then stops the graph with SIGINT and checks
+    its clean exit."""
     share()
     marker, report = uuid.uuid4().hex, tmp_path / "report.json"
-    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=0", extra_arg],
+    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=0", *extra_args],
                         ros_env, marker, report)
     probe = None
     try:
-        probe = Probe(int(ros_env["ROS_DOMAIN_ID"]))
+        probe = (probe_class or Probe)(int(ros_env["ROS_DOMAIN_ID"]))
         yield probe
     finally:
         if probe is not None:
@@ -193,18 +203,9 @@ def test_pose_goal_twist_stream_paths_tf_and_diagnostics(bringup):
     p.spin_until(lambda: len(p.plans) >= 50 and len(p.ee) > 0, "50 plans")
     p.set("q_cost", 20.0)
     p.wait_sim(1.0)
-    ee0 = p.ee[-1][1]
 
     # --- a pose goal 20 cm away: reached within 5 mm and held
-    goal = ee0 + np.array([0.0, 0.2, 0.0])
-    t_goal = p.now()
-    p.pose(goal)
-    T = 0.2 / 0.1                                   # goal_speed_mps default 0.1: a 2 s min-jerk path
-    p.wait_sim(T + 1.5)
-    held = p.ee_between(t_goal + int((T + 1.0) * NS), p.now())
-    err = np.linalg.norm(held - goal, axis=1)
-    print(f"pose goal: error over the last 0.5 s mean {err.mean() * 1e3:.2f} mm, max {err.max() * 1e3:.2f} mm")
-    assert len(held) >= 20 and err.max() <= 0.005, (len(held), err.max())
+    goal = check_pose_goal(p, [0.0, 0.2, 0.0])
 
     # --- bad goals are refused and the arm keeps its target
     p.pose([np.nan, 0.0, 0.5])
@@ -216,32 +217,15 @@ def test_pose_goal_twist_stream_paths_tf_and_diagnostics(bringup):
     assert err.max() <= 0.005, err.max()
 
     # --- a twist stream of 0.1 m/s for 2 s of simulated time, then nothing
-    t0 = p.now()
-    start = p.ee[-1][1]
-    t_sent = None
-    while p.now() < t0 + 2 * NS:
-        if p.now() != t_sent:                        # one twist per joint state (the servo loop's rate)
-            t_sent = p.now()
-            p.twist([0.0, -0.1, 0.0])
-        p.ex.spin_once(timeout_sec=0.01)
-    t_last = t_sent
-    p.wait_sim(1.5)
-    rest = p.ee_between(t_last + int(0.2 * NS), p.now())
-    moved = rest[-1] - start
-    # EE speed [m/s] over 50 ms windows from t_last on (joint-state stamps)
-    ts = np.array([t for t, _ in p.ee if t >= t_last])
-    ps = np.array([x for t, x in p.ee if t >= t_last])
-    k = np.searchsorted(ts, ts + int(0.05 * NS))
-    ok = k < len(ts)
-    speed = np.linalg.norm(ps[k[ok]] - ps[ok], axis=1) / ((ts[k[ok]] - ts[ok]) / NS)
-    after = speed[ts[ok] >= t_last + int(0.2 * NS)]
-    print(f"twist: stream {(t_last - t0) / NS:.3f} s, moved {moved.round(4).tolist()} m; EE speed at the stream's "
-          f"end {speed[0]:.3f} m/s, from 0.2 s after it at most {after.max():.4f} m/s; drift from there "
-          f"{np.linalg.norm(rest - rest[-1], axis=1).max() * 1e3:.2f} mm")
-    assert abs(-moved[1] - 0.2) <= 0.02 and np.abs(moved[[0, 2]]).max() <= 0.01, moved
+    check_twist_stream(p, [0.0, -0.1, 0.0])
     v = p.diag_values([d for d in p.diag if "gato_controller" in d.name][-1])
     print(f"controller: {v['deadline_misses']} deadline misses, {v['fallbacks']} fallback ticks, {v['holds']} holds")
-    assert after.max() <= 0.01, after.max()           # stopped (< 10 % of the stream's speed) within 0.2 s
+
+    # --- with goal_orientation: a goal 20 cm away turned 20 degrees about world z (slerped from the
+    # measured EE orientation on the min-jerk path): within 5 mm and 2 degrees
+    p.set("goal_orientation", True)
+    c, s_ = np.cos(np.radians(20.0)), np.sin(np.radians(20.0))
+    check_pose_goal(p, [0.0, 0.2, 0.0], rotation=np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]]))
 
     # --- the plan's EE path matches the published Plan (forward kinematics of its knots)
     common = sorted(set(p.paths) & set(p.plans))
@@ -289,6 +273,106 @@ def test_pose_goal_twist_stream_paths_tf_and_diagnostics(bringup):
                  "an OK diagnostic", timeout=WAIT_S)
 
 
+def _angle_deg(Ra, Rb):
+    """The angle [deg] of the rotation between two (3, 3) rotation matrices."""
+    c = (np.trace(np.asarray(Ra).T @ np.asarray(Rb)) - 1.0) / 2.0
+    return float(np.degrees(np.arccos(np.clip(c, -1.0, 1.0))))
+
+
+def _xyzw(R):
+    """(x, y, z, w) unit quaternion of the rotation matrix R (3, 3)."""
+    import pinocchio as pin
+
+    return pin.Quaternion(np.asarray(R, dtype=np.float64)).normalized().coeffs().copy()
+
+
+def check_pose_goal(p, offset, rotation=None, settle_s=1.0, hold_s=0.5):
+    """A ~/goal_pose ``offset`` (3,) m from the measured EE (base frame; goal_speed_mps 0.1: a
+    min-jerk path of |offset| / 0.1 s) is reached within 5 mm and held: every joint state of
+    ``hold_s`` s is within 5 mm of it, a window that begins no later than ``settle_s`` s after the
+    path's end. ``rotation`` (3, 3), applied in the world frame to the measured EE orientation,
+    gives the goal an orientation (the controller's goal_orientation must be on): the EE frame is
+    then within 2 degrees of it over the same window too. Returns the goal position (3,) m."""
+    ee0, R0 = p.ee[-1][1], p.ee_R[-1][1]
+    goal = ee0 + np.asarray(offset, dtype=np.float64)
+    Rg = None if rotation is None else np.asarray(rotation) @ R0
+    t_goal = p.now()
+    p.pose(goal) if Rg is None else p.pose(goal, xyzw=_xyzw(Rg))
+    T = max(float(np.linalg.norm(offset)) / 0.1, 0.5)
+    n0 = len(p.ee)
+    seen = {"t": [], "pos": [], "ang": []}       # errors of the joint states since the goal, in order
+
+    def update():
+        k = len(seen["t"])
+        for (t, x), (_, R) in zip(p.ee[n0 + k:], p.ee_R[n0 + k:]):
+            seen["t"].append(t)
+            seen["pos"].append(float(np.linalg.norm(x - goal)))
+            seen["ang"].append(0.0 if Rg is None else _angle_deg(R, Rg))
+        return np.array(seen["t"], dtype=np.int64), np.array(seen["pos"]), np.array(seen["ang"])
+
+    def held():
+        """Start [ns] of the first window of hold_s s within the bounds that begins between the
+        path's end and settle_s s after it, or None."""
+        ts, pos, ang = update()
+        bad = np.concatenate([[0], np.cumsum((pos > 0.005) | (ang > 2.0))])   # bad samples before index i
+        end, h = t_goal + int(T * NS), int(hold_s * NS)
+        i = np.flatnonzero((ts >= end) & (ts <= end + int(settle_s * NS)) & (ts + h <= (ts[-1] if len(ts) else 0)))
+        j = np.searchsorted(ts, ts[i] + h, side="right")
+        ok = i[(j - i >= 20) & (bad[j] == bad[i])]
+        return int(ts[ok[0]]) if len(ok) else None
+
+    p.wait_sim(T)
+    p.spin_until(lambda: held() is not None or p.now() >= t_goal + int((T + settle_s + hold_s) * NS),
+                 "the goal reached and held", timeout=120.0)
+    t0 = held()
+    at = t0 if t0 is not None else t_goal + int((T + settle_s) * NS)
+    ts, pos, ang = update()
+    w = (ts >= at) & (ts <= at + int(hold_s * NS))
+    msg = (f"pose goal: {'reached' if t0 is not None else 'NOT reached'} {(at - t_goal) / NS - T:.2f} s after "
+           f"the {T:.2f} s path; error over the next {hold_s} s max {pos[w].max() * 1e3:.2f} mm")
+    if Rg is not None:
+        msg += f", orientation {ang[w].max():.3f} deg (the goal turned {_angle_deg(R0, Rg):.1f} deg)"
+    print(msg)
+    assert t0 is not None, msg
+    return goal
+
+
+def check_twist_stream(p, v, seconds=2.0):
+    """A ~/delta_twist_cmds stream of linear velocity ``v`` (3,) m/s for ``seconds`` of simulated
+    time (one twist per joint state, as a servo loop at the control rate sends them), then
+    nothing: the EE moved |v| seconds +/- 2 cm along v (within 1 cm across it) and stopped
+    (below 10 % of the stream's speed) within 0.2 s of the stream's last twist."""
+    v = np.asarray(v, dtype=np.float64)
+    t0 = p.now()
+    start = p.ee[-1][1]
+    t_sent = None
+    while p.now() < t0 + int(seconds * NS):
+        if p.now() != t_sent:                        # one twist per joint state (the servo loop's rate)
+            t_sent = p.now()
+            p.twist(v)
+        p.ex.spin_once(timeout_sec=0.01)
+    t_last = t_sent
+    p.wait_sim(1.5)
+    rest = p.ee_between(t_last + int(0.2 * NS), p.now())
+    moved = rest[-1] - start
+    # EE speed [m/s] over 50 ms windows from t_last on (joint-state stamps)
+    ts = np.array([t for t, _ in p.ee if t >= t_last])
+    ps = np.array([x for t, x in p.ee if t >= t_last])
+    k = np.searchsorted(ts, ts + int(0.05 * NS))
+    ok = k < len(ts)
+    speed = np.linalg.norm(ps[k[ok]] - ps[ok], axis=1) / ((ts[k[ok]] - ts[ok]) / NS)
+    after = speed[ts[ok] >= t_last + int(0.2 * NS)]
+    u = v / np.linalg.norm(v)
+    along = float(moved @ u)
+    across = float(np.linalg.norm(moved - along * u))
+    want = float(np.linalg.norm(v)) * seconds
+    print(f"twist: stream {(t_last - t0) / NS:.3f} s, moved {along:.4f} m along it, {across * 1e3:.2f} mm across; "
+          f"EE speed at the stream's end {speed[0]:.3f} m/s, from 0.2 s after it at most {after.max():.4f} m/s; "
+          f"drift from there {np.linalg.norm(rest - rest[-1], axis=1).max() * 1e3:.2f} mm")
+    assert abs(along - want) <= 0.02 and across <= 0.01, moved
+    assert after.max() <= 0.1 * float(np.linalg.norm(v)), after.max()   # stopped within 0.2 s
+
+
 @pytest.fixture
 def free_running(tmp_path, ros_env):
     yield from _sim_graph(tmp_path, ros_env, "lockstep:=false")
@@ -321,6 +405,87 @@ def test_diagnostics_go_ok_warn_error_and_back_to_ok_for_a_stalled_solver(free_r
     p.spin_until(lambda: any(lv == 0 for lv, _ in mine()[n_err:]), "OK again", timeout=WAIT_S * 2)
     print("diagnostics:", [lv for lv, _ in levels])
 
+
+
+class BatchProbe(Probe):
+    """Probe + the batch rows' paths (~/batch_paths/row_<b>, best) and the StepResults (every row's
+    plan) of the controller."""
+
+    ROWS = 4
+
+    def __init__(self, domain_id):
+        super().__init__(domain_id)
+        from gato_msgs.msg import StepResult
+        from nav_msgs.msg import Path
+        from std_msgs.msg import Int32
+
+        from gato_ros.node_util import qos
+
+        self.steps, self.rows, self.best = {}, {}, []       # stamp -> StepResult; (stamp, b) -> Path; [int]
+        self.node.create_subscription(StepResult, "/gato_controller/step_result",
+                                      lambda m: self.steps.__setitem__(_stamp(m.header), m), qos(100))
+        for b in range(self.ROWS):
+            self.node.create_subscription(Path, f"/gato_controller/batch_paths/row_{b}",
+                                          lambda m, b=b: self.rows.__setitem__((_stamp(m.header), b), m), qos(100))
+        self.node.create_subscription(Int32, "/gato_controller/batch_paths/best",
+                                      lambda m: self.best.append(int(m.data)), qos(100))
+
+
+@pytest.fixture
+def batch_bringup(tmp_path, ros_env):
+    """The lockstep sim bringup with a hypothesis batch: hypotheses:=estimator (the estimator node;
+    rows: the estimate, zero and wrenches hypothesis_spread_n around it) and batch_size 4 through a
+    copy of the robot's parameter file (batch_size is read-only: no launch argument sets it)."""
+    import yaml
+
+    src = share() / "config" / f"{ROBOT}.yaml"
+    cfg = yaml.safe_load(src.read_text())
+    cfg["gato_controller"]["ros__parameters"]["batch_size"] = BatchProbe.ROWS
+    params = tmp_path / f"{ROBOT}_b{BatchProbe.ROWS}.yaml"
+    params.write_text(yaml.safe_dump(cfg))
+    yield from _sim_graph(tmp_path, ros_env, "hypotheses:=estimator", f"params_file:={params}",
+                          probe_class=BatchProbe)
+
+
+def test_batch_rows_paths_and_markers_over_dds_match_the_step_result(batch_bringup):
+    """B = 4 over DDS (lockstep figure-8): each ~/batch_paths/row_<b> is the forward kinematics of
+    row b of the tick's gato_msgs/StepResult (every row's plan), ~/batch_paths/best is its
+    best_id, ~/plan_path repeats the winner's row, the rows differ (the hypotheses), and
+    ~/markers carries the same rows as ``batch`` markers with the winner highlighted."""
+    p = batch_bringup
+    R = p.ROWS
+
+    def ticks():
+        return sorted(t for t in p.steps if all((t, b) in p.rows for b in range(R)) and t in p.paths
+                      and t in p.markers)
+
+    p.spin_until(lambda: len(ticks()) >= 5, "5 views of a B = 4 tick (rows, plan path, markers, StepResult)")
+    spread = 0.0
+    for t in ticks()[-3:]:
+        st = p.steps[t]
+        assert st.solve.batch_size == R, st.solve.batch_size
+        xu = np.asarray(st.solve.xu, dtype=np.float64).reshape(R, int(st.solve.xu_size))
+        plan = p.plans[t]
+        nx, nu, n = plan.nx, plan.nu, plan.n_knots
+        ee = np.array([[p.fk(xu[b][k * (nx + nu):k * (nx + nu) + nx // 2]) for k in range(n)] for b in range(R)])
+        paths = np.array([[[q.pose.position.x, q.pose.position.y, q.pose.position.z] for q in p.rows[t, b].poses]
+                          for b in range(R)])
+        assert np.allclose(paths, ee, atol=1e-9), np.abs(paths - ee).max()
+        best = int(st.best_id)
+        plan_path = np.array([[q.pose.position.x, q.pose.position.y, q.pose.position.z] for q in p.paths[t].poses])
+        assert np.array_equal(plan_path, paths[best])
+        mk = p.markers[t]
+        assert {("batch", b) for b in range(R)} <= set(mk), sorted(mk)
+        for b in range(R):
+            pts = np.array([[q.x, q.y, q.z] for q in mk["batch", b].points])
+            assert np.array_equal(pts, paths[b])
+        wide = [mk["batch", c].scale.x for c in range(R)]
+        assert max(wide) == mk["batch", best].scale.x and sorted(wide)[-2] < wide[best], wide   # the winner
+        spread = max(spread, float(np.abs(ee - ee[best]).max()))
+    assert best in p.best
+    print(f"batch rows over DDS: {len(ticks())} views of B = {R}; rows spread up to {spread * 1e3:.3f} mm from "
+          f"the winner; best ids seen {sorted(set(p.best))}")
+    assert spread > 1e-6, "the rows are all the same plan: no hypotheses in the batch"
 
 def _need_knot_posture():
     """The action is offered where the solver takes per-knot posture tables (gato.BSQP.set_q_nom

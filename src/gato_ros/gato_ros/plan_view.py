@@ -116,3 +116,10 @@ class EEPath:
             pin.forwardKinematics(model, data, q)
             out[i] = pin.updateFramePlacement(model, data, fid).translation
         return out
+
+    def rotation(self, q) -> np.ndarray:
+        """(3, 3) the rotation of ``ee_frame`` at joint positions ``q`` (nq,) rad (its axes in the
+        base frame: what the solver's orientation term compares, gato_core View::ee_R)."""
+        pin = self._pin
+        pin.forwardKinematics(self.model, self.data, np.asarray(q, dtype=np.float64))
+        return pin.updateFramePlacement(self.model, self.data, self.fid).rotation.copy()

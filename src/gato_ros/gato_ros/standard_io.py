@@ -188,13 +188,16 @@ class StandardInterfaces:
         self.node.get_logger().warning(f"{what}: {reason}", throttle_duration_sec=1.0)
 
     def _on_pose(self, msg):
-        m = self._tick_time_and_ee()
+        m = self.logic.measured()
         if m is None:
             self.targets.counters.goals_rejected += 1
             self._refused("goal pose", "refused: no joint state received yet (the path starts at the measured EE)")
             return
         p, o = msg.pose.position, msg.pose.orientation
-        why = self.targets.on_pose(msg.header.frame_id, [p.x, p.y, p.z], [o.x, o.y, o.z, o.w], m[0], m[1])
+        # a tracked orientation slerps from the measured EE's (FK only when it is tracked)
+        R = self.ee_path.rotation(m.q) if self.targets.cfg["goal_orientation"] else None
+        why = self.targets.on_pose(msg.header.frame_id, [p.x, p.y, p.z], [o.x, o.y, o.z, o.w], m.stamp_ns, m.ee,
+                                   ee_rot_now=R)
         if why:
             self._refused("goal pose", why)
         else:
@@ -309,7 +312,10 @@ class StandardInterfaces:
         t.header.frame_id = self.base_frame
         t.child_frame_id = EE_TARGET_FRAME
         t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = (float(v) for v in p)
-        R = self.targets.goal_orientation if self.targets.mode == "goal" else None
+        R = None
+        if self.targets.mode == "goal":          # the tracked orientation now (its slerp), else the goal's
+            Rk = self.targets.orientation_at([stamp_ns])
+            R = self.targets.goal_orientation if Rk is None else Rk[0]
         q = _matrix_to_quat(R) if R is not None else (0.0, 0.0, 0.0, 1.0)
         t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z, t.transform.rotation.w = q
         m = self._TFMessage()

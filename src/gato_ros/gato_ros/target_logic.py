@@ -39,11 +39,14 @@ clock, so a lockstep run is reproducible and a paused simulation pauses the targ
 Orientation: a goal's orientation is validated, transformed and kept
 (:attr:`TargetLogic.goal_orientation`, a base-frame rotation matrix). With ``goal_orientation``
 (issue 30; off by default: a PoseStamped always carries an orientation, and an unset identity
-one would turn the tool over) the goal's windows carry it as a constant orientation target
-from the goal's acceptance (the controller weighs it with ``orientation_weight``), and the
-goal's quaternion must then be a unit one (|norm - 1| <= 1e-3; refused otherwise, counted in
-``goals_rejected``). Not yet: a slerp from the measured EE orientation along the min-jerk
-profile (ControllerLogic knows the EE position only), and a twist's angular part (ignored,
+one would turn the tool over) the goal's windows carry an orientation target per knot (the
+controller weighs it with ``orientation_weight``): the slerp R0 exp(s log(R0^T R1)) from the
+start orientation R0 to the goal's R1 on the position's minimum-jerk profile s (the same
+duration T), then R1 held. R0 is the running tracked goal's orientation at the goal's arrival,
+else the measured EE orientation the caller passes (``ee_rot_now``: the EE frame's rotation,
+what the solver's orientation term compares), else R1 itself (a constant target from the
+goal's acceptance). The goal's quaternion must then be a unit one (|norm - 1| <= 1e-3;
+refused otherwise, counted in ``goals_rejected``). Not yet: a twist's angular part (ignored,
 counted in ``angular_ignored``).
 """
 from __future__ import annotations
@@ -101,7 +104,7 @@ class TargetLogic:
         self._q_hold = None             # joint_hold: (nq,) rad
         self.last_reason = ""           # why the latest refused input was refused
         self.goal_orientation = None    # (3, 3) base-frame rotation of the latest goal
-        self._goal_rotvec = None        # (3,) rad: the goal's tracked orientation (goal_orientation), else None
+        self._goal_rot = None           # goal_orientation: (R0 (3, 3), w (3,) rad) with R1 = R0 exp3(w); else None
         # goal path: p(t) = p0 + min_jerk((t - t0) / T) (p1 - p0)
         self._goal = None               # (t0_ns, p0 (3,), p1 (3,), T s)
         # servo: the target at _servo_t_ns, the velocity in force and when it expires
@@ -129,9 +132,11 @@ class TargetLogic:
             self.counters.unknown_frame += 1
         return tf
 
-    def on_pose(self, frame_id: str, position, orientation_xyzw, t_ns: int, ee_now) -> str | None:
+    def on_pose(self, frame_id: str, position, orientation_xyzw, t_ns: int, ee_now,
+                ee_rot_now=None) -> str | None:
         """A goal pose arrived while the controller is at tick time ``t_ns`` with the EE measured
-        at ``ee_now`` (3,) m (base frame). Returns None when accepted, else the reason."""
+        at ``ee_now`` (3,) m and, optionally, oriented ``ee_rot_now`` (3, 3) (base frame: where
+        a tracked orientation's slerp starts). Returns None when accepted, else the reason."""
         p = np.asarray(position, dtype=np.float64).reshape(3)
         if not np.all(np.isfinite(p)):
             return self._refuse("goals_rejected", f"pose goal refused: non-finite position {p.tolist()}")
@@ -156,12 +161,22 @@ class TargetLogic:
         if dist_ee > self.cfg["target_max_distance_m"]:
             return self._refuse("goals_rejected", f"pose goal refused: {dist_ee:.3f} m from the measured EE "
                                 f"(target_max_distance_m = {self.cfg['target_max_distance_m']:g})")
+        R1 = R @ Rg
+        R0 = None
+        if track:       # where the orientation's slerp starts: the running tracked goal's, else the measured EE's
+            if ee_rot_now is not None:
+                R0 = np.asarray(ee_rot_now, dtype=np.float64).reshape(3, 3)
+                if not np.all(np.isfinite(R0)):
+                    raise ValueError("ee_rot_now: contains NaN or Inf")
+            if self.mode == "goal" and self._goal_rot is not None:
+                R0 = self.orientation_at([t_ns])[0]
+            R0 = R1 if R0 is None else R0
         start = self.current_target(t_ns, ee_now)
         dist = float(np.linalg.norm(goal - start))
         T = max(dist / self.cfg["goal_speed_mps"], self.cfg["goal_min_duration_s"])
         self._goal = (int(t_ns), start, goal, T)
-        self.goal_orientation = R @ Rg
-        self._goal_rotvec = np.asarray(pin.log3(self.goal_orientation), dtype=np.float64) if track else None
+        self.goal_orientation = R1
+        self._goal_rot = None if R0 is None else (R0, np.asarray(pin.log3(R0.T @ R1), dtype=np.float64))
         self.mode, self.tracker = "goal", None
         self.counters.goals_accepted += 1
         return None
@@ -218,6 +233,16 @@ class TargetLogic:
         s = min_jerk((np.asarray(t_ns, dtype=np.int64) - t0) * 1e-9 / T)
         return p0[None, :] + np.asarray(s)[:, None] * (p1 - p0)[None, :]
 
+    def orientation_at(self, t_ns):
+        """(T, 3, 3) tracked goal orientations at times ``t_ns`` (T,) ns (the slerp on the goal's
+        minimum-jerk profile, then the goal's), or None when no tracked goal runs."""
+        if self.mode != "goal" or self._goal_rot is None:
+            return None
+        t0, _, _, T = self._goal
+        R0, w = self._goal_rot
+        s = np.atleast_1d(min_jerk((np.asarray(t_ns, dtype=np.int64) - t0) * 1e-9 / T))
+        return np.array([R0 @ pin.exp3(float(si) * w) for si in s])
+
     def current_target(self, t_ns: int, ee_now) -> np.ndarray:
         """(3,) m: the target at tick time ``t_ns`` (the measured EE ``ee_now`` when none)."""
         if self.mode == "goal":
@@ -241,7 +266,8 @@ class TargetLogic:
         N, dt = self.cfg["N"], self.cfg["dt"]
         tk = int(t_ns) + np.round(np.arange(N) * dt * 1e9).astype(np.int64)
         if self.mode == "goal":
-            r = None if self._goal_rotvec is None else np.repeat(self._goal_rotvec[None, :], N, axis=0)
+            Rk = self.orientation_at(tk)
+            r = None if Rk is None else np.array([pin.log3(R) for R in Rk], dtype=np.float64)
             return ReferenceWindow(int(t_ns), dt, self._goal_at(tk), orientations=r)
         if self.mode in ("trajectory", "joint_hold"):
             return ReferenceWindow(int(t_ns), dt, np.array([self._ee_pos(q) for q in self._joint_targets(tk)]))
