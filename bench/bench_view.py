@@ -10,7 +10,14 @@ step time (ControllerStatus.solve_us) percentiles, deadline misses, joint state 
 latency, EE tracking error. Prints a table of every run and the median / spread per
 configuration; ``--out FILE`` writes it to the file --out names (never into docs/).
 
-    source scripts/activate.sh && python bench/bench_view.py [--rounds 3] [--duration 20] [--out result.md]
+``--scheduling``: the CPU priority of the view's process (its ``scheduling`` parameter), of the
+browser and of the Foxglove client thread (what the view drives), one or more of idle
+(SCHED_IDLE, the default), nice (nice 19), normal (unchanged): each view configuration runs once
+per mode and round, all in one rotation, so the modes are compared under the same load. The
+1-minute load average at the end of each run is in the table (the machine may be shared).
+
+    source scripts/activate.sh && python bench/bench_view.py [--rounds 3] [--duration 20] \
+        [--scheduling idle normal] [--out result.md]
 """
 import argparse
 import json
@@ -33,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test"))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 from localhost_ports import free_port as _free_port, port_open as _port_open  # noqa: E402
+
+from gato_ros.cpu_priority import MODES, lower_this_thread  # noqa: E402
 
 
 def _cpu_s(pids) -> float:
@@ -96,11 +105,14 @@ def _rates(samples: list, skip_s: float) -> tuple:
     return tuple(100.0 * (last[i] - first[i]) / dt for i in (1, 2, 3))
 
 
-def _foxglove_client(port: int, stop: threading.Event, counts: dict) -> None:
-    """Subscribe to every advertised channel and count the messages until ``stop``."""
+def _foxglove_client(port: int, stop: threading.Event, counts: dict, scheduling: str = "normal") -> None:
+    """Subscribe to every advertised channel and count the messages until ``stop``; this thread
+    runs at ``scheduling`` (a viewer of the view, as the browser)."""
     import struct
 
     from websockets.sync.client import connect
+
+    lower_this_thread(scheduling)
 
     subs = {}
     try:
@@ -126,17 +138,24 @@ def _foxglove_client(port: int, stop: threading.Event, counts: dict) -> None:
             counts["error"] = str(e)
 
 
-def run_once(config: str, duration: float, robot: str, work: Path) -> dict:
+def _load1() -> float:
+    """The 1-minute load average (other work on a shared machine shows here)."""
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def run_once(config: str, duration: float, robot: str, work: Path, scheduling: str = "idle") -> dict:
     """One bringup run; ``config``: "none" (no view), "view" (the view with a Foxglove client
-    subscribed to everything, no browser), "view+browser" (and a headless Chromium showing the page)."""
+    subscribed to everything, no browser), "view+browser" (and a headless Chromium showing the page);
+    ``scheduling``: the CPU priority of the view, the browser and the Foxglove client thread."""
     view, with_browser = config != "none", config == "view+browser"
-    out = work / f"{config.replace('+', '_')}-{time.strftime('%H%M%S')}"
+    out = work / f"{config.replace('+', '_')}-{scheduling}-{time.strftime('%H%M%S')}"
     cmd = [sys.executable, "-m", "gato_ros.bringup_sim", "--robot", robot, "--realtime", "--duration", str(duration),
            "--out", str(out)]
     vp = fp = None
     if view:
         vp, fp = _free_port(), _free_port()
-        cmd += ["--view", "--view-port", str(vp), "--foxglove-port", str(fp)]
+        cmd += ["--view", "--view-port", str(vp), "--foxglove-port", str(fp), "--view-scheduling", scheduling]
     log = open(work / f"{out.name}.log", "w")
     marker = f"{os.getpid()}-{time.monotonic_ns()}"
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -152,9 +171,9 @@ def run_once(config: str, duration: float, robot: str, work: Path) -> dict:
                     raise RuntimeError(f"the view did not come up: see {log.name}")
                 time.sleep(0.2)
             if with_browser:
-                browser = Chromium(1280, 800)
+                browser = Chromium(1280, 800, scheduling=scheduling)
                 browser.navigate(f"http://127.0.0.1:{vp}/")
-            th = threading.Thread(target=_foxglove_client, args=(fp, stop, counts), daemon=True)
+            th = threading.Thread(target=_foxglove_client, args=(fp, stop, counts, scheduling), daemon=True)
             th.start()
         samples: list = []
         sampler = threading.Thread(target=_cpu_sampler, args=(stop, samples, marker,
@@ -176,10 +195,12 @@ def run_once(config: str, duration: float, robot: str, work: Path) -> dict:
             os.killpg(proc.pid, signal.SIGINT)
             proc.wait(timeout=60)
         log.close()
+    load1 = _load1()
     view_pct, ctrl_pct, br_pct = _rates(samples, 5.0)
     s = json.loads((out / "summary.json").read_text())
     st, lat = s["solve_time_us"], s["latency_us"]
-    return {"config": config, "view": view, "exit": code, "ticks": s["counters"].get("ticks", 0), "misses": s["deadline_misses"],
+    label = f"{config} ({scheduling})" if view else config
+    return {"config": label, "scheduling": scheduling if view else "", "load1": load1, "view": view, "exit": code, "ticks": s["counters"].get("ticks", 0), "misses": s["deadline_misses"],
             "solve_p50_ms": st["p50"] / 1e3, "solve_p99_ms": st["p99"] / 1e3, "lat_p50_ms": lat["p50"] / 1e3,
             "lat_p99_ms": lat["p99"] / 1e3, "err_mean_mm": s["tracking_error_m"]["mean"] * 1e3,
             "page_frames": frames, "foxglove_msgs": sum(v for k, v in counts.items() if k != "error"),
@@ -189,26 +210,31 @@ def run_once(config: str, duration: float, robot: str, work: Path) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=2, help="rounds of the three configurations (order rotated)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of the configurations (order rotated)")
     ap.add_argument("--duration", type=float, default=20.0, help="simulated (= wall-clock, free-running) seconds")
     ap.add_argument("--robot", default="iiwa14")
+    ap.add_argument("--scheduling", nargs="+", default=["idle"], choices=MODES,
+                    help="CPU priority of the view, the browser and the Foxglove client: each view configuration "
+                         "runs once per mode (default idle)")
     ap.add_argument("--out", type=Path, help="write the result section to this file (not in docs/)")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="gato-bench-view-"))
     rows = []
-    configs = ["none", "view", "view+browser"]
+    runs = [("none", "")] + [(c, m) for m in a.scheduling for c in ("view", "view+browser")]
     for r in range(a.rounds):
-        for config in configs[r % 3:] + configs[:r % 3]:
-            row = run_once(config, a.duration, a.robot, work)
+        k = r % len(runs)
+        for config, mode in runs[k:] + runs[:k]:
+            row = run_once(config, a.duration, a.robot, work, mode or "normal")
             rows.append(row)
             print(json.dumps(row), flush=True)
+    configs = [c if not m else f"{c} ({m})" for c, m in runs]
     hdr = ("| run | configuration | ticks | deadline misses | MPC step p50 [ms] | p99 [ms] | state->command p50 [ms] | "
-           "p99 [ms] | EE error mean [mm] | page frames | Foxglove messages | CPU % of a core: controller / view / browser |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+           "p99 [ms] | EE error mean [mm] | page frames | Foxglove messages | CPU % of a core: controller / view / browser "
+           "| load (1 min) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     body = "".join(f"| {i + 1} | {r['config']} | {r['ticks']} | {r['misses']} | {r['solve_p50_ms']:.2f} | "
                    f"{r['solve_p99_ms']:.2f} | {r['lat_p50_ms']:.2f} | {r['lat_p99_ms']:.2f} | {r['err_mean_mm']:.1f} | "
                    f"{r['page_frames'] if r['page_frames'] is not None else ''} | {r['foxglove_msgs'] if r['view'] else ''} | "
-                   f"{r['controller_cpu_pct']:.0f} / {r['view_cpu_pct']:.0f} / {r['browser_cpu_pct']:.0f} |\n"
+                   f"{r['controller_cpu_pct']:.0f} / {r['view_cpu_pct']:.0f} / {r['browser_cpu_pct']:.0f} | {r['load1']:.1f} |\n"
                    for i, r in enumerate(rows))
     summ = ("| configuration | MPC step p50 [ms]: median (min-max) over runs | p99 [ms] | deadline misses per run | "
             "EE error mean [mm] | view process CPU [% of a core] |\n|---|---|---|---|---|---|\n")
@@ -222,11 +248,11 @@ def main(argv=None) -> int:
                  f"{mm('misses', '{:g}')} | {mm('err_mean_mm', '{:.1f}')} | {mm('view_cpu_pct', '{:.0f}')} |\n")
     print(hdr + body + "\n" + summ)
     if a.out:
-        text = (f"\n## Live view: the controller with and without the view ({time.strftime('%Y-%m-%d')}, "
-                f"{short_commit()})\n\n"
+        text = ("\n## Live view: the controller with and without the view\n\n"
+                f"Measured {time.strftime('%Y-%m-%d')} at {short_commit()}. "
                 f"Machine: {cpu_model()}, {os.cpu_count()} cores (shared with other work), Python "
                 f"{platform.python_version()}. Command: `python bench/bench_view.py --rounds {a.rounds} --duration "
-                f"{a.duration:g}` (the simulation bringup free-running at 100 Hz, {a.robot} figure-8, {a.duration:g} s "
+                f"{a.duration:g} --scheduling {' '.join(a.scheduling)}` (the simulation bringup free-running at 100 Hz, {a.robot} figure-8, {a.duration:g} s "
                 "per run, in rotation: no view; `--view` with a Foxglove client subscribed to every channel; `--view` with "
                 "that client and a headless Chromium showing the page, on the same machine). Figures from each run's "
                 "bag; CPU use from /proc, steady state (from 5 s after the controller started to the end of the run).\n\n"

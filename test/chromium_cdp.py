@@ -50,18 +50,26 @@ def ensure_chromium() -> str:
 
 
 class Chromium:
-    """One headless Chromium with one page, driven over CDP. ``width`` x ``height`` CSS pixels."""
+    """One headless Chromium with one page, driven over CDP. ``width`` x ``height`` CSS pixels.
 
-    def __init__(self, width: int = 1280, height: int = 800, start_timeout_s: float = 60.0):
+    ``scheduling``: the browser's CPU priority (:mod:`gato_ros.cpu_priority`: ``idle`` =
+    SCHED_IDLE, ``nice`` = nice 19, ``normal``), inherited by all its processes: a browser that
+    draws the live view beside a free-running controller on a machine of few cores."""
+
+    def __init__(self, width: int = 1280, height: int = 800, start_timeout_s: float = 60.0,
+                 scheduling: str = "normal"):
         from websockets.sync.client import connect
 
+        from gato_ros.cpu_priority import child_preexec
+
+        preexec = child_preexec(scheduling)
         exe = ensure_chromium()
         self.profile = tempfile.mkdtemp(prefix="gato-chromium-")
         self.log = open(Path(self.profile) / "chromium.log", "w+")
         self.proc = subprocess.Popen([exe, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}",
                                       f"--window-size={width},{height}", "--remote-debugging-port=0",
                                       "about:blank"], stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=preexec)
         port_file = Path(self.profile) / "DevToolsActivePort"
         deadline = time.monotonic() + start_timeout_s
         while not (port_file.is_file() and len(port_file.read_text().split()) >= 2):

@@ -174,6 +174,56 @@ def test_plot_window_must_be_positive(geometry):
         ViewLogic(geometry, plot_window_s=0)
 
 
+def test_scheduling_parameter_refuses_unknown_modes_by_name():
+    from gato_ros import params
+    from gato_ros.cpu_priority import child_preexec, lower_priority, lower_this_thread
+
+    p = params.by_name(params.VIEW)["scheduling"]
+    assert p.default_for(ROBOT) == "idle" and p.choices == ("idle", "nice", "normal")
+    assert params.validate(params.VIEW, "scheduling", "nice", allow_read_only=True) is None
+    assert params.validate(params.VIEW, "scheduling", "realtime", allow_read_only=True) == \
+        "scheduling: 'realtime' is not one of idle, nice, normal"
+    for f in (lower_priority, lower_this_thread, child_preexec):
+        with pytest.raises(ValueError, match="scheduling: must be one of idle, nice, normal, got 'low'"):
+            f("low")
+    assert lower_priority("normal") == "unchanged" and child_preexec("normal") is None
+
+
+_PRIORITY_PROBE = """
+import json, os, sys, threading
+from gato_ros.cpu_priority import lower_priority, thread_priority
+ready, go = threading.Event(), threading.Event()
+def before():                       # a thread already running when the process lowers itself
+    ready.set(); go.wait()
+    out["before"] = thread_priority()
+out = {}
+t = threading.Thread(target=before); t.start(); ready.wait()
+out["applied"] = lower_priority(sys.argv[1])
+after = threading.Thread(target=lambda: out.__setitem__("after", thread_priority())); after.start(); after.join()
+go.set(); t.join()
+out["main"] = thread_priority()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("mode,policy", [("idle", "SCHED_IDLE"), ("nice", "SCHED_OTHER")])
+def test_lower_priority_reaches_every_thread_and_later_ones(mode, policy):
+    """In a child process (never lower the test runner): the threads running when it lowers itself,
+    the main thread and a thread started afterwards all end at nice 19 (and SCHED_IDLE for idle)."""
+    if not hasattr(os, "sched_getscheduler"):
+        pytest.skip("Linux scheduling policies only")
+    r = subprocess.run([sys.executable, "-c", _PRIORITY_PROBE, mode], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    if out["applied"].startswith("not lowered"):
+        pytest.skip(f"this system refuses to lower the priority: {out['applied']}")
+    if mode == "idle" and out["applied"] != "SCHED_IDLE":      # permitted nice only (seccomp): what it says
+        assert out["applied"] == "nice 19"
+        policy = "SCHED_OTHER"
+    for k in ("before", "main", "after"):
+        assert out[k] == [policy, 19], (k, out)
+
+
 # ------------------------------------------------------------------ the replay view (worst ticks)
 def _case_file(path, geometry, rng, K=3, N=5):
     nv = 7
@@ -427,6 +477,36 @@ def test_foxglove_channels_each_carry_messages(bringup):
     assert list(js.name) == NAMES and len(js.position) == 7
     sample = json.loads(bytes(first["/gato_view/plot"]))
     assert set(sample) == {"t", "error_mm", "solve_ms"}
+
+
+def _task_priorities(pid: int) -> dict:
+    """{thread id: (scheduling policy number, nice)} of a process, from /proc (stat fields 19 and 41)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            f = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (int(f[38]), int(f[16]))
+    return out
+
+
+@pytest.mark.ros
+def test_view_process_runs_at_idle_priority_the_controller_does_not(bringup):
+    """The bringup's view node (scheduling idle, the default): every thread SCHED_IDLE at nice 19,
+    the servers' and DDS threads included; the controller node untouched (the test runner's own
+    policy and nice value)."""
+    def node_pid(name):
+        pids = [p for p in processes_with_env("GATO_TEST_MARKER", bringup.marker)
+                if name in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")]
+        assert len(pids) == 1, (name, pids)
+        return pids[0]
+
+    view = _task_priorities(node_pid("view_node"))
+    assert len(view) > 5 and set(view.values()) == {(os.SCHED_IDLE, 19)}, view
+    ctrl = _task_priorities(node_pid("controller_node"))
+    assert set(ctrl.values()) == {(os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0))}, ctrl
+    assert "(CPU priority: SCHED_IDLE)" in bringup.text()
 
 
 @pytest.mark.ros

@@ -264,7 +264,7 @@ def declare_schema(node, params_schema) -> dict:
     return values
 
 
-def run(make_node, argv=None, exit_grace_s: float | None = EXIT_GRACE_S) -> int:
+def run(make_node, argv=None, exit_grace_s: float | None = EXIT_GRACE_S, executor: str = "single") -> int:
     """rclpy.init, build the node with ``make_node()``, spin until SIGINT / SIGTERM or until
     the node sets ``node.done = True``; then close / destroy it and shut down. Returns the
     exit code: ``node.exit_code`` (default 0); 0 after SIGINT / SIGTERM, whenever it arrives
@@ -279,7 +279,13 @@ def run(make_node, argv=None, exit_grace_s: float | None = EXIT_GRACE_S) -> int:
     ``exit_grace_s``: the exit guard (:func:`arm_exit_guard`): a node still running that long
     after the first signal (blocked in native code) is ended with an error line, its stacks and
     exit code :data:`EXIT_GUARD_CODE` (a fault, not a clean stop); None: no guard (the
-    recorder: closing its bag may take longer and must not be cut)."""
+    recorder: closing its bag may take longer and must not be cut).
+
+    ``executor``: ``single`` (rclpy's SingleThreadedExecutor) or ``events`` (rclpy's
+    EventsExecutor, C++: for a node of many small callbacks, the live view: the single-threaded
+    executor rebuilds its wait set in Python for every callback)."""
+    if executor not in ("single", "events"):
+        raise ValueError(f"executor: must be single or events, got {executor!r}")
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
@@ -304,7 +310,12 @@ def run(make_node, argv=None, exit_grace_s: float | None = EXIT_GRACE_S) -> int:
                 return 1
             if stop.requested:
                 return 0
-            ex = SingleThreadedExecutor()
+            if executor == "events":
+                from rclpy.experimental import EventsExecutor
+
+                ex = EventsExecutor()
+            else:
+                ex = SingleThreadedExecutor()
             ex.add_node(node)
             while not stop.requested and rclpy.ok() and not getattr(node, "done", False):
                 ex.spin_once(timeout_sec=0.1)

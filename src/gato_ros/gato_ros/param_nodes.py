@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from .cpu_priority import MODES as PRIORITY_MODES
 from .param_controller import CONTROLLER
 from .param_defaults import goals as _goals, joint_names as _joint_names, q_ready as _q_ready
 from .param_spec import Param
@@ -150,6 +151,10 @@ VIEW = (
           "subscriptions only store the newest message)", "Hz", range=(0.5, 120.0), read_only=True),
     Param("plot_window_s", "double", 10.0, "history of the scrolling plot (EE error, solve time)", "s",
           range=(0.5, 3600.0), read_only=True),
+    Param("scheduling", "string", "idle", "CPU priority of the view's process, set at start-up for every thread: "
+          "idle (Linux SCHED_IDLE: it runs only on CPU time the controller and the simulation leave over; nice 19 "
+          "where SCHED_IDLE is not permitted), nice (nice 19), normal (unchanged)",
+          choices=PRIORITY_MODES, read_only=True),
     Param("controller_node", "string", "/gato_controller", "node whose plan, step_result, status, "
           "solver_stats and command topics are shown (the gato plugin in embedded mode: /gato_plugin_embedded)",
           read_only=True),

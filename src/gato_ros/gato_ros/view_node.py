@@ -2,12 +2,18 @@
 that serves the browser page (:class:`gato_ros.view_server.BrowserView`) and, with
 ``foxglove``, a Foxglove WebSocket server (:class:`gato_ros.view_server.FoxgloveView`).
 
-Off the control path: its own process; it only subscribes (best effort, keep-last: a slow view
+Off the control path: its own process, at the lowest CPU priority (``scheduling``: Linux
+SCHED_IDLE by default, :mod:`gato_ros.cpu_priority`: it runs on the CPU time the controller and
+the simulation leave over); it only subscribes (best effort, keep-last: a slow view
 never holds a publisher back) to what the graph publishes anyway, and the subscription
 callbacks only store the serialized message (and hand it to the Foxglove server, which sends
 it from its own thread). Deserialization, kinematics and rendering run in the view's render
 thread at ``rate_hz``, on the newest message of each topic, and only while a page is open or a
 Foxglove client subscribes to the scene.
+The node spins rclpy's EventsExecutor (C++): the graph's topics bring about 400 small callbacks a
+second, and the SingleThreadedExecutor's Python wait-set rebuild around each one kept the view's
+main thread at 17-19 % of a core (5 % with the EventsExecutor; docs/benchmarks_ros.md, "Live view:
+the controller with and without the view").
 
 Subscribes (``controller_node`` = /gato_controller by default):
     /joint_states (sensor_msgs/JointState), /ee_reference (gato_msgs/EEReference),
@@ -31,6 +37,7 @@ import time
 from rclpy.node import Node
 
 from . import params as schema
+from .cpu_priority import lower_priority
 from .node_util import declare_schema
 from .view_logic import REFERENCE_HISTORY
 
@@ -77,6 +84,8 @@ class ViewNode(Node):
 
         values = declare_schema(self, schema.VIEW)
         self.cfg = values
+        # before the servers start their threads (they inherit it); the DDS threads are already there
+        self.priority = lower_priority(values["scheduling"])
         self.geometry = RobotGeometry(values["robot"])
         self.logic = ViewLogic(self.geometry, plot_window_s=values["plot_window_s"])
         try:
@@ -104,7 +113,7 @@ class ViewNode(Node):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._render_loop, name="gato_view_render", daemon=True)
         self._thread.start()
-        msg = f"gato view of {values['robot']}: {self.browser.url}"
+        msg = f"gato view of {values['robot']} (CPU priority: {self.priority}): {self.browser.url}"
         if self.foxglove is not None:
             msg += f" (Foxglove: {self.foxglove.url})"
         if self.geometry.missing:
@@ -197,7 +206,7 @@ class ViewNode(Node):
 def main(argv=None) -> int:
     from .node_util import run
 
-    return run(ViewNode, argv)
+    return run(ViewNode, argv, executor="events")
 
 
 if __name__ == "__main__":
