@@ -131,6 +131,43 @@ def test_tracked_orientation_slerps_from_the_measured_ee_on_the_min_jerk_profile
         t.on_pose("", EE0, _qz(0.3), 0, EE0, ee_rot_now=np.full((3, 3), np.nan))
 
 
+def test_an_angular_twist_turns_the_servo_orientation_from_the_measured_one_clamped_then_holds():
+    """The twist's angular part (base frame) turns an orientation target from the measured EE
+    orientation at the angular velocity while the twist is in force; faster than
+    servo_max_angular_rps: scaled down and counted; a twist without an angular part then holds the
+    orientation reached; without a measured orientation the angular part is ignored, counted."""
+    import pinocchio as pin
+
+    R0 = quat_to_matrix(_qz(0.3))
+    t = _logic(servo_timeout_s=0.5)
+    assert t.on_twist("", [0.0, 0.0, 0.0], [0.0, 0.0, 0.2], 0, EE0, ee_rot_now=R0) is None
+    w = t.window(0)
+    assert w.orientations is not None and np.allclose(pin.exp3(w.orientations[0]), R0)
+    # knot k at k dt, up to the timeout (0.5 s): exp(0.2 z t) R0
+    for k in (4, 12, 31):
+        tk = min(k * 0.03125, 0.5)
+        assert np.allclose(pin.exp3(w.orientations[k]), quat_to_matrix(_qz(0.2 * tk)) @ R0, atol=1e-12)
+    assert np.allclose(w.positions, EE0)                         # no linear part: the position held
+    t.window(250 * MS)                                           # re-based at 0.25 s
+    # a twist without an angular part keeps the orientation reached (not the measured one)
+    assert t.on_twist("", [0.01, 0.0, 0.0], [0.0, 0.0, 0.0], 300 * MS, EE0, ee_rot_now=np.eye(3)) is None
+    w = t.window(300 * MS)
+    assert np.allclose([pin.exp3(r) for r in w.orientations], quat_to_matrix(_qz(0.2 * 0.3)) @ R0)
+    # too fast: scaled down to servo_max_angular_rps (0.5 rad/s), counted with the reason
+    c = t.counters.twists_clamped
+    assert t.on_twist("", [0.0, 0.0, 0.0], [0.0, 3.0, 4.0], 400 * MS, EE0) is None
+    assert t.counters.twists_clamped == c + 1 and "clamped to servo_max_angular_rps = 0.5" in t.last_reason
+    w = t.window(400 * MS)
+    turn = pin.log3(pin.exp3(w.orientations[0]).T @ pin.exp3(w.orientations[8]))
+    assert np.linalg.norm(turn) == pytest.approx(0.5 * 8 * 0.03125, rel=1e-9)
+    # no measured orientation and none tracked: the angular part is ignored (counted), position only
+    n = _logic()
+    assert n.on_twist("", [0.01, 0.0, 0.0], [0.0, 0.0, 0.2], 0, EE0) is None
+    assert n.counters.angular_ignored == 1 and n.window(0).orientations is None
+    # NaN angular: refused with the reason, the running target kept
+    assert "non-finite" in t.on_twist("", [0.0, 0.0, 0.0], [np.nan, 0.0, 0.0], 500 * MS, EE0)
+
+
 def test_goal_in_another_frame_is_transformed_and_unknown_frame_refused_and_counted():
     lg = _logic()
     lg.frames.set_transform("world", "table", [0.4, 0.0, 0.5], _qz(np.pi))

@@ -256,6 +256,10 @@ CONTROLLER = (
     Param("servo_max_speed_mps", "double", 0.25,
           "~/delta_twist_cmds: a faster linear twist is scaled down to this speed (logged, counted)", "m/s",
           range=(0.0, 2.0), group="targets"),
+    Param("servo_max_angular_rps", "double", 0.5,
+          "~/delta_twist_cmds: a faster angular twist is scaled down to this rate (logged, counted); a twist that "
+          "turns starts tracking the EE orientation (from the measured one), the servo target turns at the "
+          "angular velocity (weight orientation_weight)", "rad/s", range=(0.0, 10.0), group="targets"),
     Param("servo_timeout_s", "double", 0.1,
           "~/delta_twist_cmds: a twist moves the target for this long after it arrived (then it stops: a stream "
           "that ends stops the arm)", "s", range=(0.001, 10.0), group="targets"),

@@ -4,9 +4,10 @@
 
 Subscribes (node-relative names; QoS reliable, volatile unless stated):
     ~/goal_pose (geometry_msgs/PoseStamped, keep-last 1): a goal pose, reached on a
-        minimum-jerk path (position; the orientation is validated and kept, not tracked yet).
+        minimum-jerk path (the orientation slerped along it with goal_orientation).
     ~/delta_twist_cmds (geometry_msgs/TwistStamped, keep-last 1): servo-style EE velocity
-        (MoveIt Servo's topic name), clamped to servo_max_speed_mps, in force servo_timeout_s.
+        (MoveIt Servo's topic name), clamped to servo_max_speed_mps / servo_max_angular_rps,
+        in force servo_timeout_s; an angular part turns the EE orientation target.
     ~/joint_trajectory (trajectory_msgs/JointTrajectory, keep-last 1): a joint trajectory
         (validated like the action's goals; a refused one is logged and counted).
     /tf (tf2_msgs/TFMessage, keep-last 100), /tf_static (tf2_msgs/TFMessage, transient local):
@@ -172,11 +173,6 @@ class StandardInterfaces:
         log.info(f"targets: ~/goal_pose, ~/delta_twist_cmds in frame {self.base_frame!r} (or any frame on /tf)")
 
     # ------------------------------------------------------------------ inputs
-    def _tick_time_and_ee(self):
-        """(tick time [ns], measured EE (3,)) from the latest good joint state, or None."""
-        m = self.logic.measured()
-        return None if m is None else (m.stamp_ns, m.ee)
-
     def _preempt(self, by: str) -> None:
         """A new target ends the running action goal (aborted, INVALID_GOAL, the reason)."""
         g, self._goal = self._goal, None
@@ -206,14 +202,17 @@ class StandardInterfaces:
                                         f"{self.base_frame!r}, {self.targets._goal[3]:.2f} s min-jerk path")
 
     def _on_twist(self, msg):
-        m = self._tick_time_and_ee()
+        m = self.logic.measured()
         if m is None:
             self.targets.counters.twists_rejected += 1
             self._refused("twist", "refused: no joint state received yet")
             return
         v, w = msg.twist.linear, msg.twist.angular
         clamped = self.targets.counters.twists_clamped
-        why = self.targets.on_twist(msg.header.frame_id, [v.x, v.y, v.z], [w.x, w.y, w.z], m[0], m[1])
+        # a turn starts from the measured EE orientation (FK only for a twist that turns)
+        R = self.ee_path.rotation(m.q) if (w.x, w.y, w.z) != (0.0, 0.0, 0.0) else None
+        why = self.targets.on_twist(msg.header.frame_id, [v.x, v.y, v.z], [w.x, w.y, w.z], m.stamp_ns, m.ee,
+                                    ee_rot_now=R)
         if why:
             self._refused("twist", why)
             return
@@ -313,9 +312,11 @@ class StandardInterfaces:
         t.child_frame_id = EE_TARGET_FRAME
         t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = (float(v) for v in p)
         R = None
-        if self.targets.mode == "goal":          # the tracked orientation now (its slerp), else the goal's
-            Rk = self.targets.orientation_at([stamp_ns])
-            R = self.targets.goal_orientation if Rk is None else Rk[0]
+        Rk = self.targets.orientation_at([stamp_ns])   # the tracked orientation now (a goal's slerp, a servo's)
+        if Rk is not None:
+            R = Rk[0]
+        elif self.targets.mode == "goal":                # an untracked goal's orientation
+            R = self.targets.goal_orientation
         q = _matrix_to_quat(R) if R is not None else (0.0, 0.0, 0.0, 1.0)
         t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z, t.transform.rotation.w = q
         m = self._TFMessage()

@@ -17,9 +17,15 @@ clock, so a lockstep run is reproducible and a paused simulation pauses the targ
 - **Servo** (:meth:`TargetLogic.on_twist`): the target moves at the commanded linear velocity
   (rotated into the base frame; a twist is a free vector, so only the rotation of its frame
   applies), scaled down to ``servo_max_speed_mps`` when faster (counted in ``twists_clamped``).
-  A twist is in force for ``servo_timeout_s`` after the tick at which it arrived; then the
-  target stops where it is (``servo_stops`` counts the stops). The window predicts the motion
-  up to that timeout only, so the MPC brakes in time for a stream that ends.
+  The angular velocity (base frame, scaled down to ``servo_max_angular_rps``, counted the same
+  way) turns an orientation target R(t) = exp(w (t - t0)) R0: from the first twist that turns,
+  R0 is the orientation being tracked (a running servo's or tracked goal's), else the measured
+  EE orientation the caller passes (``ee_rot_now``); from then the servo's windows carry the
+  orientation (held by twists without an angular part). Without a measured orientation the
+  angular part is ignored (counted in ``angular_ignored``). A twist is in force for
+  ``servo_timeout_s`` after the tick at which it arrived; then the target stops where it is
+  (``servo_stops`` counts the stops). The window predicts the motion up to that timeout only,
+  so the MPC brakes in time for a stream that ends.
 - **Frames**: a target in another frame than ``target_frame`` (the base frame: the URDF root
   link when empty) is transformed with the frame tree (:class:`gato_ros.frames.FrameTree`, fed
   from /tf and /tf_static); an unknown or unconnected frame is refused and counted
@@ -46,8 +52,8 @@ duration T), then R1 held. R0 is the running tracked goal's orientation at the g
 else the measured EE orientation the caller passes (``ee_rot_now``: the EE frame's rotation,
 what the solver's orientation term compares), else R1 itself (a constant target from the
 goal's acceptance). The goal's quaternion must then be a unit one (|norm - 1| <= 1e-3;
-refused otherwise, counted in ``goals_rejected``). Not yet: a twist's angular part (ignored,
-counted in ``angular_ignored``).
+refused otherwise, counted in ``goals_rejected``). A goal that follows a turning servo starts
+its slerp from the servo's orientation.
 """
 from __future__ import annotations
 
@@ -65,7 +71,7 @@ __all__ = ["TargetLogic", "TargetCounters", "TARGET_KEYS"]
 
 #: the controller-schema parameters this module reads (gato_ros.params, group "targets")
 TARGET_KEYS = ("target_frame", "goal_speed_mps", "goal_min_duration_s", "target_max_distance_m",
-               "servo_max_speed_mps", "servo_timeout_s", "traj_posture_weight")
+               "servo_max_speed_mps", "servo_timeout_s", "traj_posture_weight", "servo_max_angular_rps")
 
 
 @dataclass
@@ -93,8 +99,9 @@ class TargetLogic:
     """
 
     def __init__(self, config: dict, base_frame: str, frames: FrameTree | None = None, ee_pos=None):
-        self.cfg = {k: config[k] for k in (*TARGET_KEYS, "N", "dt")}
+        self.cfg = {k: config[k] for k in (*TARGET_KEYS[:-1], "N", "dt")}
         self.cfg["goal_orientation"] = bool(config.get("goal_orientation", False))
+        self.cfg["servo_max_angular_rps"] = float(config.get("servo_max_angular_rps", 0.5))
         self._ee_pos = ee_pos            # q (nq,) solver order -> (3,) m: joint targets' EE window
         self.base_frame = (self.cfg["target_frame"] or base_frame).lstrip("/")
         self.frames = frames if frames is not None else FrameTree()
@@ -113,6 +120,8 @@ class TargetLogic:
         self._servo_v = np.zeros(3)
         self._servo_until_ns = 0
         self._servo_moving = False
+        self._servo_R = None            # (3, 3) servo orientation target at _servo_t_ns (None: position only)
+        self._servo_w = np.zeros(3)     # rad/s, base frame: the angular velocity in force
 
     def update_config(self, changes: dict) -> None:
         """Apply tunable changes (the names of :data:`TARGET_KEYS` other than target_frame)."""
@@ -168,7 +177,7 @@ class TargetLogic:
                 R0 = np.asarray(ee_rot_now, dtype=np.float64).reshape(3, 3)
                 if not np.all(np.isfinite(R0)):
                     raise ValueError("ee_rot_now: contains NaN or Inf")
-            if self.mode == "goal" and self._goal_rot is not None:
+            if self.mode in ("goal", "servo") and self.orientation_at([t_ns]) is not None:
                 R0 = self.orientation_at([t_ns])[0]
             R0 = R1 if R0 is None else R0
         start = self.current_target(t_ns, ee_now)
@@ -181,10 +190,12 @@ class TargetLogic:
         self.counters.goals_accepted += 1
         return None
 
-    def on_twist(self, frame_id: str, linear, angular, t_ns: int, ee_now) -> str | None:
+    def on_twist(self, frame_id: str, linear, angular, t_ns: int, ee_now, ee_rot_now=None) -> str | None:
         """A servo twist arrived at tick time ``t_ns``; ``linear`` (3,) m/s, ``angular`` (3,)
-        rad/s (ignored until orientation is tracked). Returns None when accepted, else the
-        reason; a clamped twist is accepted (and counted)."""
+        rad/s, the EE measured at ``ee_now`` (3,) m and oriented ``ee_rot_now`` (3, 3) (where a
+        turn starts when no orientation is tracked yet; None: the angular part is ignored,
+        counted). Returns None when accepted, else the reason; a clamped twist is accepted (and
+        counted)."""
         v = np.asarray(linear, dtype=np.float64).reshape(3)
         w = np.asarray(angular, dtype=np.float64).reshape(3)
         if not (np.all(np.isfinite(v)) and np.all(np.isfinite(w))):
@@ -194,27 +205,42 @@ class TargetLogic:
         if tf is None:
             return self._refuse("twists_rejected", f"twist refused: frame {frame_id!r} is unknown or not connected "
                                 f"to {self.base_frame!r} (no transform on /tf or /tf_static)")
-        v = tf[0] @ v
-        # the norm of the direction, then its scale: |v| of a finite 1e308 m/s twist overflows, and
-        # v * (vmax / inf) would stop the arm instead of moving it at vmax in that direction
-        scale = float(np.abs(v).max())
-        unit = v / scale if scale > 0 else v
-        speed, vmax = scale * float(np.linalg.norm(unit)), self.cfg["servo_max_speed_mps"]
-        if speed > vmax:
-            v = unit * (vmax / float(np.linalg.norm(unit)))
-            self.counters.twists_clamped += 1
-            self.last_reason = f"twist of {speed:.3f} m/s clamped to servo_max_speed_mps = {vmax:g}"
-        if np.any(w != 0.0):
-            self.counters.angular_ignored += 1
+        v, clamped_v = self._clamp(tf[0] @ v, self.cfg["servo_max_speed_mps"], "twist", "servo_max_speed_mps", "m/s")
+        w, clamped_w = self._clamp(tf[0] @ w, self.cfg["servo_max_angular_rps"], "angular twist",
+                                   "servo_max_angular_rps", "rad/s")
+        self.counters.twists_clamped += int(clamped_v or clamped_w)
+        # the orientation being tracked now (a running servo's or tracked goal's), before the mode changes
+        R_now = self.orientation_at([t_ns]) if self.mode in ("goal", "servo") else None
+        R_now = None if R_now is None else R_now[0]
+        if np.any(w != 0.0) and R_now is None:
+            if ee_rot_now is None:
+                self.counters.angular_ignored += 1
+                w = np.zeros(3)
+            else:
+                R_now = np.asarray(ee_rot_now, dtype=np.float64).reshape(3, 3)
+                if not np.all(np.isfinite(R_now)):
+                    raise ValueError("ee_rot_now: contains NaN or Inf")
         start = self.current_target(t_ns, ee_now)   # before the mode changes: where the target is now
         self.mode, self.tracker = "servo", None
         self._goal = None
         self._servo_p, self._servo_t_ns = start, int(t_ns)
-        self._servo_v = v
+        self._servo_v, self._servo_R, self._servo_w = v, R_now, (w if R_now is not None else np.zeros(3))
         self._servo_until_ns = int(t_ns) + sec_to_ns(self.cfg["servo_timeout_s"])
-        self._servo_moving = bool(np.any(v != 0.0))
+        self._servo_moving = bool(np.any(v != 0.0) or np.any(self._servo_w != 0.0))
         self.counters.twists_accepted += 1
         return None
+
+    def _clamp(self, v, vmax: float, what: str, name: str, unit: str):
+        """(v scaled down to norm ``vmax`` when above it, whether it was). The norm of the
+        direction, then its scale: |v| of a finite 1e308 twist overflows, and v * (vmax / inf)
+        would stop the arm instead of moving it at vmax in that direction."""
+        scale = float(np.abs(v).max())
+        unit_v = v / scale if scale > 0 else v
+        speed = scale * float(np.linalg.norm(unit_v))
+        if speed <= vmax:
+            return v, False
+        self.last_reason = f"{what} of {speed:.3f} {unit} clamped to {name} = {vmax:g}"
+        return unit_v * (vmax / float(np.linalg.norm(unit_v))), True
 
     # ------------------------------------------------------------------ outputs
     @property
@@ -234,8 +260,13 @@ class TargetLogic:
         return p0[None, :] + np.asarray(s)[:, None] * (p1 - p0)[None, :]
 
     def orientation_at(self, t_ns):
-        """(T, 3, 3) tracked goal orientations at times ``t_ns`` (T,) ns (the slerp on the goal's
-        minimum-jerk profile, then the goal's), or None when no tracked goal runs."""
+        """(T, 3, 3) tracked orientations at times ``t_ns`` (T,) ns: a goal's (the slerp on its
+        minimum-jerk profile, then the goal's) or a turning servo's (exp(w dt) R0 until its twist
+        expires), or None when no orientation is tracked."""
+        if self.mode == "servo" and self._servo_R is not None:
+            t = np.minimum(np.atleast_1d(np.asarray(t_ns, dtype=np.int64)), self._servo_until_ns)
+            dt = np.maximum(t - self._servo_t_ns, 0) * 1e-9
+            return np.array([pin.exp3(float(d) * self._servo_w) @ self._servo_R for d in dt])
         if self.mode != "goal" or self._goal_rot is None:
             return None
         t0, _, _, T = self._goal
@@ -275,12 +306,16 @@ class TargetLogic:
             self._servo_moving = False
             self.counters.servo_stops += 1
         pos = self._servo_at(tk)
+        Rk = self.orientation_at(tk)
         if int(t_ns) > self._servo_t_ns:      # re-base: the integration restarts from here
             self._servo_p = pos[0].copy()
+            if Rk is not None:
+                self._servo_R = Rk[0].copy()
             self._servo_t_ns = int(t_ns)
             if self._servo_t_ns >= self._servo_until_ns:
-                self._servo_v = np.zeros(3)
-        return ReferenceWindow(int(t_ns), dt, pos)
+                self._servo_v, self._servo_w = np.zeros(3), np.zeros(3)
+        r = None if Rk is None else np.array([pin.log3(R) for R in Rk], dtype=np.float64)
+        return ReferenceWindow(int(t_ns), dt, pos, orientations=r)
 
     # ------------------------------------------------------------------ joint targets
     def on_trajectory(self, tracker) -> None:
