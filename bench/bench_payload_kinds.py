@@ -4,10 +4,14 @@ per hypothesis configuration for one payload kind, one run per scenario.
 Each run is gato.eval.wrench_studies.run_payload (MPC_GATO, N = 32, dt = 31.25 ms, PinocchioWorld at
 1 ms, torques clamped, 5 s per goal, the runaway guard on) on gato.sim.scenarios.pickplace_scenarios
 (iiwa14, 3 goals, ``ramps=(0.0,)``: steps), solver ``vel_lim_cost=0.1`` (the payload figures' barrier);
-the payload: ``--load pendulum`` (``--mass`` kg on a ``--length`` m undamped rod) or ``--load constant``
-(its weight alone, a constant world force at the EE: the payload bench's ``--rigid``).
+the payload: ``--load pendulum`` (``--mass`` kg on a ``--length`` m rod, ``--damping`` N*m*s/rad),
+``--load constant`` (its weight alone, a constant world force at the EE: the payload bench's
+``--rigid``) or ``--load rigid`` (a grasped object that does not swing: a solid sphere of ``--mass`` kg
+fixed to the EE at ``--offset X Y Z`` m in EE axes, weight, inertia and lever arm in the world:
+PinocchioWorld's ``rigid_payload``).
 
     python bench/bench_payload_kinds.py --load constant --configs swing:1 swing:8 --n 10 --seed 7
+    python bench/bench_payload_kinds.py --load rigid --offset 0.1 0 0 --configs swing:1 swing:8 swing:32 --seed 20
 
 Prints one line per run (success, stop reason, why it failed) and a total per configuration.
 """
@@ -17,12 +21,15 @@ import time
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--load", choices=("pendulum", "constant"), default="constant")
+    ap.add_argument("--load", choices=("pendulum", "constant", "rigid"), default="constant")
     ap.add_argument("--configs", nargs="+", default=["swing:1", "swing:8"], help="ESTIMATOR:B entries")
     ap.add_argument("--n", type=int, default=10)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--mass", type=float, default=15.0)
     ap.add_argument("--length", type=float, default=0.5)
+    ap.add_argument("--damping", type=float, default=0.0, help="pendulum joint damping [N*m*s/rad]")
+    ap.add_argument("--offset", type=float, nargs=3, default=[0.0, 0.0, 0.0], help="rigid: EE-axes offset [m]")
+    ap.add_argument("--first", type=int, default=0, help="first scenario index of the seed to run")
     a = ap.parse_args(argv)
     import pinocchio as pin
 
@@ -31,9 +38,17 @@ def main(argv=None):
     from gato.sim.scenarios import pickplace_scenarios
 
     model = pin.buildModelFromUrdf(str(gato.robot_urdf("iiwa14")))
-    scenarios = pickplace_scenarios(model, "iiwa14", a.n, seed=a.seed, ramps=(0.0,))
-    load = ({"constant_f_ext": [0.0, 0.0, -9.81 * a.mass, 0.0, 0.0, 0.0]} if a.load == "constant"
-            else {"pendulum_config": {"mass": a.mass, "length": a.length}})
+    from gato.sim.pinocchio_world import PinocchioWorld
+
+    scenarios = pickplace_scenarios(model, "iiwa14", a.first + a.n, seed=a.seed, ramps=(0.0,))[a.first:]
+
+    def load():  # a fresh world per run
+        if a.load == "constant":
+            return {"constant_f_ext": [0.0, 0.0, -9.81 * a.mass, 0.0, 0.0, 0.0]}
+        if a.load == "rigid":
+            return {"world": PinocchioWorld(gato.robot_urdf("iiwa14"),
+                                            rigid_payload={"mass": a.mass, "offset": list(a.offset)})}
+        return {"pendulum_config": {"mass": a.mass, "length": a.length, "damping": a.damping}}
     totals = []
     for entry in a.configs:
         try:
@@ -43,14 +58,18 @@ def main(argv=None):
             raise SystemExit(f"--configs: expected ESTIMATOR:B entries (swing:8), got {entry!r}") from None
         cfg = {"hypotheses": {"estimator": est, "batch_size": B}, "solver": {"vel_lim_cost": 0.1}}
         ok = 0
-        for k, sc in enumerate(scenarios):
+        for k, sc in enumerate(scenarios, start=a.first):
             t0 = time.perf_counter()
-            r = run_payload(sc, cfg, load, k)
+            r = run_payload(sc, cfg, load(), k)
             ok += int(r["success"])
+            first, last = r.get("first_violation_t"), r.get("last_violation_t")
+            when = "" if first is None else f" (limits exceeded t = {first:.3f}-{last:.3f} s)"
             print(f"{a.load} {entry} scenario {k}: success {r['success']} ({r['stop_reason']}) "
-                  f"{r['reason'][:100]} [{time.perf_counter() - t0:.1f} s]", flush=True)
+                  f"{r['reason'][:100]}{when} [{time.perf_counter() - t0:.1f} s]", flush=True)
         totals.append((entry, ok))
-    print(f"\n{a.load} {a.mass:g} kg, seed {a.seed}, {a.n} scenarios, steps:")
+    what = {"pendulum": f"pendulum {a.length:g} m, damping {a.damping:g}", "constant": "constant weight",
+            "rigid": f"rigid, offset {list(a.offset)} m"}[a.load]
+    print(f"\n{what}, {a.mass:g} kg, seed {a.seed}, scenarios {a.first}-{a.first + a.n - 1}, steps:")
     for entry, ok in totals:
         print(f"  {entry:>10}: {ok} / {a.n}")
     return 0

@@ -479,7 +479,7 @@ def test_swing_estimator_reads_the_mass_of_a_payload_the_arm_sags_under(model):
 
 def test_swing_estimator_bad_input(model):
     with pytest.raises(ValueError, match="length_scales"):
-        PendulumSwingEstimator(4, model, length_scales=[1.0])
+        PendulumSwingEstimator(4, model, length_scales=[1.0, 2.0])  # B - 3: one swing row after the rigid row
     with pytest.raises(ValueError, match="inertial_gain"):
         PendulumSwingEstimator(1, model, inertial_gain=1.5)
     with pytest.raises(ValueError, match="prior_length"):

@@ -58,10 +58,16 @@ class PinocchioWorld:
             world is no longer "the solver's own model". ValueError for a link not in the URDF
             (the message lists the URDF's links), a link without an <inertial> mass, or a
             factor that is not a finite number > 0. Recorded in :attr:`params` (when not empty).
+        rigid_payload: None, or {"mass" [kg], "offset" [x, y, z] m (EE frame axes, default the
+            frame origin), "radius" [m, default 0.05]}: a grasped object that does not swing, a
+            solid sphere of that mass and radius fixed to the EE frame with its centre at
+            ``offset``, added to the pinocchio model's last body (weight, inertia and the
+            offset's lever arm; the arm's nq / nv unchanged). ValueError naming rigid_payload for
+            an unknown key, a mass or radius not finite and > 0, or an offset not 3 finite numbers.
     """
 
     def __init__(self, urdf_path, *, ee_frame="EE", substeps=1, pendulum=None, constant_f_ext=None,
-                 timestep=None, mass_scale=None):
+                 timestep=None, mass_scale=None, rigid_payload=None):
         import pinocchio as pin
 
         self._pin = pin
@@ -100,11 +106,14 @@ class PinocchioWorld:
             robot = pin.buildModelFromUrdf(self.urdf_path)
         self.nq, self.nv = robot.nq, robot.nv
         self._fid = robot.getFrameId(ee_frame) if robot.existFrame(ee_frame) else None
-        needs_ee = pendulum is not None or constant_f_ext is not None
+        needs_ee = pendulum is not None or constant_f_ext is not None or rigid_payload is not None
         if needs_ee and self._fid is None:
             raise ValueError(f"ee_frame: frame {ee_frame!r} not found in {path.name} (needed by the "
-                             "pendulum / constant wrench)")
+                             "pendulum / constant wrench / rigid payload)")
         self.pendulum = self._pendulum_cfg(pendulum)
+        self.rigid_payload = self._rigid_cfg(rigid_payload)
+        if self.rigid_payload:
+            robot = self._with_rigid(robot)
         self.model = self._with_pendulum(robot) if self.pendulum else robot
         self.data = self.model.createData()
         self._pend = None  # (angles (2,), rates (2,)) once initialized
@@ -122,6 +131,33 @@ class PinocchioWorld:
                 and all(math.isfinite(v) for v in out.values())):
             raise ValueError(f"pendulum: mass, length, radius must be > 0 and damping >= 0, got {out}")
         return out
+
+    @staticmethod
+    def _rigid_cfg(cfg):
+        if cfg is None:
+            return None
+        if not isinstance(cfg, dict) or "mass" not in cfg or set(cfg) - {"mass", "offset", "radius"}:
+            raise ValueError(f"rigid_payload: expected a dict with mass [, offset, radius], got {cfg!r}")
+        try:
+            m, r = float(cfg["mass"]), float(cfg.get("radius", 0.05))
+            c = np.array(cfg.get("offset", (0.0, 0.0, 0.0)), dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"rigid_payload: mass and radius numbers, offset [x, y, z] m, got {cfg!r}") from None
+        if not (m > 0 and r > 0 and math.isfinite(m) and math.isfinite(r)):
+            raise ValueError(f"rigid_payload: mass and radius must be finite and > 0, got {cfg!r}")
+        if c.shape != (3,) or not np.all(np.isfinite(c)):
+            raise ValueError(f"rigid_payload: offset must be 3 finite numbers [m] (EE frame axes), got {cfg!r}")
+        return {"mass": m, "offset": c.tolist(), "radius": r}
+
+    def _with_rigid(self, robot):
+        """The robot with a solid sphere (mass, radius) fixed to the EE frame at ``offset`` (EE
+        axes): its weight and inertia at the offset are part of the arm's last body, no new joint."""
+        pin = self._pin
+        model = pin.Model(robot)
+        frame = model.frames[self._fid]
+        m, r, c = self.rigid_payload["mass"], self.rigid_payload["radius"], np.array(self.rigid_payload["offset"])
+        model.appendBodyToJoint(frame.parentJoint, pin.Inertia(m, c, np.eye(3) * (0.4 * m * r * r)), frame.placement)
+        return model
 
     def _with_pendulum(self, robot):
         pin = self._pin
@@ -236,5 +272,6 @@ class PinocchioWorld:
         return _stamp("pinocchio_rk4", self.urdf_path, self.mass_scale,
                       substeps=self.substeps, timestep=self.timestep, ee_frame=self.ee_frame,
                       pendulum=None if self.pendulum is None else dict(self.pendulum),
+                      rigid_payload=None if self.rigid_payload is None else dict(self.rigid_payload),
                       constant_f_ext=None if self.constant_f_ext is None else self.constant_f_ext.tolist(),
                       pinocchio=self._pin.__version__)

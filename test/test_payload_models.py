@@ -1,0 +1,131 @@
+"""Payload hypotheses that do not assume the payload's kind (issue 32): the swing estimator's rigid
+row (a grasped object fixed to the EE: its mass at an identified offset, no swing) beside its
+swinging rows, and the B = 1 batch's choice of one model (swing / rigid / constant) from how well
+each explains the motion the arm made. Through the public interface: PinocchioWorld's
+``rigid_payload``, PendulumSwingEstimator, SwingWrenchBatch in the one closed loop
+(gato.sim.loop.run_closed_loop). Seeded / deterministic."""
+import numpy as np
+import pytest
+
+import gato
+from gato import tasks
+from gato.core import references as R
+from gato.core.bsqp import BSQP
+from gato.planners.bsqp_planner import BSQPPlanner
+from gato.planners.controller import MPCController
+from gato.planners.safety import JointHold
+from gato.sim import loop as S
+from gato.sim.pinocchio_world import PinocchioWorld
+from gato.sim.tasks import TrackingTask
+from gato.wrench.options import substep_observers
+from gato.wrench.swing import PAYLOAD_MODELS, PendulumSwingEstimator, SwingWrenchBatch
+
+IIWA = gato.robot_urdf("iiwa14")
+Q0 = tasks.Q_READY["iiwa14"]
+G = 9.81
+RIGID = {"mass": 15.0, "offset": [0.1, 0.0, 0.0]}      # 15 kg, 0.1 m off the EE origin along its x
+
+
+@pytest.fixture(scope="module")
+def model():
+    import pinocchio as pin
+
+    return pin.buildModelFromUrdf(str(IIWA))
+
+
+def observe(model, world, est, seconds=0.5):
+    """Feed ``est`` every 1 ms sample of the arm at Q0 under a 4 Hz joint hold of the nominal model
+    (the payload unknown to it) that turns the wrist (a target moving on joints 5-7)."""
+    hold = JointHold(model, 4.0, np.asarray(model.effortLimit))
+    q, dq = Q0.copy(), np.zeros(7)
+    for k in range(int(round(seconds / 0.001))):
+        hold.target = Q0 + np.array([0, 0, 0, 0, 0.3, -0.4, 0.8]) * np.sin(2 * np.pi * k * 0.001)
+        u = hold(q, dq)
+        qn, dqn = world.step(q, dq, u, 0.001)
+        est.identify(q, dq, dqn, u, 0.001, q_next=qn)
+        q, dq = qn, dqn
+    return q
+
+
+def test_the_rigid_row_carries_the_mass_at_its_offset(model):
+    """A 15 kg object 0.1 m off the EE origin (PinocchioWorld rigid_payload): the estimator reads
+    its mass and offset, and the batch's row 2 is its wrench: at rest m g at the offset's lever
+    arm (the true wrench to 5 %, as the mass), along a planned upward acceleration a the force m g - gain m a;
+    the swinging rows stay (row 0 and rows 3..), and rigid_rows=False gives the old layout."""
+    import pinocchio as pin
+
+    est = PendulumSwingEstimator(4, model)
+    q = observe(model, PinocchioWorld(IIWA, rigid_payload=RIGID), est)
+    assert est.rigid_mass == pytest.approx(15.0, rel=0.05), est.rigid_mass
+    assert np.allclose(est.offset, RIGID["offset"], atol=0.01), est.offset
+    lengths = est.row_lengths()
+    assert lengths[2] == 0.0 and np.isnan(lengths[1]) and lengths[0] > 0 and lengths[3] > 0
+
+    data = model.createData()
+    pin.forwardKinematics(model, data, q)
+    Rq = pin.updateFramePlacement(model, data, model.getFrameId("EE")).rotation
+    w_true = np.r_[0.0, 0.0, -15.0 * G, np.cross(Rq @ np.array(RIGID["offset"]), [0.0, 0.0, -15.0 * G])]
+    row = est.generate_batch()[2]
+    assert np.allclose(row, w_true, atol=0.05 * 15.0 * G), (row, w_true)
+
+    v = np.zeros((9, 3))
+    v[:, 2] = 2.0 * 0.03125 * np.arange(9)                 # 2 m/s^2 up, the EE not turning
+    p = est.predict(v, 0.03125)
+    m = est.rigid_mass
+    assert np.allclose(p[2, :, :3], [0.0, 0.0, -m * G - est.inertial_gain * m * 2.0], atol=1e-9)
+    assert PendulumSwingEstimator(4, model, rigid_rows=False).row_lengths()[2] > 0   # no rigid row
+
+
+def run_b1(model, world, seconds=0.5):
+    """B = 1 swing hypotheses (model_choice on by default) hold the arm at its start under ``world``'s
+    unmodelled payload for ``seconds``; returns the batch."""
+    s = BSQP(IIWA, 1, 8, 0.03125)
+    est = PendulumSwingEstimator(1, s.model, s.ee_frame)
+    hyp = SwingWrenchBatch(est, s.model, s.ee_frame)
+    planner = BSQPPlanner.from_controller(MPCController(s, hypotheses=hyp, warm_start="shift"))
+    sim = S.Simulation(world, Q0, sim_dt=0.001, ee_pos=s.ee_pos, effort_limit=s.limits["u"],
+                       observers=substep_observers(hyp, 7, 7))
+    ee = s.ee_pos(Q0)
+    curve = R.Figure8(ee, 0.05, 0.05, theta=np.pi / 2, period=1.0)
+    S.run_closed_loop(sim, planner, TrackingTask(curve, 8, 0.03125, seconds))
+    return hyp
+
+
+@pytest.mark.parametrize("world, want", [
+    ({"rigid_payload": RIGID}, "rigid"),
+    ({"pendulum": {"mass": 15.0, "length": 0.5}}, "swing"),
+    ({"constant_f_ext": [0.0, 0.0, -15.0 * G, 0.0, 0.0, 0.0]}, "constant"),
+])
+def test_one_hypothesis_runs_the_model_that_explains_the_motion(model, world, want):
+    """B = 1 under a figure-8: the model in force after 0.5 s is the payload's kind (a rigid object:
+    rigid, a pendulum: swing, a weight without inertia: constant), its score the lowest by a
+    margin, and the row programs that model's wrench."""
+    hyp = run_b1(model, PinocchioWorld(IIWA, **world))
+    st = hyp.get_stats()
+    assert st["payload_model"] == want, st["model_scores"]
+    sc = np.asarray(st["model_scores"])
+    k = PAYLOAD_MODELS.index(want)
+    assert sc[k] < 0.5 * np.min(np.delete(sc, k)), sc
+
+
+def test_bad_options_are_refused_by_name(model):
+    with pytest.raises(ValueError, match="rigid_rows"):
+        PendulumSwingEstimator(4, model, rigid_rows="yes")
+    with pytest.raises(ValueError, match="offset_tau"):
+        PendulumSwingEstimator(4, model, offset_tau=0.0)
+    with pytest.raises(ValueError, match="rigid_gain"):
+        PendulumSwingEstimator(4, model, rigid_gain=1.5)
+    with pytest.raises(ValueError, match="length_scales"):
+        PendulumSwingEstimator(4, model, length_scales=[1.0, 2.0])       # B - 3 = 1 swing row after the rigid row
+    with pytest.raises(ValueError, match="model_choice"):
+        SwingWrenchBatch(PendulumSwingEstimator(2, model), model, model_choice=True)   # B = 2: no rigid row
+    with pytest.raises(ValueError, match="model_choice"):
+        SwingWrenchBatch(PendulumSwingEstimator(1, model), model, model_choice="rigid")
+    est = PendulumSwingEstimator(1, model)
+    with pytest.raises(ValueError, match="ee_rot"):
+        est.predict(np.zeros((3, 3)), 0.03, np.zeros((2, 3, 3)))
+    with pytest.raises(ValueError, match="ee_omega"):
+        est.predict_models(np.zeros((3, 3)), 0.03, ee_omega=np.zeros((2, 3)))
+    for bad in ({"mass": 0.0}, {"mass": 5.0, "offset": [0.1, 0.0]}, {"mass": 5.0, "colour": "red"}, [5.0]):
+        with pytest.raises(ValueError, match="rigid_payload"):
+            PinocchioWorld(IIWA, rigid_payload=bad)
