@@ -9,6 +9,7 @@ loopback; the targets replace its windows while they are active):
 - a geometry_msgs/TwistStamped stream of 0.1 m/s for 2 s (simulated time: one twist per joint
   state, as a servo loop at the control rate sends them) moves the EE 0.2 m +/- 2 cm and it stops
   (below 10 % of the stream's speed) within 0.2 s of the stream stopping;
+- an angular twist stream (0.2 rad/s about z for 1 s) turns the EE 0.2 rad in place and stops;
 - with goal_orientation (set live), a goal 20 cm away and turned 20 degrees is reached within
   5 mm and 2 degrees and held;
 - with a hypothesis batch (B = 4: hypotheses:=estimator, batch_size 4): each
@@ -152,9 +153,10 @@ class Probe:
         o.x, o.y, o.z, o.w = (float(v) for v in xyzw)
         self.pub_pose.publish(m)
 
-    def twist(self, v):
+    def twist(self, v, w=(0.0, 0.0, 0.0)):
         m = self.TwistStamped()
         m.twist.linear.x, m.twist.linear.y, m.twist.linear.z = (float(x) for x in v)
+        m.twist.angular.x, m.twist.angular.y, m.twist.angular.z = (float(x) for x in w)
         self.pub_twist.publish(m)
 
     def ee_between(self, t0, t1):
@@ -221,8 +223,11 @@ def test_pose_goal_twist_stream_paths_tf_and_diagnostics(bringup):
     v = p.diag_values([d for d in p.diag if "gato_controller" in d.name][-1])
     print(f"controller: {v['deadline_misses']} deadline misses, {v['fallbacks']} fallback ticks, {v['holds']} holds")
 
+    # --- an angular twist stream (0.2 rad/s about world z for 1 s): the EE turns in place, then stops
+    check_turn_stream(p, [0.0, 0.0, 0.2])
+
     # --- with goal_orientation: a goal 20 cm away turned 20 degrees about world z (slerped from the
-    # measured EE orientation on the min-jerk path): within 5 mm and 2 degrees
+    # orientation the servo left on the min-jerk path): within 5 mm and 2 degrees
     p.set("goal_orientation", True)
     c, s_ = np.cos(np.radians(20.0)), np.sin(np.radians(20.0))
     check_pose_goal(p, [0.0, 0.2, 0.0], rotation=np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]]))
@@ -380,6 +385,41 @@ def check_twist_stream(p, v, seconds=2.0, still_s=None):
     assert after.max() <= 0.1 * float(np.linalg.norm(v)), after.max()   # stopped within 0.2 s
     assert drift <= 0.005, drift
 
+
+
+def check_turn_stream(p, w, seconds=1.0):
+    """A ~/delta_twist_cmds stream of angular velocity ``w`` (3,) rad/s (base frame, no linear
+    part) for ``seconds`` of simulated time, one twist per joint state: the EE frame turned by
+    w seconds (rotation vector within 0.03 rad: the last twist's servo_timeout_s adds 0.1 s of
+    turn) while its origin stayed within 5 mm, and 0.3 s after the stream it turns below 10 %
+    of the stream's rate."""
+    import pinocchio as pin
+
+    w = np.asarray(w, dtype=np.float64)
+    t0 = p.now()
+    start, R_start = p.ee[-1][1], p.ee_R[-1][1]
+    t_sent = None
+    while p.now() < t0 + int(seconds * NS):
+        if p.now() != t_sent:
+            t_sent = p.now()
+            p.twist(np.zeros(3), w)
+        p.ex.spin_once(timeout_sec=0.01)
+    t_last = t_sent
+    p.wait_sim(1.0)
+    n0 = next(i for i, (t, _) in enumerate(p.ee_R) if t >= t0)
+    turned = np.asarray(pin.log3(p.ee_R[-1][1] @ R_start.T))
+    drift = max(float(np.linalg.norm(x - start)) for t, x in p.ee[n0:])
+    # turn rate [rad/s] over 50 ms windows from 0.3 s after the last twist
+    Rs = [(t, R) for t, R in p.ee_R if t >= t_last + int(0.3 * NS)]
+    ts = np.array([t for t, _ in Rs])
+    k = np.searchsorted(ts, ts + int(0.05 * NS))
+    rate = [np.linalg.norm(pin.log3(Rs[j][1] @ Rs[i][1].T)) / ((ts[j] - ts[i]) / NS)
+            for i, j in enumerate(k) if j < len(ts)]
+    print(f"turn: stream {(t_last - t0) / NS:.3f} s at {w.tolist()} rad/s: turned {turned.round(4).tolist()} rad, "
+          f"the EE origin within {drift * 1e3:.2f} mm; from 0.3 s after it at most {max(rate):.4f} rad/s")
+    assert np.abs(turned - w * seconds).max() <= 0.03, turned
+    assert drift <= 0.005, drift
+    assert max(rate) <= 0.1 * float(np.linalg.norm(w)), max(rate)
 
 @pytest.fixture
 def free_running(tmp_path, ros_env):
