@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 def run_scene(sc, *, contact_weight: float, penetration_scale: float, timestep: float, num_samples: int,
               threads: int, standoff: float, ctrl_std: float, push_s=None, guide: str = "hold",
-              contact_until: str = "end", contact_target: str = "box", face_radius: float = 0.01):
+              contact_until: str = "end", contact_target: str = "box", face_radius: float = 0.01,
+              iterations: int = 2):
     """(final box error [m], wall s, mean plan ms) of one push."""
     import mujoco
 
@@ -40,6 +41,7 @@ def run_scene(sc, *, contact_weight: float, penetration_scale: float, timestep: 
 
     own = contact_weight > 0 and (contact_until == "push" or contact_target == "face")  # the bench's contact task
     spec, cfg, qs, q0, n = scenes.box_push_task(sc, timestep=timestep, num_samples=num_samples, guide=guide,
+                                                iterations=iterations,
                                                 standoff=standoff, ctrl_std=ctrl_std, push_s=push_s,
                                                 contact_weight=0.0 if own else contact_weight,
                                                 penetration_scale=penetration_scale)
@@ -100,6 +102,7 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=10)
     p.add_argument("--timestep", type=float, default=0.01)
     p.add_argument("--num-samples", type=int, default=32)
+    p.add_argument("--iterations", type=int, default=2, help="MPPI iterations per plan")
     p.add_argument("--contact-weight", type=float, nargs="+", default=[100.0])
     p.add_argument("--penetration-scale", type=float, default=0.0)
     p.add_argument("--standoff", type=float, default=0.10)
@@ -126,7 +129,7 @@ def main(argv=None):
     ok = np.zeros(1 + len(ws), dtype=int)
     kw = dict(timestep=a.timestep, num_samples=a.num_samples, threads=a.threads, standoff=a.standoff,
               ctrl_std=a.ctrl_std, push_s=a.push_s, contact_until=a.contact_until,
-              contact_target=a.contact_target, face_radius=a.face_radius)
+              contact_target=a.contact_target, face_radius=a.face_radius, iterations=a.iterations)
     for i in idx:
         sc = scs[i]
         res = [run_scene(sc, contact_weight=0.0, penetration_scale=0.0, **kw)]
