@@ -153,7 +153,7 @@ CASES += [
         wrench_alpha=2.0, damping=-1.0, max_wrench=0.0, inertial_rows="yes")),
     ("PinocchioWorld", lambda: gato.worlds.PinocchioWorld, (IIWA,), dict(
         ee_frame=3, substeps=0, pendulum={"mass": -1.0}, constant_f_ext=np.zeros(2), timestep=-1.0,
-        mass_scale={"no_such_link": 2.0})),
+        mass_scale={"no_such_link": 2.0}, rigid_payload={"mass": -1.0})),
     ("MuJoCoWorld", lambda: gato.worlds.MuJoCoWorld, (IIWA,), dict(
         plane={"height": 0.1}, timestep=0.0, record_contact="yes", floating="yes", integrator="leapfrog",
         mass_scale={"no_such_link": 2.0})),
