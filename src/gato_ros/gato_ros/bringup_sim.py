@@ -108,9 +108,11 @@ def main(argv=None) -> int:
     ap.add_argument("--view-port", type=int, default=8080, help="--view: HTTP port of the page (default 8080)")
     ap.add_argument("--foxglove-port", type=int, default=8765, help="--view: Foxglove WebSocket port (default 8765)")
     ap.add_argument("--no-foxglove", action="store_true", help="--view without the Foxglove server")
-    ap.add_argument("--view-scheduling", default="idle", choices=("idle", "nice", "normal"),
-                    help="--view: CPU priority of the view's process (default idle: Linux SCHED_IDLE, it runs on "
-                         "what the controller leaves over; nice: nice 19; normal: unchanged)")
+    ap.add_argument("--view-scheduling", default="auto", choices=("auto", "idle", "nice", "normal"),
+                    help="--view: CPU priority of the view's process: idle (Linux SCHED_IDLE: it runs on what the "
+                         "graph leaves over), nice (nice 19), normal (unchanged); auto (default): idle with "
+                         "--realtime (a deadline to protect), normal in lockstep (none: a starved view would only "
+                         "stall the page on a busy machine)")
     a = ap.parse_args(argv)
     if a.duration <= 0:
         ap.error("--duration must be > 0 (the bringup ends after that much simulated time)")
@@ -140,10 +142,11 @@ def main(argv=None) -> int:
            f"link_mass_scale:={mass_scale}", f"payload_mass_kg:={float(a.payload_mass)!r}",
            f"respawn:={'true' if a.respawn else 'false'}", f"timeout_action:={a.timeout_action}",
            f"planner:={a.planner}"]
+    view_auto = "idle" if a.realtime else "normal"
     if a.view:
         cmd += ["view:=true", f"view_host:={a.view_host}", f"view_port:={a.view_port}",
                 f"foxglove:={'false' if a.no_foxglove else 'true'}", f"foxglove_port:={a.foxglove_port}",
-                f"view_scheduling:={a.view_scheduling}"]
+                f"view_scheduling:={a.view_scheduling if a.view_scheduling != 'auto' else view_auto}"]
     print(f"[bringup_sim] {a.robot} in {a.world}, planner {a.planner}, "
           f"{'real time' if a.realtime else 'lockstep'}, {a.duration:g} s "
           f"of {a.reference}; model errors in the world: {', '.join(errors) if errors else 'none'}; "

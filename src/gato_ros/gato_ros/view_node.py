@@ -84,8 +84,6 @@ class ViewNode(Node):
 
         values = declare_schema(self, schema.VIEW)
         self.cfg = values
-        # before the servers start their threads (they inherit it); the DDS threads are already there
-        self.priority = lower_priority(values["scheduling"])
         self.geometry = RobotGeometry(values["robot"])
         self.logic = ViewLogic(self.geometry, plot_window_s=values["plot_window_s"])
         try:
@@ -113,6 +111,9 @@ class ViewNode(Node):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._render_loop, name="gato_view_render", daemon=True)
         self._thread.start()
+        # every thread now there (DDS, servers, render), once the one-off start-up (imports, meshes)
+        # is done: at SCHED_IDLE on a busy machine that took longer than a 20 s run; later threads inherit
+        self.priority = lower_priority(values["scheduling"])
         msg = f"gato view of {values['robot']} (CPU priority: {self.priority}): {self.browser.url}"
         if self.foxglove is not None:
             msg += f" (Foxglove: {self.foxglove.url})"
