@@ -317,5 +317,8 @@ def test_orientation_term_lean_path_matches_pinocchio(integ):
         for name in ("Q", "q"):
             np.testing.assert_allclose(kl[name], kp[name], rtol=0, atol=1e-9 * np.abs(kp[name]).max(), err_msg=name)
         np.testing.assert_array_equal(sl, sp, err_msg=ls)
-        # Iterates to rounding on their scale (torques ~550 N*m here: measured 1.1e-11 of it).
-        np.testing.assert_allclose(xl, xp, rtol=0, atol=1e-10 * np.abs(xp).max(), err_msg=ls)
+        # Iterates to rounding on their scale (torques ~550 N*m here): measured 1.4e-11 of it with
+        # the AVX2 core and 1.8e-11 with the baseline core (bench/blas_kernel_spread.py, issue 28;
+        # OpenBLAS plays no part). 2e-10 is 11x above; a wrong orientation term moves the plan by
+        # far more than 1e-6 of its scale after 3 iterations (and the KKT blocks are checked above).
+        np.testing.assert_allclose(xl, xp, rtol=0, atol=2e-10 * np.abs(xp).max(), err_msg=ls)

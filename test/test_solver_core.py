@@ -194,8 +194,8 @@ def test_three_sqp_iterations_match_the_numpy_reference(robot):
     # here they differ by the ~1e-11 gap between the two iterates, amplified by the merit's slope
     # (mu = 10 on the L1 norm of 140 defects): 2.3e-10 (iiwa14) and 4.2e-10 (indy7) with the AVX2
     # core, 4.5e-10 (indy7) with the baseline core (GATO_NO_AVX2=1), the same under every OpenBLAS
-    # kernel (issue 28). 1e-8 (as test_factory's same check) is 22x above that and still far
-    # below what a wrong step does (the last step alone lowers the merit by 13% / 9%).
+    # kernel (issue 28). 1e-8 is 22x above that and still far below what a wrong step does
+    # (the last step alone lowers the merit by 13% / 9%).
     np.testing.assert_allclose(res.stats.final_merit[0], records[-1].merit_after, rtol=1e-8)
 
 
