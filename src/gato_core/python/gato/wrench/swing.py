@@ -527,6 +527,12 @@ class SwingWrenchBatch(HypothesisBatch):
     ``model_scores`` (3,) [N], ``model_switches``.
     """
 
+    #: Ticks of evidence before the first model switch: the attach transient (the arm sagging under
+    #: a payload it has not modelled yet, ~0.1-0.15 s) fits every model badly, and a switch made
+    #: then handed seed 13's scenario 17 (the 15 kg pendulum, B = 1) to another model: J6 at 2.2x
+    #: its limit at t = 0.125 s (test_eval_estimators::test_observing_the_first_period_keeps_a_step_at_t0_inside_the_limits).
+    MODEL_WARMUP_TICKS = 6
+
     def __init__(self, estimator, model, ee_frame="EE", *, lookback=4, score_tau=0.1, switch_margin=0.1,
                  model_choice=None):
         self.batch_size = _check_estimator(estimator)
@@ -570,6 +576,7 @@ class SwingWrenchBatch(HypothesisBatch):
         self._tick_start = self._prev_start = None  # model_choice: (model_state, EE twist) at the last two applies
         self.model_scores = np.zeros(len(PAYLOAD_MODELS))
         self._model = 0
+        self._n_evidence = 0
         self.model_switches = 0
 
     @property
@@ -624,8 +631,9 @@ class SwingWrenchBatch(HypothesisBatch):
                                                  ee_omega=np.array([w0, w1]), state=st, gain=1.0)
             err = np.linalg.norm(pred[:, 0, :3] - f_now[None, :], axis=1)
             self.model_scores = (1.0 - a) * self.model_scores + a * err
+            self._n_evidence += 1
             cand = int(np.argmin(self.model_scores))
-            if cand != self._model and self.model_scores[cand] < (1.0 - self.switch_margin) * self.model_scores[self._model]:
+            if self._n_evidence > self.MODEL_WARMUP_TICKS and cand != self._model and self.model_scores[cand] < (1.0 - self.switch_margin) * self.model_scores[self._model]:
                 self._model = cand
                 self.model_switches += 1
         rr = self.estimator.rigid_row if self.model_choice and B > 1 else None
