@@ -18,7 +18,8 @@ from gato.sim import loop as S
 from gato.sim.pinocchio_world import PinocchioWorld
 from gato.sim.tasks import TrackingTask
 from gato.wrench.options import substep_observers
-from gato.wrench.swing import PAYLOAD_MODELS, PendulumSwingEstimator, SwingWrenchBatch
+from gato.wrench.swing import PAYLOAD_MODELS, PendulumSwingEstimator
+from gato.wrench.swing_batch import SwingWrenchBatch
 
 IIWA = gato.robot_urdf("iiwa14")
 Q0 = tasks.Q_READY["iiwa14"]

@@ -105,7 +105,8 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
     from ..wrench.identifier import IdentifiedWrenchSampler
     from ..wrench.hypotheses import ForceHypothesisBatch
     from ..wrench.options import FE_CENTRE_RADIUS, fe_centre
-    from ..wrench.swing import PendulumSwingEstimator, SwingWrenchBatch
+    from ..wrench.swing import PendulumSwingEstimator
+    from ..wrench.swing_batch import SwingWrenchBatch
     from ..core.bsqp import robot_urdf
     from ..frontends.mpc_gato import MPC_GATO
 

@@ -15,7 +15,7 @@ no-ops (``select`` returns 0), so a single-hypothesis controller is a plain MPC.
 Concrete wrench hypotheses build on this base class: :class:`ForceHypothesisBatch` (B sampled
 wrench guesses from a :mod:`gato.estimators` sampler, scored by the one-step rollout) and
 :class:`IdentifiedWrenchBatch` (one wrench identified by least squares from the motion); the
-swing-aware :class:`SwingWrenchBatch` lives in :mod:`gato.wrench.swing`, the batches of the
+swing-aware :class:`SwingWrenchBatch` lives in :mod:`gato.wrench.swing_batch`, the batches of the
 reference API's options in :mod:`gato.wrench.options`.
 """
 from __future__ import annotations

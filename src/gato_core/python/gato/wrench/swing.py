@@ -2,8 +2,9 @@
 its wrench predicted knot by knot over the horizon.
 
 :class:`PendulumSwingEstimator` (the observer and the per-row predictions, fed at sensor rate like
-the identifiers of :mod:`gato.estimators`) and :class:`SwingWrenchBatch` (the hypothesis batch that
-programs the predicted (B, N, 6) band and scores the rows by their past predictions). The
+the identifiers of :mod:`gato.estimators`); :class:`SwingWrenchBatch` in :mod:`gato.wrench.swing_batch`
+(the hypothesis batch that programs the predicted (B, N, 6) band and
+scores the rows by their past predictions). The
 compatibility paths :mod:`gato.estimators` / :mod:`gato.hypotheses` re-export them.
 
 Units: N, N*m, m, s, kg; wrenches in world axes at the EE frame origin, [force; torque].
@@ -16,9 +17,9 @@ import numpy as np
 
 from .estimators import _batch_size, _feedback, _real, _seed
 from .identifier import OneStepWrenchIdentifier, _ee_frame_id
-from .hypotheses import HypothesisBatch, _check_estimator, _WrenchInjection, planned_knots, winning_plan
+from .hypotheses import HypothesisBatch, planned_knots, winning_plan  # noqa: F401 (gato.swing re-exports them)
 
-__all__ = ["PendulumSwingEstimator", "SwingWrenchBatch", "PAYLOAD_MODELS"]
+__all__ = ["PendulumSwingEstimator", "PAYLOAD_MODELS"]
 
 #: The payload models a B = 1 :class:`SwingWrenchBatch` chooses between (its ``model_choice``):
 #: "swing" (a pendulum from the EE origin at the identified length), "rigid" (the identified mass
@@ -476,205 +477,6 @@ class PendulumSwingEstimator:
 
 
 
-class SwingWrenchBatch(HypothesisBatch):
-    """Swing-aware payload hypotheses: each row's wrench PREDICTED knot by knot over the horizon.
-
-    The other wrench batches hold their wrench constant over the horizon; a swinging payload's
-    reaction is not constant, and a controller planning under a frozen wrench pumps the swing.
-    Here a :class:`gato.estimators.PendulumSwingEstimator` (fed at sensor rate, like the
-    identifiers) predicts each row's wrench per horizon interval along the EE motion of the
-    previous tick's winning plan (shifted one knot; knot 0 the measured state), and :meth:`apply`
-    uploads the (B, N, 6) band, each knot's wrench re-expressed at that knot's planned
-    configuration (a world-fixed force turns in the EE joint frame as the arm moves).
-
-    Selection (B > 1): the rows differ in what they predict, not in the wrench now, so the
-    one-step rollout cannot tell them apart; each row is scored by how well its earlier
-    predictions (as programmed, inertial gain included) matched the wrench that was then
-    identified: for h = 1 .. ``lookback`` ticks
-    back, interval h - 1 of the band predicted h ticks ago against the mean identified force
-    over the last tick [N], averaged over h and low-passed over ticks (``score_tau`` s); the
-    lowest score wins, unless it is within ``switch_margin`` of row 0's (then row 0).
-
-    B = 1 (one row: the best guess, issue 32): with ``model_choice`` (default) the row programs
-    one of the estimator's :data:`PAYLOAD_MODELS` (swing, rigid, constant), chosen by how well
-    each explains the motion that happened: after every tick each model, from its state at the
-    tick's start (:meth:`PendulumSwingEstimator.model_state`), predicts the mean force over the
-    tick along the EE motion measured at its two ends (velocities, rotations, angular velocities;
-    full inertial gain), against the mean identified force; the errors [N] are low-passed like
-    the rows' scores (``model_scores``). Not the plan: a step move's plan asks for accelerations
-    the arm does not make, and a model that reacts to the acceleration (rigid) would be blamed
-    for the plan's error. "swing" at the start; another model once its score is below
-    (1 - ``switch_margin``) times the score of the model in force. Without ``model_choice``:
-    the swing row, no scoring. B >= 3 with the estimator's rigid row: the same evidence picks the
-    model; "rigid" -> the rigid row wins, "constant" -> row 1 (the identified wrench held), "swing"
-    -> the other rows compete as above without the rigid row (their plan-based scores would blame
-    it for the plan's error too).
-
-    Args:
-        estimator: a PendulumSwingEstimator (``batch_size``, ``identify``, ``predict``,
-            ``take_mean_force``, ``update``, ``reset``, ``get_stats``).
-        model: the solver's pinocchio Model (robot only); ee_frame: the frame the payload hangs from.
-        lookback: ticks of prediction compared (>= 1); score_tau: score filter time constant [s] (> 0).
-        switch_margin: in [0, 1): another row wins over row 0 (the identified model) only with a
-            score below (1 - switch_margin) times row 0's (B = 1: another model over the model in
-            force).
-        model_choice: None (default: True where the estimator offers a choice: B = 1, or a rigid
-            row from B = 3), True or False; ValueError naming model_choice for True without a
-            choice (B = 2, or no rigid row).
-
-    Attributes: ``band`` (B, N, 6) world-axes wrenches of the last apply, ``scores`` (B,) [N];
-    B = 1 with model_choice: ``payload_model`` (the model in force, a PAYLOAD_MODELS name),
-    ``model_scores`` (3,) [N], ``model_switches``.
-    """
-
-    #: Ticks of evidence before the first model switch: the attach transient (the arm sagging under
-    #: a payload it has not modelled yet, ~0.1-0.15 s) fits every model badly, and a switch made
-    #: then handed seed 13's scenario 17 (the 15 kg pendulum, B = 1) to another model: J6 at 2.2x
-    #: its limit at t = 0.125 s (test_eval_estimators::test_observing_the_first_period_keeps_a_step_at_t0_inside_the_limits).
-    MODEL_WARMUP_TICKS = 6
-
-    def __init__(self, estimator, model, ee_frame="EE", *, lookback=4, score_tau=0.1, switch_margin=0.1,
-                 model_choice=None):
-        self.batch_size = _check_estimator(estimator)
-        for attr in ("identify", "predict", "take_mean_force"):
-            if not callable(getattr(estimator, attr, None)):
-                raise ValueError(f"estimator: expected a gato.estimators.PendulumSwingEstimator, got "
-                                 f"{type(estimator).__name__} (no {attr}())")
-        if isinstance(lookback, bool) or not isinstance(lookback, (int, np.integer)) or lookback < 1:
-            raise ValueError(f"lookback: expected an integer >= 1, got {lookback!r}")
-        if isinstance(score_tau, bool) or not isinstance(score_tau, (int, float)) or not math.isfinite(score_tau) \
-                or score_tau <= 0:
-            raise ValueError(f"score_tau: expected a time constant > 0 s, got {score_tau!r}")
-        self.estimator = estimator
-        self.lookback, self.score_tau = int(lookback), float(score_tau)
-        if isinstance(switch_margin, bool) or not isinstance(switch_margin, (int, float)) \
-                or not math.isfinite(switch_margin) or not 0.0 <= switch_margin < 1.0:
-            raise ValueError(f"switch_margin: expected a fraction in [0, 1), got {switch_margin!r}")
-        self.switch_margin = float(switch_margin)
-        can = callable(getattr(estimator, "predict_models", None)) and (
-            self.batch_size == 1 or getattr(estimator, "rigid_row", None) is not None)
-        if model_choice is None:
-            model_choice = can
-        if not isinstance(model_choice, (bool, np.bool_)):
-            raise ValueError(f"model_choice: expected None, True or False, got {model_choice!r}")
-        if model_choice and not can:
-            raise ValueError(f"model_choice: nothing to choose at B = {self.batch_size} with this estimator (B = 1, "
-                             "or a PendulumSwingEstimator with its rigid row from B = 3)")
-        self.model_choice = bool(model_choice)
-        self._inject = _WrenchInjection(model, ee_frame)
-        self.model, self.ee_frame = model, ee_frame
-        self._ee_in_joint = np.array(model.frames[model.getFrameId(ee_frame)].placement.rotation)
-        self.reset()
-
-    def reset(self) -> None:
-        super().reset()
-        self.estimator.reset()
-        self._plan = None  # (N, nq + nv) knot states of the last winning plan, shifted one knot
-        self._bands = []  # the last `lookback` bands' forces, newest first: (B, N, 3) each
-        self.band = None
-        self.scores = np.zeros(self.batch_size)
-        self._tick_start = self._prev_start = None  # model_choice: (model_state, EE twist) at the last two applies
-        self.model_scores = np.zeros(len(PAYLOAD_MODELS))
-        self._model = 0
-        self._n_evidence = 0
-        self.model_switches = 0
-
-    @property
-    def payload_model(self) -> str:
-        """The payload model the B = 1 row programs (a :data:`PAYLOAD_MODELS` name)."""
-        return PAYLOAD_MODELS[self._model]
-
-    def apply(self, solver, x) -> None:
-        """Predict every row's wrench over the horizon along the planned motion and upload the
-        (B, N, 6) band, knot k re-expressed at knot k's planned q."""
-        m, inj = self.model, self._inject
-        N, B = int(solver.N), self.batch_size
-        if int(getattr(solver, "batch_size", -1)) != B:
-            raise ValueError(f"solver: batch_size {getattr(solver, 'batch_size', None)!r} differs from the "
-                             f"hypotheses' {B}")
-        xs = planned_knots(self._plan, x, N, m.nq, m.nv)
-        if not np.all(np.isfinite(xs)):
-            raise ValueError(f"x: expected a finite state [q; qd] with nq = {m.nq} positions first")
-        vel, R, lever = inj.knot_frames(xs)
-        rot = R @ self._ee_in_joint  # the EE frame's rotation at each knot (world <- EE)
-        est = self.estimator
-        if self.model_choice:  # the models' evidence starts from this state (select)
-            # select() runs after this apply, scoring the previous tick (x_prev -> x): keep two
-            self._prev_start = self._tick_start
-            self._tick_start = (est.model_state(), est.ee_twist(xs[0, :m.nq], xs[0, m.nq:m.nq + m.nv]))
-        if self.model_choice and B == 1:  # the model in force
-            pred = np.asarray(est.predict_models(vel, float(solver.dt), rot), dtype=np.float64)[self._model:self._model + 1]
-        else:
-            pred = np.asarray(self.estimator.predict(vel, float(solver.dt), rot), dtype=np.float64)  # (B, N - 1, 6)
-        band = np.concatenate([pred, pred[:, -1:]], axis=1)  # the last slot: the last interval's
-        self.band = band
-        self._bands.insert(0, pred[:, :, :3].copy())
-        del self._bands[self.lookback + 1:]
-        inj.program_band(solver, band, R, lever)
-
-    def select(self, solver, result, x_prev, u_prev, x_meas, dt) -> int:
-        """Score the rows' past predictions against the identified force (above), keep the
-        winner's plan (shifted one knot) for the next prediction; returns the winner."""
-        B = self.batch_size
-        f_now = self.estimator.take_mean_force()
-        a = float(dt) / (self.score_tau + float(dt))
-        if B > 1 and f_now is not None and len(self._bands) > 1:
-            hs = range(1, len(self._bands))
-            err = np.mean([np.linalg.norm(self._bands[h][:, h - 1] - f_now[None, :], axis=1) for h in hs], axis=0)
-            self.scores = (1.0 - a) * self.scores + a * err
-        if self.model_choice and f_now is not None and self._prev_start is not None:
-            st, (v0, w0, R0) = self._prev_start
-            nq, nv = self.model.nq, self.model.nv
-            xm = np.asarray(x_meas, dtype=np.float64)
-            v1, w1, R1 = self.estimator.ee_twist(xm[:nq], xm[nq:nq + nv])
-            pred = self.estimator.predict_models(np.array([v0, v1]), float(dt), np.array([R0, R1]),
-                                                 ee_omega=np.array([w0, w1]), state=st, gain=1.0)
-            err = np.linalg.norm(pred[:, 0, :3] - f_now[None, :], axis=1)
-            self.model_scores = (1.0 - a) * self.model_scores + a * err
-            self._n_evidence += 1
-            cand = int(np.argmin(self.model_scores))
-            if self._n_evidence > self.MODEL_WARMUP_TICKS and cand != self._model and self.model_scores[cand] < (1.0 - self.switch_margin) * self.model_scores[self._model]:
-                self._model = cand
-                self.model_switches += 1
-        rr = self.estimator.rigid_row if self.model_choice and B > 1 else None
-        if rr is not None and self.payload_model != "swing":
-            best = rr if self.payload_model == "rigid" else 1  # row 1: the identified wrench held constant
-        else:
-            best = int(np.argmin(self.scores if rr is None else np.where(np.arange(B) == rr, np.inf, self.scores))) \
-                if B > 1 else 0
-        if (rr is None or self.payload_model == "swing") and best != 0 \
-                and self.scores[best] > (1.0 - self.switch_margin) * self.scores[0]:
-            # a near-tie (e.g. the arm at rest, where every row predicts the weight) stays with the
-            # identified model rather than going to whichever row rounding favours: on seed 1's
-            # scenario 3 such a tie handed a step move to the constant-wrench row (J6 1.2x its limit)
-            best = 0
-        self.last_errors = self.scores.copy()
-        plan = winning_plan(solver, result, best, self.model.nq, self.model.nv)
-        if plan is not None:
-            self._plan = plan
-        return best
-
-    def update(self, best_id, errors) -> None:
-        """Count the winner in the estimator."""
-        self.estimator.update(int(best_id), errors, None if self.band is None else self.band[:, 0])
-
-    def get_stats(self) -> dict:
-        """The estimator's stats plus scores (B,) [N] and band (B, N, 6) of the last apply; with
-        model_choice: payload_model (its name), model_scores (3,) [N], model_switches."""
-        st = dict(self.estimator.get_stats())
-        st.update(super().get_stats())
-        st["scores"] = self.scores.copy()
-        if self.model_choice:
-            st.update(payload_model=self.payload_model, model_scores=self.model_scores.copy(), model_switches=self.model_switches)
-        st["band"] = None if self.band is None else self.band.copy()
-        return st
-
-    @property
-    def sensor_identifier(self):
-        """The estimator (fed per measurement)."""
-        return self.estimator
-
-
 def _skew(v) -> np.ndarray:
     """(3, 3) cross-product matrix: _skew(a) @ b == a x b."""
     return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
@@ -687,3 +489,4 @@ def _clamp_rows(w, max_wrench) -> np.ndarray:
         n = np.linalg.norm(w[..., half], axis=-1, keepdims=True)
         w[..., half] *= np.minimum(1.0, max_wrench / np.maximum(n, 1e-300))
     return w
+
