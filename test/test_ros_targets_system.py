@@ -557,11 +557,20 @@ class ActionProbe(Probe):
         self.FJT = FollowJointTrajectory
         self.client = ActionClient(self.node, FollowJointTrajectory, "/gato_controller/follow_joint_trajectory")
         self.q = {}
+        self.q_stamp = 0            # ns, the stamp of the joint state self.q was read from
         self.node.create_subscription(__import__("sensor_msgs.msg", fromlist=["JointState"]).JointState,
                                       "/joint_states", self._on_q, 10)
 
     def _on_q(self, m):
         self.q = dict(zip(m.name, m.position))
+        self.q_stamp = _stamp(m.header)
+
+    def q_at(self, t_ns, names):
+        """(nq,) joint positions from a joint state stamped ``t_ns`` or later. This client's
+        newest sample can lag the graph on a loaded machine (seen in CI: a sample ~1.7 s old read
+        as the arm 'after' a trajectory), so the time is asked for, not assumed."""
+        self.spin_until(lambda: self.q_stamp >= t_ns, f"a joint state stamped {t_ns * 1e-9:.3f} s or later")
+        return np.array([self.q[n] for n in names])
 
     def goal(self, names, points, goal_tol=0.02, path_tol=0.2):
         """Send a goal: points [(t s, positions)]; returns (goal handle future, feedback list)."""
@@ -639,8 +648,9 @@ def check_follow_joint_trajectory(p):
     assert gh.accepted
     r = p.result(gh)
     assert r.error_code == p.FJT.Result.SUCCESSFUL, r.error_string
-    p.wait_sim(0.2)
-    q_end = np.array([p.q[n] for n in names])
+    # the arm 0.2 s after the tick that succeeded (its feedback is the last one, same stamp)
+    assert fb, "no feedback before the result"
+    q_end = p.q_at(_stamp(fb[-1].header) + int(0.2 * NS), names)
     assert np.abs(q_end - points[-1][1]).max() <= 0.02, q_end - points[-1][1]
     path_err = max(np.abs(f.error.positions).max() for f in fb)
     print(f"trajectory: {len(fb)} feedback messages, path error max {path_err:.4f} rad, final error "
