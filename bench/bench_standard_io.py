@@ -101,7 +101,7 @@ def main(argv=None) -> int:
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t_ns[0], 10**9)
         msg.name, msg.position, msg.velocity = names, q.tolist(), v.tolist()
         t0 = time.perf_counter()
-        node._on_joint_state(msg)
+        node.logic.on_joint_state_msg(msg)
         dt = time.perf_counter() - t0
         # what the executor runs after the tick (the view's guard condition: Paths, markers, TF),
         # timed apart: no tick waits for it unless the next joint state arrives meanwhile

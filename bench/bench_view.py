@@ -302,7 +302,7 @@ def main(argv=None) -> int:
                 f"Machine: {cpu_model()}, {os.cpu_count()} cores (shared with other work), Python "
                 f"{platform.python_version()}. Command: `python bench/bench_view.py --rounds {a.rounds} --duration "
                 f"{a.duration:g} --scheduling {' '.join(a.scheduling)}"
-                + (f" --rt-shield {a.rt_shield}" if a.rt_shield else "") + "` (the simulation bringup free-running at 100 Hz, {a.robot} figure-8, {a.duration:g} s "
+                + (f" --rt-shield {a.rt_shield}" if a.rt_shield else "") + f"` (the simulation bringup free-running at 100 Hz, {a.robot} figure-8, {a.duration:g} s "
                 "per run, in rotation: no view; `--view` with a Foxglove client subscribed to every channel; `--view` with "
                 "that client and a headless Chromium showing the page, on the same machine). Figures from each run's "
                 "bag; CPU use from /proc, steady state (from 5 s after the controller started to the end of the run).\n\n"
