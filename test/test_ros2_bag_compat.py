@@ -38,14 +38,16 @@ RECORDINGS = {
 }
 
 
-def _subscribers(env, topic) -> int:
-    # --no-daemon: a ros2 daemon started from here would outlive the test
-    r = subprocess.run(["ros2", "topic", "info", "--no-daemon", topic], env=env, capture_output=True, text=True,
-                       timeout=60)
-    for line in r.stdout.splitlines():
-        if line.startswith("Subscription count:"):
-            return int(line.split(":")[1])
-    return 0
+def _wait_for_line(logs, line, timeout) -> list:
+    """Waits until every log file in ``logs`` (name -> path) holds ``line``; returns the names
+    that still lack it after ``timeout`` s."""
+    end = time.monotonic() + timeout
+    missing = list(logs)
+    while missing and time.monotonic() < end:
+        missing = [n for n in missing if line not in logs[n].read_text(errors="replace")]
+        if missing:
+            time.sleep(0.2)
+    return missing
 
 
 @pytest.fixture(scope="module")
@@ -61,19 +63,22 @@ def bags(tmp_path_factory, ros_env):
     root = tmp_path_factory.mktemp("ros2_bags")
     marker = uuid.uuid4().hex
     env = {**ros_env, "GATO_TEST_MARKER": marker}
-    recs, outs = {}, {}
+    recs, logs, files = {}, {}, []
     launch = None
     try:
         for name, opts in RECORDINGS.items():
+            # Output to files, not pipes: a recorder never blocks on a full pipe, and the test
+            # can read its progress while it runs.
+            logs[name] = root / f"{name}.log"
+            files.append(open(logs[name], "w"))
             recs[name] = subprocess.Popen(["ros2", "bag", "record", *opts, "-o", str(root / name)], env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          stdout=files[-1], stderr=subprocess.STDOUT, text=True,
                                           start_new_session=True)
-        # Each recorder subscribes to the joint states it can see; -a ones once the topic exists.
-        # A publisher-less wait: every explicit topic list is subscribed to up front.
-        end = time.monotonic() + 120
-        need = sum("--topics" in o for o in RECORDINGS.values())
-        while _subscribers(ros_env, "/joint_states") < need and time.monotonic() < end:
-            time.sleep(0.5)
+        # "Recording..." = the recorder is up and polling the graph. It subscribes to a topic
+        # (its own list or, with -a, everything) only once a publisher makes the topic's type
+        # known, so there is nothing more to wait for before the graph starts.
+        missing = _wait_for_line(logs, "Recording...", 120)
+        assert not missing, {n: logs[n].read_text()[-2000:] for n in missing}
         # 8 s (800 ticks): the -a recorders subscribe only once a topic exists, which on a loaded
         # machine can miss the first second or more of the run (seen in CI: 87-93 of 200 ticks
         # in the zstd file-mode bags of a 2 s run); and a recorder that lost the controller's
@@ -87,8 +92,8 @@ def bags(tmp_path_factory, ros_env):
         assert launch.returncode == 0, out_launch[-3000:]
         time.sleep(1.0)                          # the last messages reach the recorders
         for name, p in recs.items():
-            rc, outs[name] = sigint_and_wait(p, 60)
-            assert rc == 0, f"ros2 bag record ({name}) exited {rc}: {outs[name][-2000:]}"
+            rc, _ = sigint_and_wait(p, 60)
+            assert rc == 0, f"ros2 bag record ({name}) exited {rc}: {logs[name].read_text()[-2000:]}"
         left = processes_with_env("GATO_TEST_MARKER", marker)
         assert left == [], f"processes left behind: {left}"
     finally:
@@ -96,6 +101,8 @@ def bags(tmp_path_factory, ros_env):
             if p is not None and p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
         kill_tagged("GATO_TEST_MARKER", marker)
+        for f in files:
+            f.close()
     return root
 
 
