@@ -418,7 +418,7 @@ def test_fe_swing_batch_following_its_centre_knot_by_knot_settles_the_swing():
     """Seed 27, scenario 9 (a seed first run after every earlier change), B = 32 fe batch centred on
     the swing estimator, hypotheses seeded like bench_payload (seed 27). With the rows constant over
     the horizon (centre_knots false) the arm and the undamped 15 kg pendulum rock around the last
-    goal: J7 runs above its velocity limit for most of a second and the goal is never settled; with
+    goal: J7 goes beyond its velocity limit and the goal is never settled; with
     each row the swing prediction knot by knot plus its residual (the default) every goal is
     reached inside the limits."""
     from gato.eval import wrench_studies as ws
@@ -431,7 +431,9 @@ def test_fe_swing_batch_following_its_centre_knot_by_knot_settles_the_swing():
     flat_cfg = {**cfg, "hypotheses": {**cfg["hypotheses"], "centre_knots": False}}
     flat = ws.run_payload(sc, flat_cfg, _PEND, sc["k"])
     assert flat["success"] == 0 and flat["goals_reached"] == 2 and flat["tick_qd_joint"] == 6, flat
-    assert flat["tick_qd_ratio"] > 1.05 and flat["last_violation_t"] - flat["first_violation_t"] > 0.5, flat
+    # J7 beyond its limit (1.004x at one tick since the swing estimator fits the weight's and the
+    # inertial mass apart, issue 32; above 1.05x for most of a second with one mass)
+    assert flat["tick_qd_ratio"] > 1.0, flat
 
 
 # ----------------------------------------------------------------- the bench scripts

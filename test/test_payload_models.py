@@ -72,9 +72,56 @@ def test_the_rigid_row_carries_the_mass_at_its_offset(model):
     v = np.zeros((9, 3))
     v[:, 2] = 2.0 * 0.03125 * np.arange(9)                 # 2 m/s^2 up, the EE not turning
     p = est.predict(v, 0.03125)
-    m = est.rigid_mass
-    assert np.allclose(p[2, :, :3], [0.0, 0.0, -m * G - est.inertial_gain * m * 2.0], atol=1e-9)
+    m, mi = est.rigid_mass, est.rigid_inertial_mass
+    assert mi == pytest.approx(m, rel=0.05), (m, mi)       # a grasped object's inertia is its mass's
+    assert np.allclose(p[2, :, :3], [0.0, 0.0, -m * G - est.inertial_gain * mi * 2.0], atol=1e-9)
     assert PendulumSwingEstimator(4, model, rigid_rows=False).row_lengths()[2] > 0   # no rigid row
+
+
+def sag(model, world, est, samples=31):
+    """Feed ``est`` the first ``samples`` 1 ms samples after a payload appears at the EE of the arm
+    held at Q0 by a 4 Hz joint hold of the nominal model (the attach transient: the arm sags
+    under a payload it does not know). 31 samples: one control period, what the first plan knows."""
+    hold = JointHold(model, 4.0, np.asarray(model.effortLimit))
+    hold.target = Q0.copy()
+    q, dq = Q0.copy(), np.zeros(7)
+    for _ in range(samples):
+        u = hold(q, dq)
+        qn, dqn = world.step(q, dq, u, 0.001)
+        est.identify(q, dq, dqn, u, 0.001, q_next=qn)
+        q, dq = qn, dqn
+
+
+@pytest.mark.parametrize("world, inertia, kinds", [
+    ({"constant_f_ext": [0.0, 0.0, -15.0 * G, 0.0, 0.0, 0.0]}, 0.0, PAYLOAD_MODELS),
+    ({"pendulum": {"mass": 15.0, "length": 0.5}}, 1.0, ("swing",)),
+    ({"rigid_payload": {"mass": 15.0, "offset": [0.0, 0.0, 0.0]}}, 1.0, ("swing", "rigid")),
+])
+def test_the_first_plan_predicts_the_weight_and_only_the_inertia_the_payload_has(model, world, inertia, kinds):
+    """The hypotheses of the first plan, one control period after a 15 kg payload appeared (the
+    arm sagging under it): along a planned 5 m/s^2 upward EE acceleration the models that fit the
+    payload (``kinds``: B = 1's models, the matching rows of a B = 8 batch) predict its weight plus
+    the reaction of the inertia it has, within 10 % of the weight: none for a force without
+    inertia (a weight on a cable, the payload bench's constant load: every model and row), gain x
+    m x 5 m/s^2 for a pendulum or a grasped object hanging straight down. One mass fit on
+    m (g - a) . u read the weight's sag as a 29 kg payload (seed 7's first plan pushed against
+    283 N for 147: issue 32's weight-only runs failed at t = 62-94 ms, joint 4 at 1.45-1.9x)."""
+    a_up, dt = 5.0, 0.03125
+    v = np.zeros((9, 3))
+    v[:, 2] = a_up * dt * np.arange(9)                      # the EE accelerating up, not turning
+    want = -15.0 * G - PendulumSwingEstimator.SINGLE_INERTIAL_GAIN * inertia * 15.0 * a_up
+    for B in (1, 8):
+        est = PendulumSwingEstimator(B, model)
+        sag(model, PinocchioWorld(IIWA, **world), est)
+        if B == 1:
+            f = est.predict_models(v, dt)[[PAYLOAD_MODELS.index(k) for k in kinds], :, :3]
+        else:  # row 0 and 3.. swing, row 1 the identified wrench held, row 2 rigid
+            rows = {"swing": [0, 3, 4, 5, 6, 7], "constant": [1], "rigid": [2]}
+            f = est.predict(v, dt)[sum((rows[k] for k in kinds), []), :, :3]
+            want = -15.0 * G - est.inertial_gain * inertia * 15.0 * a_up
+        tol = 0.1 * 15.0 * G
+        assert np.allclose(f[..., :2], 0.0, atol=tol), (B, f[:, 0])
+        assert np.allclose(f[..., 2], want, atol=tol), (B, f[:, 0], est.mass, est.inertial_mass)
 
 
 def run_b1(model, world, seconds=0.5):
@@ -99,14 +146,14 @@ def run_b1(model, world, seconds=0.5):
 ])
 def test_one_hypothesis_runs_the_model_that_explains_the_motion(model, world, want):
     """B = 1 under a figure-8: the model in force after 0.5 s is the payload's kind (a rigid object:
-    rigid, a pendulum: swing, a weight without inertia: constant), its score the lowest by a
-    margin, and the row programs that model's wrench."""
+    rigid, a pendulum: swing, a weight without inertia: constant), its score the lowest by the
+    batch's switch margin, and the row programs that model's wrench."""
     hyp = run_b1(model, PinocchioWorld(IIWA, **world))
     st = hyp.get_stats()
     assert st["payload_model"] == want, st["model_scores"]
     sc = np.asarray(st["model_scores"])
     k = PAYLOAD_MODELS.index(want)
-    assert sc[k] < 0.5 * np.min(np.delete(sc, k)), sc
+    assert sc[k] < (1.0 - hyp.switch_margin) * np.min(np.delete(sc, k)), sc
 
 
 def test_bad_options_are_refused_by_name(model):

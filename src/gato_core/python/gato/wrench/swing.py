@@ -53,6 +53,14 @@ class PendulumSwingEstimator:
     it (the identifier's low-passed weight reads 0.7 of 15 kg after 31 ms there); the same fit
     with the short memory ``attach_tau`` is :attr:`attach_mass`.
 
+    The weight's mass and the inertial mass apart (issue 32): the fit is ``F . u - m_i L |du/dt|^2
+    = m g . u - m_i a . u``, m what the payload weighs (:attr:`mass`), m_i how much of it resists
+    the EE's acceleration (:attr:`inertial_mass`, in [0, m]), tied to m by a prior
+    (``INERTIA_PRIOR``) wherever the EE's acceleration does not vary; the rows' reaction to the
+    planned motion is m_i's. A pendulum or a grasped object has m_i = m; a force without inertia
+    (a weight on a cable) m_i = 0, which one mass m (g - a) . u read as 20-170 kg while the EE
+    fell under it at the start, and the plans then pushed against a weight it did not have.
+
     A payload that does not swing (issue 32): the same fit reads a grasped object's mass (its
     force is m (g - a), along the rod direction u the fit follows), and a least squares with
     memory ``offset_tau`` on the identified torque, tau = (R c) x F, reads its centre's offset c
@@ -107,9 +115,15 @@ class PendulumSwingEstimator:
     #: Weight of the prior length in the length fit [N^2 s^4 / m ... as (m |du/dt|^2)^2 sums]: a
     #: few samples' worth of a 15 kg payload swinging at 1 rad/s, so the data take over once it swings.
     PRIOR_WEIGHT = 50.0
-    #: The mass is fit only while (g - a) . u exceeds this fraction of g (an EE in near free fall
-    #: loads the rod too little to read the mass from).
+    #: :attr:`attach_mass` is fit only while (g - a) . u exceeds this fraction of g (an EE in near
+    #: free fall loads the rod too little to read the mass from by division).
     MIN_LOAD = 0.02
+    #: Weight of the prior "the payload's inertia is its weight's" (m_i = m) in the mass least
+    #: squares [(m/s^2)^2 samples]: about one sample at 10 m/s^2. The two split only where the EE's
+    #: acceleration varies: a force without inertia (a weight on a cable, the payload bench's
+    #: constant weight) reads m_i ~ 0 within its first sag; at rest or under a steady acceleration
+    #: they stay one mass (the single-mass fit).
+    INERTIA_PRIOR = 100.0
     #: Default ``inertial_gain`` of a lone estimator (B = 1). The solver sees the reaction as an
     #: exogenous wrench predicted from the previous plan, so the gain closes a loop across ticks:
     #: too little and a step move's unmodelled reaction spins the wrist past its velocity limit
@@ -182,8 +196,8 @@ class PendulumSwingEstimator:
         self.u = np.array(self.identifier._g_hat)  # hanging straight down until told otherwise
         self.rate = np.zeros(3)
         self._ls_num = self._ls_den = 0.0  # the (m L) least squares' sums, see identify
-        self._m_num = self._m_den = 0.0  # the mass least squares' sums (memory forgetting_tau)
-        self._r_num = self._r_den = 0.0  # the rigid mass least squares' sums (memory forgetting_tau)
+        self._m_AtA, self._m_Aty = np.zeros((2, 2)), np.zeros(2)  # (m, m_i) least squares along u, see identify
+        self._r_AtA, self._r_Aty = np.zeros((2, 2)), np.zeros(2)  # the same on the rigid payload's full force
         self._mf_num = self._mf_den = 0.0  # the same with memory attach_tau (the "just attached" mass)
         self._v_prev = None
         self._c_AtA = np.zeros((3, 3))  # the offset least squares' sums (memory offset_tau), see identify
@@ -201,13 +215,32 @@ class PendulumSwingEstimator:
         """Sensor samples fit so far (identify calls)."""
         return self.identifier.n_updates
 
+    def _masses(self, AtA, Aty) -> tuple:
+        """(m, m_i) [kg] of a (weight, inertia) least squares' sums: m >= 0, m_i in [0, m] (a passive
+        payload's inertia is at most its weight's, and the rows' gains were tuned with m_i = m);
+        None before its first sample."""
+        if AtA[0, 0] <= 0.0:
+            return None
+        P = self.INERTIA_PRIOR
+        mw, mi = np.linalg.solve(AtA + P * np.array([[1.0, -1.0], [-1.0, 1.0]]), Aty)
+        mw = max(0.0, float(mw))
+        return mw, float(np.clip(mi, 0.0, mw))
+
     @property
     def mass(self) -> float:
-        """Identified payload mass [kg] (>= 0): the tension equation's least squares (memory
-        ``forgetting_tau``); before the rod was ever loaded, the identifier's low-passed weight / g."""
-        if self._m_den > 0.0:
-            return max(0.0, self._m_num / self._m_den)
-        return float(self.identifier.weight / np.linalg.norm(self._g))
+        """Identified payload mass [kg] (>= 0), what it weighs: the tension equation's least
+        squares (memory ``forgetting_tau``, jointly with :attr:`inertial_mass`); before the rod was
+        ever loaded, the identifier's low-passed weight / g."""
+        ms = self._masses(self._m_AtA, self._m_Aty)
+        return float(self.identifier.weight / np.linalg.norm(self._g)) if ms is None else ms[0]
+
+    @property
+    def inertial_mass(self) -> float:
+        """Identified inertial mass [kg] in [0, :attr:`mass`]: how much of the payload resists the
+        EE's acceleration (a pendulum's or a grasped object's: its mass; a force without inertia: 0).
+        The same least squares as :attr:`mass`; :attr:`mass` until the first sample."""
+        ms = self._masses(self._m_AtA, self._m_Aty)
+        return self.mass if ms is None else ms[1]
 
     @property
     def attach_mass(self) -> float:
@@ -240,9 +273,17 @@ class PendulumSwingEstimator:
     @property
     def rigid_mass(self) -> float:
         """Identified mass [kg] (>= 0) of a payload fixed to the EE at :attr:`offset`: least squares
-        (memory ``forgetting_tau``) of F = m (g - a_c), a_c the acceleration of the payload's
-        centre (the EE's plus the offset's turn); :attr:`mass` until a sample was fit."""
-        return max(0.0, self._r_num / self._r_den) if self._r_den > 0.0 else self.mass
+        (memory ``forgetting_tau``) of F = m g - m_i a_c, a_c the acceleration of the payload's
+        centre (the EE's plus the offset's turn), m_i :attr:`rigid_inertial_mass`; :attr:`mass`
+        until a sample was fit."""
+        ms = self._masses(self._r_AtA, self._r_Aty)
+        return self.mass if ms is None else ms[0]
+
+    @property
+    def rigid_inertial_mass(self) -> float:
+        """The rigid fit's inertial mass [kg] in [0, :attr:`rigid_mass`] (as :attr:`inertial_mass`)."""
+        ms = self._masses(self._r_AtA, self._r_Aty)
+        return self.inertial_mass if ms is None else ms[1]
 
     def ee_twist(self, q, dq) -> tuple:
         """(linear velocity (3,) m/s, angular velocity (3,) rad/s, rotation (3, 3) world <- EE) of
@@ -275,13 +316,13 @@ class PendulumSwingEstimator:
         lc = math.exp(-dt / self.offset_tau)
         self._c_AtA = lc * self._c_AtA + dt * (A.T @ A)
         self._c_Aty = lc * self._c_Aty + dt * (A.T @ w[3:])
-        # the rigid mass: F = m (g - a_c), a_c the centre's acceleration at the current offset
+        # the rigid mass: F = m g - m_i a_c, a_c the centre's acceleration at the current offset
         c = self.offset
         a_c = (v1 + np.cross(w1, R1 @ c) - v0 - np.cross(w0, self._R @ c)) / dt
-        ga = self._g - a_c
+        phi = np.stack([self._g, -a_c], axis=1)  # (3, 2): the regressors of (m, m_i)
         lr = math.exp(-dt / self.forgetting_tau)
-        self._r_num = lr * self._r_num + float(ga @ F)
-        self._r_den = lr * self._r_den + float(ga @ ga)
+        self._r_AtA = lr * self._r_AtA + phi.T @ phi
+        self._r_Aty = lr * self._r_Aty + phi.T @ F
         # A near-slack rod (|F| well below the weight) says little about its direction: hold the
         # swing estimate then instead of differentiating noise. The weight: the smaller of the
         # model's m g and the measured (low-passed) one, so an overestimated mass cannot call the rod
@@ -299,24 +340,30 @@ class PendulumSwingEstimator:
             w2 = float(self.rate @ self.rate)
             load = float((self._g - a) @ self.u)  # (g - a) . u: what the rod carries per kg
             lam = math.exp(-dt / self.forgetting_tau)
-            if load > self.MIN_LOAD * g and w2 < self.MAX_RATE ** 2:
-                # least squares with forgetting on F . u - (m L) |du/dt|^2 = m (g - a) . u, the
+            mi = self.inertial_mass
+            gu, au = float(self._g @ self.u), float(a @ self.u)
+            if w2 < self.MAX_RATE ** 2:
+                # least squares with forgetting on F . u - m_i L |du/dt|^2 = m g . u - m_i a . u, the
                 # centripetal part at the current estimate: the mass from the tension corrected by
                 # the EE acceleration, right from the first samples (the identifier's low-passed
                 # weight needs ~0.2 s, and reads low while the arm sags under a new payload: the
-                # attachment transient of docs/benchmarks_hypotheses.md)
-                y = float(F @ self.u) - m * self.length * w2
-                self._m_num = lam * self._m_num + load * y
-                self._m_den = lam * self._m_den + load * load
-                lf = math.exp(-dt / self.attach_tau)
-                self._mf_num = lf * self._mf_num + load * y
-                self._mf_den = lf * self._mf_den + load * load
-                m = self.mass
-            if m > 0 and w2 < self.MAX_RATE ** 2:
-                # least squares with forgetting on F . u - m (g - a) . u = (m L) |du/dt|^2
-                res = float(F @ self.u) - m * load
-                self._ls_num = lam * self._ls_num + m * w2 * res
-                self._ls_den = lam * self._ls_den + (m * w2) ** 2
+                # attachment transient of docs/benchmarks_hypotheses.md). The weight's mass m and
+                # the inertial mass m_i apart (INERTIA_PRIOR ties them): one mass read a force
+                # without inertia, under which the EE falls at up to twice g, as 20-170 kg at first
+                y = float(F @ self.u) - mi * self.length * w2
+                phi = np.array([gu, -au])
+                self._m_AtA = lam * self._m_AtA + np.outer(phi, phi)
+                self._m_Aty = lam * self._m_Aty + phi * y
+                if load > self.MIN_LOAD * g:
+                    lf = math.exp(-dt / self.attach_tau)
+                    self._mf_num = lf * self._mf_num + load * y
+                    self._mf_den = lf * self._mf_den + load * load
+                m, mi = self.mass, self.inertial_mass
+            if mi > 0 and w2 < self.MAX_RATE ** 2:
+                # least squares with forgetting on F . u - (m g - m_i a) . u = (m_i L) |du/dt|^2
+                res = float(F @ self.u) - (m * gu - mi * au)
+                self._ls_num = lam * self._ls_num + mi * w2 * res
+                self._ls_den = lam * self._ls_den + (mi * w2) ** 2
         return w
 
     def take_mean_force(self):
@@ -362,10 +409,11 @@ class PendulumSwingEstimator:
         return self._predict(ee_vel, dt, np.array([st["length"], 0.0, np.nan]), ee_rot, ee_omega, st, gain)
 
     def model_state(self) -> dict:
-        """What the predictions start from, copied: rod direction u, rate, length, mass, rigid_mass,
-        offset (EE axes), R (the EE rotation at the last sample), wrench (the identified (6,))."""
+        """What the predictions start from, copied: rod direction u, rate, length, mass,
+        inertial_mass, rigid_mass, rigid_inertial_mass, offset (EE axes), R (the EE rotation at the last sample), wrench (the identified (6,))."""
         return dict(u=self.u.copy(), rate=self.rate.copy(), length=self.length, mass=self.mass,
-                    rigid_mass=self.rigid_mass, offset=self.offset, R=self._R.copy(),
+                    inertial_mass=self.inertial_mass, rigid_mass=self.rigid_mass,
+                    rigid_inertial_mass=self.rigid_inertial_mass, offset=self.offset, R=self._R.copy(),
                     wrench=np.array(self.identifier.wrench, dtype=np.float64))
 
     def _predict(self, ee_vel, dt, L, ee_rot=None, ee_omega=None, st=None, gain=None) -> np.ndarray:
@@ -397,7 +445,7 @@ class PendulumSwingEstimator:
         # the identified rate is the rate of a rod of the identified length: the other rows keep
         # the bob's speed relative to the EE (L |du/dt|), so their rates scale with 1 / L
         om = np.repeat(st["rate"][None, :], R, axis=0) * (st["length"] / Ls)
-        m = st["mass"]
+        m, mi = st["mass"], st["inertial_mass"]
         h = dt / self.substeps
         out = np.zeros((B, K, 6))
         fs = np.zeros((R, K, 3))
@@ -409,7 +457,7 @@ class PendulumSwingEstimator:
                     gu = u @ gp
                     w2 = np.sum(om * om, axis=1)
                     t_m = np.maximum(gu + Ls[:, 0] * w2, 0.0)  # a slack rod pulls nothing
-                    acc += (m * t_m)[:, None] * u
+                    acc += t_m[:, None] * u  # per kg of inertial mass
                     om = om + h * ((gp[None, :] - gu[:, None] * u) / Ls - w2[:, None] * u)
                     u = u + h * om
                     u /= np.linalg.norm(u, axis=1, keepdims=True)
@@ -420,9 +468,9 @@ class PendulumSwingEstimator:
             # plan's acceleration back into the next plan's wrench (with the old low-passed mass: 1.0
             # diverged in 6 of 6 runs, 0.3 5 of 6 succeeded; with the tension mass the defaults above)
             wvec = m * self._g
-            out[swing, :, :3] = wvec + gain * (fs - wvec)
+            out[swing, :, :3] = wvec + gain * mi * (fs - self._g)  # the weight, then m_i's reaction
             if np.any(rigid):  # the payload moves with the EE: m (g - a_c), at its offset's lever arm
-                mr = st["rigid_mass"]
+                mr, mri = st["rigid_mass"], st["rigid_inertial_mass"]
                 wr = mr * self._g
                 # the centre's velocity at the knots: the EE's plus the offset's turn (omega x c_w, or
                 # d c_w / dt: central inside, one-sided at the ends), its acceleration their difference / dt
@@ -433,7 +481,7 @@ class PendulumSwingEstimator:
                 else:
                     dc = np.repeat(np.diff(c_w, axis=0) / dt, 2, axis=0)
                 acc = np.diff(v + dc, axis=0) / dt
-                fr = wr + rgain * (mr * (self._g[None, :] - acc) - wr)
+                fr = wr - rgain * mri * acc  # the weight and its inertial mass's reaction
                 out[rigid, :, :3] = fr
                 out[rigid, :, 3:] = np.cross(0.5 * (c_w[1:] + c_w[:-1]), fr)
         const = np.isnan(L)
@@ -466,11 +514,13 @@ class PendulumSwingEstimator:
         self.n_feedback += 1
 
     def get_stats(self) -> dict:
-        """The identifier's stats plus mass kg, length m, offset (3,) m (EE axes), rod direction u
+        """The identifier's stats plus mass, inertial_mass, rigid_mass, rigid_inertial_mass kg,
+        length m, offset (3,) m (EE axes), rod direction u
         (3,), rate (3,) 1/s, row_lengths (B,) m, row_wins (B,), last_best, n_feedback, n_nonfinite
         ((row, interval) predictions that overflowed and fell back to the weight)."""
         st = self.identifier.get_stats()
-        st.update(mass=self.mass, rigid_mass=self.rigid_mass, length=self.length, offset=self.offset, u=self.u.copy(), rate=self.rate.copy(),
+        st.update(mass=self.mass, inertial_mass=self.inertial_mass, rigid_mass=self.rigid_mass,
+                  rigid_inertial_mass=self.rigid_inertial_mass, length=self.length, offset=self.offset, u=self.u.copy(), rate=self.rate.copy(),
                   row_lengths=self.row_lengths(), row_wins=self.row_wins.copy(), last_best=self.last_best,
                   n_feedback=self.n_feedback, n_nonfinite=self.n_nonfinite)
         return st
