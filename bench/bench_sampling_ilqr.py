@@ -9,7 +9,10 @@ RMS EE tracking error [m] (EE sensor vs the path at every step) and the median w
     source scripts/activate.sh && nice -n 10 python bench/bench_sampling_ilqr.py --seed 7 --n 3 \
         --run mppi:2:64 --run ilqr:1 [--periods 0.5] [--threads 2]
 
-``--run planner:iterations[:num_samples]`` may repeat; every run sees the same scenarios.
+``--run planner:iterations[:num_samples]`` may repeat; every run sees the same scenarios; the
+runs after an MPPI run get their mean-error ratio to it. ``--ilqr-node-steps N``: the iLQR runs
+hold each command offset N steps (default: the scene's 20; N = 4, the steps executed per plan,
+is the pick-and-place configuration, docs/benchmarks.md).
 ``--task pickplace``: gato.sim.scenarios.pickplace_scenarios (ramp 0, 3 goals x ``--goal-s`` s),
 ``scenes.pickplace_task``, the planner told only the current goal (as the sampling_pickplace
 study); reports the mean EE-to-goal distance over the run and the worst end-of-goal error.
@@ -52,6 +55,8 @@ def episode(sc, planner, iterations, samples, periods, threads):
 #: --ilqr-config: "cautious" (ilqr=None, SimMPC's default) or "reference" (ILQROptimizerConfig()'s
 #: defaults: mu 1e-6, no step limit, the reference's line search).
 ILQR_CONFIG = "cautious"
+#: --ilqr-node-steps: the iLQR runs' node_steps (steps each command offset is held); None: the scene's.
+ILQR_NODE_STEPS = None
 
 
 def _configure(cfg, planner, iterations, samples):
@@ -62,6 +67,8 @@ def _configure(cfg, planner, iterations, samples):
         ilqr = ILQROptimizerConfig()
     cfg = replace(cfg, planner=planner, max_iterations=iterations, num_samples=samples, ilqr=ilqr,
                   stages=None if planner == "ilqr" else cfg.stages)
+    if planner == "ilqr" and ILQR_NODE_STEPS is not None:
+        cfg = replace(cfg, node_steps=ILQR_NODE_STEPS)
     if cfg.stages is not None:
         cfg = replace(cfg, stages=[replace(cfg.stages[0], iters=iterations)])
     return cfg
@@ -112,10 +119,14 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--run", action="append", default=None, help="planner:iterations[:num_samples]")
     ap.add_argument("--ilqr-config", choices=("cautious", "reference"), default="cautious")
+    ap.add_argument("--ilqr-node-steps", type=int, default=None,
+                    help="node_steps of the iLQR runs (steps each offset is held; default: the scene's 20)")
     ap.add_argument("--only", type=int, nargs="*", default=None, help="scenario indices (default: all)")
     a = ap.parse_args(argv)
-    global ILQR_CONFIG
-    ILQR_CONFIG = a.ilqr_config
+    if a.ilqr_node_steps is not None and a.ilqr_node_steps < 1:
+        ap.error("--ilqr-node-steps: expected an integer >= 1")
+    global ILQR_CONFIG, ILQR_NODE_STEPS
+    ILQR_CONFIG, ILQR_NODE_STEPS = a.ilqr_config, a.ilqr_node_steps
     import pinocchio as pin
 
     from gato.core.bsqp import robot_urdf
@@ -132,17 +143,25 @@ def main(argv=None):
     if a.only is not None:
         scs = [scs[i] for i in a.only]
     print(f"load before: {os.getloadavg()}  {a.task}, seed {a.seed}, {len(scs)} of {a.n} scenarios, "
-          f"{a.threads} threads, ilqr config {a.ilqr_config}")
+          f"{a.threads} threads, ilqr config {a.ilqr_config}, ilqr node_steps {a.ilqr_node_steps or 'scene'}")
+    means = {}
     for r in runs:
         parts = r.split(":")
         planner, its = parts[0], int(parts[1])
         samples = int(parts[2]) if len(parts) > 2 else 64
         res = [run(sc, planner, its, samples) for sc in scs]
+        means[r] = [x["mean"] for x in res]
         print(f"{r:14s} mean err {np.mean([x['mean'] for x in res]) * 1e3:7.2f} mm  "
               f"rms {np.mean([x['rms'] for x in res]) * 1e3:7.2f} mm  per scenario mean "
               f"{[round(x['mean'] * 1e3, 2) for x in res]} mm  median plan "
               f"{statistics.median(x['plan_s'] for x in res) * 1e3:6.1f} ms  ({res[0]['plans']} plans/episode)"
               + (f"  worst end err {max(x['end'] for x in res) * 1e3:.2f} mm" if a.task == "pickplace" else ""))
+    base = next((r for r in runs if r.startswith("mppi")), None)
+    for r in runs:  # the ratio to the MPPI run, pooled (mean over scenarios) and per scenario
+        if base is not None and r != base:
+            per = np.array(means[r]) / np.array(means[base])
+            print(f"{r:14s} / {base}: mean {np.mean(means[r]) / np.mean(means[base]):.2f}x  "
+                  f"per scenario {np.round(per, 2).tolist()}")
     print(f"load after: {os.getloadavg()}")
 
 

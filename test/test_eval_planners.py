@@ -96,6 +96,8 @@ def test_pickplace_and_box_push_through_the_runner_equal_direct_calls(tmp_path):
     (lambda r: r["planners"][0].update(config={"threads": 0}), "planners[0].config.threads"),
     (lambda r: r["planners"][0].update(config={"method": "lqr"}), "planners[0].config.method"),
     (lambda r: r["planners"][0].update(config={"iterations": 0}), "planners[0].config.iterations"),
+    (lambda r: r["planners"][0].update(config={"node_steps": 0}), "planners[0].config.node_steps"),
+    (lambda r: r["planners"][0].update(config={"node_steps": 101}), "planners[0].config.node_steps"),
     (lambda r: r["planners"][1].update(planner="osc"), "planners[1].planner"),
     (lambda r: r["planners"][1].update(params={"q_cost": 2.0}), "planners[1].params"),
     (lambda r: r["task"]["options"].update(periods=-1), "task.options.periods"),
@@ -123,6 +125,17 @@ def test_fig8_ilqr_through_the_runner_equals_the_direct_call(tmp_path):
     direct = ps.fig8_sampling(ps._arrays(sc), threads=2, periods=0.05, method="ilqr", iterations=1)
     assert rows["sampling"]["rms_tracking_error"] == pytest.approx(direct, rel=1e-9)
     assert direct < 0.01
+
+
+def test_ilqr_specs_parse_with_their_node_steps():
+    """The iLQR comparison specs (issue 39): the pick-and-place iLQR holds its offsets 4 steps
+    (config.node_steps, passed to the episode), MPPI keeps the scenes' nodes."""
+    for kind, n in (("fig8", 18), ("pickplace", 12)):
+        spec = geval.load_spec(SPECS / f"sampling_ilqr_{kind}_iiwa14.yaml")
+        eps = spec.episodes()
+        assert len(eps) == n
+        steps = {e["planner"]["label"]: e["planner"]["config"].get("node_steps") for e in eps}
+        assert steps == ({"mppi": None, "ilqr": 4} if kind == "pickplace" else {"mppi": None, "ilqr": None})
 
 
 def test_box_push_takes_the_sampling_planner_only():

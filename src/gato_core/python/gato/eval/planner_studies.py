@@ -20,7 +20,8 @@ Kinds (task.kind), all on ``world: {kind: mujoco}`` (the episodes set their own 
   length) truncates the episode (tests).
 
 Planner entries: ``planner: sampling`` with ``config: {threads}`` (MuJoCo rollout threads,
-default 2) or ``planner: bsqp`` with no config / params (fig8 and pickplace only).
+default 2; fig8 and pickplace also take ``method``, ``iterations`` and ``node_steps``) or
+``planner: bsqp`` with no config / params (fig8 and pickplace only).
 """
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ from .spec import _number as _num
 __all__ = ["PLANNER_STUDIES", "fig8_sampling", "fig8_bsqp", "pickplace_sampling", "pickplace_bsqp", "box_push"]
 
 PLANT = "iiwa14"
-#: sampling planner config: rollout threads; method "mppi" | "cem" | "ilqr" (SimMPCConfig.planner) and
-#: iterations per plan (SimMPCConfig.max_iterations; None: the scenes' 2) of the figure-8 / pick-and-place studies.
-_SAMPLING_CONFIG = ("threads", "method", "iterations")
+#: sampling planner config: rollout threads; method "mppi" | "cem" | "ilqr" (SimMPCConfig.planner),
+#: iterations per plan (SimMPCConfig.max_iterations; None: the scenes' 2) and node_steps (sim steps
+#: between nodes / of each held iLQR command; None: the scenes' 20) of the figure-8 / pick-and-place studies.
+_SAMPLING_CONFIG = ("threads", "method", "iterations", "node_steps")
 
 
 def _err(path, msg):
@@ -41,11 +43,13 @@ def _err(path, msg):
 
 
 # ------------------------------------------------------------------ episode functions
-def _method(cfg, method=None, iterations=None):
-    """The scenes' SimMPCConfig with the planner ``method`` and ``iterations`` (None: unchanged); iLQR
-    plans at the fine step (no stages)."""
+def _method(cfg, method=None, iterations=None, node_steps=None):
+    """The scenes' SimMPCConfig with the planner ``method``, ``iterations`` and ``node_steps`` (None:
+    unchanged); iLQR plans at the fine step (no stages)."""
     from dataclasses import replace
 
+    if node_steps is not None:
+        cfg = replace(cfg, node_steps=int(node_steps))
     its = cfg.max_iterations if iterations is None else int(iterations)
     if method == "ilqr":
         return replace(cfg, planner="ilqr", stages=None, max_iterations=its)
@@ -69,12 +73,12 @@ def _sampling_run(config, ctrl_ref, model_spec, q0, num_steps, threads):
     return rows, plans, mpc.model
 
 
-def fig8_sampling(sc, threads=2, periods=1, method=None, iterations=None):
+def fig8_sampling(sc, threads=2, periods=1, method=None, iterations=None, node_steps=None):
     """RMS EE tracking error [m] of SimMPC on a figure-8 scenario (5 ms MuJoCo steps)."""
     from ..sampling import scenes
 
     cfg, qs, xyz, n = scenes.fig8_task(sc, timestep=0.005, periods=periods)
-    cfg = _method(cfg, method, iterations)
+    cfg = _method(cfg, method, iterations, node_steps)
     rows, plans, m = _sampling_run(cfg, qs, scenes.robot_spec(PLANT, timestep=0.005), sc["q0"], n, threads)
     lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
     err = np.linalg.norm(rows["sensordata"][:, lay:lay + 3] - xyz[1:n + 1], axis=1)
@@ -113,7 +117,7 @@ def fig8_bsqp(sc, periods=1):
     return float(np.sqrt(np.mean(np.square(errs))))
 
 
-def pickplace_sampling(sc, goal_s=2.0, threads=2, method=None, iterations=None):
+def pickplace_sampling(sc, goal_s=2.0, threads=2, method=None, iterations=None, node_steps=None):
     """Worst end-of-goal EE error [m] of SimMPC. Like the bsqp run, the planner knows only the
     current goal: per goal, the EE term's target, the control term's and ctrl_ref's joint targets
     are that goal (its IK solution) held."""
@@ -122,7 +126,7 @@ def pickplace_sampling(sc, goal_s=2.0, threads=2, method=None, iterations=None):
     from ..sampling import MjSim, SimMPC, scenes
 
     cfg, qs, ee_ref, n = scenes.pickplace_task(sc, timestep=0.005, goal_s=goal_s)
-    cfg = _method(cfg, method, iterations)
+    cfg = _method(cfg, method, iterations, node_steps)
     mpc = SimMPC(cfg, MjSim(scenes.robot_spec(PLANT, timestep=0.005), 1, nthread=threads), qs)
     m = mpc.model
     ex = MjSim(m, 1)
@@ -222,9 +226,11 @@ def _check_planner_for(planners):
             _num(cfg["threads"], f"{path}.config.threads", lo=1, integer=True)
         if "iterations" in cfg:
             _num(cfg["iterations"], f"{path}.config.iterations", lo=1, integer=True)
+        if "node_steps" in cfg:  # the scenes' horizon is 100 steps (0.5 s at 5 ms)
+            _num(cfg["node_steps"], f"{path}.config.node_steps", lo=1, hi=100, integer=True)
         if "method" in cfg and cfg["method"] not in ("mppi", "cem", "ilqr"):
             raise _err(f"{path}.config.method", f"expected one of ['mppi', 'cem', 'ilqr'], got {cfg['method']!r}")
-        if kind == "sampling_box_push" and ("method" in cfg or "iterations" in cfg):
+        if kind == "sampling_box_push" and ("method" in cfg or "iterations" in cfg or "node_steps" in cfg):
             raise _err(f"{path}.config", "the box-push study takes threads only")
     return check
 
@@ -280,7 +286,7 @@ def _run_f8(ep):
     if ep["planner"]["planner"] == "sampling":
         c = ep["planner"]["config"]
         e = fig8_sampling(sc, threads=_threads(ep), periods=o["periods"], method=c.get("method"),
-                          iterations=c.get("iterations"))
+                          iterations=c.get("iterations"), node_steps=c.get("node_steps"))
     else:
         e = fig8_bsqp(sc, periods=o["periods"])
     return dict(stop_reason="reference_end", sim_time=float(o["periods"] * sc["params"]["period"]),
@@ -292,7 +298,7 @@ def _run_pp(ep):
     if ep["planner"]["planner"] == "sampling":
         c = ep["planner"]["config"]
         e = pickplace_sampling(sc, goal_s=o["goal_s"], threads=_threads(ep), method=c.get("method"),
-                               iterations=c.get("iterations"))
+                               iterations=c.get("iterations"), node_steps=c.get("node_steps"))
     else:
         e = pickplace_bsqp(sc, goal_s=o["goal_s"])
     return dict(stop_reason="goals_done", sim_time=float(len(sc["goals"]) * o["goal_s"]),
