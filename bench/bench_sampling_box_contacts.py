@@ -15,6 +15,9 @@ frame) instead of the whole box, so the wanted contact says where to push from; 
 ``box`` a contact anywhere (the box's top, a corner) satisfies it.
 Success: the box's final (x, y) within ``--tol`` of its goal. Prints one table (and writes it to
 ``--out`` with benchmarks_doc.write_result).
+``--where-needed K``: the scenes where the terms matter only: scenes are drawn in seed order
+(``--n`` at most), each runs without the terms first, and only where that run fails is it run
+with them, until K such scenes have run; the last table row gives k/K reached with the terms.
 
     source scripts/activate.sh && nice -n 10 python bench/bench_sampling_box_contacts.py --seed 0 --n 10
 """
@@ -116,8 +119,12 @@ def main(argv=None):
     p.add_argument("--tol", type=float, default=0.03)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--only", type=int, nargs="*", default=None, help="scene indices to run (default: all)")
+    p.add_argument("--where-needed", type=int, default=None, metavar="K",
+                   help="run the terms only on scenes where the box cost alone fails, until K of them")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
+    if a.where_needed is not None and (a.where_needed < 1 or a.only is not None):
+        p.error("--where-needed: expected K >= 1, without --only")
     from gato.sampling import scenes
 
     scs = scenes.box_push_scenarios(a.n, seed=a.seed)
@@ -130,16 +137,26 @@ def main(argv=None):
     kw = dict(timestep=a.timestep, num_samples=a.num_samples, threads=a.threads, standoff=a.standoff,
               ctrl_std=a.ctrl_std, push_s=a.push_s, contact_until=a.contact_until,
               contact_target=a.contact_target, face_radius=a.face_radius, iterations=a.iterations)
+    needed = 0
     for i in idx:
+        if a.where_needed is not None and needed == a.where_needed:
+            break
         sc = scs[i]
         res = [run_scene(sc, contact_weight=0.0, penetration_scale=0.0, **kw)]
+        if a.where_needed is not None and res[0][0] < a.tol:  # the box cost alone reaches the goal: not counted
+            lines.append(f"| {i} | ({sc['start'][0]:.3f}, {sc['start'][1]:.3f}) | ({sc['goal'][0]:.3f}, "
+                         f"{sc['goal'][1]:.3f}) | {1e3 * res[0][0]:.1f} | " + "- | " * len(ws) + f"{res[0][2]:.0f} |")
+            print(lines[-1], flush=True)
+            continue
+        needed += 1
         res += [run_scene(sc, contact_weight=w, penetration_scale=a.penetration_scale, **kw) for w in ws]
         ok += np.array([e < a.tol for e, _, _ in res])
         lines.append(f"| {i} | ({sc['start'][0]:.3f}, {sc['start'][1]:.3f}) | ({sc['goal'][0]:.3f}, {sc['goal'][1]:.3f}) | "
                      + " | ".join(f"{1e3 * e:.1f}" for e, _, _ in res) + " | "
                      + " / ".join(f"{t:.0f}" for _, _, t in res) + " |")
         print(lines[-1], flush=True)
-    lines.append(f"| reached (< {1e3 * a.tol:.0f} mm) | | | " + " | ".join(f"{k}/{len(idx)}" for k in ok) + " | |")
+    ran = needed if a.where_needed is not None else len(idx)
+    lines.append(f"| reached (< {1e3 * a.tol:.0f} mm) | | | " + " | ".join(f"{k}/{ran}" for k in ok) + " | |")
     text = "\n".join(lines)
     print(text)
     if a.out:
