@@ -70,6 +70,17 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the Markdown section to this file (not in docs/)")
     a = ap.parse_args(argv)
 
+    load0 = os.getloadavg()[0]
+    reader = subprocess.Popen([sys.executable, "-c", SUBSCRIBER], stdout=subprocess.PIPE, text=True)
+    try:
+        return _run(a, reader, load0)
+    finally:
+        if reader.poll() is None:          # the run failed before it stopped the reader
+            reader.kill()
+            reader.wait()
+
+
+def _run(a, reader, load0) -> int:
     import pinocchio as pin
     import rclpy
     from sensor_msgs.msg import JointState
@@ -78,8 +89,6 @@ def main(argv=None) -> int:
     from gato_ros.controller_node import ControllerNode
     from gato_ros.plan_view import RateLimiter
 
-    load0 = os.getloadavg()[0]
-    reader = subprocess.Popen([sys.executable, "-c", SUBSCRIBER], stdout=subprocess.PIPE, text=True)
     rclpy.init()
     node = ControllerNode(parameter_overrides=[])
     time.sleep(2.0)                                   # discovery of the reader
@@ -152,11 +161,11 @@ def main(argv=None) -> int:
 
     view = plan_view(node.logic._last_out, io.ee_path, node.logic.nq, len(io.pub_batch_paths or ()))
     mk = []
-    for _ in range(200):
+    for _ in range(200 if view is not None else 0):     # no plan view in a run too short for one
         m0 = time.perf_counter()
         io.pub_markers.publish(io._markers(view))
         mk.append(time.perf_counter() - m0)
-    mk_ms = np.median(mk) * 1e3
+    mk_ms = np.median(mk) * 1e3 if mk else float("nan")
     node.destroy_node()
     rclpy.shutdown()
     reader.send_signal(2)
