@@ -51,7 +51,7 @@ def dds_payload(raw: bytes, store, msgtype: str) -> bytes:
 
 def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap", controller=None, sim=None,
                         changes_at=None, solve_input=True, drop=(), snapshot=None, typestore_override=None,
-                        solve_input_encoder=None, estimator=None, malformed=None, reference=None):
+                        solve_input_encoder=None, estimator=None, malformed=None, reference=None, targets=None):
     """Run ``seconds`` of simulated lockstep control and write a bag; returns the bag path.
 
     controller / sim: extra configuration of the controller / simulation-world logic.
@@ -69,6 +69,9 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
         (rclpy messages, e.g. test/fuzz_messages.py): written into the bag and given to the
         controller's message boundary like the node would (its answers, holds, recorded too).
     reference: extra configuration of the reference logic (e.g. ``{"orientation": "sweep"}``).
+    targets: ``(tick index, t_ns, controller logic, joint state) -> None`` called before each tick:
+        drives the node's targets (e.g. a gato_ros.target_logic.TargetLogic as the controller's
+        target_source, sent a joint trajectory), as the controller node's standard interfaces would.
     """
     from rclpy.serialization import serialize_message
     from rosbags.rosbag2 import StoragePlugin, Writer
@@ -122,6 +125,8 @@ def record_lockstep_run(bag_dir, *, seconds=1.0, robot="iiwa14", storage="mcap",
                         parameter_snapshot_msg({**ctrl.cfg, **changes_at[k]}, world.t_ns), world.t_ns)
             t = world.t_ns
             js = world.joint_state()
+            if targets is not None:
+                targets(k, t, ctrl, js)
             put("/joint_states", cv.joint_state_to_msg(js), t)
             win = ref.window(t)
             for topic, bad in (malformed(k, t, js, win) if malformed is not None else ()):

@@ -181,6 +181,7 @@ def test_a_bag_from_before_the_orientation_fields_still_replays_exactly(tmp_path
 
     ts = get_typestore(Stores.ROS2_KILTED)
     lines = (gato_msgs_dir() / "SolveInput.msg").read_text().splitlines()
+    lines = lines[:next(i for i, ln in enumerate(lines) if ln.startswith("# The joint posture targets"))]  # later
     old = [ln for ln in lines if ln.strip() != "float64 orientation_weight"]
     assert len(old) == len(lines) - 1
     ts.register(get_types_from_msg("\n".join(old), "gato_msgs/msg/SolveInput"))

@@ -180,7 +180,8 @@ def test_another_solve_input_version_is_named_and_the_rest_reported(tmp_path):
                 warm_rows=si.xu_warm.shape[0], warm_start=si.xu_warm.ravel(), dt_elapsed=si.dt_elapsed,
                 budget_s=si.budget_s, reset=si.reset, config_json=si.config_json, solver_state_rows=0,
                 solver_state=np.zeros(0), capped_out=False, force_reseed=False, wrench_rows=0,
-                wrench_hypotheses=np.zeros(0), orientation_weight=si.orientation_weight)
+                wrench_hypotheses=np.zeros(0), orientation_weight=si.orientation_weight, posture_rows=0,
+                posture_q=np.zeros(0), posture_weight=np.zeros(0))
         return bytes(ts.serialize_cdr(m, "gato_msgs/msg/SolveInput"))
 
     bag = record_lockstep_run(tmp_path / "bag", seconds=0.3, typestore_override=ts, solve_input_encoder=encode)

@@ -18,7 +18,10 @@ loopback; the targets replace its windows while they are active):
 - nav_msgs/Path of the plan (~/plan_path) matches the published gato_msgs/Plan through forward
   kinematics, and the EE target frame arrives on /tf; the visualization_msgs/MarkerArray
   (~/markers) carries the same plan path, the reference window and the target, at the same rate;
-  /diagnostics reports OK while tracking.
+  /diagnostics reports OK while tracking;
+- an rclpy FollowJointTrajectory client (MoveIt's interface): SUCCESSFUL, INVALID_GOAL, cancel
+  and preemption; the run is recorded (record:=true) and gato replay's engine reproduces every tick of
+  the bag to 1e-9 N*m, those solved with the trajectories' per-knot posture tables included.
 
 Times are the joint states' stamps (simulated); no wall-clock time is asserted.
 """
@@ -601,15 +604,16 @@ class ActionProbe(Probe):
 
 @pytest.fixture
 def action_bringup(tmp_path, ros_env):
+    """The lockstep sim bringup, recorded (record:=true, the bag at ``probe.bag``), with an
+    ActionProbe; ``probe.stop_graph()`` stops the graph (SIGINT, clean exit checked) so the test
+    can read the finished bag; otherwise the teardown stops it."""
     share()
-    marker, report = uuid.uuid4().hex, tmp_path / "report.json"
-    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=0", "reference:=hold"],
-                        ros_env, marker, report)
+    marker, report, bag = uuid.uuid4().hex, tmp_path / "report.json", tmp_path / "fjt_bag"
+    proc = start_runner(["gato_bringup", "sim.launch.yaml", f"robot:={ROBOT}", "duration:=0", "reference:=hold",
+                         "record:=true", f"bag:={bag}"], ros_env, marker, report)
     probe = None
-    try:
-        probe = ActionProbe(int(ros_env["ROS_DOMAIN_ID"]))
-        yield probe
-    finally:
+
+    def stop_graph():
         if probe is not None:
             probe.close()
         if proc.poll() is None:
@@ -620,7 +624,24 @@ def action_bringup(tmp_path, ros_env):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
             kill_tagged("GATO_TEST_MARKER", marker)
-    assert_clean_exit(proc, out, report, marker)
+        assert_clean_exit(proc, out, report, marker)
+
+    stopped = False
+    try:
+        probe = ActionProbe(int(ros_env["ROS_DOMAIN_ID"]))
+        probe.bag = bag
+
+        def stop():
+            nonlocal stopped
+            stopped = True
+            stop_graph()
+
+        probe.stop_graph = stop
+        yield probe
+    finally:
+        if not stopped:
+            stopped = True
+            stop_graph()
 
 
 @pytest.mark.slow
@@ -633,6 +654,33 @@ def test_follow_joint_trajectory_succeeds_refuses_cancels_and_preempts(action_br
     p = action_bringup
     p.spin_until(lambda: len(p.plans) >= 50 and p.q, "50 plans")
     check_follow_joint_trajectory(p)
+    p.stop_graph()
+    check_posture_ticks_replay(p.bag)
+
+
+def check_posture_ticks_replay(bag):
+    """The recorded bag of a run driven by joint targets (trajectories, a cancel's joint hold, a
+    preemption) replays to 1e-9 N*m on every tick, the posture ticks included: SolveInput
+    carries each tick's posture tables (issue 31), which the replay programs as the node did.
+    Replayed in memory with gato.replay.replay_ticks, the engine of ``gato replay`` without its
+    report and plots (the streamed replay equals it bit for bit: test_replay_stream.py)."""
+    from gato.replay import TOPICS, load_recording, replay_ticks
+    from gato.replay.bagio import read_bag
+
+    rec = load_recording(read_bag(bag, list(TOPICS.values())))
+    assert not rec.reconstructed and rec.ticks, rec.problems
+    N = rec.ticks[0].config["N"]
+    rows = [0 if tk.posture_q is None else tk.posture_q.shape[0] for tk in rec.ticks]
+    n_post = sum(r > 0 for r in rows)
+    rp = replay_ticks(rec)
+    compared = int(np.isfinite(rp.du).sum())
+    print(f"replay of the action run: {len(rows)} ticks ({compared} compared), {n_post} with posture tables, "
+          f"max |du| {np.nanmax(rp.du):.3g} N*m, anchored {int(rp.anchored.sum())}, notes {rp.notes}")
+    assert n_post >= 300 and set(rows) == {0, N}, sorted(set(rows))   # trajectories, the hold, and ticks without
+    assert compared >= len(rows) - 1, (compared, len(rows))          # the last command may miss the bag
+    assert np.nanmax(rp.du) <= 1e-9 and not rp.anchored.any(), (np.nanmax(rp.du), int(rp.anchored.sum()))
+    post = np.array(rows) > 0
+    assert np.all(np.isfinite(rp.du[post][:-1])) and np.nanmax(rp.du[post]) <= 1e-9
 
 
 def check_follow_joint_trajectory(p):

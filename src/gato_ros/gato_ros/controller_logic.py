@@ -239,6 +239,7 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         # while one is active its window replaces the EE reference and its per-knot posture is programmed
         self.target_source = None
         self._posture_on = False       # the solver's posture term carries target_source's knots
+        self._posture = None           # (q (N, nq), weights (N, nq)) programmed for this tick (SolveInput), or None
         self.status.params_json = self.params_json()
         self._config_json = self._make_config_json()
 

@@ -21,7 +21,7 @@ from .types import SolveInput
 class PlannerTicks:
     """The planner tick of :class:`gato_ros.controller_logic.ControllerLogic` (its state: ``cfg``,
     ``controller`` / ``planner``, ``_need_reset``, ``_grace_left``, ``_osc`` / ``_osc_x0``,
-    ``_plan_seq`` / ``_plan_epoch``, ``_prev_tick_stamp``, ``target_source`` / ``_posture_on``,
+    ``_plan_seq`` / ``_plan_epoch``, ``_prev_tick_stamp``, ``target_source`` / ``_posture_on`` / ``_posture``,
     ``status``)."""
 
     @property
@@ -89,7 +89,9 @@ class PlannerTicks:
                                      capped_out=rp.capped_out, force_reseed=rp.force_reseed,
                                      wrench_hypotheses=rp.wrench_hypotheses,
                                      orientation_weight=0.0 if ref.orientations is None else
-                                     float(ref.orientation_weight))
+                                     float(ref.orientation_weight),
+                                     posture_q=None if self._posture is None else self._posture[0],
+                                     posture_weight=None if self._posture is None else self._posture[1])
         return self._command(stamp, u, source, events, res, self.planner_name, plan=plan, solve_input=solve_input)
 
     def _command(self, stamp, u, source, events, res, planner, plan=None, solve_input=None) -> TickOutput:
@@ -111,8 +113,11 @@ class PlannerTicks:
 
     def _program_posture(self, stamp_ns: int) -> None:
         """Issue 31: the solver's posture term carries target_source's per-knot joint targets (a joint
-        trajectory or a joint hold) while it has them, and is off (weight 0) otherwise."""
+        trajectory or a joint hold) while it has them, and is off (weight 0) otherwise. The tables
+        go into the tick's SolveInput (posture_q / posture_weight), so ``gato replay`` re-solves
+        the tick with them."""
         post = None if self.target_source is None else self.target_source.posture(stamp_ns)
+        self._posture = post      # recorded in the tick's SolveInput (gato replay programs the same)
         if post is None:
             if self._posture_on:
                 self.planner.set_posture(None, 0.0)

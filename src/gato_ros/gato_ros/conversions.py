@@ -402,13 +402,18 @@ def solve_input_to_msg(si: SolveInput):
         m.wrench_rows = int(si.wrench_hypotheses.shape[0])
         m.wrench_hypotheses = _f64(si.wrench_hypotheses.reshape(-1))
     m.orientation_weight = float(si.orientation_weight)
+    if si.posture_q is not None:
+        m.posture_rows = int(si.posture_q.shape[0])
+        m.posture_q = _f64(si.posture_q.reshape(-1))
+        m.posture_weight = _f64(si.posture_weight.reshape(-1))
     return m
 
 
 def solve_input_from_msg(m) -> SolveInput:
     """gato_msgs/SolveInput -> SolveInput. Raises ValueError when xu_warm is not warm_rows
-    whole rows, solver_state not solver_state_rows whole rows, or wrench_hypotheses not
-    wrench_rows rows of 6. Fields an older message lacks read as not carried."""
+    whole rows, solver_state not solver_state_rows whole rows, wrench_hypotheses not
+    wrench_rows rows of 6, or posture_q / posture_weight not posture_rows equal whole rows. Fields
+    an older message lacks read as not carried."""
     w = _np(m.xu_warm, np.float64)
     rows = int(m.warm_rows)
     if rows < 1 or w.size % rows:
@@ -419,6 +424,11 @@ def solve_input_from_msg(m) -> SolveInput:
     wr, wrows = _np(getattr(m, "wrench_hypotheses", []), np.float64), int(getattr(m, "wrench_rows", 0))
     if wrows < 0 or wr.size != 6 * wrows:
         raise ValueError(f"SolveInput.wrench_hypotheses: {wr.size} values are not {wrows} rows of 6")
+    pq, pw = _np(getattr(m, "posture_q", []), np.float64), _np(getattr(m, "posture_weight", []), np.float64)
+    prows = int(getattr(m, "posture_rows", 0))
+    if prows < 0 or pq.size != pw.size or (prows and (not pq.size or pq.size % prows)) or (not prows and pq.size):
+        raise ValueError(f"SolveInput.posture_q: {pq.size} targets and {pw.size} weights are not {prows} equal "
+                         "whole rows")
     return SolveInput(stamp_ns=time_to_ns(m.header.stamp), tick=int(m.tick), joint_names=list(m.joint_names),
                       x_measured=_np(m.x_measured, np.float64), reference=_np(m.reference, np.float64),
                       xu_warm=w.reshape(rows, -1), dt_elapsed=float(m.dt_elapsed), budget_s=float(m.budget_s),
@@ -427,4 +437,6 @@ def solve_input_from_msg(m) -> SolveInput:
                       capped_out=bool(getattr(m, "capped_out", False)),
                       force_reseed=bool(getattr(m, "force_reseed", False)),
                       wrench_hypotheses=wr.reshape(wrows, 6) if wrows else None,
-                      orientation_weight=float(getattr(m, "orientation_weight", 0.0)))
+                      orientation_weight=float(getattr(m, "orientation_weight", 0.0)),
+                      posture_q=pq.reshape(prows, -1) if prows else None,
+                      posture_weight=pw.reshape(prows, -1) if prows else None)

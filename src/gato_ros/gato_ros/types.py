@@ -52,6 +52,9 @@ class SolveInput:
     batch entry: ``hypotheses=estimator``), or None without wrench hypotheses.
     ``orientation_weight`` [1/rad^2]: the EE orientation weight the step solved with (rot_cost =
     N_rot_cost; slots [3:6] of ``reference`` the target rotation vectors), 0 = position only.
+    ``posture_q`` / ``posture_weight`` (rows, nq) [rad, 1/rad^2]: the joint posture targets and
+    weights the step solved with (rows N, one per knot, or 1; a joint trajectory or joint hold,
+    issue 31), both None when the posture term was off.
     """
 
     stamp_ns: int
@@ -69,6 +72,8 @@ class SolveInput:
     force_reseed: bool = False
     wrench_hypotheses: np.ndarray | None = None
     orientation_weight: float = 0.0
+    posture_q: np.ndarray | None = None
+    posture_weight: np.ndarray | None = None
 
     def __post_init__(self):
         self.x_measured = np.asarray(self.x_measured, dtype=np.float64).reshape(-1)
@@ -80,3 +85,13 @@ class SolveInput:
             self.solver_state = st.reshape(1, -1) if st.ndim == 1 else st
         if self.wrench_hypotheses is not None:
             self.wrench_hypotheses = np.asarray(self.wrench_hypotheses, dtype=np.float64).reshape(-1, 6)
+        if (self.posture_q is None) != (self.posture_weight is None):
+            raise ValueError("posture_q / posture_weight: give both (the posture term on) or neither")
+        if self.posture_q is not None:   # one (rows, nq) shape for both: (nq,) / scalar spread over the rows
+            try:
+                q, w = np.broadcast_arrays(np.atleast_2d(np.asarray(self.posture_q, dtype=np.float64)),
+                                           np.asarray(self.posture_weight, dtype=np.float64))
+            except ValueError as e:
+                raise ValueError(f"posture_weight: shape {np.shape(self.posture_weight)} does not fit posture_q's "
+                                 f"{np.shape(self.posture_q)}") from e
+            self.posture_q, self.posture_weight = np.array(q), np.array(w)

@@ -17,7 +17,7 @@ import numpy as np
 from .planner import Capabilities, Plan, Planner, PlannerStats, ReplayInput, StepResult
 from ..core.references import ReferenceWindow  # noqa: F401  (gato.bsqp_planner re-exports it)
 
-__all__ = ["BSQPPlanner", "solver_params"]
+__all__ = ["BSQPPlanner", "solver_params", "set_posture"]
 
 #: Config keys that build the solver: horizon [knots], knot spacing [s], batch size, SolverParams
 #: (an instance or a dict of its fields), and the plant name when ``robot`` is a URDF path.
@@ -26,6 +26,20 @@ SOLVER_KEYS = ("N", "dt", "batch_size", "params", "plant_type")
 CONTROLLER_KEYS = ("hypotheses", "warm_start", "reset_rho_each_step", "linsys", "bdsv_threshold", "task_tag",
                    "reseed_threshold", "admm_linsys", "admm_threshold", "limits", "limits_kw",
                    "orientation_weights")
+
+
+def set_posture(solver, q_nom, weight) -> None:
+    """The posture term of ``solver`` (a :class:`gato.BSQP`): joint targets ``q_nom`` ((nq,) rad,
+    or (N, nq) per knot) at ``weight`` (scalar, (nq,) or (N, nq)) [1/rad^2]; ``q_nom`` None with
+    weight 0 turns it off (:meth:`gato.BSQP.set_q_nom`, :meth:`gato.BSQP.set_q_pos_cost`). The
+    controller node's joint targets and ``gato replay`` of their ticks both program it here, in
+    this order, so a replayed tick solves the same problem bit for bit."""
+    if q_nom is None:
+        solver.set_q_pos_cost(weight)
+        solver.set_q_nom(None)
+    else:
+        solver.set_q_nom(q_nom)
+        solver.set_q_pos_cost(weight)
 
 
 def solver_params(params):
@@ -154,15 +168,8 @@ class BSQPPlanner(Planner):
         return replace(r, plan=plan, stats=stats, detail=r, replay=replay)
 
     def set_posture(self, q_nom, weight) -> None:
-        """The solver's posture term: joint targets ``q_nom`` ((nq,) rad, or (N, nq) per knot) at
-        ``weight`` (scalar, (nq,) or (N, nq)); ``q_nom`` None with weight 0 turns it off
-        (:meth:`gato.BSQP.set_q_nom`, :meth:`gato.BSQP.set_q_pos_cost`)."""
-        if q_nom is None:
-            self.solver.set_q_pos_cost(weight)
-            self.solver.set_q_nom(None)
-        else:
-            self.solver.set_q_nom(q_nom)
-            self.solver.set_q_pos_cost(weight)
+        """The solver's posture term (:func:`set_posture`)."""
+        set_posture(self.solver, q_nom, weight)
 
     def _gains(self, r):
         """The winning row's gains (N-1, nu, nx), or None for the gravity fallback's plan (not

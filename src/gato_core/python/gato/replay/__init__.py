@@ -139,6 +139,9 @@ def _in_memory_run(bag_path, robot, urdf, torque_source, say):
     run.rows = _tick_columns(cols, T, 0)
     run.n_state = sum(tk.solver_state is not None for tk in rec.ticks)
     run.n_wrench = sum(tk.wrench_hypotheses is not None for tk in rec.ticks)
+    run.n_posture = sum(tk.posture_q is not None for tk in rec.ticks)
+    # reconstructed ticks never know their posture: the reconstruction's own note covers their differences
+    run.n_posture_unknown = 0 if rec.reconstructed else sum(not tk.posture_recorded for tk in rec.ticks)
     run.n_states = len(rec.state_t_ns)
     run.urdf = Path(urdf) if urdf else (robot_urdf(rec.robot) if rec.robot else None)
     ee = _ee_tracking(run.urdf, rec.robot)
@@ -265,11 +268,17 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
                        max_dplan=st["max_dplan"], anchored=st["anchored"], state_anchored=st["state_anchored"],
                        solver_state=("recorded" if run.n_state == run.T else "partly recorded" if run.n_state
                                      else "not recorded"),
-                       wrench_ticks=run.n_wrench, ee_tracking=getattr(run, "ee", None),
+                       wrench_ticks=run.n_wrench, posture_ticks=run.n_posture,
+                       ee_tracking=getattr(run, "ee", None),
                        first_over=None if first is None else {
                            "tick": first[1], "t_s": float((np.int64(first[2]) - np.int64(t_first)) / 1e9),
                            "stamp_ns": first[2], "du": first[3]},
                        matched=bool(st["compared"] and st["over"] == 0))
+        if st["over"] and run.n_posture_unknown:
+            problems.append(f"{run.n_posture_unknown} ticks carry no joint posture fields (SolveInput recorded by a "
+                            "gato before it carried posture tables): if some tracked a joint trajectory or joint hold "
+                            "(~/follow_joint_trajectory, ~/joint_trajectory), they solved with posture targets the "
+                            "bag does not have and replay without them, so their commands differ")
         summary["solve_time_recorded_s"] = _pct(run.rows, "wall_rec")
         summary["solve_time_replay_s"] = _pct(run.rows, "wall_s")
 
@@ -394,6 +403,8 @@ def _write_report(out, bag_path, summary, run, pred, cases_path, html, window=No
                 ["solver state (duals, rho, ADMM) in the bag", summary["solver_state"]],
                 ["ticks whose recorded solver state was installed", summary["state_anchored"]],
                 ["ticks solved under recorded wrench hypotheses (hypotheses=estimator)", summary["wrench_ticks"]],
+                ["ticks solved with recorded joint posture targets (joint trajectory / hold)",
+                 summary.get("posture_ticks", 0)],
                 ["MPC step time recorded, median / p90 / max", _fmt_pct(summary["solve_time_recorded_s"], 1e3)],
                 ["MPC step time replay, median / p90 / max", _fmt_pct(summary["solve_time_replay_s"], 1e3)]]
         r.table(["", "value"], rows)

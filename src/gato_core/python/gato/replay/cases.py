@@ -27,7 +27,10 @@ scalars (0-d): ``urdf_sha256``, ``robot``, ``module_name``, ``solver_params_json
 ``config_json``, ``gato_version``, ``joint_names`` (nv,). ``wrench_hypotheses`` (K, B, 6)
 [N, N*m]: the external wrenches each tick solved under (world axes at the EE frame origin,
 ``hypotheses=estimator``; NaN where the tick had none), programmed into the standalone solve
-too (a case file without the array: none).
+too (a case file without the array: none). ``posture_q`` / ``posture_weight`` (K, N, nq) [rad,
+1/rad^2]: the joint posture targets and weights each tick solved with (issue 31, a joint
+trajectory or hold; NaN where the posture term was off), programmed into the standalone solve
+too (a case file without the arrays: off).
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ import numpy as np
 
 from ..planners import controller_setup as setup
 from ..core.bsqp import module_name, robot_urdf
+from ..planners.bsqp_planner import set_posture
 from .resolve import install_wrenches
 
 __all__ = ["standalone_solve", "write_cases", "rerun_cases"]
@@ -46,19 +50,37 @@ _KEYS = ("x", "goals", "xu_warm", "dt_elapsed", "tick", "stamp_ns", "u_recorded"
          "xu_recorded", "xu_standalone", "config_json", "urdf_sha256")
 
 
-def standalone_solve(controller, x, goals, xu_warm, dt_elapsed=None, wrenches=None, robot=None):
+def standalone_solve(controller, x, goals, xu_warm, dt_elapsed=None, wrenches=None, robot=None, posture=None):
     """One standalone tick on ``controller`` (its solver state reset first), under the external
-    wrench hypotheses ``wrenches`` (B, 6) of robot ``robot`` (None or NaN: none): returns
-    (u clamped (nu,), xu_best (S,))."""
+    wrench hypotheses ``wrenches`` (B, 6) of robot ``robot`` (None or NaN: none) and the joint
+    posture ``posture`` = (targets, weights), each (N, nq) or (nq,) [rad, 1/rad^2] (None or NaN:
+    the posture term off): returns (u clamped (nu,), xu_best (S,))."""
     s = controller.solver
     if wrenches is not None and not np.all(np.isfinite(wrenches)):
         wrenches = None
     install_wrenches(controller, wrenches, robot)
+    if posture is None or not (np.all(np.isfinite(posture[0])) and np.all(np.isfinite(posture[1]))):
+        set_posture(s, None, 0.0)
+    else:
+        set_posture(s, posture[0], posture[1])
     controller.reset(x)
     controller.set_warm_start(xu_warm)
     r = controller.step(x, goals, dt_elapsed or None)
     lim = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)
     return np.clip(np.asarray(r.u, dtype=np.float64), -lim, lim), np.asarray(r.xu_best, dtype=np.float64)
+
+
+def _posture_tables(solver, tk):
+    """The tick's recorded posture (targets, weights), each spread to (N, nq), or None (off, or
+    tables that do not fit the solver: the in-sequence replay notes those)."""
+    pq, pw = getattr(tk, "posture_q", None), getattr(tk, "posture_weight", None)
+    if pq is None or pw is None:
+        return None
+    shape = (int(solver.N), int(solver.nq))
+    try:
+        return tuple(np.array(np.broadcast_to(a, shape), dtype=np.float64) for a in (pq, pw))
+    except ValueError:
+        return None
 
 
 def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, *, urdf=None) -> Path:
@@ -76,7 +98,7 @@ def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, 
     nu = int(ctrl.solver.nu)
     arr = {k: [] for k in ("x", "goals", "xu_warm", "dt_elapsed", "tick", "stamp_ns", "u_recorded", "u_replayed",
                            "u_standalone", "xu_recorded", "xu_replayed", "xu_standalone", "pred_err_torque",
-                           "config_json", "wrench_hypotheses")}
+                           "config_json", "wrench_hypotheses", "posture_q", "posture_weight")}
     B = int(ctrl.solver.batch_size)
     for i, tk in zip(indices, ticks):
         warm = tk.xu_warm[0] if tk.xu_warm is not None else replay.warm[i]
@@ -84,8 +106,12 @@ def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, 
             ctrl = setup.build_controller(tk.config, urdf=urdf)
             cfg = tk.config
         w = getattr(tk, "wrench_hypotheses", None)
-        u_s, xu_s = standalone_solve(ctrl, tk.x, tk.reference, warm, tk.dt_elapsed, w, cfg["robot"])
+        post = _posture_tables(ctrl.solver, tk)
+        u_s, xu_s = standalone_solve(ctrl, tk.x, tk.reference, warm, tk.dt_elapsed, w, cfg["robot"], post)
         arr["wrench_hypotheses"].append(np.full((B, 6), np.nan) if w is None or np.shape(w) != (B, 6) else w)
+        nan = np.full((int(ctrl.solver.N), int(ctrl.solver.nq)), np.nan)
+        arr["posture_q"].append(nan if post is None else post[0])
+        arr["posture_weight"].append(nan if post is None else post[1])
         arr["x"].append(tk.x)
         arr["goals"].append(tk.reference)
         arr["xu_warm"].append(warm)
@@ -145,8 +171,9 @@ def rerun_cases(path, *, tol: float = 1e-9, urdf=None) -> dict:
         if ctrl is None or c != cfg:
             ctrl, cfg = setup.build_controller(c, urdf=urdf), c
         w = z["wrench_hypotheses"][k] if "wrench_hypotheses" in z.files else None
+        post = (z["posture_q"][k], z["posture_weight"][k]) if "posture_q" in z.files else None
         u, _ = standalone_solve(ctrl, z["x"][k], z["goals"][k], z["xu_warm"][k], float(z["dt_elapsed"][k]), w,
-                                robot)
+                                robot, post)
         us.append(u)
         du.append(float(np.max(np.abs(u - z["u_standalone"][k]))))
     du = np.asarray(du)

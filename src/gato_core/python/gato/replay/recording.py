@@ -81,7 +81,11 @@ class Tick:
     the EE frame origin [N, N*m], ``hypotheses=estimator``), or None (no wrench hypotheses,
     or a bag of an older gato). ``orientation_weight`` [1/rad^2]: the EE orientation weight the
     tick solved with (slots [3:6] of ``reference`` the target rotation vectors; issue 30), 0 =
-    position only (and bags of older gatos).
+    position only (and bags of older gatos). ``posture_q`` / ``posture_weight`` (rows, nq) [rad,
+    1/rad^2]: the joint posture targets and weights the tick solved with (rows N per knot, or 1:
+    a joint trajectory or joint hold of the controller node, issue 31), None when its posture
+    term was off; ``posture_recorded`` False when the bag's SolveInput has no posture fields (an
+    older gato, or a reconstructed tick: whether it tracked joint targets is not known).
     """
 
     stamp_ns: int
@@ -104,6 +108,9 @@ class Tick:
     force_reseed: bool = False
     wrench_hypotheses: np.ndarray | None = None
     orientation_weight: float = 0.0
+    posture_q: np.ndarray | None = None
+    posture_weight: np.ndarray | None = None
+    posture_recorded: bool = True
 
     def solver_reference(self, dt: float):
         """The reference as the controller handed it to the solver: the flat (6N,) ``reference``
@@ -298,13 +305,25 @@ def tick_from_solve_input(m, cfg_prev, problems, config=None):
     elif wrows or wr.size:
         problems.append(f"{key}: tick {int(m.tick)}: wrench_hypotheses ({wr.size} values) are not {wrows} rows "
                         "of 6: replayed without them")
+    # Joint posture targets and weights (issue 31; absent fields: an older gato, posture not known).
+    pq = np.asarray(getattr(m, "posture_q", ()), dtype=np.float64)
+    pw = np.asarray(getattr(m, "posture_weight", ()), dtype=np.float64)
+    prows = int(getattr(m, "posture_rows", 0))
+    posture = None
+    if prows > 0 and pq.size and pq.size % prows == 0 and pw.size == pq.size:
+        posture = (pq.reshape(prows, -1), pw.reshape(prows, -1))
+    elif prows or pq.size or pw.size:
+        problems.append(f"{key}: tick {int(m.tick)}: posture_q / posture_weight ({pq.size} / {pw.size} values) "
+                        f"are not {prows} equal whole rows: replayed without the posture term")
     tk = Tick(stamp_ns=stamp_ns(m.header), tick=int(m.tick), x=np.asarray(m.x_measured, dtype=np.float64),
               reference=np.asarray(m.reference, dtype=np.float64), xu_warm=warm,
               dt_elapsed=float(m.dt_elapsed) or None, budget_s=float(m.budget_s) or None,
               reset=bool(m.reset), config=cfg, solver_state=state,
               capped_out=bool(getattr(m, "capped_out", False)),
               force_reseed=bool(getattr(m, "force_reseed", False)), wrench_hypotheses=wrenches,
-              orientation_weight=float(getattr(m, "orientation_weight", 0.0)))
+              orientation_weight=float(getattr(m, "orientation_weight", 0.0)),
+              posture_q=None if posture is None else posture[0], posture_weight=None if posture is None else posture[1],
+              posture_recorded=hasattr(m, "posture_rows"))
     return tk, cfg
 
 
@@ -373,7 +392,7 @@ def _reconstruct(bag, snaps, joint_names, states_t, states, commands, problems):
         ticks.append(Tick(stamp_ns=s, tick=tick_no, x=states[i].copy(), reference=ref, xu_warm=None,
                           dt_elapsed=dt_el, budget_s=float(cfg.get("budget_s", 0.0)) or None, reset=after_hold,
                           config=cfg, orientation_weight=0.0 if w.orientations is None else
-                          float(cfg.get("orientation_weight", 0.0))))
+                          float(cfg.get("orientation_weight", 0.0)), posture_recorded=False))
         prev_stamp, after_hold = s, False
     if n_nostate:
         problems.append(f"reconstruction: {n_nostate} MPC commands have no joint state with their stamp: skipped")

@@ -27,6 +27,15 @@ without them runs the robot-only model (f_ext zeroed where a batch was installed
 as the node does when the parameter is switched off. A bag of an older controller solved
 with the estimator carries no wrenches: its ticks are replayed without them (noted).
 
+The joint posture targets and weights a tick solved with (issue 31: the controller node
+tracking a FollowJointTrajectory / JointTrajectory goal or a joint hold through the BSQP
+posture term, recorded as SolveInput ``posture_q`` / ``posture_weight``, (rows, nq)) are
+programmed into the replay's solver before the tick (before its reset and warm-up, as the node
+does) through :func:`gato.planners.bsqp_planner.set_posture`, the node's own call; a tick
+without them turns the term off where it was on, as the node does. A bag of an older
+controller carries no posture fields: a tick that tracked joint targets then replays without
+them and differs (noted when commands differ).
+
 A float64 solve is deterministic: with the same inputs, state and build, the
 replayed command equals the recorded one bit for bit. Ticks cut short by a wall-clock
 budget are re-solved with the iteration count they recorded instead of the budget.
@@ -39,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..planners import controller_setup as setup
+from ..planners.bsqp_planner import set_posture
 from ..core.bsqp import robot_info, robot_urdf
 
 __all__ = ["TickReplay", "TickReplayer", "TickResult", "replay_ticks", "RecordedWrenches", "install_wrenches"]
@@ -166,6 +176,29 @@ class TickReplayer:
         self.n = self.n_state = self.n_state_anchored = self.n_anchored = 0
         self._wrenches = None      # (RecordedWrenches, its ForceHypothesisBatch) for self.ctrl
         self.n_wrench = self.n_wrench_missing = self.bad_wrench = 0
+        self._posture_on = False   # the replay's solver has a posture term programmed (as the node's _posture_on)
+        self.n_posture = self.bad_posture = 0
+
+    def _sync_posture(self, tk) -> None:
+        """Program the tick's recorded joint posture targets and weights (or turn the term off where
+        it was on), as the node's ControllerLogic did before the step (gato_ros.controller_ticks)."""
+        q, w = getattr(tk, "posture_q", None), getattr(tk, "posture_weight", None)
+        if q is not None:
+            try:
+                set_posture(self.ctrl.solver, q[0] if q.shape[0] == 1 else q, w[0] if w.shape[0] == 1 else w)
+            except (ValueError, TypeError) as e:
+                self.bad_posture += 1
+                if self.bad_posture == 1:
+                    self.notes.append(f"tick {tk.tick}: the recorded posture tables do not fit the replay's "
+                                      f"solver ({e}): replayed without the posture term")
+                self._posture_on = True    # a setter may have taken its half: turn the term off below
+            else:
+                self.n_posture += 1
+                self._posture_on = True
+                return
+        if self._posture_on:
+            set_posture(self.ctrl.solver, None, 0.0)
+            self._posture_on = False
 
     def _sync_wrenches(self, tk) -> None:
         """Install the tick's recorded wrench hypotheses (or none), as the node's
@@ -198,12 +231,14 @@ class TickReplayer:
                 s = ctrl.solver
                 self.first = True
                 self._wrenches = None
+                self._posture_on = False
             else:
                 changes = {k: c[k] for k in setup.TUNABLE_KEYS if k in c and c.get(k) != cfg.get(k)}
                 if changes:
                     setup.apply_tunables(ctrl, changes)
             self.cfg = dict(c)
         self._sync_wrenches(tk)
+        self._sync_posture(tk)
         if tk.reset or self.first:
             ctrl.reset(tk.x)
             if tk.reset or tk.solver_state is None or tk.xu_warm is None:
@@ -279,6 +314,8 @@ class TickReplayer:
             self.notes.append(f"{self.n_wrench_missing} ticks ran with wrench hypotheses (hypotheses="
                               "estimator) but carry no recorded wrenches (SolveInput of an older controller): "
                               "replayed under the robot-only model, so their commands differ from the recorded ones")
+        if self.bad_posture > 1:
+            self.notes.append(f"{self.bad_posture} ticks' recorded posture tables did not fit the replay's solver")
         if self.bad_state > 1:
             self.notes.append(f"{self.bad_state} ticks' recorded solver states did not fit the replay's solver")
         if self.n_anchored:

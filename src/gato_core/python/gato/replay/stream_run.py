@@ -39,6 +39,8 @@ class StreamRun:
     counts: dict = field(default_factory=dict)
     n_state: int = 0
     n_wrench: int = 0                # ticks that carry their wrench hypotheses (SolveInput wrench_hypotheses)
+    n_posture: int = 0               # ticks solved with joint posture tables (SolveInput posture_q, issue 31)
+    n_posture_unknown: int = 0       # ticks whose SolveInput has no posture fields (an older gato)
     ee: dict | None = None           # EE tracking of the ticks (gato.replay.tracking.EETracking.summary)
     rows: Rows | None = None
     resolved: bool = False

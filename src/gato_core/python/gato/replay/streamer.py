@@ -105,6 +105,7 @@ class Streamer:
         self.p_skipped = 0
         self.resolver = None
         self.n_state = self.n_wrench = 0
+        self.n_posture = self.n_posture_unknown = 0   # ticks with posture tables / without the fields
         self.ee = None         # EE tracking (gato.replay.tracking), from the first tick on
         self.t_range = (None, None)           # log-time range of the replayed part: progress fraction
         self.gaps = TickGaps(commands=TOPICS["command"] in self.has)
@@ -394,6 +395,8 @@ class Streamer:
         if tk.solver_state is not None:
             self.n_state += 1
         self.n_wrench += tk.wrench_hypotheses is not None
+        self.n_posture += tk.posture_q is not None
+        self.n_posture_unknown += not tk.posture_recorded
         if self.ee is not None:
             self.ee.add(tk)
         wall_rec = tk.wall_s if tk.wall_s is not None else np.nan
@@ -457,6 +460,7 @@ class Streamer:
             self._release(None)
         run = self.run
         run.n_state, run.n_wrench = self.n_state, self.n_wrench
+        run.n_posture, run.n_posture_unknown = self.n_posture, self.n_posture_unknown
         run.ee = None if getattr(self, "ee", None) is None else self.ee.summary()
         if self.resolver is not None:
             run.notes = self.resolver.finish()
