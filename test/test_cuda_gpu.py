@@ -4,7 +4,8 @@
 These need gato._cuda (built where nvcc is found) and a CUDA device; without them every
 test skips with the reason ("no CUDA device (...)" / "gato._cuda is not built"). With
 GATO_REQUIRE_GPU=1 (bench/gpu_check.sh) a missing device fails instead of skipping.
-The host-side checks of the same numeric core are test/test_cuda_core.py.
+The host-side checks of the same numeric core are test/test_cuda_core.py (the feedback gains:
+test/test_cuda_gains.py).
 """
 import os
 
@@ -105,3 +106,41 @@ def test_gpu_other_integrators(integrator):
     rg, rc = gpu.solve(x, ref, xu_warm=xu), cpu.solve(x, ref, xu_warm=xu)
     np.testing.assert_allclose(rg.xu, rc.xu, rtol=0, atol=1e-8)
     np.testing.assert_allclose(rg.stats.final_merit, rc.stats.final_merit, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("integrator", ["euler", "semi_implicit", "rk4"])
+def test_gpu_feedback_gains_match_the_host_run_and_the_cpu_backend(integrator):
+    """BSQP.feedback_gains on backend="cuda" (gato_cuda/sqp_gains.hpp in one GPU thread) with a
+    wrench band and knot weights: on the CPU backend's plan, equal to the host run of the same code
+    and to the CPU backend's gains to 1e-8 (max-norm, relative); of its own plan, to the CPU's
+    gains of the CPU's plan to 1e-6; float32 on that plan as close to the double gains as the host
+    run's float32 (or within 1e-3)."""
+    gpu, host, cpu = solvers(np.float64, "bdsv", integrator=integrator)
+    gpu32, host32, _ = solvers(np.float32, "bdsv", integrator=integrator)
+    rng = np.random.default_rng(8)
+    f = rng.standard_normal((B, N, 42))
+    kw = np.abs(rng.standard_normal((N, 3))) * [2.0, 0.01, 1e-5]
+    for s in (gpu, host, cpu, gpu32, host32):
+        s.set_f_ext_B(f)
+        s.set_cost_weights_per_knot(kw)
+    x, ref, xu = fig8_windows(None, np.float64)
+    plan = np.asarray(cpu.solve(x, ref, xu_warm=xu).xu)
+    gpu.solve(x, ref, xu_warm=xu)
+
+    def rel(a, b):
+        return np.abs(np.asarray(a, dtype=np.float64) - b).max() / np.abs(b).max()
+
+    for row in range(B):
+        args = (plan[row], x[row], ref[row])
+        Kc = cpu.feedback_gains(row)
+        Kg = gpu._s.feedback_gains(row, *args)
+        assert Kg.shape == (N - 1, 7, 14)
+        assert rel(Kg, host._s.feedback_gains(row, *args)) < 1e-8
+        assert rel(Kg, Kc) < 1e-8
+        assert rel(gpu.feedback_gains(row), Kc) < 1e-6
+        args32 = tuple(a.astype(np.float32) for a in args)
+        err_gpu = rel(gpu32._s.feedback_gains(row, *args32), Kc)
+        err_host = rel(host32._s.feedback_gains(row, *args32), Kc)
+        assert err_gpu <= max(3 * err_host, 1e-3), (row, err_gpu, err_host)
+    with pytest.raises(ValueError, match=r"^feedback_gains: row: expected an integer in \[0, 4\), got 4$"):
+        gpu._s.feedback_gains(B, plan[0], x[0], ref[0])

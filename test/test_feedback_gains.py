@@ -7,6 +7,7 @@
 - against central finite differences of a converged solve's u_0 with respect to x_0, at a
   zero-residual plan (the Gauss-Newton model is the exact Hessian there);
 - bad input: the exact errors; and a gains call leaves the next solve bit for bit unchanged.
+The CUDA backend's gains (the same model, its own code): test/test_cuda_gains.py.
 """
 import subprocess
 import sys
@@ -215,20 +216,6 @@ def test_bad_input_gets_clear_errors():
     for bad in (2, -1, True, 0.0, "0"):
         with pytest.raises(ValueError, match=r"^feedback_gains: row: expected an integer in \[0, 2\), got "):
             s.feedback_gains(bad)
-
-
-def test_the_cuda_backends_refuse_by_name():
-    """The CUDA core exposes no KKT blocks: feedback_gains says so instead of guessing (the
-    host build of the CUDA code, where it is built)."""
-    try:
-        s = gato.BSQP(gato.robot_urdf("indy7"), 1, 6, 0.02, backend="cuda_host")
-    except (RuntimeError, ValueError) as e:
-        pytest.skip(f"cuda_host backend not built here: {e}")
-    x = np.r_[ROBOTS["indy7"], np.zeros(6)]
-    s.solve(x[None], goal_ref(s, x)[None])
-    for f in (s.feedback_gains, s.feedback_gains_numpy):
-        with pytest.raises(ValueError, match=r"^feedback_gains: not available on the 'cuda_host' backend"):
-            f()
 
 
 def test_riccati_gains_refuses_a_model_without_a_minimizer():

@@ -2,7 +2,8 @@
 // the GPU driver (gato._cuda): settings, per-entry parameters (rho, mu, pcg_tol, drho),
 // the warm dual, the external-wrench band and the batch loop of docs/solver_method.md
 // step 6 (iteration cap, solve_ratio stopping rule, wall-clock budget) with the
-// statistics of gato::SolveStats. Where the per-entry iterations run is the subclass's:
+// statistics of gato::SolveStats, and the feedback gains of a solved row (sqp_gains.hpp).
+// Where the per-entry iterations and gains run is the subclass's:
 // HostBatch (below) calls sqp_iterate on the CPU, one entry after another; DeviceBatch
 // (kernels.cu) launches one kernel per SQP iteration with one CUDA thread per entry.
 #pragma once
@@ -20,6 +21,7 @@
 #include "gato/solver.hpp"
 #include "gato/types.hpp"
 #include "gato_cuda/sqp.hpp"
+#include "gato_cuda/sqp_gains.hpp"
 #include "model_export.hpp"
 
 namespace gato {
@@ -214,6 +216,16 @@ class BatchCore {
     plant_->frame_position(*ws_, q, p, fid);
   }
 
+  /// The feedback gains of row b's plan xu (L) from xs (nx) toward ref (6N) with the current
+  /// weights and the row's wrench band (docs/solver_method.md, "Feedback gains"; sqp_gains.hpp
+  /// riccati_gains, run where the subclass runs its iterations): K ((N-1) x nu x nx).
+  /// Returns riccati_gains' code: -1 on success, the knot of a Quu that is not positive
+  /// definite, or kGainsNotFinite. The solver's state (dual, rho) is untouched.
+  int feedback_gains(int b, const S* xu, const S* xs, const S* ref, S* K) {
+    if (b < 0 || b >= B_) throw std::invalid_argument("feedback_gains: row out of range");
+    return gains(b, xu, xs, ref, K);
+  }
+
   /// The batch loop: xs (B x nx), ref (B x 6N), xu (B x L, in/out); budget_s > 0 stops
   /// before an iteration predicted to overrun it.
   void solve(const S* xs, const S* ref, S* xu, double budget_s) {
@@ -293,6 +305,17 @@ class BatchCore {
   virtual void iterate(int it) = 0;
   /// Bring xu (B x L), lam_, st_ and the per-iteration statistics back to the host.
   virtual void finish(S* xu) = 0;
+  /// riccati_gains of one plan (feedback_gains' arguments, b in range).
+  virtual int gains(int b, const S* xu, const S* xs, const S* ref, S* K) = 0;
+
+  /// The configuration the gains use: the current weights, knot_w on the host.
+  SqpShared<S> host_shared() const {
+    SqpShared<S> P = P_;
+    P.knot_w = knot_w_.empty() ? nullptr : knot_w_.data();
+    return P;
+  }
+  /// Row b's wrench band (N x 6 nv) on the host, or null.
+  const S* row_fext(int b) const { return P_.has_fext ? fext_.data() + size_t(b) * P_.N * 6 * P_.nv : nullptr; }
 
   std::unique_ptr<Plant<S>> plant_;
   mutable std::unique_ptr<PlantWorkspace<S>> ws_;
@@ -347,12 +370,24 @@ class HostBatch final : public BatchCore<S> {
     }
   }
   void finish(S*) override {}
+  int gains(int b, const S* xu, const S* xs, const S* ref, S* K) override {
+    const SqpShared<S> P = this->host_shared();
+    work_.resize(size_t(work_size<S>(P.N, P.nv)));
+    plan_.assign(xu, xu + P.L);  // SqpEntry::xu is writable; riccati_gains only reads it
+    SqpEntry<S> e{};
+    e.xs = xs;
+    e.ref = ref;
+    e.fext = this->row_fext(b);
+    e.xu = plan_.data();
+    carve(e.w, work_.data(), P.N, P.nv);
+    return riccati_gains(P, e, K);
+  }
 
  private:
   const S* xs_ = nullptr;
   const S* ref_ = nullptr;
   S* xu_ = nullptr;
-  std::vector<S> work_;
+  std::vector<S> work_, plan_;
 };
 
 }  // namespace cuda

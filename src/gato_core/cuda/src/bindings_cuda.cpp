@@ -1,6 +1,7 @@
 // gato._cuda: the BSQP batch on the GPU (built only where nvcc is found, GATO_CUDA).
 // DeviceBatch keeps the batch's arrays in device memory between solves (warm dual,
-// per-entry rho) and runs each SQP iteration as one kernel launch (kernels.cu); the
+// per-entry rho) and runs each SQP iteration as one kernel launch (kernels.cu), the
+// feedback gains of a solved row as a one-thread launch; the
 // batch loop, settings and statistics are BatchCore's, shared with gato._cuda_host.
 #include <pybind11/pybind11.h>
 
@@ -102,10 +103,38 @@ class DeviceBatch final : public BatchCore<S> {
     dev::download(this->min_merit_.data(), a_.min_merit, Bz * I * sizeof(S));
     dev::download(this->step_size_.data(), a_.step_size, Bz * I * sizeof(S));
   }
+  int gains(int b, const S* xu, const S* xs, const S* ref, S* K) override {
+    SqpShared<S> P = this->host_shared();
+    const size_t L = size_t(P.L), nx = size_t(P.nx), nr = 6 * size_t(P.N), nK = size_t(P.N - 1) * P.nu * P.nx;
+    // The plan, state and reference in one upload buffer; the wrench band and weights of the row.
+    S* in = static_cast<S*>(d_gin_.get((L + nx + nr) * sizeof(S)));
+    dev::upload(in, xu, L * sizeof(S));
+    dev::upload(in + L, xs, nx * sizeof(S));
+    dev::upload(in + L + nx, ref, nr * sizeof(S));
+    const S* fext = nullptr;
+    if (const S* f = this->row_fext(b)) {
+      const size_t n = size_t(P.N) * 6 * P.nv;
+      void* d = d_gfext_.get(n * sizeof(S));
+      dev::upload(d, f, n * sizeof(S));
+      fext = static_cast<const S*>(d);
+    }
+    if (P.knot_w) {
+      void* kw = d_gkw_.get(this->knot_w_.size() * sizeof(double));
+      dev::upload(kw, this->knot_w_.data(), this->knot_w_.size() * sizeof(double));
+      P.knot_w = static_cast<const double*>(kw);
+    }
+    S* work = static_cast<S*>(d_gwork_.get(size_t(work_size<S>(P.N, P.nv)) * sizeof(S)));
+    S* dK = static_cast<S*>(d_gK_.get(nK * sizeof(S)));
+    int* info = static_cast<int*>(d_ginfo_.get(sizeof(int)));
+    const int code = dev::gains(P, in, in + L, in + L + nx, fext, work, dK, info);
+    if (code == -1) dev::download(K, dK, nK * sizeof(S));
+    return code;
+  }
 
  private:
   dev::Arrays<S> a_{};
   DevBuf d_xs_, d_ref_, d_fext_, d_xu_, d_lam_, d_st_, d_stats_, d_pcg_, d_mm_, d_ss_, d_work_, d_kw_;
+  DevBuf d_gin_, d_gfext_, d_gkw_, d_gwork_, d_gK_, d_ginfo_;  // feedback_gains' own (a solve's stay as they are)
 };
 
 }  // namespace cuda

@@ -1,6 +1,7 @@
 // The CUDA kernels of the BSQP backend and their host launchers (device_api.hpp).
 // First version: one CUDA thread runs one batch entry's whole SQP iteration
-// (gato_cuda/sqp.hpp, the code the host tests check), one launch per iteration.
+// (gato_cuda/sqp.hpp, the code the host tests check), one launch per iteration; the
+// feedback gains of a solved plan (gato_cuda/sqp_gains.hpp) in one thread, on request.
 // Only the gato_cuda headers are included: no Eigen, pybind11 or pinocchio under nvcc.
 #include <cuda_runtime.h>
 
@@ -9,6 +10,7 @@
 
 #include "device_api.hpp"
 #include "gato_cuda/sqp.hpp"
+#include "gato_cuda/sqp_gains.hpp"
 
 namespace gato {
 namespace cuda {
@@ -43,6 +45,33 @@ __global__ void iterate_kernel(SqpShared<S> P, Arrays<S> a, int B, int I, int it
   e.step_size = a.step_size + size_t(b) * I;
   carve(e.w, a.work + size_t(b) * a.work_per_entry, P.N, P.nv);
   sqp_iterate(P, e, it);
+}
+
+// The feedback gains of one plan: one thread (the recursion over knots is sequential).
+template <typename S>
+__global__ void gains_kernel(SqpShared<S> P, S* xu, const S* xs, const S* ref, const S* fext, S* work, S* K,
+                             int* info) {
+  if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;
+  SqpEntry<S> e{};
+  e.xs = xs;
+  e.ref = ref;
+  e.fext = fext;
+  e.xu = xu;
+  carve(e.w, work, P.N, P.nv);
+  *info = riccati_gains(P, e, K);
+}
+
+// Raise the per-thread stack to the kernel's own local-memory figure plus the margin (once per kernel).
+template <typename Kernel>
+void ensure_stack(Kernel kernel, bool* done) {
+  if (*done) return;
+  cudaFuncAttributes fa;
+  check(cudaFuncGetAttributes(&fa, kernel), "cudaFuncGetAttributes");
+  size_t cur = 0;
+  check(cudaDeviceGetLimit(&cur, cudaLimitStackSize), "cudaDeviceGetLimit (stack)");
+  const size_t need = fa.localSizeBytes + kStackMargin;
+  if (cur < need) check(cudaDeviceSetLimit(cudaLimitStackSize, need), "cudaDeviceSetLimit (stack)");
+  *done = true;
 }
 }  // namespace
 
@@ -81,15 +110,7 @@ void download(void* dst, const void* src, std::size_t bytes) {
 template <typename S>
 void iterate(const SqpShared<S>& P, const Arrays<S>& a, int B, int I, int it) {
   static bool stack_set = false;
-  if (!stack_set) {
-    cudaFuncAttributes fa;
-    check(cudaFuncGetAttributes(&fa, iterate_kernel<S>), "cudaFuncGetAttributes");
-    size_t cur = 0;
-    check(cudaDeviceGetLimit(&cur, cudaLimitStackSize), "cudaDeviceGetLimit (stack)");
-    const size_t need = fa.localSizeBytes + kStackMargin;
-    if (cur < need) check(cudaDeviceSetLimit(cudaLimitStackSize, need), "cudaDeviceSetLimit (stack)");
-    stack_set = true;
-  }
+  ensure_stack(iterate_kernel<S>, &stack_set);
   const int threads = 64;
   iterate_kernel<S><<<(B + threads - 1) / threads, threads>>>(P, a, B, I, it);
   check(cudaGetLastError(), "kernel launch");
@@ -98,6 +119,23 @@ void iterate(const SqpShared<S>& P, const Arrays<S>& a, int B, int I, int it) {
 
 template void iterate<float>(const SqpShared<float>&, const Arrays<float>&, int, int, int);
 template void iterate<double>(const SqpShared<double>&, const Arrays<double>&, int, int, int);
+
+template <typename S>
+int gains(const SqpShared<S>& P, S* xu, const S* xs, const S* ref, const S* fext, S* work, S* K, int* info) {
+  static bool stack_set = false;
+  ensure_stack(gains_kernel<S>, &stack_set);
+  gains_kernel<S><<<1, 1>>>(P, xu, xs, ref, fext, work, K, info);
+  check(cudaGetLastError(), "kernel launch (gains)");
+  check(cudaDeviceSynchronize(), "kernel (gains)");
+  int code = 0;
+  download(&code, info, sizeof(int));
+  return code;
+}
+
+template int gains<float>(const SqpShared<float>&, float*, const float*, const float*, const float*, float*, float*,
+                          int*);
+template int gains<double>(const SqpShared<double>&, double*, const double*, const double*, const double*, double*,
+                           double*, int*);
 
 }  // namespace dev
 }  // namespace cuda

@@ -62,6 +62,13 @@ void bind_solver(py::module_& m, const char* name) {
       .def("set_pcg_tol_batch", [](Batch& b, const PyArr<double>& v) { b.set_pcg_tol_batch(vec_of(v)); })
       .def("set_drho_batch", [](Batch& b, const PyArr<double>& v, bool d) { b.set_drho_batch(vec_of(v), d); })
       .def("set_knot_weights", [](Batch& b, const PyArr<double>& v) { b.set_knot_weights(vec_of(v)); })
+      .def("set_rot_knot_weights", [](Batch&, const PyArr<double>& v) {
+        // BSQP.set_cost_weights_per_knot passes the orientation column (empty without one).
+        for (py::ssize_t i = 0; i < v.size(); ++i)
+          if (v.data()[i] != 0)
+            throw py::value_error("knot_weights: the 4th (EE orientation) column runs on the CPU backend only "
+                                  "(not in gato_cuda/sqp.hpp yet); use backend='cpu' or zeros");
+      })
       .def("set_u_cost_vec", [](Batch& b, const PyArr<double>& v) { b.set_u_cost_vec(vec_of(v)); })
       .def("set_q_pos_cost", [](Batch& b, const PyArr<double>& v) { b.set_q_pos_cost(vec_of(v)); })
       .def("set_q_nom", [](Batch& b, const PyArr<double>& v) { b.set_q_nom(vec_of(v)); })
@@ -97,6 +104,30 @@ void bind_solver(py::module_& m, const char* name) {
         std::copy(b.lambda().begin(), b.lambda().end(), out.mutable_data());
         return out;
       })
+      .def("feedback_gains", [](Batch& b, int row, const PyArr<S>& xu, const PyArr<S>& x, const PyArr<S>& ref) {
+        const long N = b.N(), nx = 2L * b.nv(), nu = b.nv();
+        if (row < 0 || row >= b.batch())
+          throw py::value_error("feedback_gains: row: expected an integer in [0, " + std::to_string(b.batch()) +
+                                "), got " + std::to_string(row));
+        pytypes::check_shape<S>(xu, {b.xu_size()}, "xu");
+        pytypes::check_shape<S>(x, {nx}, "x_s");
+        pytypes::check_shape<S>(ref, {6 * N}, "ref");
+        py::array_t<S> K({N - 1, nu, nx});
+        int bad;
+        {
+          S* out = K.mutable_data();
+          py::gil_scoped_release nogil;
+          bad = b.feedback_gains(row, xu.data(), x.data(), ref.data(), out);
+        }
+        if (bad == kGainsNotFinite)
+          throw py::value_error("feedback gains: the plan's linearisation (dynamics, cost) is not finite");
+        if (bad >= 0)
+          throw py::value_error("feedback gains: R_k + B_k' P_k+1 B_k is not positive definite at knot " +
+                                std::to_string(bad));
+        return K;
+      }, py::arg("row"), py::arg("xu"), py::arg("x_s"), py::arg("ref"),
+         "(N-1, nu, nx) feedback gains of row's plan xu (L) from x_s (nx) toward ref (6N) "
+         "(gato_cuda/sqp_gains.hpp, where this driver runs its iterations).")
       .def("merit", [](Batch& b, const PyArr<S>& xu, const PyArr<S>& x, const PyArr<S>& ref) {
         pytypes::check_shape<S>(xu, {b.batch(), b.xu_size()}, "xu_B");
         pytypes::check_shape<S>(x, {b.batch(), 2L * b.nv()}, "xcur_B");

@@ -9,10 +9,12 @@
 //   gato_cuda_check MODEL_FILE [--iters 5] [--N 32] [--repeats 10] [--B 1,16,128,1024] [--host-only]
 //
 // Prints one JSON object per line: per dtype and linsys the max |xu_gpu - xu_host| after
-// `iters` SQP iterations (B = 64), then per dtype and B the median / min / max wall time of
-// one solve on the GPU (and on the host for B <= 16). Exit status 1 when a GPU plan
-// differs from the host's by more than 1e-6 (double) / 0.1 (float: a gross-error bound; device
-// sinf / cosf and FMA contraction round differently from the host), 2 on a CUDA error.
+// `iters` SQP iterations (B = 64), per dtype the feedback gains (sqp_gains.hpp) of one plan
+// from the one-thread launch against the host run (max |dK| / max |K|), then per dtype and B
+// the median / min / max wall time of one solve on the GPU (and on the host for B <= 16).
+// Exit status 1 when a GPU plan differs from the host's by more than 1e-6 (double) / 0.1
+// (float: a gross-error bound; device sinf / cosf and FMA contraction round differently from
+// the host) or the gains by more than 1e-8 / 1e-2 relative, 2 on a CUDA error.
 // Built by CMake next to gato._cuda (target gato_cuda_check); bench/gpu_check.sh runs it.
 #include <algorithm>
 #include <chrono>
@@ -26,6 +28,7 @@
 
 #include "device_api.hpp"
 #include "gato_cuda/sqp.hpp"
+#include "gato_cuda/sqp_gains.hpp"
 
 using namespace gato::cuda;
 
@@ -211,6 +214,44 @@ bool compare(const DevModel<double>& md, int N, int I, int linsys, const char* d
   return d <= tol;
 }
 
+/// The feedback gains of entry 0's plan after I host iterations: riccati_gains in one GPU
+/// thread (dev::gains) against the host run of the same code.
+template <typename S>
+bool compare_gains(const DevModel<double>& md, int N, int I, const char* dtype, double tol) {
+  const SqpShared<S> P = shared_of<S>(md, N, 1);
+  Batch<S> h = make_batch(P, 1, I);
+  run_host(P, h);
+  std::vector<S> work(size_t(work_size<S>(P.N, P.nv)));
+  const size_t nK = size_t(P.N - 1) * P.nu * P.nx;
+  std::vector<S> Kh(nK), Kg(nK, S(0));
+  SqpEntry<S> e{};
+  e.xs = h.xs.data();
+  e.ref = h.ref.data();
+  e.fext = nullptr;
+  e.xu = h.xu.data();
+  carve(e.w, work.data(), P.N, P.nv);
+  const int code_host = riccati_gains(P, e, Kh.data());
+  S* xu = to_dev(h.xu);
+  S* xs = to_dev(h.xs);
+  S* ref = to_dev(h.ref);
+  S* dwork = static_cast<S*>(dev::alloc(work.size() * sizeof(S)));
+  S* dK = static_cast<S*>(dev::alloc(nK * sizeof(S)));
+  int* info = static_cast<int*>(dev::alloc(sizeof(int)));
+  const int code_gpu = dev::gains(P, xu, xs, ref, static_cast<const S*>(nullptr), dwork, dK, info);
+  dev::download(Kg.data(), dK, nK * sizeof(S));
+  for (void* p : {(void*)xu, (void*)xs, (void*)ref, (void*)dwork, (void*)dK, (void*)info}) dev::release(p);
+  double d = 0, span = 0;
+  for (size_t i = 0; i < nK; ++i) {
+    d = std::max(d, std::abs(double(Kh[i]) - double(Kg[i])));
+    span = std::max(span, std::abs(double(Kh[i])));
+  }
+  const bool ok = code_host == -1 && code_gpu == -1 && span > 0 && d <= tol * span;
+  std::printf("{\"check\": \"gains_gpu_vs_host\", \"dtype\": \"%s\", \"N\": %d, \"iters\": %d, \"host_code\": %d, "
+              "\"gpu_code\": %d, \"max_abs_dK\": %.3e, \"max_abs_K\": %.3e, \"ok\": %s}\n",
+              dtype, N, I, code_host, code_gpu, d, span, ok ? "true" : "false");
+  return ok;
+}
+
 template <typename S>
 void timing(const DevModel<double>& md, int N, int I, const std::vector<int>& Bs, int repeats, const char* dtype) {
   const SqpShared<S> P = shared_of<S>(md, N, 1);
@@ -302,6 +343,8 @@ int main(int argc, char** argv) {
     bool ok = true;
     for (int ls = 0; ls < 3; ++ls) ok = compare<double>(md, N, I, ls, "float64", 1e-6) && ok;
     for (int ls = 0; ls < 3; ++ls) ok = compare<float>(md, N, I, ls, "float32", 1e-1) && ok;
+    ok = compare_gains<double>(md, N, I, "float64", 1e-8) && ok;
+    ok = compare_gains<float>(md, N, I, "float32", 1e-2) && ok;
     timing<double>(md, N, 1, Bs, repeats, "float64");
     timing<float>(md, N, 1, Bs, repeats, "float32");
     return ok ? 0 : 1;

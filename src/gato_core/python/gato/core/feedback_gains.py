@@ -79,11 +79,15 @@ class FeedbackGainAPI:
         docs/solver_method.md, "Feedback gains".
 
         The gains use the current weights, wrench and row groups with the last solve's state,
-        reference and plan. Computed by the C++ core (``BatchSolver::feedback_gains``: the
-        row's KKT assembly at the plan, then the recursion on those blocks: about one SQP
-        iteration's linearisation); :meth:`feedback_gains_numpy` is the NumPy twin. CPU
-        backend only. Raises ValueError before any solve, for a row outside [0, B), on the
-        CUDA backends, or when the model has no unique minimizer.
+        reference and plan. Computed by the backend's core: on ``cpu`` the C++ core
+        (``BatchSolver::feedback_gains``: the row's KKT assembly at the plan, then the
+        recursion on those blocks: about one SQP iteration's linearisation); on ``cuda`` /
+        ``cuda_host`` the CUDA backend's shared host + device code (gato_cuda/sqp_gains.hpp:
+        its step-1 assembly at the plan and the same recursion, in one GPU thread on
+        ``cuda``, on the CPU on ``cuda_host``; that backend has no row groups).
+        :meth:`feedback_gains_numpy` is the NumPy twin. Raises ValueError before any solve,
+        for a row outside [0, B), when the model has no unique minimizer, or (CUDA backends) when
+        the plan's linearisation is not finite.
         """
         self._check_gains_call(row)
         x, ref, xu = self._solved
@@ -95,7 +99,13 @@ class FeedbackGainAPI:
     def feedback_gains_numpy(self, row: int = 0) -> np.ndarray:
         """:meth:`feedback_gains` computed in NumPy (:func:`riccati_gains`) from the blocks of
         :meth:`debug_setup_kkt` (the whole batch's assembly): the same model by a second
-        implementation, for checks. Same arguments, result and errors."""
+        implementation, for checks. Same arguments, result and errors; CPU backend only (the
+        CUDA backends expose no KKT blocks: compare their :meth:`feedback_gains` with a
+        ``backend="cpu"`` solver's, as test/test_cuda_gains.py does)."""
+        if self.backend != "cpu":
+            raise ValueError(f"feedback_gains_numpy: not available on the {self.backend!r} backend (it reads "
+                             "debug_setup_kkt's blocks, CPU backend only); use feedback_gains, or a backend='cpu' "
+                             "solver for the NumPy twin")
         self._check_gains_call(row)
         x, ref, xu = self._solved
         kkt = {k: np.array(v, dtype=np.float64)[int(row)] for k, v in self._s.debug_setup_kkt(xu, x, ref).items()}
@@ -108,9 +118,6 @@ class FeedbackGainAPI:
         return riccati_gains(kkt["Q"], R, kkt["S"], kkt["A"], kkt["B"])
 
     def _check_gains_call(self, row) -> None:
-        if self.backend != "cpu":
-            raise ValueError(f"feedback_gains: not available on the {self.backend!r} backend (the CUDA core "
-                             "does not compute them yet); use backend='cpu'")
         if isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= row < self.batch_size:
             raise ValueError(f"feedback_gains: row: expected an integer in [0, {self.batch_size}), got {row!r}")
         if getattr(self, "_solved", None) is None:
