@@ -667,8 +667,12 @@ def check_posture_ticks_replay(bag):
     from gato.replay import TOPICS, load_recording, replay_ticks
     from gato.replay.bagio import read_bag
 
+    from gato import robot_urdf
+    from gato.planners.controller_setup import urdf_sha256
+
     rec = load_recording(read_bag(bag, list(TOPICS.values())))
     assert not rec.reconstructed and rec.ticks, rec.problems
+    assert rec.config["urdf_sha256"] == urdf_sha256(robot_urdf(ROBOT))        # the replay solves the same model
     N = rec.ticks[0].config["N"]
     rows = [0 if tk.posture_q is None else tk.posture_q.shape[0] for tk in rec.ticks]
     n_post = sum(r > 0 for r in rows)
@@ -681,6 +685,24 @@ def check_posture_ticks_replay(bag):
     assert np.nanmax(rp.du) <= 1e-9 and not rp.anchored.any(), (np.nanmax(rp.du), int(rp.anchored.sum()))
     post = np.array(rows) > 0
     assert np.all(np.isfinite(rp.du[post][:-1])) and np.nanmax(rp.du[post]) <= 1e-9
+
+    # Issue 8: the recorded bag opens in rosbags' AnyReader, an independent reader, with every topic's
+    # message definition stored (was test_replay_bringup's nominal run: this bag now carries the check)
+    import json
+
+    from rosbags.highlevel import AnyReader
+
+    with AnyReader([bag]) as reader:
+        conns = {c.topic: c for c in reader.connections}
+        for topic in ("/joint_states", "/gato_controller/solve_input", "/gato_controller/step_result",
+                      "/gato_controller/solver_stats", "/gato_controller/command", "/gato_controller/status",
+                      "/gato_recorder/parameter_snapshot"):
+            assert topic in conns, topic
+            assert conns[topic].msgdef.data, f"{topic}: no message definition stored"
+        c = conns["/gato_controller/solve_input"]
+        _, _, raw = next(reader.messages(connections=[c]))
+        m = reader.deserialize(raw, c.msgtype)
+        assert len(m.x_measured) == 14 and json.loads(m.config_json)["robot"] == "iiwa14"
 
 
 def check_follow_joint_trajectory(p):
