@@ -122,7 +122,8 @@ class PendulumSwingEstimator:
     #: squares [(m/s^2)^2 samples]: about one sample at 10 m/s^2. The two split only where the EE's
     #: acceleration varies: a force without inertia (a weight on a cable, the payload bench's
     #: constant weight) reads m_i ~ 0 within its first sag; at rest or under a steady acceleration
-    #: they stay one mass (the single-mass fit).
+    #: they stay one mass (the single-mass fit). A noisy acceleration (hardware encoders, not the
+    #: simulated worlds) would bias m_i low: noise in a regressor shrinks its coefficient.
     INERTIA_PRIOR = 100.0
     #: Default ``inertial_gain`` of a lone estimator (B = 1). The solver sees the reaction as an
     #: exogenous wrench predicted from the previous plan, so the gain closes a loop across ticks:
