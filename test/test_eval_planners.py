@@ -128,14 +128,13 @@ def test_fig8_ilqr_through_the_runner_equals_the_direct_call(tmp_path):
 
 
 def test_ilqr_specs_parse_with_their_node_steps():
-    """The iLQR comparison specs (issue 39): the pick-and-place iLQR holds its offsets 4 steps
-    (config.node_steps, passed to the episode), MPPI keeps the scenes' nodes."""
-    for kind, n in (("fig8", 18), ("pickplace", 12)):
-        spec = geval.load_spec(SPECS / f"sampling_ilqr_{kind}_iiwa14.yaml")
-        eps = spec.episodes()
+    """The iLQR comparison specs (issue 39): the pick-and-place iLQR (and the figure-8's ilqr_hold4)
+    holds its offsets 4 steps (config.node_steps, passed to the episode), MPPI keeps the scenes' nodes."""
+    for kind, n, want in (("fig8", 27, {"mppi": None, "ilqr": None, "ilqr_hold4": 4}),
+                          ("pickplace", 12, {"mppi": None, "ilqr": 4})):
+        eps = geval.load_spec(SPECS / f"sampling_ilqr_{kind}_iiwa14.yaml").episodes()
         assert len(eps) == n
-        steps = {e["planner"]["label"]: e["planner"]["config"].get("node_steps") for e in eps}
-        assert steps == ({"mppi": None, "ilqr": 4} if kind == "pickplace" else {"mppi": None, "ilqr": None})
+        assert {e["planner"]["label"]: e["planner"]["config"].get("node_steps") for e in eps} == want
 
 
 def test_box_push_takes_the_sampling_planner_only():

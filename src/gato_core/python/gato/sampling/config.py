@@ -113,8 +113,8 @@ class SimMPCConfig:
       qvel_std; their costs are averaged.
     - ``horizon_steps`` [300]: steps each rollout simulates and scores.
     - ``node_steps`` [50]: steps between control nodes (<= horizon_steps); for "ilqr" the steps each
-      command offset is held: with step targets hold them ``ctrl_steps`` (the plan can then push for
-      one control period and brake in the next; docs/sampling.md, "iLQR against MPPI in closed loop").
+      command offset is held: hold them ``ctrl_steps`` (the plan can then push for one control period
+      and brake in the next; docs/sampling.md, "iLQR against MPPI in closed loop").
     - ``ctrl_steps`` [100]: steps executed per plan (<= horizon_steps); a multiple of node_steps
       keeps shifted nodes exact.
     - ``max_iterations`` [12]: iterations per plan; with ``stages`` their iters' sum.
