@@ -12,7 +12,7 @@ rows), per tick:
   with and without the state [us]; interleaved in rounds so both see the same machine load.
 
 Usage: python bench/bench_replay_state.py [--robot iiwa14] [--ticks 300] [--rounds 5]
-Prints a Markdown section (the figures of docs/benchmarks_ros.md, "Exact replay").
+Prints a Markdown section (the figures of docs/benchmarks_recording.md, "Exact replay").
 """
 from __future__ import annotations
 

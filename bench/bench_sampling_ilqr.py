@@ -12,7 +12,7 @@ RMS EE tracking error [m] (EE sensor vs the path at every step) and the median w
 ``--run planner:iterations[:num_samples]`` may repeat; every run sees the same scenarios; the
 runs after an MPPI run get their mean-error ratio to it. ``--ilqr-node-steps N``: the iLQR runs
 hold each command offset N steps (default: the scene's 20; N = 4, the steps executed per plan,
-is the pick-and-place configuration, docs/benchmarks.md).
+is the pick-and-place configuration, docs/benchmarks_sampling.md).
 ``--task pickplace``: gato.sim.scenarios.pickplace_scenarios (ramp 0, 3 goals x ``--goal-s`` s),
 ``scenes.pickplace_task``, the planner told only the current goal (as the sampling_pickplace
 study); reports the mean EE-to-goal distance over the run and the worst end-of-goal error.

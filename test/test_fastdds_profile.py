@@ -124,7 +124,7 @@ print("RESULT", len(got), len(set(got)), min(got) if got else -1, max(got) if go
 def test_a_stalled_reader_loses_no_sample_of_a_gato_node(ros_env):
     """The reader process is stopped (SIGSTOP: every thread, DDS's included) for 0.3 s every
     second while a gato node publishes 32 kB samples at 200 Hz: it receives every one of the
-    600 (with Fast DDS's 512 KB segment: 100-150 lost in this setting, docs/benchmarks_ros.md)."""
+    600 (with Fast DDS's 512 KB segment: 100-150 lost in this setting, docs/benchmarks_recording.md)."""
     env = {k: v for k, v in ros_env.items() if k not in ("FASTDDS_DEFAULT_PROFILES_FILE", "GATO_FASTDDS_PROFILE")}
     sub = start_python(SUBSCRIBER, env, stderr=open(os.devnull, "w"))
     pub = None

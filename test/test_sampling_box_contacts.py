@@ -1,5 +1,5 @@
 """Box pushing where StateTask's contact terms matter (scenes.box_push_task(guide="hold")): the task
-as built, and a CI-sized closed loop of bench/bench_sampling_box_contacts.py (docs/benchmarks.md,
+as built, and a CI-sized closed loop of bench/bench_sampling_box_contacts.py (docs/benchmarks_sampling.md,
 "Sampling planner: box pushing with StateTask contact terms")."""
 import numpy as np
 import pytest
@@ -51,7 +51,7 @@ def test_contact_terms_push_the_box_where_the_box_cost_alone_does_not():
     """box_push_scenarios(10, seed=0)[1] (a tuning scene of the bench), 32 samples at a 10 ms step,
     the tool held 10 cm behind the box: without contact terms the box ends far from its goal
     (136 mm here), with the wanted tool-box contact (weight 100) near it (25 mm); the bench's
-    held-out 10-scene study: docs/benchmarks.md."""
+    held-out 10-scene study: docs/benchmarks_sampling.md."""
     sc = scenes.box_push_scenarios(10, seed=0)[1]
     without, with_terms = _final_box_error(sc, 0.0), _final_box_error(sc, 100.0)
     assert without > 0.08 and with_terms < 0.04, (without, with_terms)

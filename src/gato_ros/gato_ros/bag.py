@@ -20,14 +20,14 @@ __all__ = ["typestore", "gato_msgs_dir", "read_bag", "BagWriter", "COMPRESSIONS"
 COMPRESSIONS = ("zstd", "none")
 #: zstd level of the MCAP chunks (rosbags' default is 3): on the controller graph's data (float64
 #: plans and solver states, near their entropy) level 6 writes 2 % fewer bytes for ~2x the
-#: compression CPU, which is still under 1 % of a core at 100 Hz (docs/benchmarks_ros.md, issue 21).
+#: compression CPU, which is still under 1 % of a core at 100 Hz (docs/benchmarks_recording.md, issue 21).
 ZSTD_LEVEL = 6
 #: Uncompressed bytes per MCAP chunk (rosbags writes 1 MiB chunks; rosbag2's ``zstd_small`` storage
 #: preset writes 4 MiB, the mcap library's default is 768 KiB). zstd compresses each chunk on its
 #: own, so the copies between one tick's messages and the next (the plan in StepResult, Plan and
 #: the next SolveInput's warm start) are found only within a chunk: a chunk boundary stores them
 #: again. On the controller graph at 100 Hz (~37 ticks per 1 MiB) 4 MiB chunks write 5 % fewer
-#: bytes (0.608 -> 0.579 MB/s, docs/benchmarks_ros.md, issue 21); the cost: a recorder killed with
+#: bytes (0.608 -> 0.579 MB/s, docs/benchmarks_recording.md, issue 21); the cost: a recorder killed with
 #: SIGKILL loses the chunk in memory (up to ~1.4 s of run instead of ~0.4 s), and a ``--start``
 #: window reads up to one chunk more before its first tick.
 CHUNK_SIZE = 4 * 1024 * 1024

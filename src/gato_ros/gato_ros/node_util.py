@@ -148,7 +148,7 @@ def _node_name(argv) -> str:
 #: The Fast DDS profile of the gato nodes (share/gato_bringup/config/): Fast DDS's transports with a
 #: 16 MB shared-memory segment (its default, 512 KB, holds ~10 controller ticks: a reader stalled for
 #: ~0.1 s made the writer drop samples at the transport, which a keep-last(10) writer could not resend;
-#: docs/replay.md "Lost ticks", docs/benchmarks_ros.md, issue 21).
+#: docs/replay.md "Lost ticks", docs/benchmarks_recording.md, issue 21).
 FASTDDS_PROFILE = "fastdds_gato.xml"
 _FASTDDS_RMWS = ("rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")
 

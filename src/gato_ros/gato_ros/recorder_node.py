@@ -70,7 +70,7 @@ stores the same message with ``solver_state_rows`` 0 and an empty ``solver_state
 with the bag's own definition; every other field unchanged), which ``gato replay`` reads as
 "no solver state recorded for this tick". The summary says how many were thinned. A whole
 run replays exactly either way (iiwa14 lockstep bringup, N = 100: 0.58 instead of 0.97 MB/s
-compressed, docs/benchmarks_ros.md), and so does a ``gato replay --start`` window: it re-solves
+compressed, docs/benchmarks_recording.md), and so does a ``gato replay --start`` window: it re-solves
 silently from the latest key tick before the window (seeking there through the MCAP index), so
 N = 100 is the default.
 
