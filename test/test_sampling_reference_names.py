@@ -3,7 +3,7 @@ against gato.sampling.
 
 Every documented class / function, its constructor parameters in their positional order, and every
 documented member ("Class.member") is looked up in gato.sampling; what is absent must be listed in
-NOT_HERE with its reason (docs/sampling.md, "Differences from RoboKit's SimMPC"), and what is listed
+NOT_HERE with its reason (docs/sampling_reference.md, "Differences from RoboKit's SimMPC"), and what is listed
 there must really be absent, so the list stays exact.
 """
 import inspect

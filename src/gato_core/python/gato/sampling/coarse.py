@@ -5,7 +5,7 @@ A coarse spec is a copy of a scene with cheaper geometry and physics for plannin
 that never come near dropped, fewer colliding geoms, lower contact dimensions, a longer step with
 softened contacts, fewer solver iterations. Every field of :class:`CoarseConfig` defaults to
 None (leave the scene's value). The reference documents the fields only through its example; the
-meanings below are our reading of it (docs/sampling.md, "Differences").
+meanings below are our reading of it (docs/sampling_reference.md, "Differences").
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from ``MjSim.build_contact_sensor(name)``).
 The reference documents both only through ``build_entity`` / ``build_contact_sensor`` and one
 example each (``joint_names``, ``data.default_root_state``, ``primary_names``); the other members
 follow the Isaac Lab articulation / contact-sensor names those examples use (our reading,
-docs/sampling.md). Every array has a leading world axis (nworld, ...) and is read from, or
+docs/sampling_reference.md). Every array has a leading world axis (nworld, ...) and is read from, or
 written to, the simulator's ``MjData`` of each world. Units: m, rad, s; quaternions (w, x, y, z).
 """
 from __future__ import annotations

@@ -122,7 +122,7 @@ class Task:
     """Members every cost term shares (and :class:`gato.sampling.SimMPC`, which nests as a term).
 
     Class attributes: ``SUPPORTS_CUDA_GRAPH`` (False: no CUDA here), ``SUPPORTS_AUTODIFF`` (False:
-    Jacobians are analytic or finite differences, see docs/sampling.md), ``var_key``
+    Jacobians are analytic or finite differences, see docs/sampling_reference.md), ``var_key``
     (VarKey.ROBOT), ``name`` (label for ``config.task(name)``), ``robot`` (None), ``weight`` (1.0).
     """
 

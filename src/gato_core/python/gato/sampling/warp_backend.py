@@ -9,7 +9,7 @@ CPU device: slow, it exists so the backend can be tested without a GPU).
 Optional dependency: ``mujoco-warp`` (and ``warp-lang``) are imported on first use only; the
 default ``backend="cpu"`` never needs them. Differences from ``mujoco.rollout`` (float64, C):
 Warp computes in float32, so states agree to float32 rounding amplified by the dynamics
-(docs/sampling.md gives the measured gap); the scene's ``mjDSBL_AUTORESET`` flag (set by
+(docs/sampling_reference.md gives the measured gap); the scene's ``mjDSBL_AUTORESET`` flag (set by
 :func:`gato.sampling.scenes.robot_spec` so a diverged rollout is not silently reset) is cleared
 on the device copy because ``mujoco_warp`` has no auto-reset at all; time is stepped in float32;
 contacts and constraint rows live in preallocated buffers (``nconmax``, ``njmax``) whose overflow
