@@ -6,7 +6,7 @@ acceptance of issue 31's targets:
 
 - MoveIt's path: an rclpy ActionClient on /gato_controller/follow_joint_trajectory (the action
   moveit_controllers.yaml names) runs the FollowJointTrajectory acceptance of
-  test_ros_targets_system (SUCCESSFUL within the goal and path tolerances, INVALID_GOAL for a
+  test_ros_action_system (SUCCESSFUL within the goal and path tolerances, INVALID_GOAL for a
   wrong joint name, cancel holds within 5 mm, a new goal preempts);
 - a PoseStamped goal 20 cm away is reached within 5 mm and held; with ``goal_orientation`` on, a
   goal 20 cm away and turned 20 degrees is reached within 5 mm and 2 degrees and held;
@@ -34,8 +34,8 @@ import_or_skip("gato_msgs.msg", _HINT)
 import_or_skip("nav_msgs.msg", "needs the ROS 2 overlay (scripts/setup.sh; source scripts/activate.sh)")
 
 from launch_graph import assert_clean, bringup_file, marked_launch  # noqa: E402
-from test_ros_targets_system import (ActionProbe, _need_knot_posture, check_follow_joint_trajectory,  # noqa: E402
-                                     check_pose_goal, check_twist_stream)
+from test_ros_action_system import ActionProbe, _need_knot_posture, check_follow_joint_trajectory  # noqa: E402
+from test_ros_targets_system import check_pose_goal, check_twist_stream  # noqa: E402
 
 pytestmark = pytest.mark.ros
 TIMEOUT_S = 180.0

@@ -3,7 +3,7 @@
 with the ``gato replay`` command: with a link 20 % heavier in the world only, the report names
 the joints that carry it. The nominal run's checks (every tick replayed to 1e-9 N*m, no warm
 start re-anchored, the bag read by rosbags' AnyReader) are made on the recorded
-FollowJointTrajectory bringup of test_ros_targets_system.py (check_posture_ticks_replay); the
+FollowJointTrajectory bringup of test_ros_action_system.py (check_posture_ticks_replay); the
 CLI's own verdict on a real bringup's bag: test_ros_estimator_system.py."""
 import json
 import subprocess

@@ -6,7 +6,7 @@ off) and ``gato replay`` programs them as the node did, so those ticks replay ex
 recorded with SolveInput's definition from before the fields decodes with its own definition:
 without joint targets it replays exactly as before; with them, its posture ticks differ and the
 report says why. The run over DDS (the FollowJointTrajectory action, recorded and replayed):
-test_ros_targets_system.py::test_follow_joint_trajectory_succeeds_refuses_cancels_and_preempts."""
+test_ros_action_system.py::test_follow_joint_trajectory_succeeds_refuses_cancels_and_preempts."""
 from __future__ import annotations
 
 import numpy as np
