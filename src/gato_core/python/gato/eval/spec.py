@@ -86,6 +86,11 @@ METRICS = {
     "time_to_all_reached": "time until the last goal was reached [s] (null: not all reached)",
     "first_violation_t": "time of the first recorded tick outside a position / velocity limit [s] (null: none)",
     "last_violation_t": "time of the last recorded tick outside a position / velocity limit [s] (null: none)",
+    "step_qd_ratio": "max over physics substeps (1 ms) and joints of |dq_j| / URDF velocity limit_j [1] (payload_pickplace)",
+    "step_qd_joint": "the joint of step_qd_ratio (0-based)",
+    "step_pos_excess": "max over physics substeps of the position outside its URDF range [rad] (payload_pickplace)",
+    "step_first_violation_t": "time of the first physics substep outside a position / velocity limit [s] (null: none)",
+    "step_last_violation_t": "time of the last physics substep outside a position / velocity limit [s] (null: none)",
     # bench_sampling's closed-loop columns (gato.eval.planner_studies).
     "end_goal_error_max": "max over goals of ||ee - goal|| at the end of the goal's goal_s [m] (sampling_pickplace)",
     "box_error": "final ||box (x, y) - goal|| [m] (sampling_box_push)",

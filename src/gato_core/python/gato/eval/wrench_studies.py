@@ -20,8 +20,9 @@ Kinds (task.kind):
   payload, the disturbance case: ``[{kind: pendulum, mass, length[, damping]}]`` (a pendulum
   hanging from the EE) or ``[{kind: constant_wrench, wrench}]`` (e.g. the weight alone), or
   ``[]``. Success: every goal reached, no joint outside its URDF position or velocity limit at
-  any recorded tick, no planner fallback, no divergence; ``success_after_grace`` judges the
-  limits from t >= ``grace`` s only; ``clamp_torques`` (default true): the world applies the
+  any recorded tick (``limit_check: tick``, the default) or after any physics substep
+  (``limit_check: step``, 1 ms; the step_* metrics are measured either way), no planner
+  fallback, no divergence; ``success_after_grace`` judges the limits from t >= ``grace`` s only; ``clamp_torques`` (default true): the world applies the
   command clamped to the URDF effort limits (false: as commanded, MPC_GATO(clamp_torques=False)).
   bench/bench_payload.py, bench/specs/payload_pickplace_iiwa14.yaml.
 
@@ -68,7 +69,35 @@ _Q_START = [0.0, 0.5, 0.0, -1.2, 0.0, 0.6, 0.0]  # bench/fig8_problem.Q_START: t
 _DIST_METRICS = ("mean_tracking_error", "max_tracking_error", "mean_tracking_error_settled", "n_ticks")
 _PAY_METRICS = ("success", "success_after_grace", "goals_reached", "diverged", "fallbacks", "tick_qd_ratio",
                 "tick_qd_joint", "pos_excess", "median_ref_distance", "time_to_all_reached", "first_violation_t",
-                "last_violation_t", "n_ticks")
+                "last_violation_t", "n_ticks", "step_qd_ratio", "step_qd_joint", "step_pos_excess",
+                "step_first_violation_t", "step_last_violation_t")
+#: Where run_payload judges the joint limits: "tick" (the recorded control ticks, the figures of
+#: docs/benchmarks_hypotheses.md so far) or "step" (every physics substep, 1 ms).
+LIMIT_CHECKS = ("tick", "step")
+
+
+class StepLimits:
+    """Joint limits checked after every physics substep (a gato.sim.loop.Simulation observer):
+    ``qd_ratio`` (nv,) the peak |dq_j| / qd_max_j, ``pos_excess`` [rad] the peak distance outside
+    [q_lo, q_hi], ``first_t`` / ``last_t`` [s] the simulated times of the first and last substep
+    outside a limit (None: none). The state's first len(q_lo) / len(qd_max) entries are the
+    robot's (a world may append its payload's)."""
+
+    def __init__(self, q_lo, q_hi, qd_max):
+        self.q_lo, self.q_hi, self.qd_max = (np.asarray(v, dtype=np.float64).reshape(-1) for v in (q_lo, q_hi, qd_max))
+        self.qd_ratio = np.zeros(self.qd_max.size)
+        self.pos_excess, self.t, self.first_t, self.last_t = 0.0, 0.0, None, None
+
+    def __call__(self, q, dq, u, q_next, dq_next, sim_dt):
+        self.t += float(sim_dt)
+        qn = np.asarray(q_next, dtype=np.float64)[:self.q_lo.size]
+        ratio = np.abs(np.asarray(dq_next, dtype=np.float64)[:self.qd_max.size]) / self.qd_max
+        np.maximum(self.qd_ratio, ratio, out=self.qd_ratio)
+        excess = float(max(np.max(self.q_lo - qn), np.max(qn - self.q_hi), 0.0))
+        self.pos_excess = max(self.pos_excess, excess)
+        if excess > 1e-6 or np.any(ratio > 1.0 + 1e-6 / self.qd_max):
+            self.first_t = self.t if self.first_t is None else self.first_t
+            self.last_t = self.t
 
 
 def _err(path, msg):
@@ -324,6 +353,8 @@ def _check_pay(kind, o, world):
     _num(o["grace"], "task.options.grace", lo=0.0)
     if not isinstance(o["clamp_torques"], bool):
         raise _err("task.options.clamp_torques", f"expected true or false, got {o['clamp_torques']!r}")
+    if o["limit_check"] not in LIMIT_CHECKS:
+        raise _err("task.options.limit_check", f"expected one of {', '.join(LIMIT_CHECKS)}, got {o['limit_check']!r}")
 
 
 def _check_pay_case(case: list, path: str) -> list:
@@ -357,7 +388,8 @@ def _load_kwargs(case: list) -> dict:
 
 
 def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=5.0, goal_threshold=0.05,
-                velocity_threshold=1.0, grace=0.1, N=32, dt=0.03125, sim_dt=0.001, clamp_torques=True) -> dict:
+                velocity_threshold=1.0, grace=0.1, N=32, dt=0.03125, sim_dt=0.001, clamp_torques=True,
+                limit_check="tick") -> dict:
     """One pick-and-place run of the payload study: MPC_GATO (config: a planner entry's
     config, scenario index k) with ``load`` (MPC_GATO keywords: pendulum_config or
     constant_f_ext; {} for none) runs ``sc`` (a gato.tasks.pickplace_scenarios dict);
@@ -366,9 +398,16 @@ def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=
     stop_reason, sim_time [s] and the columns: success / success_after_grace (1 | 0),
     goals_reached, diverged, fallbacks, tick_qd_ratio (max over recorded ticks and joints of
     |dq| / limit) and tick_qd_joint (0-based), pos_excess [rad], median_ref_distance [m],
-    time_to_all_reached [s], first/last_violation_t [s] (None: no excursion), n_ticks, and
-    reason (why it failed, "" on success)."""
+    time_to_all_reached [s], first/last_violation_t [s] (None: no excursion), n_ticks, the same
+    limits after every physics substep (``sim_dt``, 1 ms): step_qd_ratio, step_qd_joint,
+    step_pos_excess [rad], step_first/last_violation_t [s], and reason (why it failed, "" on
+    success). ``limit_check`` ("tick" | "step", :data:`LIMIT_CHECKS`): where success and
+    success_after_grace judge the limits."""
+    if limit_check not in LIMIT_CHECKS:
+        raise ValueError(f"limit_check: expected one of {LIMIT_CHECKS}, got {limit_check!r}")
     m = make_mpc_gato(config, k, N=int(N), dt=float(dt), clamp_torques=bool(clamp_torques), **load)
+    steps = StepLimits(m.solver.limits["q_lo"], m.solver.limits["q_hi"], m.solver.limits["qd"])
+    m.substep_observers.append(steps)
     x0 = np.r_[np.asarray(sc["q0"], dtype=np.float64), np.zeros(7)]
     lim = m.solver.limits
     nan = float("nan")
@@ -382,17 +421,20 @@ def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=
         return dict(stop_reason="diverged", sim_time=float(rec.sim_time) if rec is not None else nan, success=0,
                     success_after_grace=0, goals_reached=0, diverged=1, fallbacks=None, tick_qd_ratio=None,
                     tick_qd_joint=None, pos_excess=None, median_ref_distance=None, time_to_all_reached=None,
-                    first_violation_t=None, last_violation_t=None, n_ticks=None, reason="diverged",
-                    detail=str(e)[:80])
+                    first_violation_t=None, last_violation_t=None, n_ticks=None, step_qd_ratio=None,
+                    step_qd_joint=None, step_pos_excess=None, step_first_violation_t=None,
+                    step_last_violation_t=None, reason="diverged", detail=str(e)[:80])
     q, dq = np.asarray(st["joint_positions"]), np.asarray(st["joint_velocities"])
     qlo, qhi, qdmax = (np.asarray(lim[key], dtype=float) for key in ("q_lo", "q_hi", "qd"))
     pos_excess = float(max(np.max(qlo - q), np.max(q - qhi), 0.0)) if len(q) else 0.0
     vel_ratio = np.max(np.abs(dq), axis=0) / qdmax if len(dq) else np.zeros(len(qdmax))
+    judged_pos, judged_vel = (pos_excess, vel_ratio) if limit_check == "tick" else (steps.pos_excess, steps.qd_ratio)
     viol = []
-    if pos_excess > 1e-6:
-        viol.append(f"position +{pos_excess:.3f} rad")
-    if np.any(vel_ratio > 1.0 + 1e-6 / qdmax.min()):
-        viol.append(f"velocity {vel_ratio.max():.2f}x on joint {int(np.argmax(vel_ratio)) + 1}")
+    if judged_pos > 1e-6:
+        viol.append(f"position +{judged_pos:.3f} rad")
+    if np.any(judged_vel > 1.0 + 1e-6 / qdmax.min()):
+        viol.append(f"velocity {judged_vel.max():.2f}x on joint {int(np.argmax(judged_vel)) + 1}"
+                    + (" (1 ms steps)" if limit_check == "step" else ""))
     fallbacks = sum(1 for p in m.last_record.planner_stats if p.fallback)
     t = np.asarray(st["timestamps"])
     over = (np.any(q < qlo - 1e-6, axis=1) | np.any(q > qhi + 1e-6, axis=1)
@@ -400,7 +442,8 @@ def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=
     t_over = t[over] if len(t) == len(over) else np.zeros(0)
     runaway = m.last_record.results.get("runaway") if m.last_record.stop_reason == "runaway" else None
     ok = bool(st["all_reached"]) and not viol and fallbacks == 0 and runaway is None
-    ok_grace = bool(st["all_reached"]) and not np.any(t_over >= grace) and fallbacks == 0 and runaway is None
+    late = np.any(t_over >= grace) if limit_check == "tick" else (steps.last_t is not None and steps.last_t >= grace)
+    ok_grace = bool(st["all_reached"]) and not late and fallbacks == 0 and runaway is None
     n_goals = len(sc["goals"])
     reason = "" if ok else ", ".join(([f"runaway: {runaway}"] if runaway else [])
                                       + ([] if st["all_reached"] else [f"{st['goals_reached']}/{n_goals} goals"]) + viol
@@ -413,7 +456,9 @@ def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=
                 time_to_all_reached=None if tta is None else float(tta),
                 first_violation_t=float(t_over[0]) if len(t_over) else None,
                 last_violation_t=float(t_over[-1]) if len(t_over) else None, n_ticks=int(st["n_ticks"]),
-                reason=reason)
+                step_qd_ratio=float(steps.qd_ratio.max()), step_qd_joint=int(np.argmax(steps.qd_ratio)),
+                step_pos_excess=float(steps.pos_excess), step_first_violation_t=steps.first_t,
+                step_last_violation_t=steps.last_t, reason=reason)
 
 
 def _run_pay(ep):
@@ -421,7 +466,7 @@ def _run_pay(ep):
     return run_payload(sc, ep["planner"]["config"], _load_kwargs(ep["disturbances"]), sc["k"],
                        goal_timeout=o["goal_timeout"], goal_threshold=o["goal_threshold"],
                        velocity_threshold=o["velocity_threshold"], grace=o["grace"], N=o["N"], dt=o["dt"],
-                       sim_dt=ep["world"]["sim_dt"], clamp_torques=o["clamp_torques"])
+                       sim_dt=ep["world"]["sim_dt"], clamp_torques=o["clamp_torques"], limit_check=o["limit_check"])
 
 
 #: The study kinds of this module: gato.eval.studies.Study fields by kind (studies.py builds
@@ -438,7 +483,7 @@ WRENCH_STUDIES = {
         kind="payload_pickplace",
         doc="iiwa14 pick-and-place with an unmodelled payload, wrench hypotheses (Fig. 7)",
         options=dict(goal_timeout=5.0, goal_threshold=0.05, velocity_threshold=1.0, grace=0.1, N=32, dt=0.03125,
-                     clamp_torques=True),
+                     clamp_torques=True, limit_check="tick"),
         metrics=_PAY_METRICS, scenarios=_pay_scenarios, run=_run_pay, check=_check_pay,
         planner_check=_check_planner, disturbance_check=_check_pay_case),
 }

@@ -170,6 +170,9 @@ class MPC_GATO:
                                         admm_threshold=admm_threshold, limits=limits, limits_kw=limits_kw)
         self.planner = BSQPPlanner.from_controller(self.controller)
         self.last_record = None
+        #: extra gato.sim.loop.Simulation observers f(q, dq, u, q_next, dq_next, sim_dt), called after
+        #: every physics substep of a run (e.g. limits checked at 1 ms, not only at control ticks)
+        self.substep_observers = []
         self.model_path, self.plant_type = s.model_path, s.plant_type
         self.N, self.dt, self.batch_size = int(s.N), float(s.dt), int(s.batch_size)
         self.nq, self.nv, self.nx, self.nu = int(s.nq), int(s.nv), int(s.nx), int(s.nu)
@@ -284,8 +287,8 @@ class MPC_GATO:
             self.world = make_world("mujoco", self.model_path, timestep=sim_dt)
         return Simulation(self.world, q, dq, sim_dt=sim_dt, ee_pos=self.solver.ee_pos,
                           effort_limit=self.u_limit if self.clamp_torques else None,
-                          observers=wrench_options.substep_observers(self.controller.hypotheses, self.nq,
-                                                                     self.nv))
+                          observers=[*wrench_options.substep_observers(self.controller.hypotheses, self.nq,
+                                                                       self.nv), *self.substep_observers])
 
     def _check_start(self, x_start, sim_dt):
         x = _vector(x_start, "x_start", self.nx, "= [q; dq] (robot only)")
