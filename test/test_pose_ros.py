@@ -2,8 +2,9 @@
 per knot, empty = position only), the reference node's ``orientation`` (tool_down / sweep), the
 controller's reference path carrying them with ``orientation_weight`` into the planner's window
 and into SolveInput (reference slots [3:6], orientation_weight), ``~/goal_pose`` orientation with
-``goal_orientation``, bad quaternions refused by field, and ``gato replay`` of a pose run
-reproducing it bit for bit. Logic level (no DDS); synthetic time."""
+``goal_orientation``, bad quaternions refused by field, the controller status's EE orientation
+error beside the position error, and ``gato replay`` of a pose run reproducing it bit for bit.
+Logic level (no DDS); synthetic time."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -122,6 +123,47 @@ def test_the_tick_solves_on_the_windows_orientations_and_records_them_for_replay
     out = ctrl.on_joint_state(world.joint_state(), world.t_ns)
     assert out.solve_input.orientation_weight == 0.0 and seen[-1].orientations is None
     assert np.all(out.solve_input.reference.reshape(N, 6)[:, 3:] == 0.0)
+
+
+def test_the_status_reports_the_ee_orientation_error_beside_the_position_error():
+    """ControllerStatus's ee_position_error / ee_orientation_error (issue 30): the measured EE
+    against knot 0 of the window the tick solved on; the orientation NaN on a position-only
+    window, both NaN before the first command."""
+    import pinocchio as pin
+
+    from gato.core.bsqp import robot_info, robot_urdf
+    from gato_ros.controller_logic import ControllerLogic
+    from gato_ros.sim_logic import SimWorldLogic
+
+    ctrl = ControllerLogic({"robot": "iiwa14", "reference_sync": True})
+    assert np.isnan(ctrl.status.ee_position_error) and np.isnan(ctrl.status.ee_orientation_error)
+    world = SimWorldLogic({"robot": "iiwa14"})
+    ref = ReferenceLogic({"robot": "iiwa14", "orientation": "sweep"})
+    model = pin.buildModelFromUrdf(str(robot_urdf("iiwa14")))
+    data = model.createData()
+    fid = model.getFrameId(robot_info("iiwa14")["ee_frame"])
+    assert ctrl.solver_joint_names == list(model.names)[1:]
+    for k in range(20):
+        t = world.t_ns
+        w = ref.window(t)
+        ctrl.on_reference(w, t)
+        js = world.joint_state()
+        out = ctrl.on_joint_state(js, t)
+        assert out.source == "mpc"
+        q = np.asarray(js.position, dtype=np.float64)
+        pin.forwardKinematics(model, data, q)
+        M = pin.updateFramePlacement(model, data, fid)
+        st = ctrl.status
+        assert st.ee_position_error == pytest.approx(np.linalg.norm(ctrl.ee_position(q) - w.positions[0]), abs=1e-12)
+        angle = np.linalg.norm(pin.log3(pin.exp3(w.orientations[0]).T @ M.rotation))
+        assert st.ee_orientation_error == pytest.approx(angle, abs=1e-12)
+        world.advance(world.effort_from(out.effort))
+    # the sweep starts at the measured EE orientation: tracked to well under a degree at 0.2 s
+    assert 0.0 < np.degrees(st.ee_orientation_error) < 1.0 and 0.0 < st.ee_position_error < 0.02
+    # a position-only window: the orientation error is NaN, the position error still reported
+    ctrl.on_reference(ReferenceLogic({"robot": "iiwa14"}).window(world.t_ns), world.t_ns)
+    ctrl.on_joint_state(world.joint_state(), world.t_ns)
+    assert np.isnan(ctrl.status.ee_orientation_error) and np.isfinite(ctrl.status.ee_position_error)
 
 
 # ---------------------------------------------------------------- ~/goal_pose

@@ -4,7 +4,8 @@ latency, deadline misses; and a tracking plot. ROS-free (rosbags + numpy + pinoc
 Tracking error at each /joint_states stamp t: the distance between the EE position
 of the measured joints (pinocchio forward kinematics of the robot's URDF) and the
 reference at t (the EE reference window stamped t, else the latest earlier window
-resampled at t).
+resampled at t); where that window carries orientations, also the EE orientation error
+(the angle of R_ref^T R_ee, issue 30).
 
 A bag records what was on the wire, including what the controller rightly refused: every
 /joint_states and /ee_reference message is validated once, like the controller does
@@ -44,12 +45,15 @@ def summarize_bag(bag_path, robot: str) -> dict:
     """Summary dict of a bag recorded by the simulation bringup (see the module docstring).
 
     Keys: ``n_ticks``, ``duration_s`` (first to last joint state), ``tracking_error_m``
-    {mean, max, p99}, ``solve_time_us`` and ``latency_us`` percentiles (from
+    {mean, max, p99}, ``orientation_error_deg`` {mean, max, p99, n} over the ticks whose reference
+    window carries orientations (the angle of R_ref^T R_ee, the window's slerp at t; empty when
+    none does), ``solve_time_us`` and ``latency_us`` percentiles (from
     ControllerStatus, MPC ticks), ``deadline_misses`` and the other counters of the last
     ControllerStatus, ``command_sources`` counts, ``skipped`` (the messages skipped as invalid:
     {topic: {count, by_kind, stamps_ns, first_reason}}, empty when none; ``skipped_notes`` the
     same as lines), and the arrays for plotting under ``series`` (t [s], ee (T, 3), ref (T, 3),
-    err (T,)). Raises ValueError only when the bag has no /joint_states at all.
+    err (T,), rot_err (T,) [rad], NaN where the window is position only). Raises ValueError
+    only when the bag has no /joint_states at all.
     """
     import pinocchio as pin
 
@@ -72,7 +76,7 @@ def summarize_bag(bag_path, robot: str) -> dict:
             skips.reject(T_REF, m, e)
     windows.sort(key=lambda w: w.stamp_ns)
     w_stamps = np.array([w.stamp_ns for w in windows], dtype=np.int64)
-    seen, t, ee, ref = set(), [], [], []
+    seen, t, ee, ref, rot = set(), [], [], [], []
     newest = None
     for t_log, m in js:
         try:
@@ -86,16 +90,20 @@ def summarize_bag(bag_path, robot: str) -> dict:
         seen.add(s)
         newest = s
         pin.forwardKinematics(model, data, x[:model.nq])
-        p = pin.updateFramePlacement(model, data, fid).translation.copy()
+        M = pin.updateFramePlacement(model, data, fid)
         i = int(np.searchsorted(w_stamps, s, side="right")) - 1
         if i < 0:
             continue
         w = windows[i]
         t.append(s / 1e9)
-        ee.append(p)
+        ee.append(M.translation.copy())
         ref.append(w.sample(s, 1, w.knot_dt)[0])
+        r = w.sample_orientations(s, 1, w.knot_dt)
+        rot.append(np.nan if r is None else float(np.linalg.norm(pin.log3(pin.exp3(r[0]).T @ M.rotation))))
     ee, ref = np.array(ee).reshape(-1, 3), np.array(ref).reshape(-1, 3)
     err = np.linalg.norm(ee - ref, axis=1) if len(t) else np.zeros(0)
+    rot = np.asarray(rot, dtype=np.float64)
+    rot_ok = rot[np.isfinite(rot)]
     statuses = [m for _, m in msgs.get(T_STATUS, [])]
     solve = [m.solve_us for m in statuses if m.solve_us > 0]
     lat = [m.latency_us for m in statuses if m.latency_us > 0]
@@ -115,6 +123,9 @@ def summarize_bag(bag_path, robot: str) -> dict:
         "duration_s": float(t[-1] - t[0]) if len(t) > 1 else 0.0,
         "tracking_error_m": {"mean": float(err.mean()), "max": float(err.max()),
                              "p99": float(np.percentile(err, 99))} if err.size else {},
+        "orientation_error_deg": {"mean": float(np.degrees(rot_ok.mean())), "max": float(np.degrees(rot_ok.max())),
+                                  "p99": float(np.degrees(np.percentile(rot_ok, 99))), "n": int(rot_ok.size)}
+        if rot_ok.size else {},
         "solve_time_us": _pct(solve),
         "latency_us": _pct(lat),
         "deadline_misses": counters.get("deadline_misses", 0),
@@ -123,7 +134,7 @@ def summarize_bag(bag_path, robot: str) -> dict:
         "command_sources": sources,
         "skipped": skips.as_dict(),
         "skipped_notes": skips.notes(),
-        "series": {"t": np.asarray(t), "ee": ee, "ref": ref, "err": err},
+        "series": {"t": np.asarray(t), "ee": ee, "ref": ref, "err": err, "rot_err": rot},
     }
 
 
@@ -147,6 +158,10 @@ def format_summary(s: dict) -> str:
     if te:
         lines.append(f"  EE tracking error: mean {te['mean'] * 1e3:.1f} mm, max {te['max'] * 1e3:.1f} mm, "
                      f"p99 {te['p99'] * 1e3:.1f} mm")
+    ro = s.get("orientation_error_deg")
+    if ro:
+        lines.append(f"  EE orientation error: mean {ro['mean']:.2f} deg, max {ro['max']:.2f} deg, "
+                     f"p99 {ro['p99']:.2f} deg ({ro['n']} of {s['n_ticks']} ticks with a target orientation)")
     if st:
         lines.append(f"  MPC step (wall): p50 {st['p50'] / 1e3:.2f} ms, p90 {st['p90'] / 1e3:.2f} ms, "
                      f"p99 {st['p99'] / 1e3:.2f} ms, max {st['max'] / 1e3:.2f} ms")
@@ -177,4 +192,7 @@ def plot_tracking(s: dict, path) -> Path:
     ser = s["series"]
     stats = {"timestamps": ser["t"], "ee_actual": ser["ee"], "references": ser["ref"],
              "goal_distances_knot0": ser["err"]}
+    rot = ser.get("rot_err")
+    if rot is not None and np.any(np.isfinite(rot)):
+        stats["orientation_errors_knot0"] = rot
     return Path(plot(stats, path, title=f"gato simulation bringup: {s['robot']}"))

@@ -88,6 +88,10 @@ def main(argv=None) -> int:
     ap.add_argument("--world", default="mujoco", choices=("mujoco", "pinocchio"))
     ap.add_argument("--realtime", action="store_true", help="free-running at wall-clock pace instead of lockstep")
     ap.add_argument("--reference", default="fig8", choices=("fig8", "goals", "hold"))
+    ap.add_argument("--orientation", default="none", choices=("none", "tool_down", "sweep"),
+                    help="EE orientation of the reference: none (position only, default), tool_down, or sweep "
+                         "(the figure-8 with the orientation sweeping about a horizontal axis); the summary and "
+                         "tracking.png then show the orientation error beside the position error")
     ap.add_argument("--out", type=Path, default=None, help="output folder (default build/sim/<robot>-<time>)")
     ap.add_argument("--timeout", type=float, default=0.0, help="wall-clock limit [s] (0 = none)")
     ap.add_argument("--link-mass-scale", action="append", default=[], metavar="LINK:FACTOR",
@@ -138,7 +142,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     cmd = [sys.executable, "-m", "gato_ros.launch_runner", "gato_bringup", "sim.launch.yaml", f"robot:={a.robot}",
            f"duration:={a.duration!r}", f"world:={a.world}", f"lockstep:={'false' if a.realtime else 'true'}",
-           f"reference:={a.reference}", "record:=true", f"bag:={bag.resolve()}",
+           f"reference:={a.reference}", f"orientation:={a.orientation}", "record:=true", f"bag:={bag.resolve()}",
            f"link_mass_scale:={mass_scale}", f"payload_mass_kg:={float(a.payload_mass)!r}",
            f"respawn:={'true' if a.respawn else 'false'}", f"timeout_action:={a.timeout_action}",
            f"planner:={a.planner}"]
@@ -147,9 +151,10 @@ def main(argv=None) -> int:
         cmd += ["view:=true", f"view_host:={a.view_host}", f"view_port:={a.view_port}",
                 f"foxglove:={'false' if a.no_foxglove else 'true'}", f"foxglove_port:={a.foxglove_port}",
                 f"view_scheduling:={a.view_scheduling if a.view_scheduling != 'auto' else view_auto}"]
+    orient = "" if a.orientation == "none" else f" (orientation {a.orientation})"
     print(f"[bringup_sim] {a.robot} in {a.world}, planner {a.planner}, "
           f"{'real time' if a.realtime else 'lockstep'}, {a.duration:g} s "
-          f"of {a.reference}; model errors in the world: {', '.join(errors) if errors else 'none'}; "
+          f"of {a.reference}{orient}; model errors in the world: {', '.join(errors) if errors else 'none'}; "
           f"output in {out}", flush=True)
     if a.view:
         host = "127.0.0.1" if a.view_host in ("0.0.0.0", "") else a.view_host

@@ -85,4 +85,5 @@ class OscFallback:
         self._set_state("fallback", f"OSC fallback ({fb['reason']}): {fb['why']}; planner {self.planner_name} "
                         f"tried again after {self.cfg['fallback_recover_ticks']} OSC ticks"
                         + (f"; {note}" if note else ""), events)
+        self._track(state.x, ref)
         return self._command(stamp, u, "osc_fallback", events, res, "osc")

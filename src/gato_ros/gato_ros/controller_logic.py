@@ -183,6 +183,7 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
             solver_joints = list(self.solver.joint_names)
             self.effort_limit = np.asarray(self.solver.limits["u"], dtype=np.float64)  # solver order
             self._ee_pos = self.solver.ee_pos
+            ee_fid = int(self.solver.ee_frame_id)
         else:
             import pinocchio as pin
 
@@ -192,6 +193,8 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
             solver_joints = list(model.names)[1:]
             self.effort_limit = np.asarray(model.effortLimit, dtype=np.float64)
             self._ee_pos = _ee_position(model, robot_info(robot)["ee_frame"])
+            ee_fid = int(model.getFrameId(robot_info(robot)["ee_frame"]))
+        self._ee_rot = _EERotation(model, ee_fid)     # the status's EE orientation error (issue 30)
         self._order = JointOrder(cfg["joint_names"], solver_joints, robot)
         self.joint_names, self._solver_joints = self._order.names, self._order.model_joints
         self._cmd_from_solver = self._order.to_names  # command order <- solver order
@@ -498,6 +501,8 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
               planner="") -> TickOutput:
         self.status.ticks += 1
         self.status.active_planner = planner
+        if planner_step is None:       # hold and runaway-hold ticks: no reference tracked
+            self.status.ee_position_error = self.status.ee_orientation_error = float("nan")
         self.status.fallback_reason = "runaway" if source == "runaway_hold" else (
             self._fb["reason"] if (self._fb is not None and source == "osc_fallback") else "")
         self._last_cmd_stamp = stamp_ns
@@ -535,6 +540,16 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         return asdict(self.status)
 
 
+    def _track(self, x, ref: ReferenceWindow) -> None:
+        """The status's EE tracking of a planner or OSC tick (issue 30): the measured EE at ``x``
+        (solver order) against knot 0 of ``ref``, the window the tick solved on: position
+        distance [m] and, when the window carries orientations, the angle of R_ref^T R_ee [rad]
+        (NaN on a position-only window)."""
+        q = np.asarray(x, dtype=np.float64)[:self.nq]
+        self.status.ee_position_error = float(np.linalg.norm(self.ee_position(q) - ref.positions[0]))
+        self.status.ee_orientation_error = float("nan") if ref.orientations is None else \
+            self._ee_rot.angle_to(q, ref.orientations[0])
+
     # ------------------------------------------------------------------ helpers for callers
     def ee_position(self, q) -> np.ndarray:
         """(3,) m: the EE position every planner of this node tracks, at joint positions q (nq,)
@@ -564,6 +579,22 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         x = state.x
         return SimpleNamespace(stamp_ns=stamp, q=x[:self.nq].copy(), qd=x[self.nq:].copy(),
                                ee=self.ee_position(x[:self.nq]))
+
+
+class _EERotation:
+    """The EE frame's orientation (pinocchio forward kinematics of frame ``fid``):
+    :meth:`angle_to` a target rotation vector [rad]."""
+
+    def __init__(self, model, fid: int):
+        self.model, self.data, self.fid = model, model.createData(), int(fid)
+
+    def angle_to(self, q, rotvec) -> float:
+        """Angle [rad] of R_target^T R_ee(q), R_target = exp(``rotvec``) (world frame)."""
+        import pinocchio as pin
+
+        pin.forwardKinematics(self.model, self.data, q)
+        R = pin.updateFramePlacement(self.model, self.data, self.fid).rotation
+        return float(np.linalg.norm(pin.log3(pin.exp3(np.asarray(rotvec, dtype=np.float64)).T @ R)))
 
 
 def _ee_position(model, frame: str):

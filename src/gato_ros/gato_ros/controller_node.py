@@ -183,7 +183,8 @@ class ControllerNode(Node):
         for name in ("state", "reason", "ticks", "deadline_misses", "dropped_out_of_order", "rejected_nonfinite",
                      "rejected_names", "rejected_range", "rejected_stamps", "rejected_references", "rejected_wrenches",
                      "stale_events", "fallbacks", "clamped", "holds", "latency_us", "solve_us",
-                     "params_json", "active_planner", "fallback_reason", "fallback_switches"):
+                     "params_json", "active_planner", "fallback_reason", "fallback_switches", "ee_position_error",
+                     "ee_orientation_error"):
             setattr(m, name, getattr(st, name))
         self.pub_status.publish(m)
         self._last_status_ns = now

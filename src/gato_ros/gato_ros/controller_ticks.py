@@ -92,6 +92,7 @@ class PlannerTicks:
                                      float(ref.orientation_weight),
                                      posture_q=None if self._posture is None else self._posture[0],
                                      posture_weight=None if self._posture is None else self._posture[1])
+        self._track(state.x, ref)
         return self._command(stamp, u, source, events, res, self.planner_name, plan=plan, solve_input=solve_input)
 
     def _command(self, stamp, u, source, events, res, planner, plan=None, solve_input=None) -> TickOutput:

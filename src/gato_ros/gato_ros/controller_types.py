@@ -3,6 +3,7 @@ and state (:class:`Status`, gato_msgs/ControllerStatus) and what one tick publis
 (:class:`TickOutput`)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,10 @@ class Status:
     fallback_reason: str = ""      # "" | "deadline" | "diverged" | "reseeded" while the OSC fallback commands,
     #                                "runaway" while the runaway guard's joint hold does (gato_ros.controller_runaway)
     fallback_switches: int = 0     # switches from the planner to the OSC fallback or the runaway hold
+    # EE tracking at the tick's joint state against knot 0 of its reference (issue 30): position [m],
+    # orientation [rad] (NaN on a position-only reference); both NaN on hold ticks and before the first command
+    ee_position_error: float = math.nan
+    ee_orientation_error: float = math.nan
 
 
 @dataclass

@@ -33,7 +33,8 @@ def plot_tracking(stats, path, title=None, dpi=110):
 
     Panels: the EE path (solid) and the reference knot 0 (dashed) in three projections
     (x-y top view, x-z and y-z side views; goals, when ``stats`` has them, as crosses),
-    and the tracking error ||ee - reference knot 0|| [mm] over sim time with its mean, plus
+    and the tracking error ||ee - reference knot 0|| [mm] over sim time with its mean (and the
+    orientation error [deg] when ``stats`` has it), plus
     ``goal_distances`` when present (figure-8: the knot-1 distance; goals: the distance to
     the active goal).
 
@@ -41,7 +42,9 @@ def plot_tracking(stats, path, title=None, dpi=110):
         stats: a :class:`gato.sim.loop.RunRecord`, or the stats dict of
             ``MPC_GATO.run_mpc_fig8`` / ``run_mpc_goals`` / ``RunRecord.stats()`` (needs
             ``timestamps`` (T,), ``ee_actual`` (T, 3), ``references`` (T, 3) and
-            ``goal_distances_knot0`` (T,)); at least one tick.
+            ``goal_distances_knot0`` (T,)); at least one tick. Optional
+            ``orientation_errors_knot0`` (T,) [rad] (NaN where no orientation is tracked): the
+            EE orientation error, drawn on a second axis in degrees.
         path: output file (PNG); parent directories are created.
         title: figure title (default: from ``stats["config"]`` when present).
         dpi: resolution.
@@ -96,7 +99,21 @@ def plot_tracking(stats, path, title=None, dpi=110):
     ax.set_xlim(float(t[0]), float(t[-1]) if t[-1] > t[0] else float(t[0]) + 1e-3)
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
+    rot = np.asarray(stats["orientation_errors_knot0"], dtype=np.float64) \
+        if "orientation_errors_knot0" in stats else None
+    if rot is not None and len(rot) == len(t) and np.any(np.isfinite(rot)):
+        ax2 = ax.twinx()       # the orientation error [deg] beside the position error (issue 30)
+        deg = np.degrees(rot)
+        mean = float(np.nanmean(deg))
+        ax2.plot(t, deg, color="tab:purple", lw=1.0, alpha=0.85, label="orientation error vs knot 0 [deg]")
+        ax2.axhline(mean, color="tab:purple", ls=":", lw=1.0, label=f"mean {mean:.2f} deg")
+        ax2.set_ylabel("orientation error [deg]")
+        ax2.set_ylim(bottom=0)
+        h1, l1 = ax.get_legend_handles_labels()
+        h2, l2 = ax2.get_legend_handles_labels()
+        ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
+    else:
+        ax.legend(loc="upper right", fontsize=8)
     if title is None:
         cfg = stats.get("config") or {}
         title = " ".join(str(p) for p in (cfg.get("plant"), cfg.get("task"), f"N={cfg['N']}" if "N" in cfg else None,
