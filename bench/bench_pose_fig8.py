@@ -7,10 +7,13 @@ posture), against the same curve run position-only.
     python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds 100 --n 2 --rot 2 8 32  # weight sweep
     python bench/bench_pose_fig8.py --seeds 300 301 --pose-params '{"q_cost": 60, "N_cost": 39}'
     python bench/bench_pose_fig8.py --seeds 300 301 --n 1 --params '{"q_lim_cost": 0}'  # both runs
+    python bench/bench_pose_fig8.py --seeds 300 301 --protocol plane                   # the first protocol
 
 Per scenario (:func:`references`): the period is stretched so the pose path asks the joints for
-the scenario's drawn fraction of their velocity limits, and the sweep axis is the figure plane's
-horizontal axis or its horizontal normal, whichever asks less; both runs take that curve. MuJoCo
+the scenario's drawn fraction of their velocity limits, and the sweep axis is a horizontal axis
+whose pose path keeps 0.1 rad inside the solver's joint box (of 8, the one asking the least speed; protocol
+"clear", the default) or the figure plane's horizontal axis or its horizontal normal, whichever
+asks less (protocol "plane", the first one); both runs take that curve. MuJoCo
 world (1 ms substeps, lockstep: the world advances one control period per tick), BSQPPlanner with
 the arm's shipped weights (gato.planners.shipped_weights) and the orientation weight under test
 (default ORIENTATION_WEIGHTS), N 32, dt 0.01 s, limits admm, one period. Errors are taken at
@@ -44,12 +47,10 @@ def _rotation_angles(model, fid, qs, ref_rotvecs) -> np.ndarray:
     return out
 
 
-def pose_speed_ratio(model, fid, q0, reference, duration, dt=0.01, iters=3, damping=0.02) -> float:
-    """Peak demanded joint speed of a pose path as a fraction of the URDF velocity limits: damped
-    least squares on the frame's 6-D error (position, world-frame rotation log) along the path
-    sampled every dt over ``duration`` [s], ``iters`` updates per sample (60 on the first, so it
-    starts converged), joint speed the finite difference of consecutive solutions (as
-    gato.sim.scenarios.joint_speed_ratio does for a position path)."""
+def pose_ik_path(model, fid, q0, reference, duration, dt=0.01, iters=3, damping=0.02) -> np.ndarray:
+    """(T, nq) joint path of a pose reference: damped least squares on the frame's 6-D error
+    (position, world-frame rotation log) along the path sampled every dt over ``duration`` [s],
+    ``iters`` updates per sample (60 on the first, so it starts converged)."""
     import pinocchio as pin
 
     data = model.createData()
@@ -65,19 +66,58 @@ def pose_speed_ratio(model, fid, q0, reference, duration, dt=0.01, iters=3, damp
             e = np.concatenate([P[k] - M.translation, pin.log3(Rt @ M.rotation.T)])
             q = pin.integrate(model, q, J.T @ np.linalg.solve(J @ J.T + damping ** 2 * np.eye(6), e))
         qs.append(q.copy())
-    qd = np.diff(np.array(qs), axis=0) / dt
+    return np.array(qs)
+
+
+def pose_speed_ratio(model, fid, q0, reference, duration, dt=0.01, iters=3, damping=0.02) -> float:
+    """Peak demanded joint speed of a pose path as a fraction of the URDF velocity limits: the
+    finite difference of :func:`pose_ik_path`'s consecutive solutions (as
+    gato.sim.scenarios.joint_speed_ratio does for a position path)."""
+    qd = np.diff(pose_ik_path(model, fid, q0, reference, duration, dt, iters, damping), axis=0) / dt
     return float(np.max(np.abs(qd) / model.velocityLimit))
 
 
-def references(robot: str, scenario: dict):
+def limit_clearance(model, qs) -> float:
+    """Smallest distance [rad] of a joint path (T, nq) to the solver's joint-position box (the URDF
+    limits shrunk by gato's LIMIT_MARGIN, 0.1 rad: the box of the limit rows and the barrier);
+    negative: the path leaves the box."""
+    from gato import _core
+
+    m = float(_core.LIMIT_MARGIN)
+    lo, hi = np.asarray(model.lowerPositionLimit) + m, np.asarray(model.upperPositionLimit) - m
+    qs = np.asarray(qs, dtype=np.float64)
+    return float(np.min(np.minimum(qs - lo, hi - qs)))
+
+
+#: protocol "clear" (default): the horizontal sweep axes tried, angles [deg] from the figure
+#: plane's horizontal axis about the vertical, and the clearance [rad] the pose path's exact IK
+#: must keep inside the solver's joint box (the limits shrunk by 0.1 rad).
+CLEAR_AXES_DEG = (0.0, 22.5, 45.0, 67.5, 90.0, 112.5, 135.0, 157.5)
+CLEARANCE = 0.1
+
+
+def references(robot: str, scenario: dict, protocol: str = "clear", info: dict | None = None):
     """(position-only Figure8, PoseFigure8, stretch, axis) of a fig8 scenario: the same curve; the
-    pose one with its orientation sweeping +/- SWEEP_DEG about a horizontal axis (``axis``: the
-    figure plane's horizontal axis, "in-plane", or the horizontal normal of the plane, "across",
-    whichever asks the joints for less speed) around the EE orientation at the scenario's q0. The scenario's period is drawn for the position path (its
+    pose one with its orientation sweeping +/- SWEEP_DEG about a horizontal axis around the EE
+    orientation at the scenario's q0. The scenario's period is drawn for the position path (its
     joint speed ratio, 0.6-0.9 of the velocity limits); the sweep asks the wrist for more, beyond
     the limits on most scenarios, so both curves take the period stretched by
     ``stretch = max(1, pose path ratio / drawn ratio)``: the pose path then runs at the scenario's
-    drawn fraction of the joint velocity limits (and the position-only run on the same curve)."""
+    drawn fraction of the joint velocity limits (and the position-only run on the same curve).
+
+    The sweep axis (``axis``, a name):
+    - ``protocol="plane"`` (the first protocol): the figure plane's horizontal axis ("in-plane")
+      or its horizontal normal ("across"), whichever asks the joints for less speed (some sweeps
+      pass a wrist singularity: 18x and 67x the limits on iiwa14 seeds 100 and 301).
+    - ``protocol="clear"``: the horizontal axes at CLEAR_AXES_DEG from the plane's ("h0", "h22.5",
+      ...); among those whose pose path (exact 6-D IK, :func:`pose_ik_path`) keeps CLEARANCE inside
+      the solver's joint box (:func:`limit_clearance`), the one asking the least speed; none: the
+      one with the most clearance. Why: on the plane protocol the sweep took iiwa14's joint 6 to
+      0.005 rad of its URDF limit (seed 300), beyond the 0.1 rad box the controller keeps, where no
+      controller that keeps its limits can follow the pose (docs/benchmarks.md, "Pose figure-8").
+
+    ``info`` (a dict, optional) receives ``clearance`` [rad] of the chosen axis's IK path and
+    ``candidates`` [(name, speed ratio, clearance)]."""
     import pinocchio as pin
 
     import gato
@@ -86,25 +126,42 @@ def references(robot: str, scenario: dict):
     model = pin.buildModelFromUrdf(str(gato.robot_urdf(robot)))
     data = model.createData()
     fid = model.getFrameId(scenario["ee_frame"])
-    pin.forwardKinematics(model, data, scenario["q0"])
+    q0 = scenario["q0"]
+    pin.forwardKinematics(model, data, q0)
     R0 = pin.updateFramePlacement(model, data, fid).rotation
     p = scenario["params"]
-
-    h = np.array([math.cos(p["theta"]), math.sin(p["theta"]), 0.0])
 
     def pair(period, axis):
         return (Figure8(p["offset"], p["A_x"], p["A_z"], p["theta"], period),
                 PoseFigure8(p["offset"], p["A_x"], p["A_z"], p["theta"], period, base=pin.log3(R0),
                             sweep_deg=SWEEP_DEG, axis=axis))
 
-    # the horizontal axis in the figure's plane or across it: the one whose sweep asks the joints for
-    # less (some sweeps pass a wrist singularity: 18x and 67x the limits on iiwa14 seeds 100 and 301)
-    ratios = [(pose_speed_ratio(model, fid, scenario["q0"], pair(p["period"], a)[1], p["period"]), i, a)
-              for i, a in enumerate((h, np.array([-h[1], h[0], 0.0])))]
-    ratio, which, axis = min(ratios, key=lambda r: r[0])
+    def horizontal(deg):
+        a = p["theta"] + math.radians(deg)
+        return np.array([math.cos(a), math.sin(a), 0.0])
+
+    if protocol == "plane":
+        cands = [("in-plane", horizontal(0.0)), ("across", horizontal(90.0))]
+    elif protocol == "clear":
+        cands = [(f"h{d:g}", horizontal(d)) for d in CLEAR_AXES_DEG]
+    else:
+        raise ValueError(f"protocol: expected 'plane' or 'clear', got {protocol!r}")
+    rows = []
+    for name, a in cands:
+        qs = pose_ik_path(model, fid, q0, pair(p["period"], a)[1], p["period"])
+        ratio = float(np.max(np.abs(np.diff(qs, axis=0) / 0.01) / model.velocityLimit))
+        rows.append((ratio, limit_clearance(model, qs), name, a))
+    if protocol == "clear":
+        ok = [r for r in rows if r[1] >= CLEARANCE]
+        ratio, _, name, axis = min(ok, key=lambda r: r[0]) if ok else max(rows, key=lambda r: r[1])
+    else:
+        ratio, _, name, axis = min(rows, key=lambda r: r[0])
+    if info is not None:
+        info["clearance"] = next(r[1] for r in rows if r[2] == name)
+        info["candidates"] = [(r[2], r[0], r[1]) for r in rows]
     stretch = max(1.0, ratio / float(scenario["ratio"]))
     pos, pose = pair(p["period"] * stretch, axis)
-    return pos, pose, stretch, ("in-plane", "across")[which]
+    return pos, pose, stretch, name
 
 
 def run(robot: str, scenario: dict, reference, *, rot=None, N=32, dt=0.01, periods=1.0, weights=None) -> dict:
@@ -157,25 +214,28 @@ def scenarios(robot: str, seeds, n: int, dt=0.01):
     return [sc for s in seeds for sc in fig8_scenarios(model, robot, n, seed=int(s), dt=dt, ratio_range=(0.6, 0.9))]
 
 
-def study(robots, seeds, n, rots, periods=1.0, pose_params=None, params=None) -> list:
+def study(robots, seeds, n, rots, periods=1.0, pose_params=None, params=None, protocol="clear") -> list:
     from gato.planners.shipped_weights import shipped_weights
 
     rows = []
     for robot in robots:
         for sc in scenarios(robot, seeds, n):
-            pos, pose, stretch, axis = references(robot, sc)
+            info: dict = {}
+            pos, pose, stretch, axis = references(robot, sc, protocol, info)
             both = {**shipped_weights(robot), **(params or {})}
             base = run(robot, sc, pos, periods=periods, weights=both)
             for rot in rots:
                 w = {**both, **(pose_params or {})}
                 r = run(robot, sc, pose, rot=rot, periods=periods, weights=w)
                 rows.append(dict(robot=robot, id=sc["id"], period_s=float(pos.period), stretch=stretch, axis=axis,
+                                 clearance_rad=info["clearance"],
                                  rot=list(rot),
                                  pos_only_mm=base["pos_mm"], pose_pos_mm=r["pos_mm"],
                                  pos_ratio=r["pos_mm"] / base["pos_mm"], rot_deg=r["rot_deg"],
                                  rot_max_deg=r["rot_max_deg"], stop=r["stop"], wall_s=base["wall_s"] + r["wall_s"]))
                 x = rows[-1]
-                print(f"{robot:7s} {sc['id']:22s} x{stretch:.2f} {axis:8s} rot {rot[0]:g}/{rot[1]:g}: pos-only {x['pos_only_mm']:6.2f} mm | "
+                print(f"{robot:7s} {sc['id']:22s} x{stretch:.2f} {axis:8s} clear {info['clearance']:+.3f} "
+                      f"rot {rot[0]:g}/{rot[1]:g}: pos-only {x['pos_only_mm']:6.2f} mm | "
                       f"pose {x['pose_pos_mm']:6.2f} mm (x{x['pos_ratio']:.2f}), orientation mean "
                       f"{x['rot_deg']:.3f} deg max {x['rot_max_deg']:.3f} ({x['stop']}, {x['wall_s']:.1f} s)",
                       file=sys.stderr, flush=True)
@@ -190,6 +250,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rot", nargs="+", type=float, default=None,
                     help="orientation weights to try (rot_cost = N_rot_cost); default: the shipped ORIENTATION_WEIGHTS")
     ap.add_argument("--periods", type=float, default=1.0)
+    ap.add_argument("--protocol", choices=("clear", "plane"), default="clear",
+                    help="sweep axis choice (references()): clear = a horizontal axis whose pose path keeps 0.1 rad "
+                         "inside the solver's joint box (default); plane = the figure plane's axis or its normal, "
+                         "whichever is slower (the first protocol)")
     ap.add_argument("--params", type=json.loads, default=None,
                     help='JSON: solver weights over the shipped ones for both runs, e.g. \'{"q_lim_cost": 0}\'')
     ap.add_argument("--pose-params", type=json.loads, default=None,
@@ -198,7 +262,7 @@ def main(argv=None) -> int:
     from gato.planners.shipped_weights import ORIENTATION_WEIGHTS
 
     rots = [(w, w) for w in a.rot] if a.rot else [(ORIENTATION_WEIGHTS["rot_cost"], ORIENTATION_WEIGHTS["N_rot_cost"])]
-    rows = study(a.robots, a.seeds, a.n, rots, a.periods, a.pose_params, a.params)
+    rows = study(a.robots, a.seeds, a.n, rots, a.periods, a.pose_params, a.params, a.protocol)
     print(f"\n{'robot':8s} {'rot':>9s} {'n':>3s} {'pos-only mm':>12s} {'pose pos mm':>12s} {'ratio max':>10s} "
           f"{'orient. mean deg':>17s} {'worst mean deg':>15s} {'max deg':>8s}")
     summary = []
@@ -214,7 +278,8 @@ def main(argv=None) -> int:
             summary.append(s)
             print(f"{robot:8s} {rot[0]:4g}/{rot[1]:<4g} {s['n']:3d} {s['pos_only_mm']:12.2f} {s['pose_pos_mm']:12.2f} "
                   f"{s['ratio_max']:10.2f} {s['rot_deg']:17.3f} {s['rot_worst_deg']:15.3f} {s['rot_max_deg']:8.2f}")
-    print(json.dumps(dict(seeds=a.seeds, n=a.n, periods=a.periods, sweep_deg=SWEEP_DEG, params=a.params,
+    print(json.dumps(dict(seeds=a.seeds, n=a.n, periods=a.periods, sweep_deg=SWEEP_DEG, protocol=a.protocol,
+                          params=a.params,
                           pose_params=a.pose_params,
                           summary=summary, rows=rows)))
     return 0

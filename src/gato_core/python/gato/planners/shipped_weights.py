@@ -56,6 +56,7 @@ def shipped_weights(robot: str) -> dict:
 #: solver's SolverParams() keep 0, the reference's position-only cost). Chosen on fig8 seed 100
 #: (iiwa14, fr3; bench/bench_pose_fig8.py --seeds 100 --n 2 --rot 2 8 32): 8 keeps the mean
 #: orientation error under 1 deg (0.13 / 0.14 deg; also at the scenarios' unstretched speed, where
-#: 2 gives 1.2 deg) and the worst tick under 2 deg (2: 4.5 deg). Held out (seeds 300, 301, 2
-#: scenarios each): 0.21 / 0.17 deg mean (docs/benchmarks.md, "Pose figure-8").
+#: 2 gives 1.2 deg) and the worst tick under 2 deg (2: 4.5 deg). Held out (seeds 300-303, 2
+#: scenarios each, the sweep axis clear of the joint limits): 0.115 / 0.148 deg mean, worst tick
+#: 0.55 / 0.56 deg (docs/benchmarks.md, "Pose figure-8").
 ORIENTATION_WEIGHTS = {"rot_cost": 8.0, "N_rot_cost": 8.0}
