@@ -156,7 +156,7 @@ CASES += [
         mass_scale={"no_such_link": 2.0}, rigid_payload={"mass": -1.0})),
     ("MuJoCoWorld", lambda: gato.worlds.MuJoCoWorld, (IIWA,), dict(
         plane={"height": 0.1}, timestep=0.0, record_contact="yes", floating="yes", integrator="leapfrog",
-        mass_scale={"no_such_link": 2.0})),
+        mass_scale={"no_such_link": 2.0}, ground="yes")),
     ("pickplace_scenarios", lambda: functools.partial(gato.tasks.pickplace_scenarios, seed=0), (_model(), "iiwa14", 1), dict(
         seed=-1, n_goals=0, ramps=(), ee_frame="no_such_frame", ik_err_max=0.0, min_separation=-1.0)),
     ("fig8_scenarios", lambda: functools.partial(gato.tasks.fig8_scenarios, seed=0), (_model(), "iiwa14", 1), dict(

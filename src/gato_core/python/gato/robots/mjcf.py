@@ -15,7 +15,19 @@ MuJoCo details this module encodes:
   are not enforced, so the contact-free dynamics equal pinocchio's ``aba``
   (limits are graded by the harness, not imposed by the plant);
 - fixed links stay separate bodies (``fusestatic`` off), so contact reports
-  name URDF links; massless links are allowed and do not change the dynamics.
+  name URDF links; massless links are allowed and do not change the dynamics;
+- a link without ``<inertial>`` is massless, as pinocchio reads it (an explicit zero
+  inertial on that body only: MuJoCo would otherwise give it the mass of its collision
+  geoms at density 1000, go2's eight ``*_calflower*`` links 0.19 kg in all, 20 % off in
+  qdd; bodies added to the spec later keep MuJoCo's geom-derived inertia);
+- MuJoCo's URDF parser refuses a material name defined twice ("repeated name"),
+  which exporters write into every ``<visual>`` (go2 repeats its rubber and logo
+  materials, several per visual). When a URDF repeats one, the ``<material>``
+  elements inside ``<visual>`` blocks are dropped before parsing: MuJoCo discards
+  URDF visuals anyway, so the model (bodies, inertias, collision geoms) is the same.
+  The robot file is not changed; URDFs without repeats parse from the file as before;
+- a floating world's ground is an infinite plane (``ground`` below) with the
+  table's masks: robot-ground pairs collide, robot-robot pairs do not.
 
 ``mujoco`` is imported inside the functions: ``import gato`` stays free of it.
 """
@@ -23,6 +35,8 @@ from __future__ import annotations
 
 import math
 import os
+import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +45,8 @@ import numpy as np
 ROBOT_CONTYPE, ROBOT_CONAFFINITY = 1, 2
 TABLE_CONTYPE, TABLE_CONAFFINITY = 2, 1
 _PLANE_DEFAULTS = dict(friction=0.6, pos_xy=(0.6, 0.2), size_xy=(0.25, 0.25), thickness=0.05)
+#: The ground of a floating world: top at z [m], sliding friction coefficient.
+_GROUND_DEFAULTS = dict(z=0.0, friction=0.8)
 _INTEGRATORS = ("euler", "rk4", "implicitfast")
 # ---------------------------------------------------------------- MuJoCo model
 def _resolve_mesh(file: str, urdf_dir: Path, meshdir: str) -> str:
@@ -49,16 +65,50 @@ def _resolve_mesh(file: str, urdf_dir: Path, meshdir: str) -> str:
     raise FileNotFoundError(f"mesh {file!r} of {urdf_dir}: not found (tried {[str(c) for c in cands]})")
 
 
-def _build_spec(urdf_path, plane, timestep, floating, integrator, mass_scale=None):
-    """MjSpec of the URDF with the masks/zeroing described in the module docstring, plus the table;
-    ``mass_scale`` ({link: factor}, validated) scales those bodies' mass and inertia about the COM."""
+def repeated_materials(urdf_path) -> list[str]:
+    """Material names a URDF defines more than once (sorted); MuJoCo's parser refuses those."""
+    root = ET.parse(str(urdf_path)).getroot()
+    counts = Counter(m.get("name") for m in root.iter("material") if m.get("name") is not None and len(m))
+    return sorted(n for n, c in counts.items() if c > 1)
+
+
+def _links_without_inertial(urdf_path) -> list[str]:
+    """URDF links that have no ``<inertial>`` (massless for pinocchio)."""
+    return [link.get("name") for link in ET.parse(str(urdf_path)).getroot().iter("link")
+            if link.find("inertial") is None]
+
+
+def _urdf_spec(path: Path):
+    """``MjSpec`` of a URDF file; a URDF with repeated material names is parsed without the
+    ``<material>`` elements of its ``<visual>`` blocks (module docstring)."""
+    import mujoco
+
+    if not repeated_materials(path):
+        return mujoco.MjSpec.from_file(str(path))
+    tree = ET.parse(str(path))
+    for visual in tree.getroot().iter("visual"):
+        for mat in visual.findall("material"):
+            visual.remove(mat)
+    return mujoco.MjSpec.from_string(ET.tostring(tree.getroot(), encoding="unicode"))
+
+
+def _build_spec(urdf_path, plane, timestep, floating, integrator, mass_scale=None, ground=None):
+    """MjSpec of the URDF with the masks/zeroing described in the module docstring, plus the table
+    and the ground (``ground``: None or a :func:`_normalize_ground` dict); ``mass_scale``
+    ({link: factor}, validated) scales those bodies' mass and inertia about the COM."""
     import mujoco
 
     path = Path(urdf_path).resolve()
     if not path.is_file():
         raise ValueError(f"urdf_path: file not found: {path}")
-    spec = mujoco.MjSpec.from_file(str(path))
+    spec = _urdf_spec(path)
     spec.compiler.fusestatic = False
+    for name in _links_without_inertial(path):  # massless, as for pinocchio (not its geoms' mass)
+        body = spec.body(name)
+        if body is not None:
+            body.explicitinertial = True
+            body.mass = 0.0
+            body.inertia = np.zeros(3)
     meshdir = spec.meshdir
     for mesh in spec.meshes:
         mesh.file = _resolve_mesh(mesh.file, path.parent, meshdir)
@@ -90,9 +140,14 @@ def _build_spec(urdf_path, plane, timestep, floating, integrator, mass_scale=Non
                               "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}[integrator]
     # A diverging state raises here instead of being silently reset to qpos0.
     spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_AUTORESET
-    if plane is None:
+    if ground is not None:
+        # An infinite plane (size 0 = unbounded); its top is the plane itself, at z.
+        spec.worldbody.add_geom(
+            name="ground", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 1.0], pos=[0.0, 0.0, ground["z"]],
+            contype=TABLE_CONTYPE, conaffinity=TABLE_CONAFFINITY, friction=[ground["friction"], 0.005, 0.0001])
+    if plane is None and ground is None:
         spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
-    else:
+    elif plane is not None:
         half_t = plane["thickness"] / 2
         spec.worldbody.add_geom(
             name="table", type=mujoco.mjtGeom.mjGEOM_BOX,
@@ -118,4 +173,29 @@ def _normalize_plane(plane):
             or out["thickness"] <= 0 or out["friction"] < 0 or not all(
             math.isfinite(x) for x in (out["z"], out["friction"], out["thickness"], *out["pos_xy"], *out["size_xy"])):
         raise ValueError(f"plane: invalid table {out} (size_xy, thickness > 0; friction >= 0; finite)")
+    return out
+
+
+def _normalize_ground(ground, floating: bool):
+    """The ground of a world: None (no ground) or {"z": top height [m], "friction": sliding coefficient}.
+
+    ``ground`` None: a floating world gets the default ground (z 0, friction 0.8), a fixed-base
+    one none; False: none; True: the default; a dict overrides the defaults' keys."""
+    if ground is None:
+        ground = bool(floating)
+    if ground is False:
+        return None
+    if ground is True:
+        ground = {}
+    if not isinstance(ground, dict):
+        raise ValueError(f"ground: expected None, True, False or a dict with z / friction, got {ground!r}")
+    unknown = set(ground) - set(_GROUND_DEFAULTS)
+    if unknown:
+        raise ValueError(f"ground: unknown keys {sorted(unknown)}; expected {', '.join(_GROUND_DEFAULTS)}")
+    try:
+        out = {k: float(v) for k, v in {**_GROUND_DEFAULTS, **ground}.items()}
+    except (TypeError, ValueError):
+        raise ValueError(f"ground: z and friction must be numbers, got {ground!r}") from None
+    if not (math.isfinite(out["z"]) and math.isfinite(out["friction"]) and out["friction"] >= 0):
+        raise ValueError(f"ground: invalid ground {out} (finite z; friction finite and >= 0)")
     return out
