@@ -228,8 +228,8 @@ class MuJoCoWorld:
 
     def qdd(self, q, dq, u):
         """Forward dynamics of the MuJoCo model (``mj_forward`` with ``qfrc_applied`` = u):
-        q (nq,), dq (nv,), u (nv,) -> qdd (nv,) rad/s^2. Contacts included when a table is
-        present. Floating base: the base linear rows are rotated into the base frame (exact
+        q (nq,), dq (nv,), u (nv,) -> qdd (nv,) rad/s^2. Contacts included when a table or a
+        ground is present. Floating base: the base linear rows are rotated into the base frame (exact
         at zero base velocity, the fingerprint's probes)."""
         q, dq, u = self._inputs(q, dq, u)
         self._load(q, dq, u)
