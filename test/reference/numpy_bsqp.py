@@ -736,6 +736,52 @@ class RefProblem:
         sol = np.linalg.solve(K, np.concatenate([-g, c]))
         return sol[:n], sol[n:].reshape(self.N, self.nx)
 
+    def solve_dense_hessian(self, blocks, H, rho):
+        """The exact-Hessian step (docs/solver_method.md, "Exact Hessian"): the dense KKT system
+        of :meth:`solve_dense` with the stage blocks H (N, nz, nz) (:meth:`lagrangian_hessian`, or
+        the solver's ``debug_stage_hessian``; the last knot's (nx, nx) block) in place of the
+        Gauss-Newton blocks, plus the same step terms rho Ibar_k and Rbar_k. No modification of
+        any kind: where the reduced Hessian (:meth:`reduced_hessian_min_eig`) is positive this is
+        the step the solver's Riccati recursion takes without inertia control.
+
+        Returns (dz (n,), lam (N, nx))."""
+        N, nx = self.N, self.nx
+        H = np.asarray(H, dtype=np.float64)
+        G, C, g, c = self.assemble_kkt(blocks, rho)
+        G = self._exact_G(H, rho)
+        n, m = G.shape[0], C.shape[0]
+        K = np.zeros((n + m, n + m))
+        K[:n, :n] = G
+        K[:n, n:] = C.T
+        K[n:, :n] = C
+        sol = np.linalg.solve(K, np.concatenate([-g, c]))
+        return sol[:n], sol[n:].reshape(N, nx)
+
+    def _exact_G(self, H, rho):
+        """Dense (n, n) Hessian of the exact-Hessian step: H_k + rho Ibar_k, the control block + Rbar_k."""
+        N, nx = self.N, self.nx
+        G = np.zeros((self.n_xu, self.n_xu))
+        for k in range(N):
+            xi = self.x_index(k)
+            G[xi, xi] = H[k][:nx, :nx] + rho * self._ibar(k)
+            if k < N - 1:
+                ui = self.u_index(k)
+                G[ui, ui] = H[k][nx:, nx:] + self._rbar(k)
+                G[ui, xi] = H[k][nx:, :nx]
+                G[xi, ui] = H[k][:nx, nx:]
+        return G
+
+    def reduced_hessian_min_eig(self, blocks, H, rho):
+        """Smallest eigenvalue of Z' G Z, G the exact-Hessian step's Hessian (:meth:`_exact_G`) and
+        Z an orthonormal basis of the null space of the linearized constraints C (the controls'
+        directions with the states they imply): > 0 iff the QP of the step is strictly convex."""
+        G = self._exact_G(np.asarray(H, dtype=np.float64), rho)
+        _, C, _, _ = self.assemble_kkt(blocks, rho)
+        _, sv, vt = np.linalg.svd(C)
+        Z = vt[C.shape[0]:].T
+        assert np.all(sv > 1e-12 * sv[0])  # C has full row rank (its -I blocks)
+        return float(np.linalg.eigvalsh(Z.T @ G @ Z).min())
+
     def eliminate_cross(self, blocks):
         """Blocks with the cost cross blocks S_k eliminated (docs/solver_method.md, the gravity-
         referenced control cost): du_k = dv_k + K_k dx_k, K_k = -(R_k + Rbar_k)^-1 S_k, so

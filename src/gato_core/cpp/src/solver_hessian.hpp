@@ -1,6 +1,8 @@
 // The exact-Hessian ('eh') variant of BatchSolverImpl (docs/solver_method.md, "Exact
-// Hessian"): the second-order terms of the Lagrangian in the stage Hessians, their
-// positive-definite modification and the condensed stage block the Schur complement reads.
+// Hessian"): the second-order terms of the Lagrangian in the stage Hessians, the step they give
+// (riccati_eh: a Riccati recursion on the KKT system, the Gauss-Newton blocks where the exact
+// reduced Hessian is not positive definite) and, with ADMM rows only, the positive-definite
+// modification and the condensed stage block the Schur complement reads (factor_stage_eh).
 // Included by solver_impl.hpp only.
 //
 // The Lagrangian of the step (the Schur dual's sign: stationarity reads q_k - lam_k +
@@ -71,6 +73,59 @@ void BatchSolverImpl<S, NV>::second_order(Entry& e, const S* lam) {
     }
     const S* u = e.u(k);
     Eigen::Map<const VecNX> lnext(lam + size_t(k + 1) * nx, nx);
+    if (use_kkt_lanes()) {
+      // Euler / semi-implicit Euler on the lean plant: the stencil's points of one direction go
+      // through the multi-lane derivative kernel together (W lanes per call), and the
+      // vector-Jacobian product is formed from the continuous derivatives without A and B:
+      // with lam_a = c2 lam_q + h lam_v (c2 = h^2/2 Euler, h^2 semi-implicit),
+      // A' lam = [lam_q + Qq' lam_a; h lam_q + lam_v + Qv' lam_a], B' lam = Minv' lam_a; the
+      // constant parts are the same at every point of the stencil and drop out of it.
+      const int W = lk_.W, nf = 6 * plant_->nbodies();
+      const S hh = dt_, c2 = set_.integrator == Integrator::kEuler ? hh * hh / 2 : hh * hh;
+      VecX<S>& la = w.gm;  // lam_a in its first nv entries
+      for (int j = 0; j < nv; ++j) la[j] = c2 * lnext[j] + hh * lnext[nv + j];
+      const S* f = fext_ptr(e.b, k);
+      for (int i = 0; i < nx; ++i) {
+        const S h = hrel * (S(1) + std::abs(x[i]));
+        D.col(i).setZero();
+        for (int s0 = 0; s0 < 4; s0 += W) {
+          for (int l = 0; l < W; ++l) {
+            const int side = std::min(s0 + l, 3);
+            const S d = S(detail::kOffsets[side]) * h;
+            for (int j = 0; j < nv; ++j) {
+              e.lanes.kq[j * W + l] = x[j] + (i == j ? d : S(0));
+              e.lanes.kv[j * W + l] = x[nv + j] + (i == nv + j ? d : S(0));
+              e.lanes.ku[j * W + l] = u[j];
+            }
+            if (f)
+              for (int m = 0; m < nf; ++m) e.lanes.kf[m * W + l] = f[m];
+          }
+          lk_.derivs(lview_, e.lanes.lscr.data(), e.lanes.kq.data(), e.lanes.kv.data(), e.lanes.ku.data(),
+                     f ? e.lanes.kf.data() : nullptr, e.lanes.kqdd.data(), e.lanes.kdq.data(),
+                     e.lanes.kdv.data(), e.lanes.kMi.data(), e.lanes.kee.data(), e.lanes.kJ.data());
+          for (int l = 0; l < W && s0 + l < 4; ++l) {
+            const S cw = S(detail::kWeights[s0 + l]) / (S(12) * h);
+            for (int j = 0; j < nv; ++j) {
+              S gq = 0, gv = 0, gu = 0;
+              for (int r = 0; r < nv; ++r) {
+                const int o = (r * nv + j) * W + l;  // (row r, column j) of Qq, Qv, Minv
+                gq += e.lanes.kdq[o] * la[r];
+                gv += e.lanes.kdv[o] * la[r];
+                gu += e.lanes.kMi[o] * la[r];
+              }
+              for (int r = 0; r < 3; ++r) gq += e.lanes.kJ[(r * nv + j) * W + l] * mu[r];
+              D(j, i) += cw * gq;
+              D(nv + j, i) += cw * gv;
+              D(nx + j, i) += cw * gu;
+            }
+          }
+        }
+      }
+      D.topRightCorner(nx, nu) = D.bottomLeftCorner(nu, nx).transpose();
+      w.H = D.transpose();
+      D = S(0.5) * (D + w.H);
+      continue;
+    }
     const int ndir = affine_u ? nx : nz;
     for (int i = 0; i < ndir; ++i) {
       const S zi = i < nx ? x[i] : u[i - nx];
@@ -116,7 +171,9 @@ void BatchSolverImpl<S, NV>::assemble_stage(Entry& e, int k, MatX<S>& H) const {
   }
 }
 
-// The modified, condensed stage block of knot k. G = the Gauss-Newton block as the step sees it
+// The modified, condensed stage block of knot k (the Schur-complement path of the exact Hessian,
+// taken only with ADMM rows, whose inner loop reuses that factorization; every other solve takes
+// riccati_eh below). G = the Gauss-Newton block as the step sees it
 // (the cost's blocks + rho on the positions, the zero-weight floors: positive definite, as the
 // Gauss-Newton path requires) and H = G + theta D_k with the largest theta in [0, 1] that keeps
 // H >= kMargin G: theta = 1 (the exact block, unchanged) when G + D_k is; otherwise
@@ -167,6 +224,123 @@ bool BatchSolverImpl<S, NV>::factor_stage_eh(Entry& e, int k) {
     e.tmp = H.topLeftCorner(nx, nx);
   }
   return linsys::spd_inverse(e.tmp, e.tmp_L, e.tmp_Y, w.Qinv[k]);
+}
+
+// The exact-Hessian step (docs/solver_method.md, "Exact Hessian"): the KKT system of the QP
+//   min sum_k 1/2 z_k' H_k z_k + g_k' z_k  s.t.  dx_0 = -c_0,  dx_{k+1} = A_k dx_k + B_k du_k - c_{k+1},
+// H_k the exact stage block (the cost's blocks + D_k) plus the step terms of the Gauss-Newton
+// path (rho on the positions, on a zero-weight velocity block, the zero-weight control floor),
+// solved by the Riccati recursion on the cost-to-go V_k(dx) = 1/2 dx' P_k dx + p_k' dx (the
+// structure of the feedback gains' recursion, solver_gains.hpp, with the defects and gradients):
+//   Qzz = H_k + [A B]' P_{k+1} [A B],  qz = g_k + [A B]' (p_{k+1} - P_{k+1} c_{k+1}),
+//   K_k = -Quu^-1 Qux,  kff_k = -Quu^-1 qu,  P_k = Qxx + Qux' K_k,  p_k = qx + Qux' kff_k,
+// then forward du_k = kff_k + K_k dx_k and the multipliers lam_k = P_k dx_k + p_k (= dV_k/ddx, the
+// Schur dual's sign: q_k - lam_k + A_k' lam_{k+1} + (H dz)_x = 0). Unlike the Schur complement
+// it needs only the reduced Hessians Quu_k positive definite (then the QP's Hessian on the null
+// space of the constraints is), not the stage blocks, which are indefinite at a converged
+// reaching plan: there the step is the exact Newton step.
+// Inertia control: where a Cholesky of Quu_k fails, the QP is not convex on the constraints'
+// null space and its KKT point is no minimizer; the backward pass is then run again on the
+// Gauss-Newton blocks (D_k = 0: positive definite stage blocks, so positive definite Quu_k), i.e.
+// that iteration takes the Gauss-Newton step. Measured against the usual shift (Quu_k + delta I,
+// delta from 1e-8 s up by 10x until the Cholesky succeeds, Ipopt / crocoddyl): far from the
+// optimum (the first iterations of a cold start: a large EE residual, large multipliers) the
+// shifted exact model gave steps the line search cut to 1/64 or rejected (RK4: 3 of the first 7
+// iterations), the Gauss-Newton fallback the Gauss-Newton method's own steps. A block the
+// fallback cannot factor either fails the step (the caller rejects the iteration, rho x 100).
+// converged: the predicted decrease sum_k kff_k' Quu_k kff_k (= -kff_k' qu_k) below the
+// Gauss-Newton test's floor (pcg_floor()) and every defect below its square root.
+template <typename S, int NV>
+bool BatchSolverImpl<S, NV>::riccati_eh(Entry& e) {
+  const int nv = nv_, nx = nx_, nu = nu_, N = N_;
+  auto& w = e.eh;
+  const bool vel_barrier = set_.vel_lim_cost > 0, ctrl_barrier = set_.ctrl_lim_cost > 0;
+  const S u_prox = S(std::is_same_v<S, float> ? kZeroControlProx32 : kZeroControlProx64);
+  auto stage = [&](int k, bool exact) -> MatX<S>& {  // H_k (or the Gauss-Newton block) with the step terms
+    MatX<S>& H = w.H;
+    if (exact) {
+      assemble_stage(e, k, H);
+    } else {
+      H.setZero();
+      H.topLeftCorner(nx, nx) = e.Q[k];
+      if (k < N - 1) {
+        H.bottomRightCorner(nu, nu) = e.R[k];
+        if (gravity_on()) {
+          H.block(nx, 0, nu, nv) = e.Suq[k];
+          H.block(0, nx, nv, nu) = e.Suq[k].transpose();
+        }
+      }
+    }
+    H.diagonal().head(nv).array() += e.rho;
+    if (!vel_barrier && cost_.qd_weight(k) == S(0)) H.diagonal().segment(nv, nv).array() += e.rho;
+    if (k < N - 1 && !ctrl_barrier) {
+      for (int j = 0; j < nu; ++j) {
+        const S wu = cost_.u_weight(k, j);  // the step's floor (solver_schur.hpp)
+        if (wu < u_prox) H(nx + j, nx + j) += u_prox - wu;
+      }
+    }
+    return H;
+  };
+  S decrease = 0;
+  auto backward = [&](bool exact) -> bool {
+    w.P[N - 1] = stage(N - 1, exact).topLeftCorner(nx, nx);
+    w.pv[N - 1] = e.qv[N - 1];
+    decrease = 0;
+    for (int k = N - 2; k >= 0; --k) {
+      const MatX<S>& H = stage(k, exact);
+      w.AB.leftCols(nx) = e.A[k];
+      w.AB.rightCols(nu) = e.Bm[k];
+      w.PAB.noalias() = w.P[k + 1] * w.AB;
+      w.Qzz = H;
+      w.Qzz.noalias() += w.AB.transpose() * w.PAB;
+      w.pc = w.pv[k + 1];
+      w.pc.noalias() -= w.P[k + 1] * e.c[k + 1];
+      w.qz.head(nx) = e.qv[k];
+      w.qz.tail(nu) = e.rv[k];
+      w.qz.noalias() += w.AB.transpose() * w.pc;
+      if (!w.Qzz.allFinite() || !w.qz.allFinite()) return false;
+      w.Quu = w.Qzz.bottomRightCorner(nu, nu);
+      w.llt.compute(w.Quu);
+      if (w.llt.info() != Eigen::Success) return false;
+      w.K[k] = -w.llt.solve(w.Qzz.bottomLeftCorner(nu, nx));
+      w.kff[k] = -w.llt.solve(w.qz.tail(nu));
+      decrease -= w.kff[k].dot(w.qz.tail(nu));
+      w.P[k] = w.Qzz.topLeftCorner(nx, nx);
+      w.P[k].noalias() += w.Qzz.bottomLeftCorner(nu, nx).transpose() * w.K[k];
+      e.tmp = w.P[k].transpose();  // symmetrize
+      w.P[k] = S(0.5) * (w.P[k] + e.tmp);
+      w.pv[k] = w.qz.head(nx);
+      w.pv[k].noalias() += w.Qzz.bottomLeftCorner(nu, nx).transpose() * w.kff[k];
+    }
+    return true;
+  };
+  if (!backward(true)) {
+    ++w.regularized;
+    if (!backward(false)) return false;
+  }
+  // Forward: dx_0 = -c_0 (knot 0 is data), du_k = kff_k + K_k dx_k, the linearized dynamics;
+  // the multipliers into e.r (unused on this path) first: a failed step keeps e.lam.
+  S cmax = 0;
+  w.dxk = -e.c[0];
+  for (int k = 0; k < N; ++k) {
+    cmax = std::max(cmax, e.c[k].cwiseAbs().maxCoeff());
+    Eigen::Map<VecX<S>>(e.dz.data() + size_t(k) * (nx + nu), nx) = w.dxk;
+    auto lam = blk(e.r, k, nx);
+    lam = w.pv[k];
+    lam.noalias() += w.P[k] * w.dxk;
+    if (k == N - 1) break;
+    w.duk = w.kff[k];
+    w.duk.noalias() += w.K[k] * w.dxk;
+    Eigen::Map<VecX<S>>(e.dz.data() + size_t(k) * (nx + nu) + nx, nu) = w.duk;
+    w.pc = -e.c[k + 1];
+    w.pc.noalias() += e.A[k] * w.dxk;
+    w.pc.noalias() += e.Bm[k] * w.duk;
+    w.dxk = w.pc;
+  }
+  if (!e.dz.allFinite() || !e.r.allFinite()) return false;
+  e.lam = e.r;
+  e.converged = decrease < pcg_floor() && cmax < std::sqrt(pcg_floor());
+  return true;
 }
 
 template <typename S, int NV>

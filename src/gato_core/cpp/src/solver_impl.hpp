@@ -149,6 +149,10 @@ class BatchSolverImpl final : public BatchSolver<S> {
   void second_order(Entry& e, const S* lam);
   void assemble_stage(Entry& e, int k, MatX<S>& H) const;
   bool factor_stage_eh(Entry& e, int k);
+  // The exact-Hessian step without row groups of the ADMM kind: a Riccati recursion on the KKT
+  // system, the Gauss-Newton blocks where the exact reduced Hessian is not positive definite
+  // (dz, lam; e.converged).
+  bool riccati_eh(Entry& e);
   S trial_merit(Entry& e, S alpha);
   void trial_merits_lanes(Entry& e, const S* alphas, S* out);
   void linearize_lanes(Entry& e, int k0);
@@ -325,6 +329,13 @@ struct BatchSolverImpl<S, NV>::Entry {
     Eigen::SelfAdjointEigenSolver<MatX<S>> eig;
     Eigen::LLT<MatX<S>> llt, lltz;
     long modified = 0;  // stage blocks the eigenvalue modification changed (since construction)
+    // The Riccati recursion (riccati_eh): cost-to-go Hessians P_k (nx x nx) and gradients p_k,
+    // feed-forward steps kff_k (nu), and the scratch of one knot (Qzz = H + [A B]' P [A B]).
+    std::vector<MatX<S>> P;
+    std::vector<VecX<S>> pv, kff;
+    MatX<S> Qzz, AB, PAB, Quu;
+    VecX<S> qz, pc, dxk, duk;
+    long regularized = 0;  // steps that fell back to the Gauss-Newton blocks (since construction)
   } eh;
   void size_eh() {
     size_gravity();  // At and qt hold the eliminated A and gradient
@@ -347,6 +358,17 @@ struct BatchSolverImpl<S, NV>::Entry {
     eh.eig = Eigen::SelfAdjointEigenSolver<MatX<S>>(nz);
     eh.llt = Eigen::LLT<MatX<S>>(nu);
     eh.lltz = Eigen::LLT<MatX<S>>(nz);
+    eh.P.assign(N, MatX<S>::Zero(nx, nx));
+    eh.pv.assign(N, VecX<S>::Zero(nx));
+    eh.kff.assign(N - 1, VecX<S>::Zero(nu));
+    eh.Qzz = MatX<S>::Zero(nz, nz);
+    eh.AB = MatX<S>::Zero(nx, nz);
+    eh.PAB = MatX<S>::Zero(nx, nz);
+    eh.Quu = MatX<S>::Zero(nu, nu);
+    eh.qz = VecX<S>::Zero(nz);
+    eh.pc = VecX<S>::Zero(nx);
+    eh.dxk = VecX<S>::Zero(nx);
+    eh.duk = VecX<S>::Zero(nu);
   }
   // The orientation term (rot_cost / N_rot_cost / per-knot weights > 0): the EE rotation per
   // knot and the world angular Jacobian of the KKT point; t_R for the line search.

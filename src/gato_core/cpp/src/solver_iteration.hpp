@@ -39,14 +39,21 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
     admm_gradient(e);  // + G'(y + rho (g - z)) for the first inner iteration
   }
   if (timed) t0 = Clock::now();
-  bool ok = factor_schur(e);
+  // The exact Hessian solves its KKT system by a Riccati recursion (solver_hessian.hpp): the
+  // backward pass counts as the factorization, and it gives the step and the multipliers
+  // itself. With ADMM rows it keeps the Schur complement of its modified stage blocks (the inner
+  // loop reuses that factorization).
+  const bool riccati = eh_ && !admm;
+  bool ok = riccati ? riccati_eh(e) : factor_schur(e);
   if (timed) e.t_schur += us_since(t0);
   const auto t_lin = Clock::now();  // the linear-solve time is always reported (pcg_times_us)
   LinSys mode = set_.linsys;
   if (mode == LinSys::kBdsvFirst) mode = it == 0 ? LinSys::kBdsv : LinSys::kPcg;
   e.last_linsys = mode;
   int pcg_it = 0;
-  if (ok && admm) {
+  if (riccati) {
+    // dz, lam and converged are set.
+  } else if (ok && admm) {
     // OSQP-style inner loop on the folded system (recovers dz itself).
     ok = admm_inner(e, pcg_it);
   } else if (ok) {
@@ -85,7 +92,7 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
       e.merit0 += rows_cost(e, e.xu.data(), e.ee[N_ - 1].data(), false, true);
       if (it == 0) e.merit_initial = e.merit0;
     }
-  } else {
+  } else if (!riccati) {
     recover_step(e);
   }
   S best = std::numeric_limits<S>::infinity();
