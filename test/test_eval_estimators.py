@@ -304,7 +304,8 @@ def test_swing_hypotheses_keep_the_swinging_payload_the_weight_alone_loses():
     assert swing["success"] == 1 and swing["goals_reached"] == 3 and swing["tick_qd_ratio"] < 1.0, swing
     wid = ws.run_payload(sc, {"hypotheses": {"estimator": "wid", "batch_size": 1}, "solver": {"vel_lim_cost": 0.1}},
                          pend, sc["k"])
-    assert wid["success"] == 0 and wid["tick_qd_ratio"] > 1.05, wid
+    # J6 past its limit: 1.13x behind MPC_GATO's former 4 Hz start-pose hold, 1.01x behind the 12 Hz one
+    assert wid["success"] == 0 and wid["tick_qd_ratio"] > 1.0, wid
 
     cfg = {"hypotheses": {"estimator": "swing", "batch_size": 4, "seed": 2}}
     m = ws.make_mpc_gato(cfg, 1, **pend)
@@ -414,15 +415,19 @@ def test_swing_batch_holds_a_gain_at_which_one_row_pumps():
     assert eight["success"] == 1 and eight["tick_qd_ratio"] < 1.0, eight
 
 
-def test_fe_swing_batch_following_its_centre_knot_by_knot_settles_the_swing():
+def test_fe_swing_batch_following_its_centre_knot_by_knot_settles_the_swing(monkeypatch):
     """Seed 27, scenario 9 (a seed first run after every earlier change), B = 32 fe batch centred on
     the swing estimator, hypotheses seeded like bench_payload (seed 27). With the rows constant over
     the horizon (centre_knots false) the arm and the undamped 15 kg pendulum rock around the last
     goal: J7 goes beyond its velocity limit and the goal is never settled; with
     each row the swing prediction knot by knot plus its residual (the default) every goal is
-    reached inside the limits."""
+    reached inside the limits. Measured behind the former 4 Hz start-pose hold (MPC_GATO.OBSERVE_HOLD_HZ):
+    behind the 12 Hz hold the attach transient is small enough that the flat rows also reach every
+    goal on this scenario, so the contrast is kept where it shows."""
     from gato.eval import wrench_studies as ws
+    from gato.frontends.mpc_gato import MPC_GATO
 
+    monkeypatch.setattr(MPC_GATO, "OBSERVE_HOLD_HZ", 4.0)
     sc = _pay_scenario(27, 9)
     cfg = {"hypotheses": {"estimator": "fe", "batch_size": 32, "centre": "swing", "seed": 27},
            "solver": {"vel_lim_cost": 0.1}}

@@ -130,8 +130,11 @@ class MPC_GATO:
     ``world``, ``model``, ``N``, ``dt``, ``nq``, ``nv``, ``nx``, ``nu``.
     """
 
-    #: Natural frequency [Hz] of the start-pose hold of ``observe_first`` (the ROS hold's default).
-    OBSERVE_HOLD_HZ = 4.0
+    #: Natural frequency [Hz] of the start-pose hold of ``observe_first``: critically damped, so an
+    #: unknown load's torque step moves a joint at most a0 / (e w) (a0 its acceleration, w = 2 pi f).
+    #: 12 Hz: at 4 Hz (the ROS hold's) a 15 kg weight threw joint 6 to 1.03-1.10x its velocity limit
+    #: within the 31 ms hold (seeds 7, 77, 91); at 12 Hz 0.41x (docs/benchmarks_hypotheses.md).
+    OBSERVE_HOLD_HZ = 12.0
     #: Runs whose planned simulated time exceeds this [s] print progress when verbose is None.
     VERBOSE_AUTO_S = 2.0
     #: Simulated seconds between progress lines.
