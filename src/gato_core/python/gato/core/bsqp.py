@@ -250,8 +250,10 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI, KKTInsp
 
         On: the stage Hessians gain the Lagrangian's second-order terms (the dynamics'
         sum_k lam_{k+1}' d2f/dz2 with the multipliers of the last step, and the EE residual's
-        curvature), made positive definite per stage (kept when it is, else blended toward the
-        Gauss-Newton block); docs/solver_method.md "Exact Hessian". Recorded in ``self.params.exact_hessian``
+        curvature); the step is a Riccati recursion on that KKT system (the exact Newton step where
+        the reduced Hessian is positive definite, the Gauss-Newton step where it is not; with ADMM
+        rows the stage blocks blended toward Gauss-Newton); docs/solver_method.md "Exact Hessian".
+        Recorded in ``self.params.exact_hessian``
         and ``self.variant``. ValueError naming ``on`` for anything but True / False."""
         on = flag(on, "on")
         self._s.set_exact_hessian(on)
