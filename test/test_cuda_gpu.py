@@ -5,7 +5,7 @@ These need gato._cuda (built where nvcc is found) and a CUDA device; without the
 test skips with the reason ("no CUDA device (...)" / "gato._cuda is not built"). With
 GATO_REQUIRE_GPU=1 (bench/gpu_check.sh) a missing device fails instead of skipping.
 The host-side checks of the same numeric core are test/test_cuda_core.py (the feedback gains:
-test/test_cuda_gains.py).
+test/test_cuda_gains.py; the EE orientation term: test/test_cuda_orientation.py).
 """
 import os
 
@@ -144,3 +144,35 @@ def test_gpu_feedback_gains_match_the_host_run_and_the_cpu_backend(integrator):
         assert err_gpu <= max(3 * err_host, 1e-3), (row, err_gpu, err_host)
     with pytest.raises(ValueError, match=r"^feedback_gains: row: expected an integer in \[0, 4\), got 4$"):
         gpu._s.feedback_gains(B, plan[0], x[0], ref[0])
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_gpu_orientation_term_matches_the_host_run_and_the_cpu_backend(integrator):
+    """The EE orientation term (gato_cuda/sqp_kkt.hpp orientation_term) on the GPU: rot_cost /
+    N_rot_cost, per-axis factors and the per-knot table's 4th column (uploaded with the solve),
+    targets 0.2-0.5 rad from the EE's orientation: plans equal to the host run's and the CPU
+    backend's to 1e-8, merits to 1e-8; float32 as close to the double plan as the host run's."""
+    from test_cuda_core import Q0
+    from test_cuda_orientation import ee_rotation, table4, turned
+
+    kw = dict(integrator=integrator, rot_cost=3.0, N_rot_cost=20.0)
+    gpu, host, cpu = solvers(np.float64, "bdsv", **kw)
+    gpu32, host32, _ = solvers(np.float32, "bdsv", **kw)
+    for s in (gpu, host, cpu, gpu32, host32):
+        s.set_rot_axis_weights([1.0, 0.4, 2.0])
+        s.set_cost_weights_per_knot(table4(11, N))
+    x, ref, xu = fig8_windows(None, np.float64)
+    rng = np.random.default_rng(15)
+    ref = ref.reshape(B, N, 6)
+    for b in range(B):
+        ref[b, :, 3:] = turned(ee_rotation("iiwa14", Q0), N, rng)
+    ref = ref.reshape(B, 6 * N)
+    rg, rh, rc = (s.solve(x, ref, xu_warm=xu) for s in (gpu, host, cpu))
+    np.testing.assert_allclose(rg.xu, rh.xu, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(rg.xu, rc.xu, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(rg.stats.final_merit, rc.stats.final_merit, rtol=0, atol=1e-8)
+    args = (x.astype(np.float32), ref.astype(np.float32))
+    g32 = np.asarray(gpu32.solve(*args, xu_warm=xu.astype(np.float32)).xu, dtype=np.float64)
+    h32 = np.asarray(host32.solve(*args, xu_warm=xu.astype(np.float32)).xu, dtype=np.float64)
+    want = np.asarray(rc.xu)
+    assert np.abs(g32 - want).max() <= max(3 * np.abs(h32 - want).max(), 1e-3)

@@ -75,9 +75,6 @@ class BatchCore {
 
   void set_settings(const Settings& s) {
     if (s.max_sqp_iters < 1) throw std::invalid_argument("max_sqp_iters: must be >= 1");
-    if (s.rot_cost != 0 || s.N_rot_cost != 0)
-      throw std::invalid_argument("rot_cost / N_rot_cost: the EE orientation term runs on the CPU backend only "
-                                  "(not in gato_cuda/sqp.hpp yet); use backend='cpu' or weight 0");
     const double old_rho = set_.rho;
     const bool first = !configured_;
     set_ = s;
@@ -95,6 +92,9 @@ class BatchCore {
     P_.vel_lim_cost = s.vel_lim_cost;
     P_.ctrl_lim_cost = s.ctrl_lim_cost;
     P_.u_ref_gravity = s.u_ref == URef::kGravity ? 1 : 0;
+    P_.rot_cost = s.rot_cost;
+    P_.N_rot_cost = s.N_rot_cost;
+    update_rot_on();
     if (!first) {
       for (auto& e : st_) {
         e.mu = S(s.mu);
@@ -150,6 +150,17 @@ class BatchCore {
   void reset_dual() { std::fill(lam_.begin(), lam_.end(), S(0)); }
   double rho(int b) const { return double(st_[b].rho); }
   void set_knot_weights(const std::vector<double>& w) { knot_w_ = w; }
+  /// The EE orientation term's per-axis factors (3, tool frame) and per-knot weights (N, or
+  /// empty: rot_cost / N_rot_cost); the CPU backend's setters and errors (solver_impl.hpp).
+  void set_rot_axis_weights(const std::vector<double>& w) {
+    if (w.size() != 3) throw std::invalid_argument("rot_axis_weights: expected 3 numbers");
+    for (int a = 0; a < 3; ++a) P_.rot_axis[a] = w[a];
+  }
+  void set_rot_knot_weights(const std::vector<double>& w) {
+    if (!w.empty() && int(w.size()) != P_.N) throw std::invalid_argument("rot_knot_weights: expected N numbers");
+    rot_knot_w_ = w;
+    update_rot_on();
+  }
   void set_u_cost_vec(const std::vector<double>& w) {
     P_.has_u_vec = !w.empty();
     for (int j = 0; j < P_.nv && !w.empty(); ++j) P_.u_vec[j] = w[j];
@@ -171,8 +182,7 @@ class BatchCore {
   /// Merit (cost + mu |defects|_1) of each entry's xu (B x L) at xs, ref; on the host with
   /// the same code the iterations run (sqp.hpp trial_merit at alpha = 0).
   void merit(const S* xu, const S* xs, const S* ref, S* out) {
-    SqpShared<S> P = P_;
-    P.knot_w = knot_w_.empty() ? nullptr : knot_w_.data();
+    const SqpShared<S> P = host_shared();
     std::vector<S> work(size_t(work_size<S>(P.N, P.nv)), S(0)), x(P.L);
     for (int b = 0; b < B_; ++b) {
       SqpEntry<S> e{};
@@ -226,6 +236,52 @@ class BatchCore {
     return gains(b, xu, xs, ref, K);
   }
 
+  /// Step 1's blocks (sqp_kkt.hpp setup_kkt, run on the host: the code the kernels run) of each
+  /// entry's xu (B x L) at xs, ref, in the CPU backend's debug_setup_kkt layout (row-major):
+  /// Q (B N nx nx) = [[Qpp, 0], [0, diag(qvv)]], R (B (N-1) nu nu) = diag(Rd), q (B N nx),
+  /// r (B (N-1) nu), A (B (N-1) nx nx), Bm (B (N-1) nx nu), c (B N nx), Suq (B (N-1) nu nx:
+  /// the u_ref = gravity cross block on the positions, zero otherwise). For the tests.
+  void debug_setup_kkt(const S* xu, const S* xs, const S* ref, S* Q, S* R, S* q, S* r, S* A, S* Bm, S* c,
+                       S* Suq) {
+    const SqpShared<S> P = host_shared();
+    const int N = P.N, nv = P.nv, nx = P.nx, nu = P.nu;
+    std::vector<S> work(size_t(work_size<S>(N, nv)), S(0)), x(P.L);
+    for (int b = 0; b < B_; ++b) {
+      SqpEntry<S> e{};
+      e.xs = xs + size_t(b) * nx;
+      e.ref = ref + size_t(b) * 6 * N;
+      e.fext = row_fext(b);
+      std::copy(xu + size_t(b) * P.L, xu + size_t(b + 1) * P.L, x.begin());
+      e.xu = x.data();
+      e.st = &st_[b];
+      carve(e.w, work.data(), N, nv);
+      std::fill(work.begin(), work.end(), S(0));
+      setup_kkt(P, e);
+      const SqpWork<S>& w = e.w;
+      for (int k = 0; k < N; ++k) {
+        S* Qk = Q + (size_t(b) * N + k) * nx * nx;
+        for (int i = 0; i < nx * nx; ++i) Qk[i] = S(0);
+        for (int i = 0; i < nv; ++i) {
+          for (int j = 0; j < nv; ++j) Qk[i * nx + j] = w.Qpp[(k * nv + i) * nv + j];
+          Qk[(nv + i) * nx + nv + i] = w.qvv[k * nv + i];
+        }
+        for (int i = 0; i < nx; ++i) {
+          q[(size_t(b) * N + k) * nx + i] = w.qg[k * nx + i];
+          c[(size_t(b) * N + k) * nx + i] = w.c[k * nx + i];
+        }
+        if (k == N - 1) continue;
+        const size_t kk = size_t(b) * (N - 1) + k;
+        for (int i = 0; i < nu; ++i) {
+          for (int j = 0; j < nu; ++j) R[(kk * nu + i) * nu + j] = i == j ? w.Rd[k * nu + i] : S(0);
+          r[kk * nu + i] = w.rg[k * nu + i];
+          for (int j = 0; j < nx; ++j) Suq[(kk * nu + i) * nx + j] = P.u_ref_gravity && j < nv ? w.Suq[(k * nu + i) * nv + j] : S(0);
+        }
+        for (int i = 0; i < nx * nx; ++i) A[kk * nx * nx + i] = w.A[k * nx * nx + i];
+        for (int i = 0; i < nx * nu; ++i) Bm[kk * nx * nu + i] = w.Bm[k * nx * nu + i];
+      }
+    }
+  }
+
   /// The batch loop: xs (B x nx), ref (B x 6N), xu (B x L, in/out); budget_s > 0 stops
   /// before an iteration predicted to overrun it.
   void solve(const S* xs, const S* ref, S* xu, double budget_s) {
@@ -245,8 +301,7 @@ class BatchCore {
     std::fill(min_merit_.begin(), min_merit_.end(), S(0));
     std::fill(step_size_.begin(), step_size_.end(), S(0));
     std::fill(this_iter_us_.begin(), this_iter_us_.end(), -1.0);
-    shared_ = P_;
-    shared_.knot_w = knot_w_.empty() ? nullptr : knot_w_.data();
+    shared_ = host_shared();
     begin(xs, ref, xu);
     const bool budgeted = budget_s > 0;
     stats_.budget_hit = false;
@@ -308,11 +363,22 @@ class BatchCore {
   /// riccati_gains of one plan (feedback_gains' arguments, b in range).
   virtual int gains(int b, const S* xu, const S* xs, const S* ref, S* K) = 0;
 
-  /// The configuration the gains use: the current weights, knot_w on the host.
+  /// The configuration with the current weights, knot_w and rot_knot_w on the host.
   SqpShared<S> host_shared() const {
     SqpShared<S> P = P_;
     P.knot_w = knot_w_.empty() ? nullptr : knot_w_.data();
+    P.rot_knot_w = rot_knot_w_.empty() ? nullptr : rot_knot_w_.data();
     return P;
+  }
+  /// P_.rot_on: some knot has an orientation weight > 0 (the CPU's CostModel::rot_on).
+  void update_rot_on() {
+    bool on = false;
+    if (!rot_knot_w_.empty()) {
+      for (double w : rot_knot_w_) on = on || w > 0;
+    } else {
+      on = P_.rot_cost > 0 || P_.N_rot_cost > 0;
+    }
+    P_.rot_on = on ? 1 : 0;
   }
   /// Row b's wrench band (N x 6 nv) on the host, or null.
   const S* row_fext(int b) const { return P_.has_fext ? fext_.data() + size_t(b) * P_.N * 6 * P_.nv : nullptr; }
@@ -324,7 +390,7 @@ class BatchCore {
   SqpShared<S> shared_;  // what the running solve uses (knot_w resolved by the subclass)
   Settings set_;
   bool configured_ = false;
-  std::vector<double> knot_w_;
+  std::vector<double> knot_w_, rot_knot_w_;
   std::vector<SqpEntryState<S>> st_;
   std::vector<double> rho_reset_, drho_reset_;
   std::vector<S> lam_, fext_;
@@ -340,6 +406,7 @@ template <typename S>
 class HostBatch final : public BatchCore<S> {
  public:
   using BatchCore<S>::BatchCore;
+  static constexpr bool kOnHost = true;  // debug_setup_kkt shows where the iterations run
 
  protected:
   void begin(const S* xs, const S* ref, const S* xu) override {

@@ -45,6 +45,7 @@ class DevBuf {
 template <typename S>
 class DeviceBatch final : public BatchCore<S> {
  public:
+  static constexpr bool kOnHost = false;  // debug_setup_kkt stays refused (the blocks live on the GPU)
   DeviceBatch(const std::string& urdf, const std::string& ee, int B, int N, double dt, const Settings& s)
       : BatchCore<S>(urdf, ee, B, N, dt, s) {
     std::string why;
@@ -86,6 +87,11 @@ class DeviceBatch final : public BatchCore<S> {
       dev::upload(kw, this->knot_w_.data(), this->knot_w_.size() * sizeof(double));
       this->shared_.knot_w = static_cast<const double*>(kw);
     }
+    if (!this->rot_knot_w_.empty()) {
+      void* rw = d_rkw_.get(this->rot_knot_w_.size() * sizeof(double));
+      dev::upload(rw, this->rot_knot_w_.data(), this->rot_knot_w_.size() * sizeof(double));
+      this->shared_.rot_knot_w = static_cast<const double*>(rw);
+    }
   }
   void iterate(int it) override {
     const int B = this->B_;
@@ -123,6 +129,11 @@ class DeviceBatch final : public BatchCore<S> {
       dev::upload(kw, this->knot_w_.data(), this->knot_w_.size() * sizeof(double));
       P.knot_w = static_cast<const double*>(kw);
     }
+    if (P.rot_knot_w) {
+      void* rw = d_grkw_.get(this->rot_knot_w_.size() * sizeof(double));
+      dev::upload(rw, this->rot_knot_w_.data(), this->rot_knot_w_.size() * sizeof(double));
+      P.rot_knot_w = static_cast<const double*>(rw);
+    }
     S* work = static_cast<S*>(d_gwork_.get(size_t(work_size<S>(P.N, P.nv)) * sizeof(S)));
     S* dK = static_cast<S*>(d_gK_.get(nK * sizeof(S)));
     int* info = static_cast<int*>(d_ginfo_.get(sizeof(int)));
@@ -133,8 +144,8 @@ class DeviceBatch final : public BatchCore<S> {
 
  private:
   dev::Arrays<S> a_{};
-  DevBuf d_xs_, d_ref_, d_fext_, d_xu_, d_lam_, d_st_, d_stats_, d_pcg_, d_mm_, d_ss_, d_work_, d_kw_;
-  DevBuf d_gin_, d_gfext_, d_gkw_, d_gwork_, d_gK_, d_ginfo_;  // feedback_gains' own (a solve's stay as they are)
+  DevBuf d_xs_, d_ref_, d_fext_, d_xu_, d_lam_, d_st_, d_stats_, d_pcg_, d_mm_, d_ss_, d_work_, d_kw_, d_rkw_;
+  DevBuf d_gin_, d_gfext_, d_gkw_, d_grkw_, d_gwork_, d_gK_, d_ginfo_;  // feedback_gains' own (a solve's stay as they are)
 };
 
 }  // namespace cuda

@@ -74,7 +74,19 @@ void bind_dynamics(py::module_& mod, const char* name) {
                throw py::value_error("q: the joint-space inertia is not positive definite");
              return py::make_tuple(qdd, dq, dv, Mi, ee, J);
            },
-           py::arg("q"), py::arg("v"), py::arg("tau"), py::arg("fext") = py::none());
+           py::arg("q"), py::arg("v"), py::arg("tau"), py::arg("fext") = py::none())
+      .def("ee_rotation",
+           [](const D& d, const Arr<S>& q) {
+             const int n = d.m.n;
+             Arr<S> R({3, 3}), Jw({3, n});
+             gato::cuda::WBody<S> w[gato::cuda::kMaxBodies];
+             gato::cuda::kinematics(d.m, need(q, n, "q"), w);
+             gato::cuda::ee_rotation(d.m, w, R.mutable_data());
+             gato::cuda::ee_angular_jacobian(d.m, w, Jw.mutable_data());
+             return py::make_tuple(R, Jw);
+           },
+           py::arg("q"), "(R (3, 3) world <- EE, Jw (3, nv) world angular Jacobian) at q: the orientation "
+                         "term's kinematics (rbd.hpp)");
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ void iterate(const SqpShared<S>& P, const Arrays<S>& a, int B, int I, int it);
 
 /// The feedback gains of one plan (sqp_gains.hpp riccati_gains) in one CUDA thread. Every
 /// pointer is device memory: xu (L), xs (nx), ref (6N), fext (N 6 nv, or null), work
-/// (work_size), K ((N-1) nu nx, written), info (1 int, scratch); P.knot_w too. Synchronous;
+/// (work_size), K ((N-1) nu nx, written), info (1 int, scratch); P.knot_w / P.rot_knot_w too. Synchronous;
 /// returns riccati_gains' code; throws std::runtime_error on a CUDA error.
 template <typename S>
 int gains(const SqpShared<S>& P, S* xu, const S* xs, const S* ref, const S* fext, S* work, S* K, int* info);

@@ -46,6 +46,20 @@ DevModel<S> export_model(const Plant<S>& plant) {
     m.ee_p[k] = L->ee_p[k];
   }
   m.ee_body = L->ee_body;
+  // ee_R (the EE frame's axes in its body's canonical frame, which the lean model does not
+  // store): R_body(0)' R_ee(0), R_body from kinematics() with ee_R = I, R_ee from
+  // Plant::ee_rotation (pinocchio, column-major); as the CPU solver's calibrate_ee_rotation.
+  {
+    S q0[kMaxBodies] = {}, Rb[9];
+    WBody<S> w[kMaxBodies];
+    kinematics(m, q0, w);
+    ee_rotation(m, w, Rb);
+    auto ws = plant.make_workspace();
+    S Re[9];
+    plant.ee_rotation(*ws, q0, Re);
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 3; ++c) m.ee_R[3 * r + c] = Rb[r] * Re[3 * c] + Rb[3 + r] * Re[3 * c + 1] + Rb[6 + r] * Re[3 * c + 2];
+  }
   const auto& lim = plant.limits();
   for (int j = 0; j < m.n; ++j) {
     m.q_lo[j] = lim.q_lo[j];

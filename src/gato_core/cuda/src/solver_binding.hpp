@@ -62,13 +62,8 @@ void bind_solver(py::module_& m, const char* name) {
       .def("set_pcg_tol_batch", [](Batch& b, const PyArr<double>& v) { b.set_pcg_tol_batch(vec_of(v)); })
       .def("set_drho_batch", [](Batch& b, const PyArr<double>& v, bool d) { b.set_drho_batch(vec_of(v), d); })
       .def("set_knot_weights", [](Batch& b, const PyArr<double>& v) { b.set_knot_weights(vec_of(v)); })
-      .def("set_rot_knot_weights", [](Batch&, const PyArr<double>& v) {
-        // BSQP.set_cost_weights_per_knot passes the orientation column (empty without one).
-        for (py::ssize_t i = 0; i < v.size(); ++i)
-          if (v.data()[i] != 0)
-            throw py::value_error("knot_weights: the 4th (EE orientation) column runs on the CPU backend only "
-                                  "(not in gato_cuda/sqp.hpp yet); use backend='cpu' or zeros");
-      })
+      .def("set_rot_axis_weights", [](Batch& b, const PyArr<double>& v) { b.set_rot_axis_weights(vec_of(v)); })
+      .def("set_rot_knot_weights", [](Batch& b, const PyArr<double>& v) { b.set_rot_knot_weights(vec_of(v)); })
       .def("set_u_cost_vec", [](Batch& b, const PyArr<double>& v) { b.set_u_cost_vec(vec_of(v)); })
       .def("set_q_pos_cost", [](Batch& b, const PyArr<double>& v) { b.set_q_pos_cost(vec_of(v)); })
       .def("set_q_nom", [](Batch& b, const PyArr<double>& v) { b.set_q_nom(vec_of(v)); })
@@ -155,8 +150,20 @@ void bind_solver(py::module_& m, const char* name) {
       .def("set_state", [](Batch&, const py::object&) {
         throw py::value_error("set_solver_state: not on the CUDA backend yet (docs/cuda.md)");
       })
-      .def("debug_setup_kkt", [](Batch&, const py::object&, const py::object&, const py::object&) -> py::object {
-        throw py::value_error("debug_setup_kkt: not on the CUDA backend (docs/cuda.md)");
+      .def("debug_setup_kkt", [](Batch& b, const PyArr<S>& xu, const PyArr<S>& x, const PyArr<S>& ref) -> py::object {
+        if (!Batch::kOnHost) throw py::value_error("debug_setup_kkt: not on the CUDA backend (docs/cuda.md)");
+        // The host run (gato._cuda_host): step 1's blocks from the shared code, as the CPU's.
+        const long B = b.batch(), N = b.N(), nx = 2L * b.nv(), nu = b.nv();
+        pytypes::check_shape<S>(xu, {B, b.xu_size()}, "xu_B");
+        pytypes::check_shape<S>(x, {B, nx}, "xcur_B");
+        pytypes::check_shape<S>(ref, {B, 6 * N}, "eepos_goals_B");
+        py::array_t<S> Q({B, N, nx, nx}), R({B, N - 1, nu, nu}), q({B, N, nx}), r({B, N - 1, nu}),
+            A({B, N - 1, nx, nx}), Bm({B, N - 1, nx, nu}), c({B, N, nx}), Suq({B, N - 1, nu, nx});
+        b.debug_setup_kkt(xu.data(), x.data(), ref.data(), Q.mutable_data(), R.mutable_data(), q.mutable_data(),
+                          r.mutable_data(), A.mutable_data(), Bm.mutable_data(), c.mutable_data(), Suq.mutable_data());
+        py::dict d;
+        d["Q"] = Q; d["R"] = R; d["q"] = q; d["r"] = r; d["A"] = A; d["B"] = Bm; d["c"] = c; d["S"] = Suq;
+        return d;
       })
       .def("set_admm_config", [](Batch&, const py::args&) {
         throw py::value_error("set_admm_config: the CUDA backend has no constraint row groups yet "

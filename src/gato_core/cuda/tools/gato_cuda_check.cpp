@@ -10,9 +10,11 @@
 //
 // Prints one JSON object per line: per dtype and linsys the max |xu_gpu - xu_host| after
 // `iters` SQP iterations (B = 64), per dtype the feedback gains (sqp_gains.hpp) of one plan
-// from the one-thread launch against the host run (max |dK| / max |K|), then per dtype and B
+// from the one-thread launch against the host run (max |dK| / max |K|), per dtype the same
+// plan check with the EE orientation term on (orientation_gpu_vs_host), then per dtype and B
 // the median / min / max wall time of one solve on the GPU (and on the host for B <= 16).
-// Exit status 1 when a GPU plan differs from the host's by more than 1e-6 (double) / 0.1
+// Exit status 1 when a GPU plan (position-only or with the orientation term) differs from the
+// host's by more than 1e-6 (double) / 0.1
 // (float: a gross-error bound; device sinf / cosf and FMA contraction round differently from
 // the host) or the gains by more than 1e-8 / 1e-2 relative, 2 on a CUDA error.
 // Built by CMake next to gato._cuda (target gato_cuda_check); bench/gpu_check.sh runs it.
@@ -64,6 +66,7 @@ DevModel<S> cast_model(const DevModel<double>& d) {
     m.g[k] = S(d.g[k]);
     m.ee_p[k] = S(d.ee_p[k]);
   }
+  for (int k = 0; k < 9; ++k) m.ee_R[k] = S(d.ee_R[k]);
   return m;
 }
 
@@ -252,6 +255,52 @@ bool compare_gains(const DevModel<double>& md, int N, int I, const char* dtype, 
   return ok;
 }
 
+/// The EE orientation term on (rot_cost 3, N_rot_cost 20, axis factors 1 / 0.5 / 2): the
+/// reference's slots [3:6] of entry e, knot k = the EE orientation at q0 turned by a rotation of
+/// 0.2-0.4 rad about an axis that varies with e and k; GPU plans against the host run's.
+template <typename S>
+bool compare_orientation(const DevModel<double>& md, int N, int I, const char* dtype, double tol) {
+  SqpShared<S> P = shared_of<S>(md, N, 1);
+  P.rot_cost = 3;
+  P.N_rot_cost = 20;
+  P.rot_axis[1] = 0.5;
+  P.rot_axis[2] = 2;
+  P.rot_on = 1;
+  Batch<S> h = make_batch(P, 64, I);
+  S R0[9];
+  {
+    WBody<S> w[kMaxBodies];
+    kinematics(P.model, &h.xs[0], w);
+    ee_rotation(P.model, w, R0);
+  }
+  for (int e = 0; e < 64; ++e)
+    for (int k = 0; k < N; ++k) {
+      const double a = 0.1 * e + 0.3 * k, ang = 0.2 + 0.2 * std::abs(std::sin(1.7 * e + k));
+      const double ax[3] = {std::cos(a), std::sin(a), 0.5};
+      const double nrm = std::sqrt(ax[0] * ax[0] + ax[1] * ax[1] + ax[2] * ax[2]);
+      S d[3], D[9], T[9];
+      for (int i = 0; i < 3; ++i) d[i] = S(ang * ax[i] / nrm);
+      so3::exp(d, D);
+      so3::mul(R0, D, T);
+      so3::log(T, &h.ref[(size_t(e) * N + k) * 6 + 3]);
+    }
+  Batch<S> g = h;
+  run_host(P, h);
+  run_device(P, g);
+  double dx = 0, span = 0;
+  for (size_t i = 0; i < h.xu.size(); ++i) {
+    dx = std::max(dx, std::abs(double(h.xu[i]) - double(g.xu[i])));
+    span = std::max(span, std::abs(double(h.xu[i])));
+  }
+  double dm = 0;
+  for (int e = 0; e < 64; ++e) dm = std::max(dm, std::abs(double(h.stats[e].merit_final) - double(g.stats[e].merit_final)));
+  std::printf("{\"check\": \"orientation_gpu_vs_host\", \"dtype\": \"%s\", \"linsys\": \"bdsv\", \"B\": 64, "
+              "\"N\": %d, \"iters\": %d, \"max_abs_dxu\": %.3e, \"max_abs_xu\": %.3e, \"max_abs_dmerit\": %.3e, "
+              "\"ok\": %s}\n",
+              dtype, N, I, dx, span, dm, dx <= tol ? "true" : "false");
+  return dx <= tol;
+}
+
 template <typename S>
 void timing(const DevModel<double>& md, int N, int I, const std::vector<int>& Bs, int repeats, const char* dtype) {
   const SqpShared<S> P = shared_of<S>(md, N, 1);
@@ -345,6 +394,8 @@ int main(int argc, char** argv) {
     for (int ls = 0; ls < 3; ++ls) ok = compare<float>(md, N, I, ls, "float32", 1e-1) && ok;
     ok = compare_gains<double>(md, N, I, "float64", 1e-8) && ok;
     ok = compare_gains<float>(md, N, I, "float32", 1e-2) && ok;
+    ok = compare_orientation<double>(md, N, I, "float64", 1e-6) && ok;
+    ok = compare_orientation<float>(md, N, I, "float32", 1e-1) && ok;
     timing<double>(md, N, 1, Bs, repeats, "float64");
     timing<float>(md, N, 1, Bs, repeats, "float32");
     return ok ? 0 : 1;

@@ -26,6 +26,10 @@ GATO_HD double hd_log(double x) { return log(x); }
 GATO_HD float hd_log(float x) { return logf(x); }
 GATO_HD double hd_abs(double x) { return fabs(x); }
 GATO_HD float hd_abs(float x) { return fabsf(x); }
+GATO_HD double hd_sin(double x) { return sin(x); }
+GATO_HD float hd_sin(float x) { return sinf(x); }
+GATO_HD double hd_atan2(double y, double x) { return atan2(y, x); }
+GATO_HD float hd_atan2(float y, float x) { return atan2f(y, x); }
 GATO_HD void hd_sincos(double x, double* s, double* c) {
   *s = sin(x);
   *c = cos(x);

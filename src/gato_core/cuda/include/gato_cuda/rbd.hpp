@@ -1,6 +1,7 @@
 // Rigid-body dynamics of the CUDA backend for fixed-base trees of 1-DoF revolute /
 // prismatic joints, on plain arrays, host and device (GATO_HD):
-//   - kinematics: world placements, world motion subspaces, the EE point and Jacobian;
+//   - kinematics: world placements, world motion subspaces, the EE point and Jacobian, the
+//     EE rotation and angular Jacobian (the orientation cost);
 //   - RNEA in world coordinates (every spatial quantity at the world origin in world
 //     axes [linear; angular], so a subtree's force is the plain sum of its bodies');
 //   - CRBA in the same coordinates (composite inertias add), M = L L' by Cholesky;
@@ -36,6 +37,9 @@ struct DevModel {
   S g[3] = {};                     // linear acceleration of the universe (-gravity)
   int ee_body = -1;                // body of the EE frame (-1: the universe)
   S ee_p[3] = {};                  // EE origin in that body's canonical frame
+  // EE frame axes in that body's canonical frame (or world), row-major: R_ee = oR_body ee_R
+  // (the CPU's lean::View::ee_R; model_export.hpp calibrates it against the plant).
+  S ee_R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
   S q_lo[M] = {}, q_hi[M] = {}, qd_max[M] = {}, u_max[M] = {};  // URDF limits (SI)
 };
 
@@ -127,6 +131,33 @@ GATO_HD void ee_jacobian(const DevModel<S>& m, const WBody<T>* w, const T* ee, T
     T t[3];
     v3::cross(w[j].Sa, ee, t);
     for (int r = 0; r < 3; ++r) J[r * n + m.idx[j]] = w[j].Sl[r] + t[r];
+  }
+}
+
+/// World rotation of the EE frame (world <- EE, row-major) after kinematics(): the EE body's
+/// oR times the frame's fixed axes ee_R (the orientation cost, sqp_kkt.hpp).
+template <typename S, typename T>
+GATO_HD void ee_rotation(const DevModel<S>& m, const WBody<T>* w, T* R) {
+  if (m.ee_body < 0) {
+    for (int k = 0; k < 9; ++k) R[k] = T(m.ee_R[k]);
+    return;
+  }
+  const T* oR = w[m.ee_body].oR;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c)
+      R[3 * r + c] = oR[3 * r] * m.ee_R[c] + oR[3 * r + 1] * m.ee_R[3 + c] + oR[3 * r + 2] * m.ee_R[6 + c];
+}
+
+/// The EE world angular Jacobian (3 x nv row-major, omega = Jw qd) after kinematics(): each
+/// revolute ancestor of the EE body (or the body itself) contributes its world axis, a
+/// prismatic one nothing.
+template <typename S, typename T>
+GATO_HD void ee_angular_jacobian(const DevModel<S>& m, const WBody<T>* w, T* Jw) {
+  const int n = m.n;
+  for (int k = 0; k < 3 * n; ++k) Jw[k] = T(S(0));
+  for (int j = m.ee_body; j >= 0; j = m.parent[j]) {
+    if (m.prismatic[j]) continue;
+    for (int r = 0; r < 3; ++r) Jw[r * n + m.idx[j]] = w[j].Sa[r];
   }
 }
 

@@ -1,8 +1,8 @@
 // One SQP iteration of BSQP for one batch entry, on plain arrays, host and device
 // (GATO_HD): the method of docs/solver_method.md as the CPU backend runs it
 // (src/gato_core/cpp/src/solver_*.hpp) without constraint row groups:
-//   1. KKT blocks: Gauss-Newton stage cost (EE tracking, posture anchor, joint-limit
-//      barriers, velocity and control effort, per-knot / per-joint weights) and the
+//   1. KKT blocks: Gauss-Newton stage cost (EE tracking, EE orientation, posture anchor,
+//      joint-limit barriers, velocity and control effort, per-knot / per-joint weights) and the
 //      Euler / semi-implicit Euler / RK4 linearization of the dynamics (rbd.hpp);
 //   2. Schur complement M = -S (block tridiagonal), right-hand side -gamma;
 //   3. linear solve: PCG with the stair preconditioner (warm-started dual), or the block
@@ -33,7 +33,8 @@ GATO_HD S trial_merit(const SqpShared<S>& P, SqpEntry<S>& e, S alpha) {
   S* t = e.w.trial;
   for (int i = 0; i < L; ++i) t[i] = e.xu[i] + alpha * e.w.dz[i];
   FdScratch<S> fs;
-  S qdd[kMaxBodies], ee[3];
+  S qdd[kMaxBodies], ee[3], Rot[9];
+  const S* rot = P.rot_on ? Rot : nullptr;
   S cost = 0, defect = 0;
   for (int k = 0; k < N; ++k) {
     const S* x = t + k * (nx + nu);
@@ -51,15 +52,20 @@ GATO_HD S trial_merit(const SqpShared<S>& P, SqpEntry<S>& e, S alpha) {
       }
       S l = 0, gq[kMaxBodies];
       if (P.u_ref_gravity) gravity(P.model, x, gq, static_cast<S*>(nullptr));
+      if (P.rot_on) {
+        if (P.integrator == 2) kinematics(P.model, x, fs.w);  // RK4's last stage is elsewhere
+        ee_rotation(P.model, fs.w, Rot);
+      }
       stage_cost<S, false>(P, k, x, u, ee, e.ref + 6 * k, nullptr, l, nullptr, nullptr, nullptr, nullptr, nullptr,
-                           P.u_ref_gravity ? gq : nullptr);
+                           P.u_ref_gravity ? gq : nullptr, nullptr, nullptr, rot);
       cost += l;
     } else {
       kinematics(P.model, x, fs.w);
       ee_position(P.model, fs.w, ee);
+      if (P.rot_on) ee_rotation(P.model, fs.w, Rot);
       S l = 0;
       stage_cost<S, false>(P, k, x, nullptr, ee, e.ref + 6 * k, nullptr, l, nullptr, nullptr, nullptr, nullptr,
-                           nullptr);
+                           nullptr, nullptr, nullptr, nullptr, rot);
       cost += l;
     }
   }

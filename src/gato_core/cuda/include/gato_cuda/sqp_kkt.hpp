@@ -1,12 +1,14 @@
 // Step 1 of the CUDA backend's SQP iteration (sqp.hpp), host and device (GATO_HD): the
 // shared problem data and per-entry workspace (SqpShared, SqpEntry, carve), the stage cost
-// (the CPU backend's cost_terms.hpp, same terms, same order), the Euler / semi-implicit Euler /
+// (the CPU backend's cost_terms.hpp, same terms, same order; the EE orientation term on
+// so3.hpp), the Euler / semi-implicit Euler /
 // RK4 linearization of the dynamics (rbd.hpp) and the KKT blocks (setup_kkt).
 #pragma once
 
 #include "gato_cuda/dense.hpp"
 #include "gato_cuda/hd.hpp"
 #include "gato_cuda/rbd.hpp"
+#include "gato_cuda/so3.hpp"
 
 namespace gato {
 namespace cuda {
@@ -17,7 +19,8 @@ constexpr double kBarrierEpsD = 1e-3;                                 // gato::k
 constexpr double kMarginD = 0.1;                                       // gato::kLimitMargin
 
 /// What the whole batch shares (trivially copyable: a kernel argument). knot_w points
-/// to N x 3 [ee, qd, u] weights in the memory the iteration runs in, or is null.
+/// to N x 3 [ee, qd, u] weights in the memory the iteration runs in, or is null; rot_knot_w
+/// likewise to N per-knot orientation weights (the table's 4th column), or is null.
 template <typename S>
 struct SqpShared {
   DevModel<S> model;
@@ -39,8 +42,14 @@ struct SqpShared {
   S u_prox = 0;      // gato::kZeroControlProx{32,64}
   S pcg_floor = 0;
   int u_ref_gravity = 0;  // gato::URef::kGravity: the control cost is 1/2 s (u - g(q))^2
+  // The EE orientation term 1/2 w_k sum_a c_a e_a^2 (cpp/src/cost_terms.hpp EeOrientationTerm).
+  double rot_cost = 0, N_rot_cost = 0;  // running / terminal weights [1/rad^2]
+  double rot_axis[3] = {1, 1, 1};       // per-axis factors c (tool frame)
+  const double* rot_knot_w = nullptr;   // N per-knot weights (overrides the scalars), or null
+  int rot_on = 0;  // some knot has a weight > 0 (set by the host): the EE rotation is computed only then
 
   GATO_HD S ee_weight(int k) const { return S(knot_w ? knot_w[3 * k] : (k == N - 1 ? N_cost : q_cost)); }
+  GATO_HD S rot_weight(int k) const { return S(rot_knot_w ? rot_knot_w[k] : (k == N - 1 ? N_rot_cost : rot_cost)); }
   GATO_HD S qd_weight(int k) const { return S(knot_w ? knot_w[3 * k + 1] : qd_cost); }
   GATO_HD S u_weight(int k, int j) const {
     if (has_u_vec) return S(u_vec[j]);
@@ -188,14 +197,51 @@ GATO_HD void gravity_coupling(const SqpShared<S>& P, int k, const S* u, const S*
     for (int b = 0; b < nv; ++b) Suq[j * nv + b] = -P.u_weight(k, j) * dg[j * nv + b];
 }
 
+/// The EE orientation term at knot k with weight w > 0: 1/2 w sum_a c_a e_a^2, e = log(R_ref' R)
+/// (rad, tool frame), R the EE rotation (row-major, world <- EE), R_ref = exp(ref[3:6]) (the
+/// reference's rotation vector, world frame). With D, Gauss-Newton with J_e = Jr^-1(e) R' Jw
+/// (Jw the 3 x nv world angular Jacobian): qg[:nv] += J_e' (w c o e), Qpp += J_e' diag(w c) J_e
+/// (cpp/src/cost_terms.hpp EeOrientationTerm, the same formulas in the same order).
+template <typename S, bool D>
+GATO_HD void orientation_term(const SqpShared<S>& P, S w, const S* R, const S* ref, const S* Jw, S& acc, S* Qpp,
+                              S* qg) {
+  const int nv = P.nv;
+  S Rt[9], E[9], e[3], we[3];
+  so3::exp(ref + 3, Rt);
+  for (int r = 0; r < 3; ++r)  // E = Rt' R
+    for (int c = 0; c < 3; ++c) E[3 * r + c] = Rt[r] * R[c] + Rt[3 + r] * R[3 + c] + Rt[6 + r] * R[6 + c];
+  so3::log(E, e);
+  for (int a = 0; a < 3; ++a) {
+    we[a] = w * S(P.rot_axis[a]) * e[a];
+    acc += S(0.5) * we[a] * e[a];
+  }
+  if (!D) return;
+  S Ji[9], A[9], Je[3 * kMaxBodies];
+  so3::jr_inv(e, Ji);
+  for (int r = 0; r < 3; ++r)  // A = Jr^-1(e) R'
+    for (int c = 0; c < 3; ++c) A[3 * r + c] = Ji[3 * r] * R[3 * c] + Ji[3 * r + 1] * R[3 * c + 1] + Ji[3 * r + 2] * R[3 * c + 2];
+  for (int r = 0; r < 3; ++r)
+    for (int j = 0; j < nv; ++j) Je[r * nv + j] = A[3 * r] * Jw[j] + A[3 * r + 1] * Jw[nv + j] + A[3 * r + 2] * Jw[2 * nv + j];
+  for (int a = 0; a < nv; ++a) {
+    for (int b = 0; b < nv; ++b) {
+      S h = 0;
+      for (int r = 0; r < 3; ++r) h += Je[r * nv + a] * (w * S(P.rot_axis[r])) * Je[r * nv + b];
+      Qpp[a * nv + b] += h;
+    }
+    qg[a] += Je[a] * we[0] + Je[nv + a] * we[1] + Je[2 * nv + a] * we[2];
+  }
+}
+
 /// Adds l_k(x, u) to acc (u null at the last knot). With D: the Gauss-Newton blocks
 /// Qpp (nv x nv), qvv (nv, diagonal), qg (nx), Rd (nu, diagonal), rg (nu) are written
 /// (J: the 3 x nv EE Jacobian). uref (nu, nullable): the control reference g(q) of
 /// u_ref = gravity; with D also dg (nv x nv row-major dg/dq) and Suq (nu x nv, written).
+/// R (9, nullable: P.rot_on = 0): the EE rotation for the orientation term; with D also
+/// Jw (3 x nv, the EE world angular Jacobian).
 template <typename S, bool D>
 GATO_HD void stage_cost(const SqpShared<S>& P, int k, const S* x, const S* u, const S* ee, const S* ref, const S* J,
                         S& acc, S* Qpp, S* qvv, S* qg, S* Rd, S* rg, const S* uref = nullptr,
-                        const S* dg = nullptr, S* Suq = nullptr) {
+                        const S* dg = nullptr, S* Suq = nullptr, const S* R = nullptr, const S* Jw = nullptr) {
   const int nv = P.nv;
   const S w = P.ee_weight(k);
   S d[3];
@@ -211,6 +257,10 @@ GATO_HD void stage_cost(const SqpShared<S>& P, int k, const S* x, const S* u, co
       qg[nv + a] = S(0);
       qvv[a] = S(0);
     }
+  }
+  if (R) {
+    const S wr = P.rot_weight(k);
+    if (wr > S(0)) orientation_term<S, D>(P, wr, R, ref, Jw, acc, Qpp, qg);
   }
   const S ql = S(P.q_lim_cost), vl = S(P.vel_lim_cost), cl = S(P.ctrl_lim_cost), vw = P.qd_weight(k);
   for (int j = 0; j < nv; ++j) {
@@ -356,11 +406,12 @@ GATO_HD S setup_kkt(const SqpShared<S>& P, SqpEntry<S>& e) {
   SqpWork<S>& w = e.w;
   FdScratch<S> fs;
   S qdd[kMaxBodies], dq[kMaxBodies * kMaxBodies], dv[kMaxBodies * kMaxBodies], Mi[kMaxBodies * kMaxBodies];
-  S ee[3], J[3 * kMaxBodies];
+  S ee[3], J[3 * kMaxBodies], Rot[9], Jw[3 * kMaxBodies];
   S cost = 0, defect = 0;
   for (int k = 0; k < N; ++k) {
     const S* x = e.xu + k * (nx + nu);
     const S* fx = P.has_fext ? e.fext + k * 6 * nv : nullptr;
+    const S* rot = P.rot_on ? Rot : nullptr;
     if (k < N - 1) {
       const S* u = x + nx;
       S* A = w.A + k * nx * nx;
@@ -391,15 +442,25 @@ GATO_HD S setup_kkt(const SqpShared<S>& P, SqpEntry<S>& e) {
       for (int i = 0; i < nx; ++i) defect += hd_abs(ck[i]);
       S gq[kMaxBodies], dg[kMaxBodies * kMaxBodies];
       if (P.u_ref_gravity) gravity(P.model, x, gq, dg);
+      if (P.rot_on) {
+        // fs.w holds the kinematics at x after Euler's dynamics; RK4's last stage is elsewhere.
+        if (P.integrator == 2) kinematics(P.model, x, fs.w);
+        ee_rotation(P.model, fs.w, Rot);
+        ee_angular_jacobian(P.model, fs.w, Jw);
+      }
       stage_cost<S, true>(P, k, x, u, ee, e.ref + 6 * k, J, cost, w.Qpp + k * nv * nv, w.qvv + k * nv,
                           w.qg + k * nx, w.Rd + k * nu, w.rg + k * nu, P.u_ref_gravity ? gq : nullptr, dg,
-                          w.Suq + k * nu * nv);
+                          w.Suq + k * nu * nv, rot, Jw);
     } else {
       kinematics(P.model, x, fs.w);
       ee_position(P.model, fs.w, ee);
       ee_jacobian(P.model, fs.w, ee, J);
+      if (P.rot_on) {
+        ee_rotation(P.model, fs.w, Rot);
+        ee_angular_jacobian(P.model, fs.w, Jw);
+      }
       stage_cost<S, true>(P, k, x, nullptr, ee, e.ref + 6 * k, J, cost, w.Qpp + k * nv * nv, w.qvv + k * nv,
-                          w.qg + k * nx, nullptr, nullptr);
+                          w.qg + k * nx, nullptr, nullptr, nullptr, nullptr, nullptr, rot, Jw);
     }
   }
   for (int i = 0; i < nx; ++i) {

@@ -68,7 +68,7 @@ class SolverParams:
     knot (0 = off, the default: the reference's cost). The reference's slots [3:6] of each knot
     then carry the target orientation as a rotation vector (world frame, norm <= pi); the cost
     is 1/2 w sum_a c_a e_a^2 with e = log(R_ref' R_ee(q)) (tool frame) and per-axis factors c
-    (:meth:`BSQP.set_rot_axis_weights`); docs/solver_method.md. CPU backend only.
+    (:meth:`BSQP.set_rot_axis_weights`); docs/solver_method.md. CPU and CUDA backends.
 
     ``exact_hessian``: exact-Hessian SQP (the "eh" variant): the stage Hessians gain the
     Lagrangian's second-order terms, made positive definite per stage; False (default) is
