@@ -6,7 +6,8 @@
 #      compiled here with nvcc from the two sources) on bench/cuda_models/iiwa14.devmodel:
 #      the kernels against the host run of the same code (double and float32, bdsv / pcg /
 #      bdsv_first, B = 64, 5 SQP iterations), the feedback gains' one-thread launch against
-#      the host run, and the GPU solve time per B (median / spread).
+#      the host run, the plans with the EE orientation term on (orientation_gpu_vs_host), and
+#      the GPU solve time per B (median / spread).
 #      No Python, no pinocchio: this stage works on a bare device machine.
 #   1. build gato with the CUDA module required (GATO_CUDA=ON scripts/setup.sh: needs what
 #      setup.sh needs, PyPI for a fresh .venv or the checkout's .venv and ../shared);
