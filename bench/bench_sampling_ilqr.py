@@ -16,6 +16,15 @@ is the pick-and-place configuration, docs/benchmarks_sampling.md).
 ``--task pickplace``: gato.sim.scenarios.pickplace_scenarios (ramp 0, 3 goals x ``--goal-s`` s),
 ``scenes.pickplace_task``, the planner told only the current goal (as the sampling_pickplace
 study); reports the mean EE-to-goal distance over the run and the worst end-of-goal error.
+
+``--eval SPEC``: the same comparison through ``gato eval``'s runner instead (a spec of the
+sampling_fig8 / sampling_pickplace kinds, e.g. bench/specs/sampling_ilqr_{fig8,pickplace}_iiwa14.yaml;
+``--n`` scenarios per seed, ``--seeds`` to replace the spec's; one local worker, episodes resume
+from ``--out``): prints per scenario and configuration the mean error (mean_tracking_error /
+mean_goal_error) and mean plan time (solve_time_ms), and each configuration's mean error over the
+scenarios as a ratio to the ``mppi`` row.
+
+    nice -n 5 python bench/bench_sampling_ilqr.py --eval bench/specs/sampling_ilqr_pickplace_iiwa14.yaml --n 1
 """
 from __future__ import annotations
 
@@ -109,6 +118,44 @@ def episode_pp(sc, planner, iterations, samples, goal_s, threads):
                 plan_s=statistics.median(walls), plans=len(walls))
 
 
+def via_eval(spec_path, n, seeds=None, out=None):
+    """Run spec_path (n scenarios per seed, ``seeds`` replacing the spec's) through gato eval's
+    runner; print the per-scenario mean error / plan time and the ratios to ``mppi``; returns
+    {label: mean error over the scenarios [m]}."""
+    import sys
+
+    import yaml
+
+    from gato.eval import parse_spec, run_eval_strict
+
+    raw = yaml.safe_load(open(spec_path).read())
+    raw["task"] = dict(raw["task"], n=int(n), **({} if seeds is None else {"seeds": list(seeds)}))
+    spec = parse_spec(raw)
+    metric = {"sampling_fig8": "mean_tracking_error", "sampling_pickplace": "mean_goal_error"}[spec.task["kind"]]
+    out = out or f"eval_out/{spec.name}_n{n}"
+    print(f"load before: {os.getloadavg()}  {spec_path} through gato eval, seeds {spec.task['seeds']}, n {n}, "
+          f"out {out}", flush=True)
+    r = run_eval_strict(spec, out, workers=1, log=lambda m: print(m, file=sys.stderr, flush=True))
+    labels = list(dict.fromkeys(x["label"] for x in r["rows"]))
+    sids = list(dict.fromkeys(x["scenario_id"] for x in r["rows"]))
+    rows = {(x["scenario_id"], x["label"]): x for x in r["rows"]}
+    print("| scenario | " + " | ".join(f"{lab}: {metric} [mm], plan [ms]" for lab in labels) + " |")
+    print("|---|" + "---|" * len(labels))
+    for sid in sids:
+        print(f"| {sid} | " + " | ".join(f"{1e3 * rows[(sid, lab)][metric]:.2f}, {rows[(sid, lab)]['solve_time_ms']:.1f}"
+                                         for lab in labels) + " |")
+    means = {lab: float(np.mean([rows[(sid, lab)][metric] for sid in sids])) for lab in labels}
+    plan = {lab: float(np.median([rows[(sid, lab)]["solve_time_ms"] for sid in sids])) for lab in labels}
+    print(f"| mean over {len(sids)} | " + " | ".join(f"{1e3 * means[lab]:.2f}, {plan[lab]:.1f} (median)"
+                                                   for lab in labels) + " |")
+    for lab in labels:
+        if lab != "mppi" and "mppi" in means:
+            per = [rows[(sid, lab)][metric] / rows[(sid, "mppi")][metric] for sid in sids]
+            print(f"{lab} / mppi: mean {means[lab] / means['mppi']:.2f}x  per scenario {np.round(per, 2).tolist()}")
+    print(f"load after: {os.getloadavg()}")
+    return means
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=7)
@@ -122,7 +169,12 @@ def main(argv=None):
     ap.add_argument("--ilqr-node-steps", type=int, default=None,
                     help="node_steps of the iLQR runs (steps each offset is held; default: the scene's 20)")
     ap.add_argument("--only", type=int, nargs="*", default=None, help="scenario indices (default: all)")
+    ap.add_argument("--eval", default=None, metavar="SPEC", help="run SPEC through gato eval's runner (--n, --seeds)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="--eval: seeds replacing the spec's")
+    ap.add_argument("--out", default=None, help="--eval: output folder (default eval_out/<spec name>_n<n>)")
     a = ap.parse_args(argv)
+    if a.eval is not None:
+        return via_eval(a.eval, a.n, a.seeds, a.out)
     if a.ilqr_node_steps is not None and a.ilqr_node_steps < 1:
         ap.error("--ilqr-node-steps: expected an integer >= 1")
     global ILQR_CONFIG, ILQR_NODE_STEPS

@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -137,6 +138,69 @@ def test_ilqr_specs_parse_with_their_node_steps():
         assert {e["planner"]["label"]: e["planner"]["config"].get("node_steps") for e in eps} == want
 
 
+def _offsets(n):
+    """(n, 3) offsets whose norms alternate 1 mm, 3 mm in turning directions: mean 2 mm,
+    RMS sqrt(5) mm (n even)."""
+    dirs = np.eye(3)[np.arange(n) % 3]
+    return dirs * np.where(np.arange(n) % 2 == 0, 1e-3, 3e-3)[:, None]
+
+
+def test_mean_errors_of_a_known_trajectory(monkeypatch):
+    """The mean-error metrics (issue 39) of a known EE trajectory through the studies' episode
+    code: the figure-8's EE rows = the path (shifted one step, as the episode compares them) plus
+    offsets of 1 / 3 mm in turn -> their mean and RMS (51 steps: 26 x 1 mm, 25 x 3 mm -> 1.98 mm);
+    the pick-and-place's (20 steps per goal) = each goal plus
+    the same offsets -> mean_goal_error 2 mm, end_goal_error_max the last rows' 3 mm; the mean
+    plan time of the plans' wall_s."""
+    from types import SimpleNamespace
+
+    from gato.eval.episode import run_episode
+    from gato.sampling import scenes
+
+    e = ps.path_errors(np.zeros((4, 3)) + _offsets(4), np.zeros((4, 3)))
+    assert e["mean_tracking_error"] == pytest.approx(2e-3, abs=1e-15)
+    assert e["rms_tracking_error"] == pytest.approx(np.sqrt(5) * 1e-3, abs=1e-15)
+
+    spec = _tiny("ilqr_fig8", dict(periods=0.05))
+    ep = [x for x in spec.episodes() if x["planner"]["label"] == "ilqr"][0]
+    sc = ps._arrays(ep["scenario"])
+    _, _, xyz, n = scenes.fig8_task(sc, timestep=0.005, periods=0.05)
+    k = np.arange(n)
+    norms = np.where(k % 2 == 0, 1e-3, 3e-3)  # the offsets' lengths: n = 51 here, 26 x 1 mm and 25 x 3 mm
+    model = SimpleNamespace(sensor_adr=np.array([3]),
+                            sensor=lambda name: SimpleNamespace(id=0 if name == scenes.ee_sensor() else None))
+
+    def fake_run(config, ctrl_ref, model_spec, q0, num_steps, threads):
+        assert num_steps == n and config.planner == "ilqr"
+        data = np.zeros((num_steps, 6))
+        data[:, 3:6] = xyz[1:n + 1] + _offsets(n)
+        return dict(sensordata=data), [dict(wall_s=0.01), dict(wall_s=0.03)], model
+
+    monkeypatch.setattr(ps, "_sampling_run", fake_run)
+    row = run_episode(ep)
+    assert row["status"] == "ok", row["error"]
+    assert row["mean_tracking_error"] == pytest.approx((26 * 1e-3 + 25 * 3e-3) / 51 if n == 51 else norms.mean(), abs=1e-12)
+    assert row["rms_tracking_error"] == pytest.approx(np.sqrt(np.mean(norms ** 2)), abs=1e-12)
+    assert row["solve_time_ms"] == pytest.approx(20.0)
+
+    spec = _tiny("ilqr_pickplace", dict(goal_s=0.1))
+    ep = [x for x in spec.episodes() if x["planner"]["label"] == "ilqr"][0]
+    goals = np.asarray(ep["scenario"]["goals"])
+    per = 20  # 0.1 s of 5 ms steps
+
+    def fake_pp(sc, goal_s, threads, method, iterations, node_steps):
+        assert (goal_s, method, node_steps) == (0.1, "ilqr", 4)
+        return [g + _offsets(per) for g in sc["goals"]], [0.01, 0.02, 0.03]
+
+    monkeypatch.setattr(ps, "_pickplace_run", fake_pp)
+    row = run_episode(ep)
+    assert row["status"] == "ok", row["error"]
+    assert len(goals) == 3
+    assert row["mean_goal_error"] == pytest.approx(2e-3, abs=1e-12)
+    assert row["end_goal_error_max"] == pytest.approx(3e-3, abs=1e-12)
+    assert row["success"] == 1 and row["solve_time_ms"] == pytest.approx(20.0)
+
+
 def test_box_push_takes_the_sampling_planner_only():
     raw = _raw("box_push")
     raw["planners"].append({"label": "bsqp", "planner": "bsqp"})
@@ -146,12 +210,14 @@ def test_box_push_takes_the_sampling_planner_only():
 
 def test_local_pool_and_local_ray_give_the_same_table(tmp_path):
     """The bsqp figure-8 episodes (fast) on the local pool (2 workers) and
-    on a local Ray instance give the one-worker table (wall clock aside)."""
+    on a local Ray instance give the one-worker table (wall clock aside: wall_s, solve_time_ms)."""
     ray = import_or_skip("ray", "pip install -r requirements/lock.txt (scripts/setup.sh)")
     specs = [_tiny("fig8", dict(periods=0.05), labels=("bsqp",), n=2)]
 
-    def table(d):
-        return [{k: v for k, v in r.items() if k != "wall_s"} for r in _table(d)]
+    from gato.eval.spec import TIMING_METRICS
+
+    def table(d):  # the wall clock aside
+        return [{k: v for k, v in r.items() if k != "wall_s" and k not in TIMING_METRICS} for r in _table(d)]
 
     env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     started = not ray.is_initialized()

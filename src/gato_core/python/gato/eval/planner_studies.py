@@ -10,10 +10,14 @@ Kinds (task.kind), all on ``world: {kind: mujoco}`` (the episodes set their own 
   velocity limit, task.options.periods periods. ``sampling``: SimMPC on scenes.fig8_task
   (5 ms MuJoCo steps); ``bsqp``: MPCController (gato.limit_scenarios LIMITS_N, LIMITS_DT,
   LIMITS_SOLVER) on gato.worlds.MuJoCoWorld at LIMITS_DT / 4, torque clamped to the effort
-  limits. Metric: rms_tracking_error [m].
+  limits. Metrics: rms_tracking_error and mean_tracking_error [m] (RMS / mean over the run's
+  steps of the EE distance to the path: :func:`path_errors`), solve_time_ms (mean wall time
+  per plan / controller step).
 - ``sampling_pickplace``: gato.tasks.pickplace_scenarios(ramps (0,)), task.options.goal_s per
   goal; the planner knows only the current goal. Metrics: end_goal_error_max [m] (worst EE
-  distance to a goal at the end of its goal_s) and success (1 when it is < task.options.tol).
+  distance to a goal at the end of its goal_s), mean_goal_error [m] (mean over the run's steps
+  of the EE distance to the current goal: :func:`goal_errors`), success (1 when
+  end_goal_error_max is < task.options.tol), solve_time_ms.
 - ``sampling_box_push``: scenes.box_push_scenarios, sampling only; metrics box_error [m]
   (final box distance to its goal), box_error_open_loop [m] (the scripted IK path played open
   loop), success (box_error < task.options.tol). task.options.steps (null: the task's own
@@ -29,7 +33,9 @@ import numpy as np
 
 from .spec import _number as _num
 
-__all__ = ["PLANNER_STUDIES", "fig8_sampling", "fig8_bsqp", "pickplace_sampling", "pickplace_bsqp", "box_push"]
+__all__ = ["PLANNER_STUDIES", "fig8_sampling", "fig8_bsqp", "pickplace_sampling", "pickplace_bsqp", "box_push",
+           "fig8_sampling_metrics", "fig8_bsqp_metrics", "pickplace_sampling_metrics", "pickplace_bsqp_metrics",
+           "path_errors", "goal_errors"]
 
 PLANT = "iiwa14"
 #: sampling planner config: rollout threads; method "mppi" | "cem" | "ilqr" (SimMPCConfig.planner),
@@ -40,6 +46,21 @@ _SAMPLING_CONFIG = ("threads", "method", "iterations", "node_steps")
 
 def _err(path, msg):
     return ValueError(f"{path}: {msg}")
+
+
+def path_errors(ee, ref) -> dict:
+    """rms_tracking_error and mean_tracking_error [m] of EE positions ee (n, 3) against the path
+    ref (n, 3), row k against row k."""
+    e = np.linalg.norm(np.asarray(ee, dtype=float) - np.asarray(ref, dtype=float), axis=1)
+    return dict(rms_tracking_error=float(np.sqrt(np.mean(e ** 2))), mean_tracking_error=float(np.mean(e)))
+
+
+def goal_errors(ee_per_goal, goals) -> dict:
+    """end_goal_error_max and mean_goal_error [m] of the EE positions ee_per_goal[i] (n_i, 3) held
+    toward goals[i] (3,): the worst distance at the end of a goal, the mean over every step."""
+    d = [np.linalg.norm(np.asarray(e, dtype=float) - np.asarray(g, dtype=float), axis=1)
+         for e, g in zip(ee_per_goal, goals)]
+    return dict(end_goal_error_max=float(max(x[-1] for x in d)), mean_goal_error=float(np.mean(np.concatenate(d))))
 
 
 # ------------------------------------------------------------------ episode functions
@@ -73,16 +94,23 @@ def _sampling_run(config, ctrl_ref, model_spec, q0, num_steps, threads):
     return rows, plans, mpc.model
 
 
-def fig8_sampling(sc, threads=2, periods=1, method=None, iterations=None, node_steps=None):
-    """RMS EE tracking error [m] of SimMPC on a figure-8 scenario (5 ms MuJoCo steps)."""
+def fig8_sampling_metrics(sc, threads=2, periods=1, method=None, iterations=None, node_steps=None) -> dict:
+    """rms_tracking_error / mean_tracking_error [m] (EE sensor vs the path after every 5 ms MuJoCo
+    step, :func:`path_errors`) and solve_time_ms (mean wall time per plan) of SimMPC on a figure-8
+    scenario."""
     from ..sampling import scenes
 
     cfg, qs, xyz, n = scenes.fig8_task(sc, timestep=0.005, periods=periods)
     cfg = _method(cfg, method, iterations, node_steps)
     rows, plans, m = _sampling_run(cfg, qs, scenes.robot_spec(PLANT, timestep=0.005), sc["q0"], n, threads)
     lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
-    err = np.linalg.norm(rows["sensordata"][:, lay:lay + 3] - xyz[1:n + 1], axis=1)
-    return float(np.sqrt(np.mean(err ** 2)))
+    out = path_errors(rows["sensordata"][:, lay:lay + 3], xyz[1:n + 1])
+    return dict(out, solve_time_ms=1e3 * float(np.mean([p["wall_s"] for p in plans])))
+
+
+def fig8_sampling(sc, threads=2, periods=1, method=None, iterations=None, node_steps=None):
+    """RMS EE tracking error [m] of SimMPC on a figure-8 scenario (5 ms MuJoCo steps)."""
+    return fig8_sampling_metrics(sc, threads, periods, method, iterations, node_steps)["rms_tracking_error"]
 
 
 def _bsqp(urdf):
@@ -96,6 +124,15 @@ def _bsqp(urdf):
 
 def fig8_bsqp(sc, periods=1):
     """RMS EE tracking error [m] of the BSQP controller on a figure-8 scenario."""
+    return fig8_bsqp_metrics(sc, periods)["rms_tracking_error"]
+
+
+def fig8_bsqp_metrics(sc, periods=1) -> dict:
+    """rms_tracking_error / mean_tracking_error [m] (EE vs the reference after every controller
+    step) and solve_time_ms (mean wall time per controller step) of the BSQP controller on a
+    figure-8 scenario."""
+    import time
+
     from ..core.bsqp import robot_urdf
     from ..sim.scenarios import fig8_reference
     from ..sim.mujoco_world import MuJoCoWorld
@@ -108,19 +145,35 @@ def fig8_bsqp(sc, periods=1):
     u_max = np.asarray(s.limits["u"])
     q, dq = np.array(sc["q0"]), np.zeros(7)
     ctrl.reset(np.concatenate([q, dq]))
-    errs = []
+    ee, path, walls = [], [], []
     for t in range(int(round(sim_time / DT))):
+        tic = time.perf_counter()
         u = np.clip(np.asarray(ctrl.step(np.concatenate([q, dq]), ref[t:t + N].ravel()).u), -u_max, u_max)
+        walls.append(time.perf_counter() - tic)
         for _ in range(4):
             q, dq = world.step(q, dq, u, DT / 4)
-        errs.append(np.linalg.norm(s.ee_pos(q) - ref[t + 1, :3]))
-    return float(np.sqrt(np.mean(np.square(errs))))
+        ee.append(s.ee_pos(q))
+        path.append(ref[t + 1, :3])
+    return dict(path_errors(ee, path), solve_time_ms=1e3 * float(np.mean(walls)))
 
 
 def pickplace_sampling(sc, goal_s=2.0, threads=2, method=None, iterations=None, node_steps=None):
     """Worst end-of-goal EE error [m] of SimMPC. Like the bsqp run, the planner knows only the
     current goal: per goal, the EE term's target, the control term's and ctrl_ref's joint targets
     are that goal (its IK solution) held."""
+    return pickplace_sampling_metrics(sc, goal_s, threads, method, iterations, node_steps)["end_goal_error_max"]
+
+
+def pickplace_sampling_metrics(sc, goal_s=2.0, threads=2, method=None, iterations=None, node_steps=None) -> dict:
+    """end_goal_error_max / mean_goal_error [m] (:func:`goal_errors` of the EE sensor after every
+    5 ms MuJoCo step) and solve_time_ms (mean wall time per plan) of SimMPC on a pick-and-place
+    scenario (:func:`pickplace_sampling`)."""
+    ee, walls = _pickplace_run(sc, goal_s, threads, method, iterations, node_steps)
+    return dict(goal_errors(ee, sc["goals"]), solve_time_ms=1e3 * float(np.mean(walls)))
+
+
+def _pickplace_run(sc, goal_s, threads, method, iterations, node_steps):
+    """(per goal the EE positions (goal_s / 5 ms, 3) after every step, every plan's wall time [s])."""
     import mujoco
 
     from ..sampling import MjSim, SimMPC, scenes
@@ -137,21 +190,30 @@ def pickplace_sampling(sc, goal_s=2.0, threads=2, method=None, iterations=None, 
     lay = m.sensor_adr[m.sensor(scenes.ee_sensor(PLANT)).id]
     per = int(round(goal_s / 0.005))
     ee_term, ctrl_term = cfg.task("ee"), cfg.task("ctrl")
-    ends = []
+    ee, walls = [], []
     for i, (g, qg) in enumerate(zip(sc["goals"], sc["q_goals"])):
         ee_term.sensor_ref = g[None]
         ctrl_term.ctrl_ref = qg[None]
         for term in (ee_term, ctrl_term):
             term.resolve(m)
         mpc.set_ctrl_ref(qg[None])
-        (rows,), _ = mpc.execute(ex, per, t0=i * per)
-        ends.append(np.linalg.norm(rows["sensordata"][-1, lay:lay + 3] - g))
+        (rows,), (plans,) = mpc.execute(ex, per, t0=i * per)
+        ee.append(rows["sensordata"][:, lay:lay + 3].copy())
+        walls += [p["wall_s"] for p in plans]
     mpc.close()
-    return max(ends)
+    return ee, walls
 
 
 def pickplace_bsqp(sc, goal_s=2.0):
     """Worst end-of-goal EE error [m] of the BSQP controller (step reference per goal)."""
+    return pickplace_bsqp_metrics(sc, goal_s)["end_goal_error_max"]
+
+
+def pickplace_bsqp_metrics(sc, goal_s=2.0) -> dict:
+    """end_goal_error_max / mean_goal_error [m] (:func:`goal_errors` of the EE after every
+    controller step) and solve_time_ms (mean wall time per step) of the BSQP controller."""
+    import time
+
     from ..core.bsqp import robot_urdf
     from ..sim.mujoco_world import MuJoCoWorld
 
@@ -161,15 +223,18 @@ def pickplace_bsqp(sc, goal_s=2.0):
     u_max = np.asarray(s.limits["u"])
     q, dq = np.array(sc["q0"]), np.zeros(7)
     ctrl.reset(np.concatenate([q, dq]))
-    ends = []
+    ee, walls = [], []
     for goal in sc["goals"]:
         ref = np.tile(np.concatenate([goal, np.zeros(3)]), N)
+        ee.append([])
         for _ in range(int(round(goal_s / DT))):
+            tic = time.perf_counter()
             u = np.clip(np.asarray(ctrl.step(np.concatenate([q, dq]), ref).u), -u_max, u_max)
+            walls.append(time.perf_counter() - tic)
             for _ in range(4):
                 q, dq = world.step(q, dq, u, DT / 4)
-        ends.append(np.linalg.norm(s.ee_pos(q) - goal))
-    return max(ends)
+            ee[-1].append(s.ee_pos(q))
+    return dict(goal_errors(ee, sc["goals"]), solve_time_ms=1e3 * float(np.mean(walls)))
 
 
 def box_push(sc, threads=2, steps=None):
@@ -285,24 +350,23 @@ def _run_f8(ep):
     sc, o = _arrays(ep["scenario"]), ep["task_options"]
     if ep["planner"]["planner"] == "sampling":
         c = ep["planner"]["config"]
-        e = fig8_sampling(sc, threads=_threads(ep), periods=o["periods"], method=c.get("method"),
-                          iterations=c.get("iterations"), node_steps=c.get("node_steps"))
+        r = fig8_sampling_metrics(sc, threads=_threads(ep), periods=o["periods"], method=c.get("method"),
+                                  iterations=c.get("iterations"), node_steps=c.get("node_steps"))
     else:
-        e = fig8_bsqp(sc, periods=o["periods"])
-    return dict(stop_reason="reference_end", sim_time=float(o["periods"] * sc["params"]["period"]),
-                rms_tracking_error=e)
+        r = fig8_bsqp_metrics(sc, periods=o["periods"])
+    return dict(r, stop_reason="reference_end", sim_time=float(o["periods"] * sc["params"]["period"]))
 
 
 def _run_pp(ep):
     sc, o = _arrays(ep["scenario"]), ep["task_options"]
     if ep["planner"]["planner"] == "sampling":
         c = ep["planner"]["config"]
-        e = pickplace_sampling(sc, goal_s=o["goal_s"], threads=_threads(ep), method=c.get("method"),
-                               iterations=c.get("iterations"), node_steps=c.get("node_steps"))
+        r = pickplace_sampling_metrics(sc, goal_s=o["goal_s"], threads=_threads(ep), method=c.get("method"),
+                                       iterations=c.get("iterations"), node_steps=c.get("node_steps"))
     else:
-        e = pickplace_bsqp(sc, goal_s=o["goal_s"])
-    return dict(stop_reason="goals_done", sim_time=float(len(sc["goals"]) * o["goal_s"]),
-                end_goal_error_max=float(e), success=int(e < o["tol"]))
+        r = pickplace_bsqp_metrics(sc, goal_s=o["goal_s"])
+    return dict(r, stop_reason="goals_done", sim_time=float(len(sc["goals"]) * o["goal_s"]),
+                success=int(r["end_goal_error_max"] < o["tol"]))
 
 
 def _run_box(ep):
@@ -314,12 +378,14 @@ def _run_box(ep):
 
 PLANNER_STUDIES = {
     "sampling_fig8": dict(kind="sampling_fig8", doc="bench_sampling's figure-8: sampling vs bsqp in MuJoCo",
-                          options=dict(ratio=0.5, periods=1), metrics=("rms_tracking_error",),
+                          options=dict(ratio=0.5, periods=1),
+                          metrics=("rms_tracking_error", "mean_tracking_error", "solve_time_ms"),
                           scenarios=_f8_scenarios, run=_run_f8, check=_check_opts,
                           planner_check=_check_planner_for(("sampling", "bsqp"))),
     "sampling_pickplace": dict(kind="sampling_pickplace",
                                doc="bench_sampling's step pick-and-place: sampling vs bsqp in MuJoCo",
-                               options=dict(goal_s=2.0, n_goals=3, tol=0.02), metrics=("end_goal_error_max", "success"),
+                               options=dict(goal_s=2.0, n_goals=3, tol=0.02),
+                               metrics=("end_goal_error_max", "success", "mean_goal_error", "solve_time_ms"),
                                scenarios=_pp_scenarios, run=_run_pp, check=_check_opts,
                                planner_check=_check_planner_for(("sampling", "bsqp"))),
     "sampling_box_push": dict(kind="sampling_box_push", doc="bench_sampling's box pushing (sampling)",

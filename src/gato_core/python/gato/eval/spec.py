@@ -46,7 +46,8 @@ __all__ = ["METRICS", "DEFAULT_METRICS", "BSQP_PARAM_KEYS", "Spec", "load_spec",
 
 #: Metric columns every episode reports (units in the names' docs, docs/eval.md).
 METRICS = {
-    "mean_tracking_error": "mean ||ee - reference knot 0|| over the episode [m]",
+    "mean_tracking_error": "mean ||ee - reference knot 0|| over the episode [m] (sampling_fig8: over the "
+                           "MuJoCo steps / controller steps, ee vs the path)",
     "max_tracking_error": "max ||ee - reference knot 0|| [m]",
     "final_goal_distance": "||ee - active goal|| at the last tick [m] (pickplace) / tracking error (fig8)",
     "goals_reached": "goals reached (pickplace; fig8: 0)",
@@ -54,7 +55,8 @@ METRICS = {
                        "limits, each normalised by its limit [1] (0: never outside)",
     "limit_violation_ticks": "ticks with any joint outside a URDF position, velocity or torque limit",
     "effort": "mean over ticks of ||u / u_limit||^2 [1] (applied torque normalised by the URDF effort limit)",
-    "solve_time_ms": "mean planner solve time per tick [ms] (wall clock: not deterministic)",
+    "solve_time_ms": "mean planner solve time per tick [ms] (sampling_fig8 / sampling_pickplace: per plan or "
+                     "controller step; wall clock: not deterministic)",
     "solve_time_p95_ms": "95th percentile of the planner solve time [ms] (wall clock: not deterministic)",
     "diverged": "1 when the world diverged, else 0",
     "n_ticks": "planner steps recorded",
@@ -66,7 +68,8 @@ METRICS = {
     "q_excess": "max over joints and time of the position's distance outside the URDF range / the range [1] (step)",
     "u_excess": "max over joints and ticks of the unclamped command outside the effort box / 2 effort [1] (step)",
     "task_time": "step, limits_pickplace: sum over goals of the time to reach [s]; limits_fig8: duration + path_lag",
-    "mean_goal_error": "mean over ticks of ||ee - active goal|| [m] (step, limits_pickplace)",
+    "mean_goal_error": "mean over ticks of ||ee - active goal|| [m] (step, limits_pickplace; sampling_pickplace: "
+                       "over the MuJoCo steps / controller steps)",
     "rms_tracking_error": "RMS over ticks of ||ee - reference|| [m] (limits_fig8)",
     "path_lag": "lag of the EE behind the figure-8 path [s] (limits_fig8)",
     "plan_viol_q": "max over ticks of the winning plan's position-row violation (NaN without limit rows)",
