@@ -7,12 +7,12 @@ the box. Each scene runs twice on the same seeded box start and goal: without co
 with a StateTask whose contact terms want the tool-box contact from the push phase on
 (``contact_weight`` per metre of gap) and keep the tool off the table (``penetration_scale``).
 ``--contact-until push`` wants the contact during the push phase only (``end``: to the end of the
-run, as ``scenes.box_push_task(contact_weight=...)`` builds it): wanted through the hold phase,
-the contact pulls the tool back onto a box already at its goal and knocks it off again.
-``--contact-target face`` wants the contact with a small non-colliding sphere (``--face-radius``)
-on the centre of the box face the push starts from (the face away from the goal, in the box's
-frame) instead of the whole box, so the wanted contact says where to push from; with
-``box`` a contact anywhere (the box's top, a corner) satisfies it.
+run): wanted through the hold phase, the contact pulls the tool back onto a box already at its
+goal and knocks it off again. ``--contact-target face`` wants the contact with a small
+non-colliding sphere (``--face-radius``) on the centre of the box face the push starts from (the
+face away from the goal, in the box's frame) instead of the whole box, so the wanted contact says
+where to push from; with ``box`` a contact anywhere (the box's top, a corner) satisfies it. Both
+are ``scenes.box_push_task``'s own (``contact_until``, ``contact_target``, ``face_radius``).
 Success: the box's final (x, y) within ``--tol`` of its goal. Prints one table (and writes it to
 ``--out`` with benchmarks_doc.write_result).
 ``--where-needed K``: the scenes where the terms matter only: scenes are drawn in seed order
@@ -36,22 +36,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 def run_scene(sc, *, contact_weight: float, penetration_scale: float, timestep: float, num_samples: int,
               threads: int, standoff: float, ctrl_std: float, push_s=None, guide: str = "hold",
               contact_until: str = "end", contact_target: str = "box", face_radius: float = 0.01,
-              iterations: int = 2):
+              iterations: int = 2, contact_geoms: str = "tool"):
     """(final box error [m], wall s, mean plan ms) of one push."""
     import mujoco
 
     from gato.sampling import MjSim, SimMPC, scenes
 
-    own = contact_weight > 0 and (contact_until == "push" or contact_target == "face")  # the bench's contact task
     spec, cfg, qs, q0, n = scenes.box_push_task(sc, timestep=timestep, num_samples=num_samples, guide=guide,
-                                                iterations=iterations,
-                                                standoff=standoff, ctrl_std=ctrl_std, push_s=push_s,
-                                                contact_weight=0.0 if own else contact_weight,
-                                                penetration_scale=penetration_scale)
-    if own:
-        target = "box" if contact_target == "box" else add_push_face(spec, sc, face_radius)
-        cfg = cfg.add(push_contact_task(spec, len(qs), timestep, push_s, contact_weight, penetration_scale,
-                                        contact_until, target))
+                                                iterations=iterations, standoff=standoff, ctrl_std=ctrl_std,
+                                                push_s=push_s, contact_weight=contact_weight,
+                                                penetration_scale=penetration_scale, contact_until=contact_until,
+                                                contact_target=contact_target, face_radius=face_radius,
+                                                contact_geoms=contact_geoms)
     mpc = SimMPC(cfg, MjSim(spec, 1, nthread=threads), qs)
     ex = MjSim(mpc.model, 1)
     d = ex.data[0]
@@ -63,40 +59,6 @@ def run_scene(sc, *, contact_weight: float, penetration_scale: float, timestep: 
     wall = time.perf_counter() - t
     mpc.close()
     return float(np.linalg.norm(rows["qpos"][-1, 7:9] - sc["goal"])), wall, 1e3 * np.mean([p["wall_s"] for p in plans])
-
-
-def add_push_face(spec, sc, radius: float) -> str:
-    """Add a massless sphere (radius [m]) that collides with nothing at the centre of the box face
-    behind the push (away from sc's goal), fixed to the box; its geom name."""
-    import mujoco
-
-    from gato.sampling import scenes
-
-    u = (np.asarray(sc["goal"]) - sc["start"]) / np.linalg.norm(np.asarray(sc["goal"]) - sc["start"])
-    h = scenes.BOX["half"]
-    # conaffinity 8 with no geom of contype 8: it never collides, and the compiler keeps it
-    # (discardvisual drops geoms with contype = conaffinity = 0)
-    spec.body("box").add_geom(name="push_face", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0],
-                              pos=[-u[0] * h, -u[1] * h, 0.0], contype=0, conaffinity=8, density=0, group=3)
-    return "push_face"
-
-
-def push_contact_task(spec, T: int, timestep: float, push_s, weight: float, penetration_scale: float,
-                      until: str = "push", target: str = "box"):
-    """box_push_task's contact StateTask (zero pose weights): the tool's contact with ``target`` wanted
-    from the push phase on, to the end (``until="end"``) or in the push phase only (T rows of the
-    reference; weight per metre of gap)."""
-    from gato.sampling import StateTask, scenes
-
-    phases = dict(scenes.PUSH_PHASES, **({} if push_s is None else {"push": float(push_s)}))
-    steps = {k: int(round(v / timestep)) for k, v in phases.items()}
-    push_from = steps["approach"] + steps["descend"]
-    wanted = np.zeros(T)
-    wanted[push_from:push_from + steps["push"] if until == "push" else T] = 1.0
-    m0 = spec.compile()
-    return StateTask(np.tile(m0.qpos0, (T, 1)), np.zeros((T, m0.nv)), np.zeros(m0.nv), 0.0,
-                     (scenes.TOOL_GEOM, "table") if penetration_scale > 0 else None, penetration_scale, 0.0,
-                     [(scenes.TOOL_GEOM, target, wanted, weight)], name="contacts")
 
 
 def main(argv=None):
@@ -116,6 +78,8 @@ def main(argv=None):
     p.add_argument("--contact-target", choices=("box", "face"), default="box",
                    help="the contact wanted with the box or with a marker on the face behind the push")
     p.add_argument("--face-radius", type=float, default=0.01)
+    p.add_argument("--contact-geoms", choices=("tool", "hand"), default="tool",
+                   help="the contact wanted of the sphere tool or of any hand geom (scenes.HAND_GEOMS)")
     p.add_argument("--tol", type=float, default=0.03)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--only", type=int, nargs="*", default=None, help="scene indices to run (default: all)")
@@ -131,12 +95,13 @@ def main(argv=None):
     idx = a.only if a.only is not None else range(a.n)
     ws = a.contact_weight
     lines = [f"| scene (seed {a.seed}) | start (x, y) [m] | goal (x, y) [m] | no contact terms: final box error [mm] | "
-             + " | ".join(f"contact terms (weight {w:g}, {a.contact_target}, until {a.contact_until}): final box error [mm]" for w in ws) + " | plan [ms] |",
+             + " | ".join(f"contact terms (weight {w:g}, {a.contact_geoms}-{a.contact_target}, until {a.contact_until}): final box error [mm]" for w in ws) + " | plan [ms] |",
              "|---|---|---|---|" + "---|" * len(ws) + "---|"]
     ok = np.zeros(1 + len(ws), dtype=int)
     kw = dict(timestep=a.timestep, num_samples=a.num_samples, threads=a.threads, standoff=a.standoff,
               ctrl_std=a.ctrl_std, push_s=a.push_s, contact_until=a.contact_until,
-              contact_target=a.contact_target, face_radius=a.face_radius, iterations=a.iterations)
+              contact_target=a.contact_target, face_radius=a.face_radius, iterations=a.iterations,
+              contact_geoms=a.contact_geoms)
     needed = 0
     for i in idx:
         if a.where_needed is not None and needed == a.where_needed:

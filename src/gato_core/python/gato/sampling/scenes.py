@@ -32,6 +32,7 @@ from .terms import SENSOR_PREFIX, ControlTask, SensorTask, StateTask
 
 __all__ = ["robot_spec", "mjcf_spec", "box_push_spec", "ee_body", "ee_sensor", "add_frame_sensors",
            "fig8_task", "pickplace_task", "box_push_task", "box_push_scenarios", "IIWA14_GAINS", "BOX", "TOOL_GEOM",
+           "HAND_GEOMS",
            "rollout_start", "hold_targets", "ROLLOUT_SCENES"]
 
 #: iiwa14 joint servo gains (kp N*m/rad, kv N*m*s/rad): stiff proximal joints, soft wrist, so the
@@ -148,6 +149,11 @@ def box_push_spec(*, timestep: float = 0.005, table_z: float = 0.15, box_xy=(0.6
     spec = robot_spec("iiwa14", timestep=timestep, table=table)
     h = BOX["half"]
     body = spec.worldbody.add_body(name="box", pos=[box_xy[0], box_xy[1], table_z + h])
+    # the inertia of a solid cube, explicit: the URDF loader may set inertiafromgeom false
+    body.explicitinertial = True
+    body.mass = BOX["mass"]
+    body.inertia = np.full(3, BOX["mass"] * 2 * h * h / 3)
+    body.ipos, body.iquat = [0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]
     body.add_freejoint(name="box")
     body.add_geom(name="box", type=mujoco.mjtGeom.mjGEOM_BOX, size=[h, h, h], mass=BOX["mass"],
                   contype=3, conaffinity=3, friction=[BOX["friction"], 0.005, 0.0001])
@@ -156,11 +162,20 @@ def box_push_spec(*, timestep: float = 0.005, table_z: float = 0.15, box_xy=(0.6
     tool = spec.body(ee_body("iiwa14"))
     if tool is not None and len(tool.geoms) and not tool.geoms[0].name:
         tool.geoms[0].name = TOOL_GEOM  # named, so StateTask's contact terms can pair it with the box
+    for link, name in zip(("L7", "L6"), HAND_GEOMS[1:]):  # the wrist links' collision hulls, named likewise
+        b = spec.body(link)
+        if b is not None and len(b.geoms) and not b.geoms[0].name:
+            b.geoms[0].name = name
     return spec
 
 
 #: The name box_push_spec gives the iiwa14's sphere tool geom (StateTask contact terms use it).
 TOOL_GEOM = "tool"
+#: The geoms of the iiwa14's hand in box_push_spec: the sphere tool and the collision hulls of the
+#: last two links (L7, L6). The hulls reach 5.5 cm from the tool's axis down to 8 mm below the
+#: tool's centre, the sphere 3.3 cm: at the box's height the hand touches the box before the
+#: sphere can (the sphere then stays 13-17 mm off the face).
+HAND_GEOMS = (TOOL_GEOM, "hand_L7", "hand_L6")
 
 #: Scenes of :func:`rollout_start`.
 ROLLOUT_SCENES = ("robot", "box")
@@ -293,7 +308,9 @@ PUSH_PHASES = dict(approach=1.0, descend=0.7, push=2.0, hold=1.3)
 def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0.15, horizon_s: float = 0.5,
                   num_samples: int = 64, iterations: int = 2, box_weight: float = 3000.0, ee_weight: float = 300.0,
                   ctrl_std: float = 0.03, seed: int = 0, guide: str = "path", standoff: float = 0.03,
-                  contact_weight: float = 0.0, penetration_scale: float = 0.0, push_s: Optional[float] = None):
+                  contact_weight: float = 0.0, penetration_scale: float = 0.0, push_s: Optional[float] = None,
+                  contact_until: str = "end", contact_target: str = "box", face_radius: float = 0.01,
+                  contact_geoms: str = "tool"):
     """(spec, config, ctrl_ref, q0, num_steps) of a box push (a :func:`box_push_scenarios` entry).
 
     The EE reference: from the ready pose over the box's far side (0.12 m above), down behind it
@@ -308,12 +325,28 @@ def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0
     scripts no push: from the push phase on the EE reference (and ctrl_ref) hold there, and the
     EE cost is off, so only the box cost asks for the push, and it says nothing until the tool
     touches the box (with a standoff of several cm the draws seldom do). ``contact_weight`` > 0 adds a
-    StateTask with RoboKit's contact terms (cost only, zero pose weights): the tool-box contact
-    wanted from the push phase on (weight per metre of gap) and, with ``penetration_scale``, the
-    tool kept off the table (margin 0). ``push_s`` [s]: the push phase's length (None: PUSH_PHASES').
+    StateTask named "contacts" with RoboKit's contact terms (cost only, zero pose weights): the
+    tool's contact with ``contact_target`` wanted (weight per metre of gap) from the push phase on,
+    to the end of the run (``contact_until="end"``) or in the push phase only (``"push"``: wanted
+    through the hold, the contact pulls the tool back onto a box already at its goal and can knock
+    it off again), and, with ``penetration_scale``, the tool kept off the table (margin 0).
+    ``contact_target``: "box" (a contact anywhere on it, its top or a corner too) or "face": a
+    massless sphere of ``face_radius`` [m] that collides with nothing (geom "push_face", added to
+    the box) on the centre of the face the push starts from (the face away from the goal), so the
+    wanted contact says where to push from. ``contact_geoms``: the contact wanted of the sphere tool
+    ("tool") or of any geom of the hand ("hand": HAND_GEOMS, the gap the smallest of theirs).
+    ``push_s`` [s]: the push phase's length (None: PUSH_PHASES').
     """
     if guide not in ("path", "hold"):
         raise ValueError(f"guide: expected 'path' or 'hold', got {guide!r}")
+    if contact_until not in ("end", "push"):
+        raise ValueError(f"contact_until: expected 'end' or 'push', got {contact_until!r}")
+    if contact_target not in ("box", "face"):
+        raise ValueError(f"contact_target: expected 'box' or 'face', got {contact_target!r}")
+    if contact_geoms not in ("tool", "hand"):
+        raise ValueError(f"contact_geoms: expected 'tool' or 'hand', got {contact_geoms!r}")
+    if not (isinstance(face_radius, (int, float)) and not isinstance(face_radius, bool) and face_radius > 0):
+        raise ValueError(f"face_radius: expected a number > 0 [m], got {face_radius!r}")
     import pinocchio as pin
 
     from ..sim import scenarios as tasks
@@ -354,11 +387,29 @@ def box_push_task(scenario: dict, *, timestep: float = 0.005, table_z: float = 0
         config = config.add(_GatedSensorTask(path, {ee_sensor(): ee_weight}, 1.0 - box_w, name="ee"))
     config = config.add(ControlTask(1.0, qs, name="ctrl"))
     if contact_weight > 0:
+        target = "box" if contact_target == "box" else _add_push_face(spec, u, face_radius)
+        wanted = box_w.copy()
+        if contact_until == "push":
+            wanted[push_from + steps["push"]:] = 0.0
         m0 = spec.compile()
         config = config.add(StateTask(np.tile(m0.qpos0, (len(path), 1)), np.zeros((len(path), m0.nv)), np.zeros(m0.nv),
                                       0.0, (TOOL_GEOM, "table") if penetration_scale > 0 else None, penetration_scale,
-                                      0.0, [(TOOL_GEOM, "box", box_w, contact_weight)], name="contacts"))
+                                      0.0, [(TOOL_GEOM if contact_geoms == "tool" else list(HAND_GEOMS), target,
+                                             wanted, contact_weight)], name="contacts"))
     return spec, config, qs, q0, num_steps
+
+
+def _add_push_face(spec, u: np.ndarray, radius: float) -> str:
+    """Add to the box a massless sphere (radius [m]) that collides with nothing, on the centre of
+    the face behind a push along the unit (x, y) direction u; its geom name ("push_face")."""
+    import mujoco
+
+    h = BOX["half"]
+    # conaffinity 8 with no geom of contype 8: it never collides, and the compiler keeps it
+    # (discardvisual drops geoms with contype = conaffinity = 0)
+    spec.body("box").add_geom(name="push_face", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0],
+                              pos=[-u[0] * h, -u[1] * h, 0.0], contype=0, conaffinity=8, density=0, group=3)
+    return "push_face"
 
 
 class _GatedSensorTask(SensorTask):
