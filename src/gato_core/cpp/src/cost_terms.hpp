@@ -18,6 +18,7 @@
 // Included by solver_impl.hpp only.
 #pragma once
 
+#include <limits>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -109,6 +110,10 @@ struct Knot {
   // has an orientation weight) and, for the derivatives, the world angular Jacobian (3 x nv).
   const S* rot = nullptr;
   const MatJ* Jw = nullptr;
+  // Optional: R_ref (3 x 3 column-major, exp of ref[3:6]) cached by the solver, and on the
+  // value-only path the orientation error e = log(R_refᵀ R) computed by the caller.
+  const S* rref = nullptr;
+  const S* elog = nullptr;
 };
 
 /// Where the derivatives go (D = true): the stage blocks Q (nx x nx), q (nx), R (nu x nu),
@@ -153,10 +158,39 @@ struct EePositionTerm {
   }
 };
 
+/// R_ref,k = exp(ref[3:6] of knot k) (column-major) for the orientation term, cached per batch
+/// entry: update() recomputes a knot only where its rotation-vector slots changed since the
+/// last call (the same exp, so the same bits; a NaN slot always recomputes). Sized once
+/// (size(N)) outside the solve.
+template <typename S>
+struct RefRotations {
+  std::vector<S> key, R;  // N x 3 slots, N x 9 rotations
+  void size(int N) {
+    key.assign(size_t(N) * 3, std::numeric_limits<S>::quiet_NaN());
+    R.assign(size_t(N) * 9, S(0));
+  }
+  /// ref: N x 6 (the solver's reference of one entry); returns N x 9.
+  const S* update(const S* ref, int N) {
+    for (int k = 0; k < N; ++k) {
+      const S* r = ref + 6 * k + 3;
+      S* kk = key.data() + 3 * k;
+      if (kk[0] == r[0] && kk[1] == r[1] && kk[2] == r[2]) continue;
+      Eigen::Map<so3::M3<S>>(R.data() + 9 * k) = so3::exp<S>(so3::V3<S>(r[0], r[1], r[2]));
+      kk[0] = r[0];
+      kk[1] = r[1];
+      kk[2] = r[2];
+    }
+    return R.data();
+  }
+};
+
 /// EE orientation tracking: ½ w_k Σ_a c_a e_a², e = log(R_refᵀ R(q)) (rad, tool frame),
 /// R_ref = exp(ref[3:6]) (the reference's rotation vector, world frame), c the per-axis
 /// factors. Gauss-Newton with J_e = Jr⁻¹(e) Rᵀ J_ω (J_ω the world angular Jacobian):
 /// gradient J_eᵀ (w c ∘ e), Hessian J_eᵀ diag(w c) J_e. Not evaluated while w_k = 0.
+/// R_ref comes from p.rref where the solver caches it (else exp here); on the value-only
+/// path p.elog, where given, is e itself (the line search's lanes compute it, atan2 in lanes).
+/// Jr⁻¹(e) shares the log map's sin / cos (so3::log's jc): one atan2 per knot.
 template <typename S, int NV>
 struct EeOrientationTerm {
   using V3 = so3::V3<S>;
@@ -166,16 +200,23 @@ struct EeOrientationTerm {
     static_assert(!first, "EeOrientationTerm adds to the position block: register it after EePositionTerm");
     const S w = m.rot_weight(p.k);
     if (!(w > S(0))) return;
-    const M3 R = Eigen::Map<const M3>(p.rot);
-    const M3 Rt = so3::exp<S>(V3(p.ref[3], p.ref[4], p.ref[5]));
-    const V3 e = so3::log<S>(M3(Rt.transpose() * R));
+    V3 e;
+    S jc = 0;
+    if (!D && p.elog) {
+      e = Eigen::Map<const V3>(p.elog);
+    } else {
+      const M3 R = Eigen::Map<const M3>(p.rot);
+      const M3 Rt = p.rref ? M3(Eigen::Map<const M3>(p.rref))
+                           : so3::exp<S>(V3(p.ref[3], p.ref[4], p.ref[5]));
+      e = so3::log<S>(M3(Rt.transpose() * R), D ? &jc : nullptr);
+    }
     V3 we;
     for (int a = 0; a < 3; ++a) {
       we[a] = w * S(m.rot_axis[a]) * e[a];
       acc += S(0.5) * we[a] * e[a];
     }
     if constexpr (D) {
-      const M3 A = so3::jr_inv<S>(e) * R.transpose();
+      const M3 A = so3::jr_inv<S>(e, jc) * Eigen::Map<const M3>(p.rot).transpose();
       using MatJ = std::decay_t<decltype(*p.Jw)>;
       const MatJ Je = A * (*p.Jw);
       MatJ WJ = Je;

@@ -164,8 +164,11 @@ class BatchSolverImpl final : public BatchSolver<S> {
   bool use_lanes() const {
     return lanes_ && set_.line_search == LineSearch::kBest && plant_->use_lean();
   }
+  // rref: the entry's cached R_ref (N x 9, e.rref.update) or null; elog: the orientation
+  // error e of this knot already computed (the line search's lanes) or null.
   S stage_cost_value(int k, const S* x, const S* u, const S* ee, const S* ref,
-                     const S* uref = nullptr, const S* rot = nullptr) const;
+                     const S* uref = nullptr, const S* rot = nullptr, const S* rref = nullptr,
+                     const S* elog = nullptr) const;
   // The orientation term is on: the EE rotation of state x into e.t_R, else null. The
   // scalar lean kernel where the plant has one (pinocchio's forward kinematics costs ~10x).
   const S* rotation_of(Entry& e, const S* x) const {
@@ -183,6 +186,8 @@ class BatchSolverImpl final : public BatchSolver<S> {
   bool lean_rot() const { return lanes_ && plant_->use_lean(); }
   void calibrate_ee_rotation();
   void rotation_lanes(Entry& e, int k0);
+  static constexpr int kMaxLanes = 8;  // the widest lean lane type (8 floats)
+  void rot_logs(const S* RR, const S* rref, S* out) const;
   // u_ref = gravity: g(q) of state x into e.t_g (null when the knot has no control or
   // u_ref = zero), the control reference of the line search's stage cost.
   const S* gravity_ref(Entry& e, const S* x, bool has_u) const {
@@ -381,7 +386,9 @@ struct BatchSolverImpl<S, NV>::Entry {
     Rot.assign(N, Eigen::Matrix<S, 3, 3>::Identity());
     Jw = MatJ::Zero(3, nv);
     Jw_dyn = MatX<S>::Zero(3, nv);
+    rref.size(N);
   }
+  cost::RefRotations<S> rref;  // R_ref per knot (exp of the reference's slots [3:6])
 
   int nv, nx, nu, N;
   const S* xs = nullptr;   // measured state (nx)

@@ -15,9 +15,11 @@ const S* BatchSolverImpl<S, NV>::fext_ptr(int b, int k) const {
 // value-only path of the cost terms (src/cost_terms.hpp), summed per knot.
 template <typename S, int NV>
 S BatchSolverImpl<S, NV>::stage_cost_value(int k, const S* x, const S* u, const S* ee,
-                                           const S* ref, const S* uref, const S* rot) const {
+                                           const S* ref, const S* uref, const S* rot,
+                                           const S* rref, const S* elog) const {
   using Derivs = cost::KnotDerivs<MatXX, VecNX, MatUU, VecNU>;
-  const cost::Knot<S, MatJ> p{k, x, u, ee, ref + 6 * k, nullptr, uref, nullptr, rot};
+  const cost::Knot<S, MatJ> p{k,    x,   u,       ee,  ref + 6 * k, nullptr, uref, nullptr, rot,
+                              nullptr, rref ? rref + 9 * k : nullptr, elog};
   S l = 0;
   cost::StageCost<S, NV>::template add<false>(cost_, p, l, static_cast<Derivs*>(nullptr));
   return l;
@@ -28,6 +30,7 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
   const int nv = nv_, nx = nx_;
   const bool kkt_lanes = use_kkt_lanes();
   const bool rot_lanes = cost_.rot_on() && lean_rot();
+  const S* rref = cost_.rot_on() ? e.rref.update(e.ref, N_) : nullptr;  // R_ref per knot
   S cost = 0, defect = 0;
   for (int k = 0; k < N_; ++k) {
     const S* x = e.x(k);
@@ -91,12 +94,14 @@ S BatchSolverImpl<S, NV>::setup_kkt(Entry& e) {
       }
       p.rot = e.Rot[k].data();
       p.Jw = &e.Jw;
+      p.rref = rref + 9 * k;
     } else if (cost_.rot_on()) {
       // The same from pinocchio (no lean model, or lean dynamics off).
       plant_->ee_rotation(*e.ws, x, e.Rot[k].data(), &e.Jw_dyn);
       e.Jw = e.Jw_dyn;
       p.rot = e.Rot[k].data();
       p.Jw = &e.Jw;
+      p.rref = rref + 9 * k;
     }
     cost::StageCost<S, NV>::template add<true>(cost_, p, cost, &der);
   }

@@ -13,6 +13,7 @@ S BatchSolverImpl<S, NV>::trial_merit(Entry& e, S alpha) {
   e.trial = e.xu;
   e.trial.noalias() += alpha * e.dz;
   S cost = 0, defect = 0;
+  const S* rref = cost_.rot_on() ? e.rref.update(e.ref, N_) : nullptr;
   for (int k = 0; k < N_; ++k) {
     const S* x = e.trial.data() + k * (nx + nu);
     if (k < N_ - 1) {
@@ -21,10 +22,11 @@ S BatchSolverImpl<S, NV>::trial_merit(Entry& e, S alpha) {
       dynamics_step(*plant_, *e.ws, e.dyn, set_.integrator, dt_, x, u, fext_ptr(e.b, k),
                     e.xnext.data(), e.ee[k].data());
       defect += (Eigen::Map<const VecNX>(x + nx + nu, nx) - e.xnext).template lpNorm<1>();
-      cost += stage_cost_value(k, x, u, e.ee[k].data(), e.ref, gravity_ref(e, x, true), rotation_of(e, x));
+      cost += stage_cost_value(k, x, u, e.ee[k].data(), e.ref, gravity_ref(e, x, true), rotation_of(e, x),
+                               rref);
     } else {
       plant_->frame_position(*e.ws, x, e.ee[k].data());
-      cost += stage_cost_value(k, x, nullptr, e.ee[k].data(), e.ref, nullptr, rotation_of(e, x));
+      cost += stage_cost_value(k, x, nullptr, e.ee[k].data(), e.ref, nullptr, rotation_of(e, x), rref);
     }
   }
   defect += (Eigen::Map<const VecNX>(e.trial.data(), nx) - Eigen::Map<const VecNX>(e.xs, nx))
@@ -43,9 +45,11 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
   const int nx = nx_, nu = nu_, W = lk_.W;
   S cost[G] = {}, defect[G] = {}, ee_last[G][3] = {};
   S *X = e.lanes.lx.data(), *U = e.lanes.lu.data(), *XN = e.lanes.lxn.data(), *EE = e.lanes.lee.data();
-  // The orientation term: the EE rotations from the same kinematics pass as the positions.
+  // The orientation term: the EE rotations from the same kinematics pass as the positions,
+  // its error e = log(R_ref' R) of the W lanes at once (rot_logs: the angle's atan2 in lanes).
   S* RR = cost_.rot_on() ? e.lanes.lrot.data() : nullptr;
-  const S* rot = RR ? e.t_R.data() : nullptr;
+  const S* rref = RR ? e.rref.update(e.ref, N_) : nullptr;
+  S elog[3 * kMaxLanes];
   void* scr = e.lanes.lscr.data();
   for (int k = 0; k < N_; ++k) {
     const S* x = e.xu.data() + k * (nx + nu);
@@ -63,15 +67,14 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
       } else {
         lk_.ee(lview_, scr, X, EE);
       }
+      const bool rk = RR && cost_.rot_weight(k) > S(0);
+      if (rk) rot_logs(RR, rref + 9 * k, elog);
       for (int l = 0; l < W; ++l) {
         const int a = g0 + l;
         const S alpha = alphas[a];
         for (int i = 0; i < nx; ++i) e.t_nx2[i] = X[i * W + l];
         S ee[3] = {EE[l], EE[W + l], EE[2 * W + l]};
-        if (RR) {
-          for (int r = 0; r < 3; ++r)
-            for (int c = 0; c < 3; ++c) e.t_R(r, c) = RR[(3 * r + c) * W + l];
-        }
+        const S* el = rk ? elog + 3 * l : nullptr;
         if (!last) {
           for (int i = 0; i < nu; ++i) e.t_nu[i] = U[i * W + l];
           const S* x1 = x + nx + nu;
@@ -82,9 +85,9 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
           }
           defect[a] += (e.t_nx - e.xnext).template lpNorm<1>();
           cost[a] += stage_cost_value(k, e.t_nx2.data(), e.t_nu.data(), ee, e.ref,
-                                      gravity_ref(e, e.t_nx2.data(), true), rot);
+                                      gravity_ref(e, e.t_nx2.data(), true), nullptr, nullptr, el);
         } else {
-          cost[a] += stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref, nullptr, rot);
+          cost[a] += stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref, nullptr, nullptr, nullptr, el);
           for (int i = 0; i < 3; ++i) ee_last[a][i] = ee[i];
         }
       }
@@ -102,6 +105,31 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
     const S m = cost[a] + e.mu * defect[a];
     out[a] = std::isfinite(double(m)) ? m : std::numeric_limits<S>::infinity();
   }
+}
+
+// The orientation error e_l = log(R_ref' R_l) of the W lanes of RR (9 x W, lane-minor,
+// row-major rotations) into out (3 x W, lane-major): the log maps' pieces per lane, their one
+// transcendental, t = atan2(s, c), for all lanes at once (so3::atan2_lanes), then the maps.
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::rot_logs(const S* RR, const S* rref, S* out) const {
+  using M3 = so3::M3<S>;
+  const int W = lk_.W;
+  const M3 RtT = Eigen::Map<const M3>(rref).transpose();
+  M3 Mr[kMaxLanes];
+  so3::LogParts<S> pr[kMaxLanes];
+  S ys[kMaxLanes], xs[kMaxLanes], ts[kMaxLanes];
+  for (int l = 0; l < W; ++l) {
+    M3 R;
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 3; ++c) R(r, c) = RR[(3 * r + c) * W + l];
+    Mr[l].noalias() = RtT * R;
+    pr[l] = so3::log_parts<S>(Mr[l]);
+    ys[l] = pr[l].s;
+    xs[l] = pr[l].c;
+  }
+  so3::atan2_lanes<S>(ys, xs, ts, W);
+  for (int l = 0; l < W; ++l)
+    Eigen::Map<so3::V3<S>>(out + 3 * l) = so3::log_finish<S>(Mr[l], pr[l], ts[l]);
 }
 
 template <typename S, int NV>
