@@ -127,6 +127,7 @@ from .controller_reference import ReferenceTracker, window_from_flat  # noqa: F4
 from .controller_ticks import PlannerTicks
 from .controller_types import Status, TickOutput
 from .controller_wrench import WrenchSync
+from .ee_kinematics import EERotation, ee_position as _ee_position
 from .inputs import Rejected
 from .joint_order import JointOrder
 from .types import JointStateSample, ReferenceWindow, ns_to_sec
@@ -194,7 +195,7 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
             self.effort_limit = np.asarray(model.effortLimit, dtype=np.float64)
             self._ee_pos = _ee_position(model, robot_info(robot)["ee_frame"])
             ee_fid = int(model.getFrameId(robot_info(robot)["ee_frame"]))
-        self._ee_rot = _EERotation(model, ee_fid)     # the status's EE orientation error (issue 30)
+        self._ee_rot = EERotation(model, ee_fid)     # the status's EE orientation error (issue 30)
         self._order = JointOrder(cfg["joint_names"], solver_joints, robot)
         self.joint_names, self._solver_joints = self._order.names, self._order.model_joints
         self._cmd_from_solver = self._order.to_names  # command order <- solver order
@@ -579,35 +580,3 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
         x = state.x
         return SimpleNamespace(stamp_ns=stamp, q=x[:self.nq].copy(), qd=x[self.nq:].copy(),
                                ee=self.ee_position(x[:self.nq]))
-
-
-class _EERotation:
-    """The EE frame's orientation (pinocchio forward kinematics of frame ``fid``):
-    :meth:`angle_to` a target rotation vector [rad]."""
-
-    def __init__(self, model, fid: int):
-        self.model, self.data, self.fid = model, model.createData(), int(fid)
-
-    def angle_to(self, q, rotvec) -> float:
-        """Angle [rad] of R_target^T R_ee(q), R_target = exp(``rotvec``) (world frame)."""
-        import pinocchio as pin
-
-        pin.forwardKinematics(self.model, self.data, q)
-        R = pin.updateFramePlacement(self.model, self.data, self.fid).rotation
-        return float(np.linalg.norm(pin.log3(pin.exp3(np.asarray(rotvec, dtype=np.float64)).T @ R)))
-
-
-def _ee_position(model, frame: str):
-    """``ee_pos(q) -> (3,)`` m: the origin of URDF frame ``frame`` (pinocchio forward kinematics),
-    the EE position the planners other than bsqp track (the registered EE frame)."""
-    import pinocchio as pin
-
-    data = model.createData()
-    fid = model.getFrameId(frame)
-
-    def ee_pos(q):
-        pin.forwardKinematics(model, data, np.asarray(q, dtype=np.float64))
-        return pin.updateFramePlacement(model, data, fid).translation.copy()
-    return ee_pos
-
-
