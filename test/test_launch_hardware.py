@@ -394,6 +394,15 @@ def _plugin_params(node, tunable, value, new_value):
     assert out.returncode == 0 and "True" in out.stdout, (out.stdout, out.stderr)
 
 
+#: Seconds the plugin tests wait after their last ros2 CLI call before the launch is stopped. A CI
+#: run (2026-12-07) had gato_reference's exit guard fire and robot_state_publisher ignore SIGTERM
+#: for 10 s right after these tests' CLI calls: the reference node's native stack was
+#: rmw_fastrtps_shared_cpp::destroy_participant -> fastdds DomainParticipant::set_listener, which
+#: waits without a limit for a participant-listener callback in flight (the CLI processes' own
+#: participants leaving discovery). Letting them leave first keeps shutdown off that path.
+CLI_SETTLE_S = 2.0
+
+
 def _plugin_reads_the_measured_effort(node):
     """The plugin claimed MuJoCo's <joint>/effort state interfaces: its status reports the
     measured effort's tracking error, a finite torque within the arm's largest effort limit
@@ -421,6 +430,7 @@ def test_hardware_launch_mujoco_plugin_follow(hw_mujoco_plugin_follow):
     _mujoco_closed_loop(g, "gato_plugin")
     _plugin_params("/gato_plugin", "hold_frequency_hz", "4.0", "3.0")
     _plugin_reads_the_measured_effort("/gato_plugin")
+    time.sleep(CLI_SETTLE_S)
     yield
     _mujoco_clean(g, {"gato_controller"})
 
@@ -434,6 +444,7 @@ def test_hardware_launch_mujoco_plugin_embedded(hw_mujoco_plugin_embedded):
     _mujoco_closed_loop(g, "gato_plugin_embedded")
     _plugin_params("/gato_plugin_embedded", "q_cost", "2.0", "2.5")
     _plugin_reads_the_measured_effort("/gato_plugin_embedded")
+    time.sleep(CLI_SETTLE_S)
     yield
     _mujoco_clean(g, set())
     assert "gato_controller" not in g.started, sorted(g.started)

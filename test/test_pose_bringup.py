@@ -35,13 +35,23 @@ def test_a_sweeping_pose_reference_is_tracked_and_its_orientation_error_reported
     # the controller's status over DDS: both errors on every MPC tick, the orientation one the bag's
     st = [m for _, m in read_bag(bag, ["/gato_controller/status"])["/gato_controller/status"]
           if m.active_planner == "bsqp"]
-    assert len(st) >= 90, len(st)
+    # the recorder may lose some of the ~100 status messages on a loaded machine (61 of 100 in one CI
+    # run: issue 32's recorder item), so the check is per recorded tick, not over the run's mean
+    assert len(st) >= 20, len(st)
     pos = np.array([m.ee_position_error for m in st])
     rot = np.array([m.ee_orientation_error for m in st])
     assert np.all(np.isfinite(pos)) and np.all(np.isfinite(rot)), (pos, rot)
+    # lockstep: the tick's state is the bag's joint state of the same stamp, its window the one
+    # stamped at it, so each status equals the bag analysis' error at that stamp (measured equal)
+    ser = s["series"]
+    t_ns = np.round(np.asarray(ser["t"]) * 1e9).astype(np.int64)
+    idx = {int(v): i for i, v in enumerate(t_ns)}
+    pairs = [(i, k) for k, m in enumerate(st)
+             if (i := idx.get(m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)) is not None]
+    assert len(pairs) >= 0.9 * len(st), (len(pairs), len(st))
+    bag_i, st_i = (np.array(v) for v in zip(*pairs))
     print(f"pose bringup: {s['n_ticks']} ticks, bag: position {s['tracking_error_m']['mean'] * 1e3:.2f} mm, "
           f"orientation {ro['mean']:.3f} deg (max {ro['max']:.3f}); status: {pos.mean() * 1e3:.2f} mm, "
-          f"{np.degrees(rot.mean()):.3f} deg over {len(st)} ticks")
-    # lockstep: the tick's state is the bag's, its window the one stamped at it (measured equal)
-    assert np.degrees(rot.mean()) == pytest.approx(ro["mean"], rel=0.02), (np.degrees(rot.mean()), ro)
-    assert pos.mean() == pytest.approx(s["tracking_error_m"]["mean"], rel=0.02)
+          f"{np.degrees(rot.mean()):.3f} deg over {len(st)} ticks, {len(pairs)} matched by stamp")
+    np.testing.assert_allclose(pos[st_i], np.asarray(ser["err"])[bag_i], rtol=0.02, atol=1e-5)
+    np.testing.assert_allclose(rot[st_i], np.asarray(ser["rot_err"])[bag_i], rtol=0.02, atol=1e-4)
