@@ -540,7 +540,6 @@ class ControllerLogic(ControllerParameters, TickGating, PlannerTicks, OscFallbac
     def status_dict(self) -> dict:
         return asdict(self.status)
 
-
     def _track(self, x, ref: ReferenceWindow) -> None:
         """The status's EE tracking of a planner or OSC tick (issue 30): the measured EE at ``x``
         (solver order) against knot 0 of ``ref``, the window the tick solved on: position
