@@ -21,9 +21,16 @@ Variants (``--variants``, alternated within each round):
   ``FASTDDS_DEFAULT_PROFILES_FILE=<path>``. (Fast DDS 3 reads only that variable; the older
   FASTRTPS_DEFAULT_PROFILES_FILE, which this bench used first, is ignored by it.)
 
+``--ros2bag-profile`` gives ``ros2 bag record`` alone a Fast DDS profile: ``record`` is
+share/gato_bringup/config/fastdds_record.xml (every reader of the process at least 1,000 samples
+deep, the gato transports; docs/replay.md), ``none`` (the default) leaves it Fast DDS's defaults
+or the variant's file, a path gives that file. ``--hog-nice N`` runs the busy loops under
+``nice -n N`` (the bringup and the recorders keep nice 0).
+
 Usage (about a minute per run; not part of CI):
 
     python bench/bench_recorder_load.py --out /tmp/rec_load --runs 3 --hogs 2 --variants default gato
+    python bench/bench_recorder_load.py --out /tmp/rl --runs 5 --hog-nice 5 --variants gato --ros2bag-profile record
 """
 from __future__ import annotations
 
@@ -54,7 +61,19 @@ def _bag_ticks(bag: Path) -> dict:
     return {"commands": len(ticks), "missing": ticks[-1] - ticks[0] + 1 - len(ticks)}
 
 
-def one_run(out: Path, duration: float, hogs: int, variant: str) -> dict:
+def record_profile_path(choice: str) -> str | None:
+    """The file ``--ros2bag-profile`` names: None for ``none``."""
+    if choice == "none":
+        return None
+    if choice == "record":
+        from ament_index_python.packages import get_package_share_directory
+
+        return os.path.join(get_package_share_directory("gato_bringup"), "config", "fastdds_record.xml")
+    return str(Path(choice).resolve())
+
+
+def one_run(out: Path, duration: float, hogs: int, variant: str, ros2bag_profile: str | None = None,
+            hog_nice: int = 0) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     env = dict(os.environ)
@@ -70,11 +89,15 @@ def one_run(out: Path, duration: float, hogs: int, variant: str) -> dict:
         from gato_ros.recorder_node import controller_graph_topics
 
         topics = [t for t in controller_graph_topics() if t != "/robot_description"]
+        rec_env = dict(env)
+        if ros2bag_profile:
+            rec_env["FASTDDS_DEFAULT_PROFILES_FILE"] = ros2bag_profile
         rec = subprocess.Popen(["ros2", "bag", "record", "-s", "mcap", "-o", str(out / "ros2bag"), "--topics",
-                                *topics], env=env, stdout=open(out / "ros2bag.log", "w"),
+                                *topics], env=rec_env, stdout=open(out / "ros2bag.log", "w"),
                                stderr=subprocess.STDOUT, start_new_session=True)
         time.sleep(3.0)
-    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
+    nice = ["nice", "-n", str(hog_nice)] if hog_nice else []
+    spin = [subprocess.Popen([*nice, sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
     try:
         load0 = os.getloadavg()[0]
         t0 = time.monotonic()
@@ -92,7 +115,8 @@ def one_run(out: Path, duration: float, hogs: int, variant: str) -> dict:
     text = p.stdout + p.stderr
     (out / "bringup.log").write_text(text)
     miss = re.findall(r"(\d+) ticks missing on /gato_controller/command", text)
-    res = {"variant": variant, "rc": p.returncode, "gato_recorder_missing": int(miss[-1]) if miss else None,
+    res = {"variant": variant, "ros2bag_profile": ros2bag_profile, "hog_nice": hog_nice, "rc": p.returncode,
+           "gato_recorder_missing": int(miss[-1]) if miss else None,
            "wall_s": round(wall, 1), "load_1min": [round(load0, 2), round(load1, 2)]}
     if rec is not None:
         try:
@@ -110,6 +134,9 @@ def main(argv=None) -> int:
     ap.add_argument("--hogs", type=int, default=2, help="busy-loop processes beside each run")
     ap.add_argument("--variants", nargs="+", default=["default", "gato"], metavar="V",
                     help="default | gato | path to a Fast DDS XML profile (see above)")
+    ap.add_argument("--ros2bag-profile", default="none", metavar="P",
+                    help="none | record | path: a Fast DDS profile for ros2 bag record alone (see above)")
+    ap.add_argument("--hog-nice", type=int, default=0, help="nice -n for the busy loops (0: none)")
     a = ap.parse_args(argv)
     for v in a.variants:
         if v not in ("default", "gato") and not Path(v).is_file():
@@ -117,7 +144,8 @@ def main(argv=None) -> int:
     res = []
     for i in range(a.runs):
         for k, v in enumerate(a.variants):
-            r = one_run(a.out / f"run{i}_{k}", a.duration, a.hogs, v)
+            r = one_run(a.out / f"run{i}_{k}", a.duration, a.hogs, v, record_profile_path(a.ros2bag_profile),
+                        a.hog_nice)
             print(json.dumps(r), flush=True)
             res.append(r)
     write_result(a.out, res)
