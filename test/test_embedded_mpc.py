@@ -110,3 +110,29 @@ def test_bad_arguments_raise_value_errors(robot):
         mpc.step(T0, x0(), np.zeros((4, 2)), T0, 0.05)
     with pytest.raises(ValueError, match="ref_knot_dt"):
         mpc.step(T0, x0(), np.zeros((4, 3)), T0, 0.0)
+
+
+def test_ee_position_error_is_the_measured_ee_against_knot_0_of_the_solved_reference(robot):
+    """Issue 30: what the plugin's ~/status reports as ee_position_error in embedded mode, as the
+    controller node does: the EE at the state the step solved from against knot 0 of the
+    reference it solved toward (the window sampled at the state's time, or the hold point)."""
+    urdf, ee = robot
+    mpc = core.EmbeddedMpc(urdf, ee, N, DT, {}, warmup_solves=1)
+    solver = core.Solver64(urdf, ee, 1, N, DT, {}, 1)
+    assert np.isnan(mpc.ee_position_error)       # no step yet
+    win = ReferenceWindow(stamp_ns=T0 - 10**8, knot_dt=0.05,
+                          positions=np.array([[0.5, 0.0, 0.6], [0.55, 0.05, 0.6], [0.6, 0.1, 0.55]]))
+    x = x0()
+    for k, xk in enumerate((x, x + 0.02)):
+        t = T0 + k * int(DT * 1e9)
+        assert mpc.step(t, xk, win.positions, win.stamp_ns, win.knot_dt)
+        want = np.linalg.norm(solver.frame_position(xk[:7], -1) - win.solver_reference(t, N, DT)[:3])
+        assert want > 1e-3
+        assert mpc.ee_position_error == pytest.approx(want, rel=1e-12)
+    # no window: against the hold point (the EE of the cold start's state)
+    mpc.reset()
+    assert mpc.step(T0 + 3 * int(DT * 1e9), x)
+    assert mpc.ee_position_error == pytest.approx(0.0, abs=1e-12)
+    assert mpc.step(T0 + 4 * int(DT * 1e9), x + 0.05)
+    want = np.linalg.norm(solver.frame_position(x[:7] + 0.05, -1) - solver.frame_position(x[:7], -1))
+    assert mpc.ee_position_error == pytest.approx(want, rel=1e-12)

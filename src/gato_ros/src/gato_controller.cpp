@@ -501,6 +501,8 @@ void GatoController::solver_loop() {
                             e.what());
     }
     last_solve_us_.store(mpc_->last_solve_us(), std::memory_order_relaxed);
+    ee_pos_err_.store(ok ? mpc_->ee_position_error() : std::numeric_limits<double>::quiet_NaN(),
+                      std::memory_order_relaxed);
     if (!ok) {  // the executor keeps its last plan until it goes stale, then holds
       ++solve_failures_;
       continue;
@@ -573,6 +575,7 @@ CallbackReturn GatoController::on_activate(const rclcpp_lifecycle::State&) {
   latency_count_ = 0;
   latency_max_us_ = latency_last_us_ = 0.0;
   seen_accepted_ = executor_->counters().plans_accepted;
+  ee_pos_err_ = std::numeric_limits<double>::quiet_NaN();
   if (embedded_) {
     reset_mpc_ = true;  // a cold start from the first state after activation
     solving_ = true;
@@ -821,6 +824,14 @@ controller_interface::return_type GatoController::update(const rclcpp::Time& tim
     s.update_max_us = timing_max_us_;
     s.effort_measured = use_effort_;
     s.effort_error_max = effort_err_nan_ ? std::numeric_limits<double>::quiet_NaN() : effort_err_max_;
+    // Issue 30, as the controller node reports them: embedded mode, following, the last solve's
+    // measured EE against knot 0 of the reference it solved toward; the orientation NaN (the
+    // plugin's windows are positions only); both NaN on holds and in follow mode (the node
+    // that planned reports them).
+    s.ee_position_error = (embedded_ && mode == gato::ExecMode::kFollow)
+                              ? ee_pos_err_.load(std::memory_order_relaxed)
+                              : std::numeric_limits<double>::quiet_NaN();
+    s.ee_orientation_error = std::numeric_limits<double>::quiet_NaN();
     if (rt_status_->try_publish(s)) {  // the next status covers the updates from here on
       effort_err_max_ = 0.0;
       effort_err_nan_ = false;

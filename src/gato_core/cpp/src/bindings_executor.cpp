@@ -139,6 +139,9 @@ void bind_executor(py::module_& m) {
       .def_property_readonly("xu", [](const PyEmbedded& p) { return vec(p.mpc->xu()); })
       .def_property_readonly("reference", [](const PyEmbedded& p) { return vec(p.mpc->reference()); })
       .def_property_readonly("last_was_cold", [](const PyEmbedded& p) { return p.mpc->last_was_cold(); })
+      .def_property_readonly("ee_position_error", [](const PyEmbedded& p) { return p.mpc->ee_position_error(); },
+                             "[m] the measured EE of the last step against knot 0 of its reference (NaN before "
+                             "the first step and after a failed one; issue 30)")
       .def_property_readonly("plan_x", [](const PyEmbedded& p) {
         const long n = p.plan.n_knots, nx = 2 * p.plant->nv();
         py::array_t<double> a({n, nx});

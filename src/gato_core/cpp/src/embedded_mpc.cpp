@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "gato/solver.hpp"
@@ -94,10 +95,17 @@ bool EmbeddedMpc::step(std::int64_t stamp_ns, const double* x, const EeWindow* r
   for (int i = 0; i < L; ++i)
     if (!std::isfinite(xu_[size_t(i)])) {
       cold_ = true;
+      ee_err_ = std::numeric_limits<double>::quiet_NaN();
       return false;
     }
   cold_ = false;
   last_cold_ = cold;
+  {  // the measured EE against knot 0 of the reference solved toward (issue 30's status field)
+    double ee[3];
+    plant_->frame_position(*ws_, x, ee, -1);
+    ee_err_ = std::sqrt((ee[0] - ref_[0]) * (ee[0] - ref_[0]) + (ee[1] - ref_[1]) * (ee[1] - ref_[1]) +
+                        (ee[2] - ref_[2]) * (ee[2] - ref_[2]));
+  }
   last_stamp_ = stamp_ns;
   out.stamp_ns = stamp_ns;
   out.knot_dt = dt_;

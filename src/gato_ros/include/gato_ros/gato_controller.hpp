@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -144,6 +145,9 @@ class GatoController : public controller_interface::ControllerInterface {
   std::uint32_t plan_epoch_ = 0;
   std::atomic<std::uint64_t> solve_failures_{0};
   std::atomic<double> last_solve_us_{0.0};
+  // issue 30: the last successful embedded solve's measured EE against knot 0 of the reference it
+  // solved toward [m] (EmbeddedMpc::ee_position_error; NaN after a failed solve), for ~/status
+  std::atomic<double> ee_pos_err_{std::numeric_limits<double>::quiet_NaN()};
   double solve_period_s_ = 0.01;
   rclcpp::Subscription<gato_msgs::msg::EEReference>::SharedPtr ref_sub_;
   rclcpp::Publisher<gato_msgs::msg::StepResult>::SharedPtr step_pub_;

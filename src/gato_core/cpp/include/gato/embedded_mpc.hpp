@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -87,6 +88,12 @@ class EmbeddedMpc {
   const std::vector<double>& xu() const { return xu_; }
   /// The (6N) reference the last step solved toward.
   const std::vector<double>& reference() const { return ref_; }
+  /// Issue 30: the EE tracking of the last step, as the controller node's ControllerStatus
+  /// reports it: the distance [m] of the EE at the measured state the step solved from
+  /// (forward kinematics of x, the EE the solver tracks) from knot 0 of the reference it
+  /// solved toward (reference()[0:3]: the window sampled at the state's time, or the hold
+  /// position). NaN before the first step and after a step that failed.
+  double ee_position_error() const { return ee_err_; }
   const SolveStats& stats() const;
   double last_solve_us() const { return solve_us_; }
 
@@ -104,6 +111,7 @@ class EmbeddedMpc {
   std::int64_t last_stamp_ = 0;
   std::vector<double> xu_, ref_, hold_ee_, x_;
   double solve_us_ = 0.0;
+  double ee_err_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 }  // namespace gato
