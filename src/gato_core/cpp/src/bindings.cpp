@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "bindings_floating.hpp"
 #include "bindings_types.hpp"
 #include "gato/solver.hpp"
 
@@ -376,4 +377,5 @@ PYBIND11_MODULE(GATO_MODULE_NAME, m) {
   m.attr("MAX_ROWS_PER_GROUP") = kMaxRowsPerGroup;
   gato::bind_executor(m);
   gato::bind_osc(m);
+  gato::floating_py::bind_floating(m);
 }
