@@ -25,11 +25,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 
 import numpy as np
+
+# The axis rule and its exact-IK helpers live in the core, shared with the reference node's
+# orientation:=sweep (gato.core.sweep_axis).
+from gato.core.sweep_axis import SWEEP_AXES_DEG as CLEAR_AXES_DEG
+from gato.core.sweep_axis import SWEEP_CLEARANCE as CLEARANCE
+from gato.core.sweep_axis import (choose_sweep_axis, horizontal_axis, limit_clearance,  # noqa: F401
+                                  pose_ik_path, sweep_candidates)
 
 SWEEP_DEG = 30.0
 
@@ -45,55 +51,6 @@ def _rotation_angles(model, fid, qs, ref_rotvecs) -> np.ndarray:
         R = pin.updateFramePlacement(model, data, fid).rotation
         out[i] = np.linalg.norm(pin.log3(pin.exp3(np.asarray(r)).T @ R))
     return out
-
-
-def pose_ik_path(model, fid, q0, reference, duration, dt=0.01, iters=3, damping=0.02) -> np.ndarray:
-    """(T, nq) joint path of a pose reference: damped least squares on the frame's 6-D error
-    (position, world-frame rotation log) along the path sampled every dt over ``duration`` [s],
-    ``iters`` updates per sample (60 on the first, so it starts converged)."""
-    import pinocchio as pin
-
-    data = model.createData()
-    t = np.arange(int(round(duration / dt)) + 1) * dt
-    P, Rv = reference.positions(t), reference.orientations(t)
-    q = np.array(q0, dtype=np.float64)
-    qs = []
-    for k in range(len(t)):
-        Rt = pin.exp3(Rv[k])
-        for _ in range(60 if k == 0 else iters):
-            J = pin.computeFrameJacobian(model, data, q, fid, pin.LOCAL_WORLD_ALIGNED)
-            M = data.oMf[fid]
-            e = np.concatenate([P[k] - M.translation, pin.log3(Rt @ M.rotation.T)])
-            q = pin.integrate(model, q, J.T @ np.linalg.solve(J @ J.T + damping ** 2 * np.eye(6), e))
-        qs.append(q.copy())
-    return np.array(qs)
-
-
-def pose_speed_ratio(model, fid, q0, reference, duration, dt=0.01, iters=3, damping=0.02) -> float:
-    """Peak demanded joint speed of a pose path as a fraction of the URDF velocity limits: the
-    finite difference of :func:`pose_ik_path`'s consecutive solutions (as
-    gato.sim.scenarios.joint_speed_ratio does for a position path)."""
-    qd = np.diff(pose_ik_path(model, fid, q0, reference, duration, dt, iters, damping), axis=0) / dt
-    return float(np.max(np.abs(qd) / model.velocityLimit))
-
-
-def limit_clearance(model, qs) -> float:
-    """Smallest distance [rad] of a joint path (T, nq) to the solver's joint-position box (the URDF
-    limits shrunk by gato's LIMIT_MARGIN, 0.1 rad: the box of the limit rows and the barrier);
-    negative: the path leaves the box."""
-    from gato import _core
-
-    m = float(_core.LIMIT_MARGIN)
-    lo, hi = np.asarray(model.lowerPositionLimit) + m, np.asarray(model.upperPositionLimit) - m
-    qs = np.asarray(qs, dtype=np.float64)
-    return float(np.min(np.minimum(qs - lo, hi - qs)))
-
-
-#: protocol "clear" (default): the horizontal sweep axes tried, angles [deg] from the figure
-#: plane's horizontal axis about the vertical, and the clearance [rad] the pose path's exact IK
-#: must keep inside the solver's joint box (the limits shrunk by 0.1 rad).
-CLEAR_AXES_DEG = (0.0, 22.5, 45.0, 67.5, 90.0, 112.5, 135.0, 157.5)
-CLEARANCE = 0.1
 
 
 def references(robot: str, scenario: dict, protocol: str = "clear", info: dict | None = None):
@@ -136,29 +93,23 @@ def references(robot: str, scenario: dict, protocol: str = "clear", info: dict |
                 PoseFigure8(p["offset"], p["A_x"], p["A_z"], p["theta"], period, base=pin.log3(R0),
                             sweep_deg=SWEEP_DEG, axis=axis))
 
-    def horizontal(deg):
-        a = p["theta"] + math.radians(deg)
-        return np.array([math.cos(a), math.sin(a), 0.0])
+    def make_pose(axis):
+        return pair(p["period"], axis)[1]
 
     if protocol == "plane":
-        cands = [("in-plane", horizontal(0.0)), ("across", horizontal(90.0))]
+        rows = sweep_candidates(model, fid, q0, make_pose, p["period"],
+                                [("in-plane", horizontal_axis(p["theta"], 0.0)),
+                                 ("across", horizontal_axis(p["theta"], 90.0))])
+        ratio, _, name, axis = min(rows, key=lambda r: r[0])
+        cands = [(r[2], r[0], r[1]) for r in rows]
     elif protocol == "clear":
-        cands = [(f"h{d:g}", horizontal(d)) for d in CLEAR_AXES_DEG]
+        ch = choose_sweep_axis(model, fid, q0, make_pose, p["period"], p["theta"])
+        ratio, name, axis, cands = ch.speed_ratio, ch.name, ch.axis, ch.candidates
     else:
         raise ValueError(f"protocol: expected 'plane' or 'clear', got {protocol!r}")
-    rows = []
-    for name, a in cands:
-        qs = pose_ik_path(model, fid, q0, pair(p["period"], a)[1], p["period"])
-        ratio = float(np.max(np.abs(np.diff(qs, axis=0) / 0.01) / model.velocityLimit))
-        rows.append((ratio, limit_clearance(model, qs), name, a))
-    if protocol == "clear":
-        ok = [r for r in rows if r[1] >= CLEARANCE]
-        ratio, _, name, axis = min(ok, key=lambda r: r[0]) if ok else max(rows, key=lambda r: r[1])
-    else:
-        ratio, _, name, axis = min(rows, key=lambda r: r[0])
     if info is not None:
-        info["clearance"] = next(r[1] for r in rows if r[2] == name)
-        info["candidates"] = [(r[2], r[0], r[1]) for r in rows]
+        info["clearance"] = next(c[2] for c in cands if c[0] == name)
+        info["candidates"] = cands
     stretch = max(1.0, ratio / float(scenario["ratio"]))
     pos, pose = pair(p["period"] * stretch, axis)
     return pos, pose, stretch, name

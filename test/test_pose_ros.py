@@ -59,6 +59,45 @@ def test_reference_node_publishes_tool_down_and_sweeping_orientations():
 
 
 # ---------------------------------------------------------------- the message boundary
+def test_reference_node_sweeps_about_an_axis_that_keeps_the_wrist_inside_the_joint_box():
+    """The node's ``orientation:=sweep`` chooses its axis by the rule of bench/bench_pose_fig8.py's
+    protocol ``clear`` (one function, gato.core.sweep_axis.choose_sweep_axis): of 8 horizontal axes,
+    one whose exact-IK pose path keeps 0.1 rad inside the solver's joint box, the slowest-asking.
+    iiwa14 at the node's defaults: the figure plane's own horizontal axis (the old rule, "h0") leaves
+    only 0.027 rad; the chosen one keeps 0.456 rad (axis h90, the plane's normal) and asks the joints
+    for 0.41 of their velocity limits instead of 0.70 (exact IK only, measured)."""
+    import sys
+    from pathlib import Path
+
+    from gato.core import sweep_axis as SA
+    from gato.core.poses import PoseFigure8
+
+    ref = ReferenceLogic({"robot": "iiwa14", "orientation": "sweep"})
+    ch = ref.sweep_axis
+    cands = {name: (ratio, clear) for name, ratio, clear in ch.candidates}
+    assert set(cands) == {f"h{d:g}" for d in SA.SWEEP_AXES_DEG}
+    assert cands["h0"][1] < SA.SWEEP_CLEARANCE                 # the old rule's axis: measured 0.027 rad
+    assert ch.clearance >= SA.SWEEP_CLEARANCE and ch.name == "h90", ch
+    assert ch.speed_ratio == min(r for r, c in cands.values() if c >= SA.SWEEP_CLEARANCE)
+    theta = ref.cfg["fig8_theta"]
+    assert isinstance(ref.reference, PoseFigure8)
+    np.testing.assert_allclose(ref.reference.axis, SA.horizontal_axis(theta, 90.0), atol=1e-12)
+    # the exact IK of the windows the node publishes keeps that clearance
+    from gato.robots.frames import EEKinematics
+    from gato.core.bsqp import robot_info, robot_urdf
+
+    kin = EEKinematics(robot_urdf("iiwa14"), robot_info("iiwa14")["ee_frame"])
+    qs = SA.pose_ik_path(kin.model, kin.fid, np.asarray(ref.cfg["q0"]), ref.reference, ref.cfg["fig8_period_s"])
+    assert SA.limit_clearance(kin.model, qs) == pytest.approx(ch.clearance, abs=1e-12)
+    # the benchmark's protocol "clear" runs the same function, not a copy
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import bench_pose_fig8
+
+    assert bench_pose_fig8.choose_sweep_axis is SA.choose_sweep_axis
+    # position-only and tool_down references choose no axis
+    assert ReferenceLogic({"robot": "iiwa14"}).sweep_axis is None
+
+
 def test_ee_reference_orientations_decode_and_old_messages_stay_position_only():
     old = _msg()                                    # no orientations field at all (an older definition)
     assert messages.reference_window(old).orientations is None

@@ -97,7 +97,8 @@ REFERENCE = (
     Param("orientation", "string", "none", "EE orientation in the windows (gato_msgs/EEReference.orientations): "
           "none (position only); tool_down (constant, any mode: tool z axis along world -z, tool x the horizontal "
           "heading of the EE x axis at q0); sweep (fig8 mode: that tool-down orientation swinging +/- sweep_deg "
-          "about the figure's horizontal axis, one swing per figure-8, gato.core.poses.PoseFigure8)", choices=("none", "tool_down", "sweep"),
+          "about a horizontal axis whose exact-IK path keeps 0.1 rad inside the joint box, one swing per figure-8, "
+          "gato.core.sweep_axis.choose_sweep_axis)", choices=("none", "tool_down", "sweep"),
           read_only=True),
     Param("sweep_deg", "double", 30.0, "orientation sweep: amplitude of the swing", "deg", range=(0.0, 90.0),
           read_only=True),

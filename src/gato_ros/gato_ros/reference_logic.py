@@ -17,7 +17,11 @@ constant orientation, any mode: the tool z axis along world -z, its x axis the h
 heading of the EE's x axis at q0, so an arm whose EE points down at q0 is not asked to spin
 its wrist half a turn to match :data:`gato.core.poses.TOOL_DOWN`'s heading) or ``sweep`` (fig8
 mode only: :class:`gato.core.poses.PoseFigure8` with that tool-down base, swinging +/-
-``sweep_deg`` about the figure's horizontal axis).
+``sweep_deg`` about a horizontal axis chosen by :func:`gato.core.sweep_axis.choose_sweep_axis`,
+the rule of bench/bench_pose_fig8.py's protocol ``clear``: of 8 horizontal axes (every 22.5 deg
+from the figure plane's), one whose exact-IK pose path from q0 over one period keeps 0.1 rad
+inside the solver's joint box, the one asking the least joint speed; none: the one with the most
+clearance; ``sweep_axis`` holds the choice).
 
 A window stamped t holds ``n_knots`` targets at t + k * knot_dt (metres, world frame; with an
 orientation, rotation vectors [rad], world frame, which gato_msgs/EEReference carries as
@@ -30,6 +34,7 @@ import numpy as np
 from gato.core.bsqp import robot_info, robot_urdf
 from gato.sim import scenarios as tasks
 from gato.core.poses import PoseFigure8, PoseReference
+from gato.core.sweep_axis import choose_sweep_axis
 from gato.core.references import Figure8, GoalSequence, Hold, min_jerk  # noqa: F401  (min_jerk: re-exported)
 
 from . import params as schema
@@ -41,7 +46,8 @@ __all__ = ["ReferenceLogic", "min_jerk"]
 class ReferenceLogic:
     """Args: config: values of the reference schema; missing names take their defaults.
     ``reference``: the core curve (a gato.references.Reference); ``start`` (3,) m: the EE
-    position at q0; ``goals`` (G, 3) m (empty outside ``goals`` mode)."""
+    position at q0; ``goals`` (G, 3) m (empty outside ``goals`` mode); ``sweep_axis``: the
+    orientation sweep's axis (a gato.core.sweep_axis.SweepAxis; None unless orientation sweep)."""
 
     def __init__(self, config: dict):
         robot = config.get("robot", "iiwa14")
@@ -57,6 +63,7 @@ class ReferenceLogic:
         self.start = kin.ee_pos(q0)
         self.tool_down = _tool_down_at(kin, q0)     # (3,) rad, world frame
         self.goals = np.zeros((0, 3))
+        self.sweep_axis = None
         if cfg["mode"] == "goals":
             if cfg["goal_seed"] >= 0:
                 g = tasks.pickplace_scenarios(kin.model, robot, 1, seed=cfg["goal_seed"], ee_frame=ee)[0]["goals"]
@@ -67,9 +74,13 @@ class ReferenceLogic:
             self.goals = np.asarray(g, dtype=np.float64).reshape(-1, 3)
             self.reference = GoalSequence(self.goals, cfg["goal_hold_s"], cfg["goal_ramp_s"], self.start)
         elif cfg["mode"] == "fig8" and cfg["orientation"] == "sweep":
-            self.reference = PoseFigure8(self.start, cfg["fig8_amplitude_x"], cfg["fig8_amplitude_z"],
-                                         cfg["fig8_theta"], cfg["fig8_period_s"], base=self.tool_down,
-                                         sweep_deg=cfg["sweep_deg"])
+            def make(axis):
+                return PoseFigure8(self.start, cfg["fig8_amplitude_x"], cfg["fig8_amplitude_z"], cfg["fig8_theta"],
+                                   cfg["fig8_period_s"], base=self.tool_down, sweep_deg=cfg["sweep_deg"], axis=axis)
+
+            # the sweep axis by the rule bench/bench_pose_fig8.py's protocol "clear" uses
+            self.sweep_axis = choose_sweep_axis(kin.model, kin.fid, q0, make, cfg["fig8_period_s"], cfg["fig8_theta"])
+            self.reference = make(self.sweep_axis.axis)
         elif cfg["mode"] == "fig8":
             self.reference = Figure8(self.start, cfg["fig8_amplitude_x"], cfg["fig8_amplitude_z"], cfg["fig8_theta"],
                                      cfg["fig8_period_s"])
