@@ -8,6 +8,7 @@ posture), against the same curve run position-only.
     python bench/bench_pose_fig8.py --seeds 300 301 --pose-params '{"q_cost": 60, "N_cost": 39}'
     python bench/bench_pose_fig8.py --seeds 300 301 --n 1 --params '{"q_lim_cost": 0}'  # both runs
     python bench/bench_pose_fig8.py --seeds 300 301 --protocol plane                   # the first protocol
+    python bench/bench_pose_fig8.py --robots fr3 --seeds 100 --limits off --params '{"q_lim_cost": 0}'  # diagnostics
 
 Per scenario (:func:`references`): the period is stretched so the pose path asks the joints for
 the scenario's drawn fraction of their velocity limits, and the sweep axis is a horizontal axis
@@ -38,6 +39,10 @@ from gato.core.sweep_axis import (choose_sweep_axis, horizontal_axis, limit_clea
                                   pose_ik_path, sweep_candidates)
 
 SWEEP_DEG = 30.0
+#: Diagnostics (main's --limits / --world / --integrator / --rot-axis / --rot-ramp, both runs; the
+#: orientation ones on the pose run): the limit mechanism, the world, the solver's integrator
+#: (None: BSQPPlanner's), the orientation term's tool-axis factors, a per-knot orientation ramp.
+DIAG = dict(limits="admm", world="mujoco", integrator=None, rot_axis=None, rot_ramp=None)
 
 
 def _rotation_angles(model, fid, qs, ref_rotvecs) -> np.ndarray:
@@ -129,12 +134,32 @@ def run(robot: str, scenario: dict, reference, *, rot=None, N=32, dt=0.01, perio
 
     urdf = str(gato.robot_urdf(robot))
     ee = scenario["ee_frame"]
-    cfg = dict(N=N, dt=dt, params=dict(shipped_weights(robot) if weights is None else weights), limits="admm")
+    cfg = dict(N=N, dt=dt, params=dict(shipped_weights(robot) if weights is None else weights),
+               limits=DIAG["limits"])
     if rot is not None:
         cfg["orientation_weights"] = tuple(rot)
-    planner = BSQPPlanner(robot, cfg)
+    if DIAG["integrator"] is None:
+        planner = BSQPPlanner(robot, cfg)
+    else:
+        from gato.core.bsqp import BSQP
+        from gato.planners.bsqp_planner import solver_params
+        from gato.planners.controller import MPCController
+
+        solver = BSQP(urdf, 1, N, dt, solver_params(cfg.pop("params")), integrator=DIAG["integrator"])
+        planner = BSQPPlanner.from_controller(MPCController(solver, **{k: v for k, v in cfg.items()
+                                                                      if k not in ("N", "dt")}))
+    if rot is not None and DIAG["rot_axis"] is not None:
+        planner.solver.set_rot_axis_weights(DIAG["rot_axis"])
+    if rot is not None and DIAG["rot_ramp"] is not None:   # orientation weight per knot: f0 at knot 0 -> 1 at k1
+        f0, k1 = DIAG["rot_ramp"]
+        p = planner.solver.params
+        tab = np.zeros((N, 4))
+        tab[:, 0], tab[-1, 0], tab[:, 1], tab[:, 2] = p.q_cost, p.N_cost, p.qd_cost, p.u_cost
+        tab[:, 3] = [rot[0] * min(1.0, f0 + (1.0 - f0) * k / max(k1, 1)) for k in range(N)]
+        tab[-1, 3] = rot[1]
+        planner.solver.set_cost_weights_per_knot(tab)
     kin = S.EEKinematics(urdf, ee)
-    world = S.make_world("mujoco", urdf, ee_frame=ee, timestep=0.001)
+    world = S.make_world(DIAG["world"], urdf, ee_frame=ee, timestep=0.001)
     sim = S.Simulation(world, np.asarray(scenario["q0"], dtype=np.float64), sim_dt=0.001, kinematics=kin,
                        effort_limit=np.array(kin.model.effortLimit))
     duration = float(periods) * float(reference.position.period if hasattr(reference, "position")
@@ -209,7 +234,17 @@ def main(argv=None) -> int:
                     help='JSON: solver weights over the shipped ones for both runs, e.g. \'{"q_lim_cost": 0}\'')
     ap.add_argument("--pose-params", type=json.loads, default=None,
                     help='JSON: solver weights over the shipped ones for the pose runs only, e.g. \'{"q_cost": 60}\'')
+    ap.add_argument("--limits", default="admm", help="diagnostic: the controller's limits (admm; off)")
+    ap.add_argument("--world", default="mujoco", choices=("mujoco", "pinocchio"), help="diagnostic: the world")
+    ap.add_argument("--integrator", default=None, choices=("euler", "semi_implicit", "rk4"),
+                    help="diagnostic: the solver's integrator (default: the planner's)")
+    ap.add_argument("--rot-axis", nargs=3, type=float, default=None,
+                    help="diagnostic: the orientation term's tool-axis factors (BSQP.set_rot_axis_weights)")
+    ap.add_argument("--rot-ramp", nargs=2, type=float, default=None, metavar=("F0", "K1"),
+                    help="diagnostic: orientation weight per knot, F0 x the weight at knot 0 rising to it at knot K1")
     a = ap.parse_args(argv)
+    DIAG.update(limits=a.limits, world=a.world, integrator=a.integrator, rot_axis=a.rot_axis,
+                rot_ramp=None if a.rot_ramp is None else (a.rot_ramp[0], int(a.rot_ramp[1])))
     from gato.planners.shipped_weights import ORIENTATION_WEIGHTS
 
     rots = [(w, w) for w in a.rot] if a.rot else [(ORIENTATION_WEIGHTS["rot_cost"], ORIENTATION_WEIGHTS["N_rot_cost"])]
