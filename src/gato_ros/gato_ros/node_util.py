@@ -7,7 +7,8 @@ import sys
 
 __all__ = ["declare_schema", "param_value", "run", "arm_exit_guard", "EXIT_GRACE_S", "EXIT_GUARD_CODE",
            "EXIT_GUARD_MARKER", "EXIT_GUARD_REPORT_ENV", "qos", "NODE_EXECUTABLES",
-           "exit_on_startup_signal", "use_fastdds_profile", "FASTDDS_PROFILE"]
+           "exit_on_startup_signal", "use_fastdds_profile", "FASTDDS_PROFILE", "detach_participant_listener",
+           "DDS_DETACH_TIMEOUT_S"]
 
 #: The node executables (console scripts) of gato_ros.
 NODE_EXECUTABLES = ("controller_node", "sim_node", "reference_node", "recorder_node", "mujoco_startup",
@@ -191,6 +192,57 @@ def use_fastdds_profile(environ=None, cwd: str | None = None) -> str | None:
     return path
 
 
+#: Seconds the teardown waits for a Fast DDS discovery callback in flight before it destroys the node
+#: (:func:`detach_participant_listener`): below the exit guard's grace, so a callback that is itself
+#: blocked still ends in the guard's report.
+DDS_DETACH_TIMEOUT_S = 2
+
+
+def detach_participant_listener(node, timeout_s: int = DDS_DETACH_TIMEOUT_S) -> int | None:
+    """Detach the Fast DDS participant listener of ``node``'s context before the node is
+    destroyed, with a bounded wait for a discovery callback in flight (libgato_dds_listener.so,
+    built with gato_ros; issue 32). Returns 0 when detached, 1 when there was nothing to detach,
+    -1 when a callback still ran after ``timeout_s`` (an error line on stderr names the call; the
+    node is destroyed anyway and the exit guard reports if that blocks), None where it does not
+    apply (another RMW than rmw_fastrtps_cpp, or the library not built).
+
+    Why: destroying a context's last node destroys its DomainParticipant, and rmw_fastrtps first
+    calls ``DomainParticipant::set_listener(nullptr)`` without a timeout. In the Fast DDS 3.2 of
+    the ros-fastdds wheel that wait spins instead of sleeping (libstdc++'s generic
+    ``condition_variable::wait_until`` overflows converting ``steady_clock::time_point::max()``
+    to the system clock, so every ``pthread_cond_timedwait`` returns at once) while holding the
+    participant's listener mutex, and the discovery thread that must take that mutex to end the
+    callback in flight is starved: the node never exits (CI: ``set_listener`` ->
+    ``steady_clock::now``). The same call with a finite timeout sleeps, the callback ends, and
+    rmw's later call finds no callback in flight. Detaching only stops graph updates (``ros2 node
+    list`` as this node sees it), which a node being destroyed no longer needs."""
+    import ctypes
+    import os
+
+    try:
+        from rclpy.utilities import get_rmw_implementation_identifier
+
+        if get_rmw_implementation_identifier() != "rmw_fastrtps_cpp":
+            return None
+        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+
+        lib = os.path.join(get_package_prefix("gato_ros"), "lib", "libgato_dds_listener.so")
+    except (ImportError, PackageNotFoundError):
+        return None
+    if not os.path.isfile(lib):
+        return None
+    fn = ctypes.CDLL(lib).gato_dds_detach_participant_listener
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_long]
+    fn.restype = ctypes.c_int
+    with node.handle:
+        ret = fn(node.handle.pointer, int(timeout_s))
+    if ret == -1:
+        print(f"[gato_ros] error: [{node.get_name()}] Fast DDS DomainParticipant::set_listener: a discovery callback "
+              f"was still running {int(timeout_s)} s after the stop; destroying the node anyway", file=sys.stderr,
+              flush=True)
+    return ret
+
+
 def qos(depth: int = 10):
     """Reliable, volatile, keep-last(depth): what joint_state_broadcaster and the forward
     command controllers use (SystemDefaultsQoS), so the nodes interoperate with them."""
@@ -283,7 +335,11 @@ def run(make_node, argv=None, exit_grace_s: float | None = EXIT_GRACE_S, executo
 
     ``executor``: ``single`` (rclpy's SingleThreadedExecutor) or ``events`` (rclpy's
     EventsExecutor, C++: for a node of many small callbacks, the live view: the single-threaded
-    executor rebuilds its wait set in Python for every callback)."""
+    executor rebuilds its wait set in Python for every callback).
+
+    Before the node is destroyed its Fast DDS participant listener is detached with a bounded wait
+    (:func:`detach_participant_listener`): rmw_fastrtps's own unbounded wait spins forever when a
+    discovery callback is in flight at that moment (issue 32)."""
     if executor not in ("single", "events"):
         raise ValueError(f"executor: must be single or events, got {executor!r}")
     import rclpy
@@ -327,6 +383,11 @@ def run(make_node, argv=None, exit_grace_s: float | None = EXIT_GRACE_S, executo
                 close = getattr(node, "close", None)
                 if callable(close):
                     close()
+                try:
+                    detach_participant_listener(node)     # before rmw's unbounded wait can spin (issue 32)
+                except Exception as e:                    # never in the way of the destroy itself
+                    print(f"[gato_ros] error: detaching the Fast DDS participant listener: {e!r}", file=sys.stderr,
+                          flush=True)
                 node.destroy_node()
             rclpy.try_shutdown()
     except KeyboardInterrupt:   # a second signal during the clean-up: already closing

@@ -163,6 +163,12 @@ def main(argv=None) -> int:
         else:
             node.close()               # the bag first (metadata.yaml), with the summary
             try:
+                from .node_util import detach_participant_listener
+
+                detach_participant_listener(node)   # Fast DDS's unbounded wait can spin at the destroy (issue 32)
+            except Exception as e:  # noqa: BLE001 - never in the way of the destroy
+                print(f"record: note: detaching the Fast DDS participant listener: {e}", file=sys.stderr, flush=True)
+            try:
                 node.destroy_node()
             except Exception as e:  # noqa: BLE001 - after a signal rclpy may refuse; the bag is closed
                 print(f"record: note: destroying the node: {e}", file=sys.stderr, flush=True)
