@@ -8,14 +8,16 @@
   the implicit-function identity M a_zz = -(tau_zz + tau_za a_z + (tau_za a_z)'), and the EE
   curvature in closed form; test/reference/numpy_bsqp.py).
 * The eh step (the Riccati recursion with inertia control, solver_hessian.hpp) against a dense
-  NumPy solve of the same KKT system (the solver's own exact stage blocks, the step terms rho and
-  the control floor) to 1e-9, at iterates whose stage blocks are indefinite but whose reduced
+  NumPy solve of the same KKT system (the solver's own exact stage blocks and the control floor,
+  no trust region rho) to 1e-9, at iterates whose stage blocks are indefinite but whose reduced
   Hessian is positive; where the reduced Hessian is not, the inertia-controlled step still
   decreases the merit.
 * Cold-start goal reaching with max_sqp_iters = 20: the eh solve reaches the Gauss-Newton solve's
-  optimum, and reaches the Gauss-Newton solve's final merit in fewer iterations with a faster
-  local rate (the step-norm ratio falls below a bound the Gauss-Newton iterates do not reach) on
-  seeded goal-reaching problems (docs/solver_method.md "Exact Hessian", bench/bench_exact_hessian.py).
+  optimum, and reaches the Gauss-Newton solve's final merit in fewer iterations on every problem
+  of seeded goal-reaching sets with a faster local rate (the step-norm ratio falls below a bound
+  the Gauss-Newton iterates do not reach) (docs/solver_method.md "Exact Hessian",
+  bench/bench_exact_hessian.py); the switch between exact and Gauss-Newton steps is in
+  SolverStats.exact_step.
 * The API: variant='eh' / exact_hessian=True / set_exact_hessian / available('eh') /
   MPC_GATO(variant='eh') / build(exact_hessian=True); bad input refused naming the argument; the
   Gauss-Newton path (the default) unchanged bit for bit after the exact Hessian was on.
@@ -155,7 +157,7 @@ def test_eh_step_is_the_dense_kkt_solution(robot, integrator, u_ref):
     x, ref = _goal_problems(s, seed=13, B=1)
     xu0 = np.asarray(s.solve(x, ref).xu)
     st = s.get_solver_state()
-    lam0, rho = st[0, :N * nx].reshape(N, nx), float(st[0, N * nx])
+    lam0 = st[0, :N * nx].reshape(N, nx)
     s.set_params(s.params.replace(max_sqp_iters=1))
     s.set_solver_state(st)
     r = s.solve(x, ref, xu0)
@@ -169,11 +171,12 @@ def test_eh_step_is_the_dense_kkt_solution(robot, integrator, u_ref):
     P = RefProblem(urdf, s.ee_frame, N, DT, integrator=integrator, u_ref=u_ref)
     # Indefinite stage blocks (a Schur complement on them needs a modification), positive reduced
     # Hessian (the recursion needs none: the step is the exact one).
-    stage_min = min(np.linalg.eigvalsh(H[k] + rho * np.diag(np.r_[np.ones(s.nv), np.zeros(s.nv + s.nu)])).min()
-                    for k in range(N - 1))
+    # The exact blocks carry no trust region (rho = 0 on them): the step is the Newton step.
+    assert bool(np.asarray(r.stats.exact_step)[0, 0])
+    stage_min = min(np.linalg.eigvalsh(H[k]).min() for k in range(N - 1))
     assert stage_min < 0, stage_min
-    assert P.reduced_hessian_min_eig(blocks, H, rho) > 0
-    dz_ref, lam_ref = P.solve_dense_hessian(blocks, H, rho)
+    assert P.reduced_hessian_min_eig(blocks, H, 0.0) > 0
+    dz_ref, lam_ref = P.solve_dense_hessian(blocks, H, 0.0)
     assert np.abs(dz - dz_ref).max() <= 1e-9 * np.abs(dz_ref).max(), np.abs(dz - dz_ref).max() / np.abs(dz_ref).max()
     assert np.abs(lam1 - lam_ref).max() <= 1e-9 * np.abs(lam_ref).max(), \
         np.abs(lam1 - lam_ref).max() / np.abs(lam_ref).max()
@@ -200,8 +203,11 @@ def test_inertia_control_gives_a_descent_step_where_the_reduced_hessian_is_indef
         blocks = {k: np.asarray(b[k])[0] for k in ("Q", "R", "q", "r", "A", "B", "c")}
         if P.reduced_hessian_min_eig(blocks, H, rho) >= 0:
             continue
+        if P.reduced_hessian_min_eig(blocks, H, 0.0) >= 0:
+            continue
         s.set_solver_state(st)
         r = s.solve(x, ref, xu)
+        assert not np.asarray(r.stats.exact_step)[0, 0]  # the Gauss-Newton fallback
         assert float(np.asarray(r.stats.step_size)[0, 0]) > 0
         assert r.stats.final_merit[0] < r.stats.initial_merit[0]
         break
@@ -238,17 +244,39 @@ def _iterations_to(hist, target):
     return int(hit[0]) + 1 if hit.size else len(hist) + 1
 
 
+@pytest.mark.parametrize("robot,seed", [("iiwa14", 43), ("indy7", 44)])
+def test_the_switch_between_gauss_newton_and_exact_steps_is_in_the_stats(robot, seed):
+    # SolverStats.exact_step (B, I) says per iteration whether the eh solve took the exact
+    # Hessian's step (no trust region: the Newton step) or fell back to the Gauss-Newton step
+    # (an exact reduced block Q_uu,k not positive definite: far from the optimum, typically the
+    # first iteration of a cold start). A Gauss-Newton solve never reports an exact step; over a
+    # set of cold eh solves both kinds occur, and the last step each solve takes is exact.
+    N, B, iters = 16, 4, 20
+    urdf = robot_urdf(robot)
+    gn = gato.BSQP(urdf, B, N, DT, max_sqp_iters=iters, threads=1)
+    eh = gato.BSQP(urdf, B, N, DT, max_sqp_iters=iters, threads=1, variant="eh")
+    x, ref = _goal_problems(gn, seed=seed, B=B)
+    rg = gn.solve(x, ref)
+    assert rg.stats.exact_step.shape == rg.stats.step_size.shape and not rg.stats.exact_step.any()
+    re_ = eh.solve(x, ref)
+    ex, alpha = np.asarray(re_.stats.exact_step), np.asarray(re_.stats.step_size)
+    assert ex.shape == alpha.shape and ex.dtype == bool
+    assert ex.any() and not ex.all(), ex
+    for b in range(B):
+        taken = np.nonzero(alpha[b, :re_.stats.sqp_iters[b]] > 0)[0]
+        assert ex[b, taken[-1]], (b, ex[b], alpha[b])
+
+
 @pytest.mark.parametrize("robot,seed", [("iiwa14", 41), ("indy7", 42)])
 def test_fewer_iterations_than_gauss_newton_and_a_faster_local_rate(robot, seed):
-    # Seeded goal-reaching problems (seeds 41 / 42 are not the bench's tuning seed 2026), cold
-    # start, max_sqp_iters = 20. (1) The eh solve reaches the GN solve's final merit (1e-9
-    # relative) in no more iterations than GN on every problem and in fewer over the set
-    # (measured: iiwa14 5-7 vs 6-7, indy7 4-6 vs 5-7). (2) Local rate: per problem the smallest
-    # ratio of consecutive step norms in the local phase (steps 1e-8 .. 1e-2); its median over
-    # the problems is below 0.011 for eh (measured 0.008) and above 0.015 for GN (0.018 / 0.042):
-    # a bound Gauss-Newton's linear rate does not reach. Not a clean quadratic rate on every
-    # problem: the trust region rho on the positions still damps the Newton step
-    # (docs/solver_method.md, "Exact Hessian").
+    # Seeded goal-reaching problems (seeds 41 / 42 are not the bench's tuning seeds), cold start,
+    # max_sqp_iters = 20. (1) The eh solve reaches the GN solve's final merit (1e-9 relative) in
+    # fewer iterations than GN on every problem (measured: iiwa14 eh 6 4 5 5 vs GN 7 6 7 7, indy7
+    # 3 6 5 4 vs 5 7 6 6). (2) Local rate: per problem the smallest ratio of consecutive step norms
+    # ||s_k+1|| / ||s_k|| over ||s_k|| in 1e-11 .. 0.1 (a next step that was taken); its median is
+    # below 1e-3 for eh (measured 8e-5 / 4e-6; steps 1.3e-2 -> 2.5e-6, 1.4e-3 -> 8.4e-9: a
+    # quadratic rate) and above 0.015 for GN (0.048 / 0.018: linear). The exact steps carry no trust region (docs/solver_method.md,
+    # "Exact Hessian").
     N, B, iters = 16, 4, 20
     urdf = robot_urdf(robot)
     gn = gato.BSQP(urdf, B, N, DT, max_sqp_iters=iters, threads=1)
@@ -258,11 +286,11 @@ def test_fewer_iterations_than_gauss_newton_and_a_faster_local_rate(robot, seed)
     target = mg[:, -1]
     n_gn = [_iterations_to(mg[b], target[b]) for b in range(B)]
     n_eh = [_iterations_to(me[b], target[b]) for b in range(B)]
-    assert all(e <= g for e, g in zip(n_eh, n_gn)) and sum(n_eh) < sum(n_gn), (n_eh, n_gn)
+    assert all(e < g for e, g in zip(n_eh, n_gn)), (n_eh, n_gn)
     K = max(n_gn) + 1
-    r_eh = _min_step_ratio(_cold_iterates(eh, x, ref, K))
-    r_gn = _min_step_ratio(_cold_iterates(gn, x, ref, K))
-    assert np.median(r_eh) < 0.011, r_eh
+    r_eh = _min_step_ratio(_cold_iterates(eh, x, ref, K), lo=1e-11, hi=0.1)
+    r_gn = _min_step_ratio(_cold_iterates(gn, x, ref, K), lo=1e-11, hi=0.1)
+    assert np.median(r_eh) < 1e-3, r_eh
     assert np.median(r_gn) > 0.015, r_gn
 
 

@@ -328,6 +328,7 @@ struct PyStats {
   py::array_t<double> initial_merit, final_merit;  // (B)
   py::array_t<int> pcg_iters;            // (B, n)
   py::array_t<double> min_merit, step_size;        // (B, n)
+  py::array_t<bool> exact_step;          // (B, n) eh: the exact Hessian's step was taken
   py::array_t<double> pcg_times_us;      // (n) slowest entry per iteration
   std::vector<LinSys> linsys_used;       // (n) the path entry 0 took
   double kkt_us = 0, schur_us = 0, linsys_us = 0, linesearch_us = 0;  // per-stage, summed over entries
@@ -358,6 +359,10 @@ inline PyStats make_stats(const SolveStats& st, int B, int max_iters) {
   p.pcg_iters = take(st.pcg_iters);
   p.min_merit = take(st.min_merit);
   p.step_size = take(st.step_size);
+  p.exact_step = py::array_t<bool>({B, n});
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < n; ++i)
+      p.exact_step.mutable_at(b, i) = st.exact_step.size() == size_t(B) * I && st.exact_step[size_t(b) * I + i] != 0;
   p.pcg_times_us = py::array_t<double>(n, st.linsys_time_us.data());
   for (int i = 0; i < n; ++i) p.linsys_used.push_back(static_cast<LinSys>(st.linsys_used[i]));
   p.kkt_us = st.t_kkt_us;
@@ -437,6 +442,7 @@ inline void bind_types(py::module_& m) {
       .def_readonly("pcg_iters", &PyStats::pcg_iters)
       .def_readonly("min_merit", &PyStats::min_merit)
       .def_readonly("step_size", &PyStats::step_size)
+      .def_readonly("exact_step", &PyStats::exact_step)
       .def_readonly("pcg_times_us", &PyStats::pcg_times_us)
       .def_readonly("linsys_used", &PyStats::linsys_used)
       .def_readonly("kkt_us", &PyStats::kkt_us)

@@ -228,10 +228,12 @@ bool BatchSolverImpl<S, NV>::factor_stage_eh(Entry& e, int k) {
 
 // The exact-Hessian step (docs/solver_method.md, "Exact Hessian"): the KKT system of the QP
 //   min sum_k 1/2 z_k' H_k z_k + g_k' z_k  s.t.  dx_0 = -c_0,  dx_{k+1} = A_k dx_k + B_k du_k - c_{k+1},
-// H_k the exact stage block (the cost's blocks + D_k) plus the step terms of the Gauss-Newton
-// path (rho on the positions, on a zero-weight velocity block, the zero-weight control floor),
-// solved by the Riccati recursion on the cost-to-go V_k(dx) = 1/2 dx' P_k dx + p_k' dx (the
-// structure of the feedback gains' recursion, solver_gains.hpp, with the defects and gradients):
+// H_k the exact stage block (the cost's blocks + D_k) plus the zero-weight control floor of the
+// Gauss-Newton path, without its trust region rho (the undamped Newton step, guarded by the line
+// search: with rho, which shrinks only by 1.2^k per accepted iteration, the local rate was
+// linear; docs/solver_method.md), solved by the Riccati recursion on the cost-to-go
+// V_k(dx) = 1/2 dx' P_k dx + p_k' dx (the structure of the feedback gains' recursion,
+// solver_gains.hpp, with the defects and gradients):
 //   Qzz = H_k + [A B]' P_{k+1} [A B],  qz = g_k + [A B]' (p_{k+1} - P_{k+1} c_{k+1}),
 //   K_k = -Quu^-1 Qux,  kff_k = -Quu^-1 qu,  P_k = Qxx + Qux' K_k,  p_k = qx + Qux' kff_k,
 // then forward du_k = kff_k + K_k dx_k and the multipliers lam_k = P_k dx_k + p_k (= dV_k/ddx, the
@@ -241,8 +243,9 @@ bool BatchSolverImpl<S, NV>::factor_stage_eh(Entry& e, int k) {
 // reaching plan: there the step is the exact Newton step.
 // Inertia control: where a Cholesky of Quu_k fails, the QP is not convex on the constraints'
 // null space and its KKT point is no minimizer; the backward pass is then run again on the
-// Gauss-Newton blocks (D_k = 0: positive definite stage blocks, so positive definite Quu_k), i.e.
-// that iteration takes the Gauss-Newton step. Measured against the usual shift (Quu_k + delta I,
+// Gauss-Newton blocks with rho (D_k = 0: positive definite stage blocks, so positive definite
+// Quu_k), i.e. that iteration takes the Gauss-Newton step (eh.exact_step false: the switch,
+// reported per iteration in SolveStats::exact_step). Measured against the usual shift (Quu_k + delta I,
 // delta from 1e-8 s up by 10x until the Cholesky succeeds, Ipopt / crocoddyl): far from the
 // optimum (the first iterations of a cold start: a large EE residual, large multipliers) the
 // shifted exact model gave steps the line search cut to 1/64 or rejected (RK4: 3 of the first 7
@@ -271,8 +274,9 @@ bool BatchSolverImpl<S, NV>::riccati_eh(Entry& e) {
         }
       }
     }
-    H.diagonal().head(nv).array() += e.rho;
-    if (!vel_barrier && cost_.qd_weight(k) == S(0)) H.diagonal().segment(nv, nv).array() += e.rho;
+    const S rho = exact ? S(0) : e.rho;  // no trust region on the exact blocks (above)
+    H.diagonal().head(nv).array() += rho;
+    if (!vel_barrier && cost_.qd_weight(k) == S(0)) H.diagonal().segment(nv, nv).array() += rho;
     if (k < N - 1 && !ctrl_barrier) {
       for (int j = 0; j < nu; ++j) {
         const S wu = cost_.u_weight(k, j);  // the step's floor (solver_schur.hpp)
@@ -314,7 +318,8 @@ bool BatchSolverImpl<S, NV>::riccati_eh(Entry& e) {
     }
     return true;
   };
-  if (!backward(true)) {
+  w.exact_step = backward(true);
+  if (!w.exact_step) {
     ++w.regularized;
     if (!backward(false)) return false;
   }
@@ -338,7 +343,6 @@ bool BatchSolverImpl<S, NV>::riccati_eh(Entry& e) {
     w.dxk = w.pc;
   }
   if (!e.dz.allFinite() || !e.r.allFinite()) return false;
-  e.lam = e.r;
   e.converged = decrease < pcg_floor() && cmax < std::sqrt(pcg_floor());
   return true;
 }

@@ -152,6 +152,7 @@ class BatchSolverImpl final : public BatchSolver<S> {
   // The exact-Hessian step without row groups of the ADMM kind: a Riccati recursion on the KKT
   // system, the Gauss-Newton blocks where the exact reduced Hessian is not positive definite
   // (dz, lam; e.converged).
+  // The step in e.dz, its multipliers in e.r; eh.exact_step: the exact blocks gave it.
   bool riccati_eh(Entry& e);
   S trial_merit(Entry& e, S alpha);
   void trial_merits_lanes(Entry& e, const S* alphas, S* out);
@@ -341,6 +342,7 @@ struct BatchSolverImpl<S, NV>::Entry {
     MatX<S> Qzz, AB, PAB, Quu;
     VecX<S> qz, pc, dxk, duk;
     long regularized = 0;  // steps that fell back to the Gauss-Newton blocks (since construction)
+    bool exact_step = false;  // the last riccati_eh used the exact blocks
   } eh;
   void size_eh() {
     size_gravity();  // At and qt hold the eliminated A and gradient
@@ -428,6 +430,7 @@ struct BatchSolverImpl<S, NV>::Entry {
   S merit0 = 0, merit_initial = 0, merit_final = 0;
   std::vector<int> pcg_iters;
   std::vector<double> min_merit, step_size, linsys_us;
+  std::vector<char> exact_it;  // per iteration: the eh step took the exact blocks
   double t_kkt = 0, t_schur = 0, t_lin = 0, t_ls = 0;
   LinSys last_linsys = LinSys::kPcg;
   // This entry's row-group state (src/solver_rows.hpp, docs/constraints.md).
@@ -563,6 +566,7 @@ void BatchSolverImpl<S, NV>::set_settings(const Settings& s) {
     e->pcg_iters.assign(s.max_sqp_iters, 0);
     e->min_merit.assign(s.max_sqp_iters, 0.0);
     e->step_size.assign(s.max_sqp_iters, 0.0);
+    e->exact_it.assign(s.max_sqp_iters, 0);
     e->linsys_us.assign(s.max_sqp_iters, 0.0);
   }
   for (auto& r : rho_reset_) {
@@ -578,6 +582,7 @@ void BatchSolverImpl<S, NV>::set_settings(const Settings& s) {
   stats_.pcg_iters.assign(BI, 0);
   stats_.min_merit.assign(BI, 0);
   stats_.step_size.assign(BI, 0);
+  stats_.exact_step.assign(BI, 0);
   stats_.linsys_time_us.assign(s.max_sqp_iters, 0.0);
   stats_.linsys_used.assign(s.max_sqp_iters, char(s.linsys));
 }

@@ -52,7 +52,11 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
   e.last_linsys = mode;
   int pcg_it = 0;
   if (riccati) {
-    // dz, lam and converged are set.
+    // dz, the multipliers (in e.r) and converged are set; which blocks gave the step, for the stats.
+    if (ok) {
+      e.lam = e.r;
+      e.exact_it[it] = e.eh.exact_step;
+    }
   } else if (ok && admm) {
     // OSQP-style inner loop on the folded system (recovers dz itself).
     ok = admm_inner(e, pcg_it);
@@ -162,6 +166,7 @@ void BatchSolverImpl<S, NV>::solve(const S* x_s, const S* ref, S* xu, double bud
     std::fill(e.pcg_iters.begin(), e.pcg_iters.end(), 0);
     std::fill(e.min_merit.begin(), e.min_merit.end(), 0.0);
     std::fill(e.step_size.begin(), e.step_size.end(), 0.0);
+    std::fill(e.exact_it.begin(), e.exact_it.end(), char(0));
     std::fill(e.linsys_us.begin(), e.linsys_us.end(), 0.0);
     e.rows.admm_it = e.rows.admm_lin = 0;
     e.rows.admm_rp = e.rows.admm_rd = 0;
@@ -223,6 +228,7 @@ void BatchSolverImpl<S, NV>::solve(const S* x_s, const S* ref, S* xu, double bud
       stats_.pcg_iters[size_t(b) * iters_max + i] = e.pcg_iters[i];
       stats_.min_merit[size_t(b) * iters_max + i] = e.min_merit[i];
       stats_.step_size[size_t(b) * iters_max + i] = e.step_size[i];
+      stats_.exact_step[size_t(b) * iters_max + i] = e.exact_it[i];
       stats_.linsys_time_us[i] = std::max(stats_.linsys_time_us[i], e.linsys_us[i]);
     }
     stats_.t_kkt_us += e.t_kkt;

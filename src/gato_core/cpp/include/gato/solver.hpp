@@ -28,6 +28,7 @@ struct SolveStats {
   std::vector<double> initial_merit, final_merit;      // (B)
   std::vector<int> pcg_iters;                          // (B, max_sqp_iters)
   std::vector<double> min_merit, step_size;            // (B, max_sqp_iters)
+  std::vector<char> exact_step;                        // (B, max_sqp_iters) eh: the exact Hessian's step was taken
   std::vector<double> linsys_time_us;                  // (max_sqp_iters) slowest entry
   std::vector<char> linsys_used;                       // (max_sqp_iters) LinSys of entry 0
   // Per-stage wall time summed over the batch entries, microseconds.

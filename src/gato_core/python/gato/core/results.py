@@ -23,6 +23,9 @@ class SolverStats:
     - ``pcg_times_us`` (I,): linear-solve time per SQP iteration, slowest entry, microseconds.
     - ``min_merit`` (B, I): lowest merit the line search found per iteration.
     - ``step_size`` (B, I): accepted step size, or -1 for a rejected iteration.
+    - ``exact_step`` (B, I) bool: the exact-Hessian ('eh') solve took the exact Hessian's step
+      that iteration (False: the Gauss-Newton step; always False without eh; None when the
+      per-iteration statistics are off).
     - ``linsys`` (str): the linear-solve path of the last iteration ("pcg" | "bdsv").
     - ``budget_hit`` (bool): the wall-clock budget stopped the loop.
     - ``row_*`` / ``admm_*``: constraint row-group statistics, None while no row group is installed.
@@ -46,6 +49,7 @@ class SolverStats:
     admm_r_dual: np.ndarray = None
     admm_iters: np.ndarray = None
     admm_linsys_iters: np.ndarray = None
+    exact_step: np.ndarray = None
 
 
 @dataclass
