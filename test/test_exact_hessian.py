@@ -249,7 +249,7 @@ def test_the_switch_between_gauss_newton_and_exact_steps_is_in_the_stats(robot, 
     # SolverStats.exact_step (B, I) says per iteration whether the eh solve took the exact
     # Hessian's step (no trust region: the Newton step) or fell back to the Gauss-Newton step
     # (an exact reduced block Q_uu,k not positive definite: far from the optimum, typically the
-    # first iteration of a cold start). A Gauss-Newton solve never reports an exact step; over a
+    # first iteration of a cold start). A Gauss-Newton solve has no such record (None); over a
     # set of cold eh solves both kinds occur, and the last step each solve takes is exact.
     N, B, iters = 16, 4, 20
     urdf = robot_urdf(robot)
@@ -257,7 +257,7 @@ def test_the_switch_between_gauss_newton_and_exact_steps_is_in_the_stats(robot, 
     eh = gato.BSQP(urdf, B, N, DT, max_sqp_iters=iters, threads=1, variant="eh")
     x, ref = _goal_problems(gn, seed=seed, B=B)
     rg = gn.solve(x, ref)
-    assert rg.stats.exact_step.shape == rg.stats.step_size.shape and not rg.stats.exact_step.any()
+    assert rg.stats.exact_step is None
     re_ = eh.solve(x, ref)
     ex, alpha = np.asarray(re_.stats.exact_step), np.asarray(re_.stats.step_size)
     assert ex.shape == alpha.shape and ex.dtype == bool

@@ -24,8 +24,8 @@ class SolverStats:
     - ``min_merit`` (B, I): lowest merit the line search found per iteration.
     - ``step_size`` (B, I): accepted step size, or -1 for a rejected iteration.
     - ``exact_step`` (B, I) bool: the exact-Hessian ('eh') solve took the exact Hessian's step
-      that iteration (False: the Gauss-Newton step; always False without eh; None when the
-      per-iteration statistics are off).
+      that iteration (False: the Gauss-Newton fallback); None without eh or while the
+      per-iteration statistics are off (the ROS SolverStats message does not carry it).
     - ``linsys`` (str): the linear-solve path of the last iteration ("pcg" | "bdsv").
     - ``budget_hit`` (bool): the wall-clock budget stopped the loop.
     - ``row_*`` / ``admm_*``: constraint row-group statistics, None while no row group is installed.
