@@ -91,7 +91,9 @@ void OscKinematics::compute(const double* joint_q, const double* joint_qd, doubl
     const pinocchio::Model& m = *rs.model;
     pinocchio::Data& d = *rs.data;
     const int n = m.nv, off = s.offset[r];
-    const Eigen::Map<const Eigen::VectorXd> q(joint_q + off, n), v(joint_qd + off, n);
+    // Ref: the pin wheel's compiled algorithms (plant_pinocchio.cpp), not instantiated here.
+    const Eigen::Ref<const Eigen::VectorXd> q = Eigen::Map<const Eigen::VectorXd>(joint_q + off, n),
+                                           v = Eigen::Map<const Eigen::VectorXd>(joint_qd + off, n);
     pinocchio::forwardKinematics(m, d, q, v);
     pinocchio::computeJointJacobians(m, d);  // uses the placements just computed
     pinocchio::updateFramePlacement(m, d, rs.frame);
