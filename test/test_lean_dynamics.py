@@ -252,6 +252,51 @@ def test_multi_lane_line_search_matches_the_sequential_one(no_avx2):
         np.testing.assert_allclose(lean["xu"], ref["xu"], rtol=0, atol=1e-9, err_msg=integ)
 
 
+LANE_WIDTH_SCRIPT = textwrap.dedent("""
+    import hashlib, json
+    import numpy as np
+    import gato
+    out = {}
+    # q_lim_cost 0: the stage cost in one pass over the lanes (stage_cost_lanes); the default
+    # barrier and the orientation term: per lane through the cost terms.
+    plain = dict(q_lim_cost=0.0)
+    cases = [("euler", plain), ("semi_implicit", plain), ("semi_implicit", {}),
+             ("semi_implicit", dict(rot_cost=0.5, N_rot_cost=2.0)), ("rk4", plain)]
+    for i, (integ, kw) in enumerate(cases):
+        rng = np.random.default_rng(11)
+        N = 13  # not a multiple of 4 or 8: the last lane group of the KKT stage is partial
+        s = gato.BSQP(gato.robot_urdf("iiwa14"), 2, N, 0.02, integrator=integ, max_sqp_iters=3,
+                      q_cost=2.0, qd_cost=0.01, u_cost=2e-6, N_cost=50.0, **kw)
+        q0 = np.array([0.1, 0.5, -0.2, -1.2, 0.3, 0.6, -0.4])
+        x = np.stack([np.r_[q0 + 0.05 * rng.standard_normal(7), 0.3 * rng.standard_normal(7)] for _ in range(2)])
+        ref = np.tile(np.r_[s.ee_pos(q0) + [0.3, -0.1, 0.1], 0.1, -0.2, 0.3], (2, N))
+        xu = s.hold_trajectory(x)
+        xu += 0.05 * rng.standard_normal(xu.shape)
+        h = hashlib.sha256()
+        for _ in range(3):
+            r = s.solve(x, ref, xu)
+            xu = np.array(r.xu)
+            for a in (xu, r.stats.step_size, r.stats.min_merit, r.stats.final_merit):
+                h.update(np.ascontiguousarray(a).tobytes())
+        out[f"{i}:{integ}:{sorted(kw)}"] = h.hexdigest()
+    print(json.dumps(out))
+""")
+
+
+def test_line_search_lane_width_leaves_every_bit():
+    """The 8-lane AVX-512 lean kernels (CPUs with AVX-512F and DQ) give the plans, steps and
+    merits of the 4-lane AVX2 ones bit for bit (GATO_LEAN_NO_AVX512=1): each lane runs the same
+    operations; on a CPU without AVX-512 both runs take the AVX2 kernels."""
+    import json
+    runs = []
+    for off in ("0", "1"):
+        env = dict(os.environ, GATO_LEAN_NO_AVX512=off)
+        out = subprocess.run([sys.executable, "-c", LANE_WIDTH_SCRIPT], env=env, capture_output=True,
+                             text=True, check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert runs[0] == runs[1]
+
+
 def check_ee_pose_against_pinocchio(core, model, frame, rng, atol, M=9):
     """The orientation term's kinematics from the multi-lane lean kernels (the EE world
     rotation and angular Jacobian, core.debug_ee_pose) against pinocchio's frame placement

@@ -28,6 +28,7 @@ typedef double d2 __attribute__((vector_size(16)));
 typedef double d4 __attribute__((vector_size(32)));
 typedef float f4 __attribute__((vector_size(16)));
 typedef float f8 __attribute__((vector_size(32)));
+typedef double d8 __attribute__((vector_size(64)));  // AVX-512 (lean_kernels_avx512.cpp only)
 
 template <typename T>
 struct Lanes {  // T is a scalar
@@ -49,6 +50,7 @@ struct VecLanes {
 };
 typedef long long i2 __attribute__((vector_size(16)));
 typedef long long i4 __attribute__((vector_size(32)));
+typedef long long i8 __attribute__((vector_size(64)));
 
 // sin and cos of every lane of a double vector: Cephes' sin/cos (reduction by
 // pi/4 in three parts, degree-5 polynomials in z^2), within an ulp or two of
@@ -100,6 +102,7 @@ struct VecLanesD {
 };
 template <> struct Lanes<d2> : VecLanesD<d2, i2, 2> {};
 template <> struct Lanes<d4> : VecLanesD<d4, i4, 4> {};
+template <> struct Lanes<d8> : VecLanesD<d8, i8, 8> {};
 template <> struct Lanes<f4> : VecLanes<f4, 4> {};
 template <> struct Lanes<f8> : VecLanes<f8, 8> {};
 

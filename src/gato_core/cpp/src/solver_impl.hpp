@@ -156,6 +156,14 @@ class BatchSolverImpl final : public BatchSolver<S> {
   bool riccati_eh(Entry& e);
   S trial_merit(Entry& e, S alpha);
   void trial_merits_lanes(Entry& e, const S* alphas, S* out);
+  // The line search's stage cost of W lanes at once where only the plain quadratic terms are
+  // on (no orientation, no u_ref = gravity, barrier weights 0): stage_cost_value's sums in its
+  // order per lane, without a call per lane (solver_linesearch.hpp).
+  bool lane_cost_ok() const {
+    return !cost_.rot_on() && !cost_.u_ref_gravity && !(S(cost_.q_lim_cost) > S(0)) &&
+           !(S(cost_.vel_lim_cost) > S(0)) && !(S(cost_.ctrl_lim_cost) > S(0));
+  }
+  void stage_cost_lanes(int k, const S* X, const S* U, const S* EE, const S* ref, S* out) const;
   void linearize_lanes(Entry& e, int k0);
   // The KKT stage linearizes W knots per call (Euler and semi-implicit Euler;
   // RK4 chains its stages through the scalar path).

@@ -51,6 +51,8 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
   const S* rref = RR ? e.rref.update(e.ref, N_) : nullptr;
   S elog[3 * kMaxLanes];
   void* scr = e.lanes.lscr.data();
+  const bool lane_cost = lane_cost_ok();
+  S lc[kMaxLanes];
   for (int k = 0; k < N_; ++k) {
     const S* x = e.xu.data() + k * (nx + nu);
     const S* dx = e.dz.data() + k * (nx + nu);
@@ -69,14 +71,15 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
       }
       const bool rk = RR && cost_.rot_weight(k) > S(0);
       if (rk) rot_logs(RR, rref + 9 * k, elog);
+      if (lane_cost) stage_cost_lanes(k, X, last ? nullptr : U, EE, e.ref, lc);
       for (int l = 0; l < W; ++l) {
         const int a = g0 + l;
         const S alpha = alphas[a];
-        for (int i = 0; i < nx; ++i) e.t_nx2[i] = X[i * W + l];
         S ee[3] = {EE[l], EE[W + l], EE[2 * W + l]};
         const S* el = rk ? elog + 3 * l : nullptr;
+        if (!lane_cost)
+          for (int i = 0; i < nx; ++i) e.t_nx2[i] = X[i * W + l];
         if (!last) {
-          for (int i = 0; i < nu; ++i) e.t_nu[i] = U[i * W + l];
           const S* x1 = x + nx + nu;
           const S* dx1 = dx + nx + nu;
           for (int i = 0; i < nx; ++i) {
@@ -84,10 +87,17 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
             e.xnext[i] = XN[i * W + l];
           }
           defect[a] += (e.t_nx - e.xnext).template lpNorm<1>();
-          cost[a] += stage_cost_value(k, e.t_nx2.data(), e.t_nu.data(), ee, e.ref,
-                                      gravity_ref(e, e.t_nx2.data(), true), nullptr, nullptr, el);
+          if (lane_cost) {
+            cost[a] += lc[l];
+          } else {
+            for (int i = 0; i < nu; ++i) e.t_nu[i] = U[i * W + l];
+            cost[a] += stage_cost_value(k, e.t_nx2.data(), e.t_nu.data(), ee, e.ref,
+                                        gravity_ref(e, e.t_nx2.data(), true), nullptr, nullptr, el);
+          }
         } else {
-          cost[a] += stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref, nullptr, nullptr, nullptr, el);
+          cost[a] += lane_cost ? lc[l]
+                               : stage_cost_value(k, e.t_nx2.data(), nullptr, ee, e.ref, nullptr,
+                                                  nullptr, nullptr, el);
           for (int i = 0; i < 3; ++i) ee_last[a][i] = ee[i];
         }
       }
@@ -105,6 +115,47 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
     const S m = cost[a] + e.mu * defect[a];
     out[a] = std::isfinite(double(m)) ? m : std::numeric_limits<S>::infinity();
   }
+}
+
+// stage_cost_value of the W lanes of X (nx x W), U (nu x W; null at the last knot) and EE
+// (3 x W) into out (W) where lane_cost_ok(): the terms that are on (EE position, posture,
+// velocity, control about zero) in StageCost's order (EE axes, then per joint posture and
+// velocity, then per joint control), each lane's sum from 0 with the same expression as the
+// term's, so each lane has stage_cost_value's bits.
+template <typename S, int NV>
+void BatchSolverImpl<S, NV>::stage_cost_lanes(int k, const S* X, const S* U, const S* EE,
+                                              const S* ref, S* out) const {
+  const int W = lk_.W, nv = nv_;
+  const auto& m = cost_;
+  S acc[kMaxLanes];
+  for (int l = 0; l < W; ++l) acc[l] = S(0);
+  const S w = m.ee_weight(k);
+  const S* r = ref + 6 * k;
+  for (int i = 0; i < 3; ++i)
+    for (int l = 0; l < W; ++l) {
+      const S d = EE[i * W + l] - r[i];
+      acc[l] += S(0.5) * w * d * d;
+    }
+  const cost::PostureTerm<S, NV> post(m, k);
+  const S vw = m.qd_weight(k);
+  for (int j = 0; j < nv; ++j) {
+    const S a_j = S(post.a[j]), qn = S(post.qn[j]);
+    const S* q = X + j * W;
+    const S* v = X + (nv + j) * W;
+    for (int l = 0; l < W; ++l) {
+      const S dq = q[l] - qn;
+      acc[l] += S(0.5) * a_j * dq * dq;
+      acc[l] += S(0.5) * vw * v[l] * v[l];
+    }
+  }
+  if (U) {
+    for (int j = 0; j < nu_; ++j) {
+      const S s = m.u_weight(k, j);
+      const S* u = U + j * W;
+      for (int l = 0; l < W; ++l) acc[l] += S(0.5) * s * u[l] * u[l];
+    }
+  }
+  for (int l = 0; l < W; ++l) out[l] = acc[l];
 }
 
 // The orientation error e_l = log(R_ref' R_l) of the W lanes of RR (9 x W, lane-minor,
