@@ -117,6 +117,14 @@ void bind_solver(py::module_& m, const char* name) {
         p.solver->set_fext(std::vector<S>(f.data(), f.data() + f.size()));
       })
       .def_property_readonly("has_fext", [](const P& p) { return p.solver->has_fext(); })
+      .def("set_ee_payload", [](P& p, double mass, const Arr<double>& com, const Arr<double>& Icom) {
+             if (com.size() != 3 || Icom.size() != 9)
+               throw py::value_error("payload: expected com (3,) m and Icom (3, 3) kg m^2");
+             p.plant->set_ee_payload(mass, com.data(), Icom.data());
+           },
+           py::arg("mass"), py::arg("com"), py::arg("Icom"),
+           "The EE body's inertia: the URDF's plus a rigid payload of mass kg (0: none) centred at com "
+           "(EE frame, m) with rotational inertia Icom (3 x 3, EE axes, kg m^2) about its centre.")
       .def("reset_rho", [](P& p) { p.solver->reset_rho(); })
       .def("reset_dual", [](P& p) { p.solver->reset_dual(); })
       .def("rho", [](const P& p, int b) { return p.solver->rho(b); })

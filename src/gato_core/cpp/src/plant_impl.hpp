@@ -5,6 +5,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -124,6 +127,23 @@ template <typename S>
 const lean::Model<S>* Plant<S>::lean_model() const { return impl_->lean.get(); }
 template <typename S>
 void Plant<S>::set_use_lean(bool on) { impl_->use_lean = on; }
+
+template <typename S>
+void Plant<S>::set_ee_payload(double mass, const double* com, const double* Icom) {
+  bool ok = std::isfinite(mass) && mass >= 0;
+  for (int i = 0; i < 3; ++i) ok = ok && std::isfinite(com[i]);
+  for (int i = 0; i < 9; ++i) ok = ok && std::isfinite(Icom[i]);
+  if (!ok) throw std::invalid_argument("payload: expected a mass >= 0 kg and finite com / inertia");
+  impl_->pino.set_ee_payload(mass, com, Icom);
+  if (impl_->lean) {  // same sizes: copy into the arrays the solvers' views point at
+    auto fresh = impl_->pino.template lean_model<S>();
+    auto& L = *impl_->lean;
+    for (auto [dst, src] : {std::pair{&L.mass, &fresh->mass}, std::pair{&L.B0, &fresh->B0},
+                            std::pair{&L.C0, &fresh->C0}, std::pair{&L.com, &fresh->com},
+                            std::pair{&L.Icom, &fresh->Icom}})
+      std::copy(src->begin(), src->end(), dst->begin());
+  }
+}
 template <typename S>
 bool Plant<S>::use_lean() const { return impl_->use_lean && impl_->lean; }
 

@@ -44,6 +44,7 @@ struct PinoModel::Impl {
   pinocchio::Model model;
   pinocchio::FrameIndex ee_frame = 0;
   int ee_body = 0;
+  pinocchio::Inertia ee_nominal = pinocchio::Inertia::Zero();  // the EE body's URDF inertia
 };
 
 namespace {
@@ -201,6 +202,22 @@ PinoModel::PinoModel(const std::string& urdf_path, const std::string& ee_frame)
   }
   impl_->ee_frame = m.getFrameId(ee_frame);
   impl_->ee_body = static_cast<int>(m.frames[impl_->ee_frame].parentJoint) - 1;
+  impl_->ee_nominal = m.inertias[impl_->ee_body + 1];
+}
+
+void PinoModel::set_ee_payload(double mass, const double* com, const double* Icom) {
+  pinocchio::Model& m = impl_->model;
+  const auto& frame = m.frames[impl_->ee_frame];
+  pinocchio::Inertia I = impl_->ee_nominal;
+  if (mass > 0) {
+    const Eigen::Map<const Eigen::Vector3d> c(com);
+    Eigen::Matrix3d Ic = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(Icom);
+    Ic = 0.5 * (Ic + Ic.transpose());
+    const Eigen::Matrix3d R = frame.placement.rotation();
+    // EE-frame coordinates -> the parent joint's frame
+    I += pinocchio::Inertia(mass, frame.placement.act(Eigen::Vector3d(c)), R * Ic * R.transpose());
+  }
+  m.inertias[impl_->ee_body + 1] = I;
 }
 
 PinoModel::~PinoModel() = default;

@@ -38,6 +38,10 @@ class PinoModel {
   int nframes() const;
   int ee_frame() const;
   int ee_body() const;  // 0-based over moving bodies
+  /// The EE body's inertia: its URDF inertia plus a rigid payload of mass kg (0: none) with
+  /// its centre com (3) m and rotational inertia about it Icom (3 x 3 row-major) kg m^2, both
+  /// in EE frame coordinates (see Plant::set_ee_payload).
+  void set_ee_payload(double mass, const double* com, const double* Icom);
   std::vector<std::string> joint_names() const;
   std::vector<std::string> frame_names() const;
   int frame_id(const std::string& name) const;  // -1 when unknown

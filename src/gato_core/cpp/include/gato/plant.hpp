@@ -98,6 +98,12 @@ class Plant {
   /// For tests and benchmarks; not thread-safe against running solves.
   void set_use_lean(bool on);
   bool use_lean() const;
+  /// The model's EE body carries a rigid payload (issue 32): its URDF inertia plus mass kg
+  /// (0: none, the URDF's again) with centre com (3) m and rotational inertia about the centre
+  /// Icom (3 x 3 row-major) kg m^2, in EE frame coordinates. Updates the pinocchio model and the
+  /// lean model's arrays in place (views of them stay valid). Throws std::invalid_argument for
+  /// a mass < 0 or a non-finite number. Not thread-safe against running solves.
+  void set_ee_payload(double mass, const double* com, const double* Icom);
   /// EE frame rotation R (3 x 3, column-major, world <- EE frame) and, when Jw is not null,
   /// the EE world angular-velocity Jacobian (3 x nv, resized): omega_world = Jw qd.
   void ee_rotation(PlantWorkspace<S>& ws, const S* q, S* R, Mat* Jw = nullptr) const;

@@ -184,6 +184,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI, KKTInsp
         self._collect_stats = True
         self._warm = None  # resident warm start (B, xu_size)
         self._solved = None  # (x_s, ref, xu) of the last solve (feedback_gains)
+        self.ee_payload = None  # (mass, com, inertia) of set_ee_payload, None: the URDF's EE body
         self._model = None
         self._data = None
         self._knot_weights = None
@@ -295,6 +296,29 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, FeedbackGainAPI, KKTInsp
     def n_bodies(self) -> int:
         """Moving bodies: the f_ext band holds 6 numbers per body per knot."""
         return self._s.nbodies
+
+    def set_ee_payload(self, mass=0.0, com=(0.0, 0.0, 0.0), inertia=None) -> None:
+        """Plan with a rigid payload on the EE body (issue 32): the model's EE body becomes its URDF
+        inertia plus ``mass`` kg (0: none, the URDF's again) centred at ``com`` (3,) m with the
+        rotational inertia ``inertia`` (3, 3) kg m^2 about that centre (None: zero, a point mass),
+        both in EE frame coordinates; every row's dynamics then carry its weight and inertia.
+        ValueError naming payload for a negative mass, a non-finite number or a wrong shape;
+        NotImplementedError for a backend without it (the CUDA ones)."""
+        if not hasattr(self._s, "set_ee_payload"):
+            raise NotImplementedError(f"set_ee_payload: not supported by the {type(self._s).__name__} backend")
+        try:
+            m = float(mass)
+            c = np.array(com, dtype=np.float64).reshape(-1)
+            Ic = np.zeros((3, 3)) if inertia is None else np.array(inertia, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"payload: expected a mass [kg], com (3,) m and inertia (3, 3), got {mass!r}, "
+                             f"{com!r}, {inertia!r}") from None
+        if c.shape != (3,) or Ic.shape != (3, 3) or not (np.isfinite(m) and m >= 0) \
+                or not np.all(np.isfinite(c)) or not np.all(np.isfinite(Ic)):
+            raise ValueError(f"payload: expected a mass >= 0 kg, com (3,) m and inertia (3, 3) kg m^2, all finite; "
+                             f"got {mass!r}, {com!r}, {inertia!r}")
+        self._s.set_ee_payload(m, c, np.ascontiguousarray(Ic).reshape(-1))
+        self.ee_payload = (m, c, Ic) if m > 0 else None
 
     def set_f_ext_B(self, f_ext_B) -> None:
         """Upload the external-wrench band the dynamics see.

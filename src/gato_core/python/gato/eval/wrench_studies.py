@@ -129,7 +129,9 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
     wrench and the weight / wrench blend as rows 2, 3) replaces the hypothesis-free controller
     MPC_GATO built at that B; ``estimator: swing``: the SwingWrenchBatch over a
     PendulumSwingEstimator (B rows, seeded like the others) replaces it likewise. MPC_GATO's
-    substep observers feed its identifier (they take the controller's batch when a run starts)."""
+    substep observers feed its identifier (they take the controller's batch when a run starts).
+    ``plan_inertia`` (swing only, default True): SwingWrenchBatch's (the rigid object in the
+    solver's model while the rigid model is in force)."""
     from ..wrench.estimators import ForceEstimator
     from ..wrench.identifier import IdentifiedWrenchSampler
     from ..wrench.hypotheses import ForceHypothesisBatch
@@ -149,7 +151,7 @@ def make_mpc_gato(config: dict, k: int = 0, **kw):
         s = m.solver
         est = PendulumSwingEstimator(m.batch_size, s.model, s.ee_frame, seed=m.fe_seed,
                                      inertial_gain=h.get("inertial_gain"))
-        m.controller.hypotheses = SwingWrenchBatch(est, s.model, s.ee_frame)
+        m.controller.hypotheses = SwingWrenchBatch(est, s.model, s.ee_frame, plan_inertia=h.get("plan_inertia", True))
     elif h.get("centre") is not None:  # fe centred on an identifier (ForceEstimator(centre=...))
         s = m.solver
         lo, hi = FE_CENTRE_RADIUS
