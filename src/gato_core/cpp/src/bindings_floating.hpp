@@ -16,6 +16,10 @@
 
 namespace gato {
 namespace floating_py {
+// Internal linkage: this header is compiled into both _core and _core_avx2, and pybind11
+// refuses a second registration of one C++ type ("FloatingPlant is already registered")
+// when a process loads both; types of an anonymous namespace are distinct per module.
+namespace {
 
 namespace py = pybind11;
 using In = py::array_t<double, py::array::c_style | py::array::forcecast>;
@@ -261,5 +265,6 @@ One instance owns one scratch: not for concurrent use from several threads.
            "units 1/(unit of each tangent entry)^2.");
 }
 
+}  // namespace
 }  // namespace floating_py
 }  // namespace gato
