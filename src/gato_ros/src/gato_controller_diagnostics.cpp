@@ -1,11 +1,12 @@
 // gato_ros/GatoController's diagnostics (/diagnostics through diagnostic_updater, off the real-time
-// path) and the histogram percentiles its status reports: apart from gato_controller.cpp so each file
+// path), the ControllerStatus it reports and the histogram percentiles in it: apart from gato_controller.cpp so each file
 // keeps one job (the plugin's lifecycle, plans and update() there; what it reports here).
 #include "gato_ros/gato_controller.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -155,6 +156,48 @@ void GatoController::diagnose(diagnostic_updater::DiagnosticStatusWrapper& stat)
   }
   diag_prev_ = d;
   diag_have_prev_ = true;
+}
+
+// The ControllerStatus of one report (real-time path: fixed fields, no heap beyond the short state
+// names' small-string buffers); update() publishes it.
+void GatoController::fill_status(const rclcpp::Time& time, gato::ExecMode mode) noexcept {
+  const auto& c = executor_->counters();
+  auto& s = status_msg_;
+  s.header.stamp = time;
+  s.state = state_name(mode);           // short names: no heap (small-string buffer)
+  s.reason = mode == gato::ExecMode::kFollow ? "" : gato::hold_reason_name(executor_->hold_reason());
+  s.ticks = c.updates;
+  s.holds = c.holds;
+  s.stale_events = c.stale_events;
+  s.clamped = c.clamped;
+  s.rejected_nonfinite = c.nonfinite_states;
+  s.fallbacks = c.nonfinite_outputs;
+  s.dropped_out_of_order = c.dropped_out_of_order + c.dropped_stale_epoch;
+  s.rejected_names = plans_rejected_names_.load(std::memory_order_relaxed);
+  s.rejected_references = refs_rejected_.load(std::memory_order_relaxed);
+  s.plans_accepted = c.plans_accepted;
+  s.plans_dropped_invalid = c.dropped_invalid + plans_rejected_layout_.load(std::memory_order_relaxed);
+  s.plans_dropped_order = c.dropped_out_of_order + c.dropped_stale_epoch;
+  s.limit_cuts = c.limit_cuts;
+  s.update_p50_us = percentile(timing_hist_, timing_count_, kTimingBinUs, timing_max_us_, 0.5);
+  s.update_p99_us = percentile(timing_hist_, timing_count_, kTimingBinUs, timing_max_us_, 0.99);
+  s.plan_latency_p50_us = percentile(latency_hist_, latency_count_, kLatencyBinUs, latency_max_us_, 0.5);
+  s.plan_latency_p99_us = percentile(latency_hist_, latency_count_, kLatencyBinUs, latency_max_us_, 0.99);
+  s.plan_latency_max_us = latency_max_us_;
+  s.latency_us = latency_last_us_;
+  s.solve_us = last_solve_us_.load(std::memory_order_relaxed);
+  s.solver_failures = solve_failures_.load(std::memory_order_relaxed);
+  s.update_max_us = timing_max_us_;
+  s.effort_measured = use_effort_;
+  s.effort_error_max = effort_err_nan_ ? std::numeric_limits<double>::quiet_NaN() : effort_err_max_;
+  // Issue 30, as the controller node reports them: embedded mode, following, the last solve's
+  // measured EE against knot 0 of the reference it solved toward; the orientation NaN (the
+  // plugin's windows are positions only); both NaN on holds and in follow mode (the node
+  // that planned reports them).
+  s.ee_position_error = (embedded_ && mode == gato::ExecMode::kFollow)
+                            ? ee_pos_err_.load(std::memory_order_relaxed)
+                            : std::numeric_limits<double>::quiet_NaN();
+  s.ee_orientation_error = std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace gato_ros

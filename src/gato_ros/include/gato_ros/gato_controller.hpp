@@ -87,6 +87,7 @@ class GatoController : public controller_interface::ControllerInterface {
   void track_effort() noexcept;                     // measured effort vs the previous command
   void write_torque(const std::vector<double>& tau) noexcept;  // plant order -> interfaces
   void diagnose(diagnostic_updater::DiagnosticStatusWrapper& stat);  // diagnostics timer (not RT)
+  void fill_status(const rclcpp::Time& time, gato::ExecMode mode) noexcept;  // status_msg_ (RT)
 
   std::shared_ptr<gato_plugin::ParamListener> param_listener_;
   gato_plugin::Params params_;
