@@ -145,7 +145,7 @@ def fresh(wheel, tmp_path_factory):
 
 
 def test_the_wheel_is_one_binary_wheel_with_both_core_builds_and_no_cuda(wheel):
-    # manylinux where auditwheel could tag it (docs/benchmarks.md "Binary wheel": manylinux_2_35 here)
+    # manylinux where auditwheel could tag it (docs/benchmarks_install.md "Binary wheel": manylinux_2_35 here)
     assert re.fullmatch(r"gato-[\w.]+-cp3\d+-cp3\d+-(manylinux_\d+_\d+|linux)_x86_64\.whl", wheel.name), wheel.name
     names = zipfile.ZipFile(wheel).namelist()
     mods = {n.split("/")[-1].split(".")[0] for n in names if re.fullmatch(r"gato/_\w+\.cpython-.*\.so", n)}
