@@ -18,7 +18,7 @@ import pinocchio as pin
 import pytest
 
 from gato.floating import FloatingPlant, for_robot
-from reference.numpy_floating import FloatingPlant as Oracle
+from reference.numpy_floating import FloatingPlant as Oracle, manifold_fd, random_state
 
 GO2_URDF = Path(__file__).resolve().parents[1] / "src/gato_description/robots/go2_description/go2.urdf"
 FEET = ("FL_foot_joint", "FR_foot_joint", "RL_foot_joint", "RR_foot_joint")
@@ -40,20 +40,6 @@ def plant():
 def oracle():
     return Oracle(GO2_URDF, FEET)
 
-
-def random_state(oracle, rng):
-    """Random base pose, joints inside the URDF limits, random velocities, torques and foot wrenches."""
-    m = oracle.model
-    q = np.zeros(oracle.nq)
-    q[:3] = rng.normal(size=3)
-    quat = rng.normal(size=4)
-    q[3:7] = quat / np.linalg.norm(quat)
-    q[7:] = rng.uniform(m.lowerPositionLimit[7:], m.upperPositionLimit[7:])
-    v = rng.normal(size=oracle.nv)
-    u = 5.0 * rng.normal(size=oracle.nu)
-    f = 10.0 * rng.normal(size=(oracle.nc, 6))
-    f[:, 2] += 37.0  # about a quarter of go2's weight on each foot
-    return q, v, u, f
 
 
 def rel(a, b):
@@ -127,24 +113,15 @@ def test_difference_and_integrate_equal_the_oracle(plant, oracle, seed):
     assert np.max(np.abs(plant.difference(x0, xi) - dx)) <= 1e-12
 
 
-def _fd(plant, x1, perturbed_step, n):
-    """Central differences on the manifold: (x'(+eps e_i) (-) x' - x'(-eps e_i) (-) x') / (2 eps)."""
-    J = np.zeros((plant.ndx, n))
-    for i in range(n):
-        e = np.zeros(n)
-        e[i] = FD_EPS
-        J[:, i] = (plant.difference(x1, perturbed_step(e)) - plant.difference(x1, perturbed_step(-e))) / (2 * FD_EPS)
-    return J
-
 
 @pytest.mark.parametrize("seed", range(3))
 def test_tangent_jacobians_match_manifold_finite_differences(plant, oracle, seed):
     q, v, u, f = random_state(oracle, np.random.default_rng(100 + seed))
     x = np.concatenate([q, v])
     x1, A, B_u, B_f = plant.linearize(x, u, f, DT)
-    fd_A = _fd(plant, x1, lambda e: plant.step(plant.integrate(x, e), u, f, DT), 36)
-    fd_u = _fd(plant, x1, lambda e: plant.step(x, u + e, f, DT), 12)
-    fd_f = _fd(plant, x1, lambda e: plant.step(x, u, f + e.reshape(4, 6), DT), 24)
+    fd_A = manifold_fd(plant, x1, lambda e: plant.step(plant.integrate(x, e), u, f, DT), 36, FD_EPS)
+    fd_u = manifold_fd(plant, x1, lambda e: plant.step(x, u + e, f, DT), 12, FD_EPS)
+    fd_f = manifold_fd(plant, x1, lambda e: plant.step(x, u, f + e.reshape(4, 6), DT), 24, FD_EPS)
     for name, J, J_fd in (("A", A, fd_A), ("B_u", B_u, fd_u), ("B_f", B_f, fd_f)):
         r = np.max(np.abs(J - J_fd)) / np.max(np.abs(J_fd))
         assert r <= FD_REL_TOL, f"{name}: relative error {r:.3g}"
@@ -306,9 +283,9 @@ def test_explicit_euler_on_the_manifold(plant, oracle, seed):
     xl, A, B_u, B_f = plant.linearize(x, u, f, DT, integrator="euler")
     assert rel(xl, x1) <= 1e-12
     step = lambda x_, u_, f_: plant.step(x_, u_, f_, DT, integrator="euler")  # noqa: E731
-    fd_A = _fd(plant, x1, lambda e: step(plant.integrate(x, e), u, f), 36)
-    fd_u = _fd(plant, x1, lambda e: step(x, u + e, f), 12)
-    fd_f = _fd(plant, x1, lambda e: step(x, u, f + e.reshape(4, 6)), 24)
+    fd_A = manifold_fd(plant, x1, lambda e: step(plant.integrate(x, e), u, f), 36, FD_EPS)
+    fd_u = manifold_fd(plant, x1, lambda e: step(x, u + e, f), 12, FD_EPS)
+    fd_f = manifold_fd(plant, x1, lambda e: step(x, u, f + e.reshape(4, 6)), 24, FD_EPS)
     for name, J, J_fd in (("A", A, fd_A), ("B_u", B_u, fd_u), ("B_f", B_f, fd_f)):
         r = np.max(np.abs(J - J_fd)) / np.max(np.abs(J_fd))
         assert r <= FD_REL_TOL, f"{name}: relative error {r:.3g}"

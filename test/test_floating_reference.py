@@ -13,7 +13,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from reference.numpy_floating import FloatingPlant
+from reference.numpy_floating import FloatingPlant, manifold_fd, random_state
 
 GO2_URDF = Path(__file__).resolve().parents[1] / "src/gato_description/robots/go2_description/go2.urdf"
 FEET = ("FL_foot_joint", "FR_foot_joint", "RL_foot_joint", "RR_foot_joint")
@@ -27,20 +27,6 @@ FD_REL_TOL = 1e-6
 def plant():
     return FloatingPlant(GO2_URDF, FEET)
 
-
-def random_state(plant, rng):
-    """A state with a random base pose, joints inside the URDF limits and random velocities (seeded)."""
-    m = plant.model
-    q = np.zeros(plant.nq)
-    q[:3] = rng.normal(size=3)
-    quat = rng.normal(size=4)
-    q[3:7] = quat / np.linalg.norm(quat)
-    q[7:] = rng.uniform(m.lowerPositionLimit[7:], m.upperPositionLimit[7:])
-    v = rng.normal(size=plant.nv)
-    u = 5.0 * rng.normal(size=plant.nu)
-    f = 10.0 * rng.normal(size=(plant.nc, 6))
-    f[:, 2] += 37.0  # about a quarter of go2's weight on each foot
-    return q, v, u, f
 
 
 def test_go2_loads_with_free_flyer_root(plant):
@@ -82,15 +68,6 @@ def test_contact_wrench_equals_pinocchio_external_force(plant):
     assert np.max(np.abs(a - a_fext)) <= 1e-10 * max(1.0, np.max(np.abs(a_fext)))
 
 
-def _fd(plant, x1, perturbed_step, n):
-    """Central differences on the manifold: column i = (x'(+eps e_i) (-) x' - (x'(-eps e_i) (-) x')) / (2 eps)."""
-    J = np.zeros((2 * plant.nv, n))
-    for i in range(n):
-        e = np.zeros(n)
-        e[i] = FD_EPS
-        J[:, i] = (plant.difference(x1, perturbed_step(e)) - plant.difference(x1, perturbed_step(-e))) / (2 * FD_EPS)
-    return J
-
 
 @pytest.mark.parametrize("seed", range(3))
 def test_step_jacobians_match_manifold_finite_differences(plant, seed):
@@ -99,9 +76,9 @@ def test_step_jacobians_match_manifold_finite_differences(plant, seed):
     A, B_u, B_f = plant.step_jacobians(x, u, f, DT)
     assert A.shape == (36, 36) and B_u.shape == (36, 12) and B_f.shape == (36, 24)
     x1 = plant.step(x, u, f, DT)
-    fd_A = _fd(plant, x1, lambda e: plant.step(plant.integrate(x, e), u, f, DT), 36)
-    fd_u = _fd(plant, x1, lambda e: plant.step(x, u + e, f, DT), 12)
-    fd_f = _fd(plant, x1, lambda e: plant.step(x, u, f + e.reshape(4, 6), DT), 24)
+    fd_A = manifold_fd(plant, x1, lambda e: plant.step(plant.integrate(x, e), u, f, DT), 36, FD_EPS)
+    fd_u = manifold_fd(plant, x1, lambda e: plant.step(x, u + e, f, DT), 12, FD_EPS)
+    fd_f = manifold_fd(plant, x1, lambda e: plant.step(x, u, f + e.reshape(4, 6), DT), 24, FD_EPS)
     for name, J, J_fd in (("A", A, fd_A), ("B_u", B_u, fd_u), ("B_f", B_f, fd_f)):
         rel = np.max(np.abs(J - J_fd)) / np.max(np.abs(J_fd))
         assert rel <= FD_REL_TOL, f"{name}: relative error {rel:.3g}"

@@ -199,3 +199,33 @@ class FloatingPlant:
         B_u = np.vstack([D1 @ (dt * dt * da_du), dt * da_du])
         B_f = np.vstack([D1 @ (dt * dt * da_df), dt * da_df])
         return A, B_u, B_f
+
+
+def random_state(plant, rng):
+    """A seeded test state of ``plant`` (a FloatingPlant, this oracle's or the core's, with
+    ``model`` a pinocchio Model or the sizes nq / nv / nu / nc): a random base pose, joints inside
+    the URDF limits, random velocities, torques (N m) and foot wrenches (N, N m), about a quarter of
+    go2's weight on each foot. Returns (q (nq,), v (nv,), u (nu,), f (nc, 6))."""
+    m = plant.model
+    q = np.zeros(plant.nq)
+    q[:3] = rng.normal(size=3)
+    quat = rng.normal(size=4)
+    q[3:7] = quat / np.linalg.norm(quat)
+    q[7:] = rng.uniform(m.lowerPositionLimit[7:], m.upperPositionLimit[7:])
+    v = rng.normal(size=plant.nv)
+    u = 5.0 * rng.normal(size=plant.nu)
+    f = 10.0 * rng.normal(size=(plant.nc, 6))
+    f[:, 2] += 37.0  # about a quarter of go2's weight on each foot
+    return q, v, u, f
+
+
+def manifold_fd(plant, x1, perturbed_step, n, eps):
+    """Central differences on the manifold, (2 nv, n): column i is
+    (x'(+eps e_i) (-) x1 - x'(-eps e_i) (-) x1) / (2 eps), ``perturbed_step(d)`` the step's result
+    for the tangent / input perturbation d (n,), (-) ``plant.difference``."""
+    J = np.zeros((2 * plant.nv, n))
+    for i in range(n):
+        e = np.zeros(n)
+        e[i] = eps
+        J[:, i] = (plant.difference(x1, perturbed_step(e)) - plant.difference(x1, perturbed_step(-e))) / (2 * eps)
+    return J
