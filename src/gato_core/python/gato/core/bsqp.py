@@ -419,7 +419,7 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, ExternalLoadAPI, Feedbac
             step_size=st.step_size if full else empty_i,
             linsys=st.linsys_used[-1].name.lower() if st.linsys_used else self._linsys,
             budget_hit=bool(st.budget_hit),
-            exact_step=np.asarray(st.exact_step, dtype=bool) if full and self._s.exact_hessian else None,
+            exact_step=np.asarray(st.exact_step, dtype=bool) if full and self.params.exact_hessian else None,
         )
         if st.n_groups > 0:
             stats.row_max_violation = np.asarray(st.row_max_violation, dtype=np.float64)
