@@ -244,3 +244,12 @@ def test_the_rigid_model_plans_with_the_object_and_carries_a_step_move_off_centr
     assert off["success"] == 0 and off["stop_reason"] == "runaway", off["reason"]
     m = make_mpc_gato({"hypotheses": {"estimator": "swing", "batch_size": 1}}, 0)
     assert m.controller.hypotheses.plan_inertia is True
+
+
+def test_set_ee_payload_on_a_cuda_backend_is_refused_naming_the_backend():
+    """The CUDA backends bake the model per robot: set_ee_payload raises a ValueError naming the
+    backend (run on the host build, gato._cuda_host, present in every test-set core build)."""
+    pytest.importorskip("gato._cuda_host", reason="no gato._cuda_host in this core build")
+    s = gato.BSQP(gato.robot_urdf("iiwa14"), 1, 8, 0.01, backend="cuda_host")
+    with pytest.raises(ValueError, match="set_ee_payload: not available on the 'cuda_host' backend"):
+        s.set_ee_payload(5.0, [0.0, 0.0, 0.1])
