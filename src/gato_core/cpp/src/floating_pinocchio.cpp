@@ -22,6 +22,12 @@ namespace gato {
 using Vec = Eigen::VectorXd;
 using V3 = Eigen::Vector3d;
 using V6 = Eigen::Matrix<double, 6, 1>;
+// The argument types of the pin wheel's explicit instantiations (libpinocchio_default,
+// PINOCCHIO_ENABLE_TEMPLATE_INSTANTIATION): the dynamics algorithms take Eigen::Ref,
+// the configuration-space ones (integrate, difference, dIntegrate, dDifference) plain
+// VectorXd / MatrixXd. A call with exactly these types links the library's compiled
+// algorithm instead of instantiating it in this TU (as plant_pinocchio.cpp does).
+using CRef = Eigen::Ref<const Vec>;
 
 struct FloatingPlant::Impl {
   pinocchio::Model model;
@@ -139,7 +145,8 @@ void FloatingPlant::difference(const double* x0, const double* x1, double* dx) c
   const auto& m = impl_->model;
   const int nq = m.nq, nv = m.nv;
   Eigen::Map<Vec> out(dx, 2 * nv);
-  out.head(nv) = pinocchio::difference(m, Eigen::Map<const Vec>(x0, nq), Eigen::Map<const Vec>(x1, nq));
+  const Vec q0 = Eigen::Map<const Vec>(x0, nq), q1 = Eigen::Map<const Vec>(x1, nq);
+  out.head(nv) = pinocchio::difference(m, q0, q1);
   out.tail(nv) = Eigen::Map<const Vec>(x1 + nq, nv) - Eigen::Map<const Vec>(x0 + nq, nv);
 }
 
@@ -147,14 +154,15 @@ void FloatingPlant::integrate(const double* x, const double* dx, double* xo) con
   const auto& m = impl_->model;
   const int nq = m.nq, nv = m.nv;
   Eigen::Map<Vec> out(xo, nq + nv);
-  out.head(nq) = pinocchio::integrate(m, Eigen::Map<const Vec>(x, nq), Eigen::Map<const Vec>(dx, nv));
+  const Vec q = Eigen::Map<const Vec>(x, nq), dq = Eigen::Map<const Vec>(dx, nv);
+  out.head(nq) = pinocchio::integrate(m, q, dq);
   out.tail(nv) = Eigen::Map<const Vec>(x + nq, nv) + Eigen::Map<const Vec>(dx + nv, nv);
 }
 
 void FloatingPlant::difference_jacobians(const double* x0, const double* x1, Mat& D0, Mat& D1) const {
   const auto& m = impl_->model;
   const int nq = m.nq, nv = m.nv;
-  Eigen::Map<const Vec> q0(x0, nq), q1(x1, nq);
+  const Vec q0 = Eigen::Map<const Vec>(x0, nq), q1 = Eigen::Map<const Vec>(x1, nq);
   D0.setZero(2 * nv, 2 * nv);
   D1.setZero(2 * nv, 2 * nv);
   // pinocchio writes only the joints' own blocks: J starts at zero.
@@ -172,7 +180,7 @@ void FloatingPlant::difference_jacobians(const double* x0, const double* x1, Mat
 
 void FloatingPlant::contact_jacobians(Data& d, const double* q, Mat& J) const {
   const auto& m = impl_->model;
-  pinocchio::computeJointJacobians(m, d.data, Eigen::Map<const Vec>(q, m.nq));  // also runs FK
+  pinocchio::computeJointJacobians(m, d.data, CRef(Eigen::Map<const Vec>(q, m.nq)));  // also runs FK
   J.resize(6 * nc(), m.nv);
   for (int c = 0; c < nc(); ++c) {
     d.Jc.setZero();
@@ -185,11 +193,11 @@ void FloatingPlant::forward_dynamics(Data& d, const double* q, const double* v, 
                                      const double* f, double* a) const {
   const auto& m = impl_->model;
   const int nv = m.nv;
-  Eigen::Map<const Vec> Q(q, m.nq), V(v, nv);
+  const CRef Q = Eigen::Map<const Vec>(q, m.nq), V = Eigen::Map<const Vec>(v, nv), T = d.tau;
   d.tau.head(6).setZero();
   d.tau.tail(nv - 6) = Eigen::Map<const Vec>(u, nv - 6);
   if (!f || nc() == 0) {
-    Eigen::Map<Vec>(a, nv) = pinocchio::aba(m, d.data, Q, V, d.tau);
+    Eigen::Map<Vec>(a, nv) = pinocchio::aba(m, d.data, Q, V, T);
     return;
   }
   // Each wrench as a joint-frame external force: about the world origin it is
@@ -204,7 +212,7 @@ void FloatingPlant::forward_dynamics(Data& d, const double* q, const double* v, 
     const pinocchio::Force Fw(fl, ta + p.cross(fl));
     d.fext[frame.parentJoint] += oMi.actInv(Fw);
   }
-  Eigen::Map<Vec>(a, nv) = pinocchio::aba(m, d.data, Q, V, d.tau, d.fext);
+  Eigen::Map<Vec>(a, nv) = pinocchio::aba(m, d.data, Q, V, T, d.fext);
 }
 
 void FloatingPlant::forward_dynamics_derivatives(Data& d, const double* q, const double* v, const double* u,
@@ -212,7 +220,7 @@ void FloatingPlant::forward_dynamics_derivatives(Data& d, const double* q, const
                                                  Mat& da_du, Mat& da_df) const {
   const auto& m = impl_->model;
   const int nv = m.nv, nu = nv - 6, nc = this->nc();
-  Eigen::Map<const Vec> Q(q, m.nq), V(v, nv);
+  const CRef Q = Eigen::Map<const Vec>(q, m.nq), V = Eigen::Map<const Vec>(v, nv), T = d.tau;
   d.tau.head(6).setZero();
   d.tau.tail(nu) = Eigen::Map<const Vec>(u, nu);
   d.dtau_dq.setZero();
@@ -251,7 +259,7 @@ void FloatingPlant::forward_dynamics_derivatives(Data& d, const double* q, const
       }
     }
   }
-  pinocchio::computeABADerivatives(m, d.data, Q, V, d.tau);
+  pinocchio::computeABADerivatives(m, d.data, Q, V, T);
   Eigen::Map<Vec>(a, nv) = d.data.ddq;
   auto& Minv = d.data.Minv;  // pinocchio fills only the upper triangle
   Minv.triangularView<Eigen::StrictlyLower>() = Minv.transpose().triangularView<Eigen::StrictlyLower>();
@@ -283,7 +291,8 @@ void FloatingPlant::step(Data& d, const double* x, const double* u, const double
   d.v1 = V + dt * d.v1;
   if (integ == Integrator::kSemiImplicit) d.dq = dt * d.v1;
   Eigen::Map<Vec>(xn + nq, nv) = d.v1;
-  Eigen::Map<Vec>(xn, nq) = pinocchio::integrate(m, Eigen::Map<const Vec>(x, nq), d.dq);
+  const Vec Q = Eigen::Map<const Vec>(x, nq);
+  Eigen::Map<Vec>(xn, nq) = pinocchio::integrate(m, Q, d.dq);
 }
 
 void FloatingPlant::step_derivatives(Data& d, const double* x, const double* u, const double* f, double dt,
@@ -291,7 +300,8 @@ void FloatingPlant::step_derivatives(Data& d, const double* x, const double* u, 
   check_integrator(integ);
   const auto& m = impl_->model;
   const int nq = m.nq, nv = m.nv, nu = nv - 6, nf = 6 * nc();
-  Eigen::Map<const Vec> Q(x, nq), V(x + nq, nv);
+  const Vec Q = Eigen::Map<const Vec>(x, nq);
+  Eigen::Map<const Vec> V(x + nq, nv);
   forward_dynamics_derivatives(d, x, x + nq, u, f, d.v1.data(), d.da_dq, d.da_dv, d.da_du, d.da_df);
   const bool euler = integ == Integrator::kEuler;
   if (euler) d.dq = dt * V + (0.5 * dt * dt) * d.v1;
@@ -345,7 +355,8 @@ double FloatingPlant::state_cost(const double* x, const double* x_ref, const dou
   // d e / d dx: dDifference(q_ref, q) with respect to q (ARG1) on the configuration block,
   // the identity on the velocity block.
   Mat Dq = Mat::Zero(nv, nv);  // pinocchio writes only the joints' own blocks
-  pinocchio::dDifference(m, Eigen::Map<const Vec>(x_ref, nq), Eigen::Map<const Vec>(x, nq), Dq, pinocchio::ARG1);
+  const Vec q_ref = Eigen::Map<const Vec>(x_ref, nq), q = Eigen::Map<const Vec>(x, nq);
+  pinocchio::dDifference(m, q_ref, q, Dq, pinocchio::ARG1);
   const Vec We = W.cwiseProduct(e);
   if (grad) {
     Eigen::Map<Vec> g(grad, 2 * nv);
