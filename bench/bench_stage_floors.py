@@ -20,10 +20,11 @@ apart: this shared host's speed drifts). Prints the table and, with --out, write
 
     source scripts/activate.sh && python bench/bench_stage_floors.py [--repeats 5] [--horizons 32 64] [--cpu 0] [--out DIR]
 
-Needs g++ (the floor library, ~20 s to build once) and gato's _core_avx2 (an AVX2 host).
+Needs g++ (the floor library, ~20 s to build once per core) and gato's _core_avx2 (an AVX2 host).
 """
 import argparse
 import ctypes
+import hashlib
 import os
 import subprocess
 import sys
@@ -43,7 +44,7 @@ from fig8_problem import DT, Q_START  # noqa: E402
 from run_info import cpu_model, host, short_commit, write_result  # noqa: E402
 
 SRC = HERE / "stage_floors.cpp"
-LIB = ROOT / "build" / "stage_floors" / "libstage_floors.so"
+BUILD = ROOT / "build" / "stage_floors"
 CPP = ROOT / "src" / "gato_core" / "cpp"
 NX = 14
 REPS = 160  # floor calls per measurement (the closed loop's tick count)
@@ -51,12 +52,14 @@ _dp = ctypes.POINTER(ctypes.c_double)
 
 
 def build_lib():
-    """Build the floor library against the installed core (again when either is newer)."""
+    """Build the floor library against the core gato imports (one library per core path, built
+    again when the source or the core is newer); (core path, library path)."""
     core = Path(gato._core.__file__)
     if not core.name.startswith("_core_avx2"):
         sys.exit(f"needs gato._core_avx2 (imported: {core.name})")
+    LIB = BUILD / f"libstage_floors_{hashlib.sha1(str(core).encode()).hexdigest()[:10]}.so"
     if LIB.exists() and LIB.stat().st_mtime > max(SRC.stat().st_mtime, core.stat().st_mtime):
-        return core
+        return core, LIB
     LIB.parent.mkdir(parents=True, exist_ok=True)
     eigen = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix" / "include" / "eigen3"
     # _core_avx2's flags (src/gato_core/CMakeLists.txt: GATO_AVX2_OPTIONS, GATO_AVX2_DEFINITIONS).
@@ -65,12 +68,12 @@ def build_lib():
            f"-I{eigen}", str(SRC), str(core), "-o", str(LIB)]
     print("[floors] building", LIB.relative_to(ROOT), "...", flush=True)
     subprocess.run(cmd, check=True)
-    return core
+    return core, LIB
 
 
 class Floors:
-    def __init__(self, urdf):
-        self.lib = lib = ctypes.CDLL(str(LIB))
+    def __init__(self, urdf, lib_path):
+        self.lib = lib = ctypes.CDLL(str(lib_path))
         lib.floors_plant.restype = ctypes.c_void_p
         lib.floors_clock_ghz.restype = ctypes.c_double
         lib.floors_peak_gflops.restype = ctypes.c_double
@@ -147,9 +150,9 @@ def main():
     if args.cpu >= 0 and args.cpu in os.sched_getaffinity(0):
         os.sched_setaffinity(0, {args.cpu})
     os.environ["OMP_NUM_THREADS"] = "1"
-    core = build_lib()
+    core, lib_path = build_lib()
     urdf = str(gato.robot_urdf("iiwa14"))
-    fl = Floors(urdf)
+    fl = Floors(urdf, lib_path)
     uptime0 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     t_cpu0 = time.process_time()
     runs = {N: [] for N in args.horizons}
