@@ -77,6 +77,7 @@ class Floors:
         lib.floors_plant.restype = ctypes.c_void_p
         lib.floors_clock_ghz.restype = ctypes.c_double
         lib.floors_peak_gflops.restype = ctypes.c_double
+        lib.floors_eet.restype = ctypes.c_long
         self.p = ctypes.c_void_p(lib.floors_plant(str(urdf).encode(), b"EE"))
         self.W = lib.floors_lanes(self.p)
         self.x0 = np.r_[Q_START, np.zeros(7)].astype(np.float64)
@@ -105,6 +106,9 @@ class Floors:
         r["schur_replica"] = self._med()
         L.floors_stage_replica(N, 1, REPS, o)
         r["bdsv_replica"] = self._med()
+        two = np.zeros(REPS)
+        r["eet_mismatch"] = int(L.floors_eet(N, REPS, 2000, o, two.ctypes.data_as(_dp)))
+        r["eet_eigen"], r["eet_two"] = self._med(), float(np.median(two))
         return r
 
 
@@ -207,6 +211,13 @@ def main():
                  "per-repeat ratios. Eigen's LLT on the same blocks: "
                  + ", ".join(f"N = {N}: {mmm([r['floors']['chol_eigen'] for r in runs[N]])} µs" for N in args.horizons)
                  + ".")
+    lines.append("\nA lead for the linear solve (not the solver's code): factor_bdsv's tmp -= E E' as Eigen's 14 x 14 "
+                 "lazy product against the same sums two columns at a time from the diagonal's row packet down "
+                 "(bench/stage_floors.cpp, eet_two_columns), N products: "
+                 + ", ".join(f"N = {N}: {mmm([r['floors']['eet_eigen'] for r in runs[N]])} -> "
+                             f"{mmm([r['floors']['eet_two'] for r in runs[N]])} µs, lower-triangle entries differing in "
+                             f"any bit: {max(r['floors']['eet_mismatch'] for r in runs[N])} of {2000 * 105}"
+                             for N in args.horizons) + ".")
     report = "\n".join(lines)
     print("\n" + report)
     if args.out:
