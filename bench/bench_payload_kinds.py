@@ -13,6 +13,12 @@ PinocchioWorld's ``rigid_payload``).
     python bench/bench_payload_kinds.py --load constant --configs swing:1 swing:8 --n 10 --seed 7
     python bench/bench_payload_kinds.py --load rigid --offset 0.1 0 0 --configs swing:1 swing:8 swing:32 --seed 20
 
+``--attach T0 T1`` attaches the payload mid-run (issue 32's "payload attached mid-run" kind): the arm
+runs bare until a time drawn uniformly from [T0, T1] s per scenario (numpy default_rng([seed, scenario])),
+then carries the payload (gato.sim.pinocchio_world.AttachedAt; a pendulum starts hanging at rest).
+
+    python bench/bench_payload_kinds.py --load rigid --offset 0.1 0 0 --attach 0.5 2.0 --configs swing:1 --seed 7
+
 ``--limit-check step`` judges the joint limits after every 1 ms physics step instead of at the control
 ticks (each run's line prints both velocity peaks).
 
@@ -33,6 +39,8 @@ def main(argv=None):
     ap.add_argument("--damping", type=float, default=0.0, help="pendulum joint damping [N*m*s/rad]")
     ap.add_argument("--offset", type=float, nargs=3, default=[0.0, 0.0, 0.0], help="rigid: EE-axes offset [m]")
     ap.add_argument("--first", type=int, default=0, help="first scenario index of the seed to run")
+    ap.add_argument("--attach", type=float, nargs=2, default=None, metavar=("T0", "T1"),
+                    help="attach the payload at a seeded time in [T0, T1] s (default: from t = 0)")
     ap.add_argument("--limit-check", choices=("tick", "step"), default="tick",
                     help="judge the joint limits at control ticks (default) or after every 1 ms physics step")
     a = ap.parse_args(argv)
@@ -47,7 +55,23 @@ def main(argv=None):
 
     scenarios = pickplace_scenarios(model, "iiwa14", a.first + a.n, seed=a.seed, ramps=(0.0,))[a.first:]
 
-    def load():  # a fresh world per run
+    import numpy as np
+
+    from gato.sim.pinocchio_world import AttachedAt
+
+    urdf = gato.robot_urdf("iiwa14")
+    if a.attach is not None and not 0.0 <= a.attach[0] <= a.attach[1]:
+        raise SystemExit(f"--attach: expected 0 <= T0 <= T1 s, got {a.attach}")
+
+    def attach_t(k):
+        return float(np.random.default_rng([a.seed, k]).uniform(*a.attach))
+
+    def load(k):  # a fresh world per run
+        if a.attach is not None:
+            after = {"constant": dict(constant_f_ext=[0.0, 0.0, -9.81 * a.mass, 0.0, 0.0, 0.0]),
+                     "rigid": dict(rigid_payload={"mass": a.mass, "offset": list(a.offset)}),
+                     "pendulum": dict(pendulum={"mass": a.mass, "length": a.length, "damping": a.damping})}[a.load]
+            return {"world": AttachedAt(PinocchioWorld(urdf), PinocchioWorld(urdf, **after), attach_t(k))}
         if a.load == "constant":
             return {"constant_f_ext": [0.0, 0.0, -9.81 * a.mass, 0.0, 0.0, 0.0]}
         if a.load == "rigid":
@@ -65,17 +89,20 @@ def main(argv=None):
         ok = 0
         for k, sc in enumerate(scenarios, start=a.first):
             t0 = time.perf_counter()
-            r = run_payload(sc, cfg, load(), k, limit_check=a.limit_check)
+            r = run_payload(sc, cfg, load(k), k, limit_check=a.limit_check)
             ok += int(r["success"])
             first, last = r.get("first_violation_t"), r.get("last_violation_t")
             when = "" if first is None else f" (limits exceeded t = {first:.3f}-{last:.3f} s)"
             peaks = "" if r.get("step_qd_ratio") is None else \
                 f" qd peak {r['tick_qd_ratio']:.2f}x at ticks / {r['step_qd_ratio']:.2f}x at 1 ms"
-            print(f"{a.load} {entry} scenario {k}: success {r['success']} ({r['stop_reason']}) "
+            att = "" if a.attach is None else f" attached t = {attach_t(k):.3f} s"
+            print(f"{a.load}{att} {entry} scenario {k}: success {r['success']} ({r['stop_reason']}) "
                   f"{r['reason'][:100]}{when}{peaks} [{time.perf_counter() - t0:.1f} s]", flush=True)
         totals.append((entry, ok))
     what = {"pendulum": f"pendulum {a.length:g} m, damping {a.damping:g}", "constant": "constant weight",
             "rigid": f"rigid, offset {list(a.offset)} m"}[a.load]
+    if a.attach is not None:
+        what += f", attached mid-run at a seeded t in [{a.attach[0]:g}, {a.attach[1]:g}] s"
     print(f"\n{what}, {a.mass:g} kg, seed {a.seed}, scenarios {a.first}-{a.first + a.n - 1}, step references, "
           f"limits judged {'every 1 ms physics step' if a.limit_check == 'step' else 'at control ticks'}:")
     for entry, ok in totals:

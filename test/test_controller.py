@@ -452,6 +452,38 @@ def test_selected_entry_diverged_falls_back_to_best_finite():
     assert np.all(np.isfinite(r.u))
 
 
+class FirstPick(AlwaysPick):
+    """AlwaysPick with a first_row(): the row to run before any evidence (None: merit)."""
+
+    def __init__(self, B, pick, first):
+        super().__init__(B, pick)
+        self.first = first
+
+    def first_row(self):
+        return self.first
+
+
+def test_first_step_runs_the_row_the_batch_names_before_any_evidence():
+    """The first step (no previous control to score) runs the batch's first_row() where it names
+    one, not the lowest final merit (issue 32: rows that saw no evidence compared by merit handed
+    the off-centre object's first plan to a swing row); None keeps the merit; later steps select()."""
+    s = solver(B=3, rho_batch=[10.0, 0.01, 1.0])
+    ref = ref_for(s)
+    lowest = int(np.argmin(MPCController(s, linsys="pcg").step(X0, ref).solve.stats.final_merit))
+    other = (lowest + 1) % 3
+    ctrl = MPCController(s, linsys="pcg", hypotheses=FirstPick(3, lowest, other))
+    r = ctrl.step(X0, ref)
+    assert r.best_id == other and r.solve.stats.final_merit[other] > r.solve.stats.final_merit[lowest]
+    assert np.array_equal(r.u, r.solve.u0(other))
+    r = ctrl.step(plant_step(s, X0, r.u), ref)
+    assert r.best_id == lowest                       # select() from the second step on
+    r = MPCController(s, linsys="pcg", hypotheses=FirstPick(3, other, None)).step(X0, ref)
+    assert r.best_id == lowest                       # None: the lowest final merit
+    for bad in (3, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"first_row\(\) returned"):
+            MPCController(s, linsys="pcg", hypotheses=FirstPick(3, 0, bad)).step(X0, ref)
+
+
 # ------------------------------------------------------------------ hypotheses
 class WrenchGuesses(HypothesisBatch):
     """B constant EE wrench hypotheses: world-frame wrenches re-expressed at the current q

@@ -253,3 +253,63 @@ def test_set_ee_payload_on_a_cuda_backend_is_refused_naming_the_backend():
     s = gato.BSQP(gato.robot_urdf("iiwa14"), 1, 8, 0.01, backend="cuda_host")
     with pytest.raises(ValueError, match="set_ee_payload: not available on the 'cuda_host' backend"):
         s.set_ee_payload(5.0, [0.0, 0.0, 0.1])
+
+
+@pytest.mark.parametrize("world, want", [({"rigid_payload": RIGID}, 2), ({"pendulum": {"mass": 15.0, "length": 0.5}}, 0)])
+def test_a_batch_runs_its_best_guess_before_any_evidence(model, world, want):
+    """B = 8: the controller's first step (no previous control, so no select()) runs the row the
+    evidence names, as B = 1 runs its model: the off-centre object (the rigid model in force once
+    its 0.1 m offset is read, within the first period) the rigid row 2, the pendulum row 0 (the
+    identified swing model), not the row of lowest final merit (issue 32: the rows saw no evidence
+    yet; a merit pick handed the off-centre object's first plan to a swing row)."""
+    s = BSQP(IIWA, 8, 8, 0.03125)
+    est = PendulumSwingEstimator(8, s.model, s.ee_frame)
+    hyp = SwingWrenchBatch(est, s.model, s.ee_frame)
+    assert hyp.first_row() == 0                     # nothing observed: the identified (swing) model
+    planner = BSQPPlanner.from_controller(MPCController(s, hypotheses=hyp, warm_start="shift"))
+    sim = S.Simulation(PinocchioWorld(IIWA, **world), Q0, sim_dt=0.001, ee_pos=s.ee_pos,
+                       effort_limit=s.limits["u"], observers=substep_observers(hyp, 7, 7))
+    curve = R.Figure8(s.ee_pos(Q0), 0.05, 0.05, theta=np.pi / 2, period=1.0)
+    rec = S.run_closed_loop(sim, planner, TrackingTask(curve, 8, 0.03125, 0.05))
+    assert rec.columns["best_trajectory_id"][0] == want, (rec.columns["best_trajectory_id"], hyp.payload_model)
+
+
+def test_the_off_centre_object_at_b8_carries_the_first_move_as_b1_does():
+    """Seed 91 scenario 9, the 15 kg object 0.1 m off-centre, B = 8, a step move judged at every
+    1 ms step (the payload study's run): B = 1 succeeded; B = 8 threw joint 6 to 1.25x its limit at
+    t = 62 ms while its first step ran the row of lowest merit. Now it runs the rigid row and
+    succeeds inside the limits."""
+    import pinocchio as pin
+
+    from gato.eval.wrench_studies import run_payload
+    from gato.sim.scenarios import pickplace_scenarios
+
+    sc = pickplace_scenarios(pin.buildModelFromUrdf(str(IIWA)), "iiwa14", 10, seed=91, ramps=(0.0,))[9]
+    cfg = {"hypotheses": {"estimator": "swing", "batch_size": 8}, "solver": {"vel_lim_cost": 0.1}}
+    r = run_payload(sc, cfg, {"world": PinocchioWorld(IIWA, rigid_payload=RIGID)}, 9, limit_check="step")
+    assert r["success"] == 1, r["reason"]
+    assert r["step_qd_ratio"] < 1.0
+
+
+def test_a_payload_attached_mid_run_appears_at_its_time():
+    """AttachedAt: the bare arm's world until t_attach, the payload's from then on (one world's
+    clock, reset() starts it over); bad arguments refused by name."""
+    from gato.sim.pinocchio_world import AttachedAt
+
+    bare, heavy = PinocchioWorld(IIWA), PinocchioWorld(IIWA, rigid_payload=RIGID)
+    w = AttachedAt(bare, heavy, 0.005)
+    u = np.zeros(7)
+    q, dq = Q0.copy(), np.zeros(7)
+    for k in range(10):
+        want = (heavy if k >= 5 else bare).step(q, dq, u, 0.001)
+        got = w.step(q, dq, u, 0.001)
+        assert np.array_equal(got[1], want[1]), k
+        assert w.attached == (k >= 4)
+    assert not np.allclose(bare.step(q, dq, u, 0.001)[1], heavy.step(q, dq, u, 0.001)[1])
+    w.reset()
+    assert w.t == 0.0 and not w.attached
+    assert w.params["t_attach"] == 0.005 and w.params["after"]["rigid_payload"]["mass"] == 15.0
+    with pytest.raises(ValueError, match="t_attach"):
+        AttachedAt(bare, heavy, -1.0)
+    with pytest.raises(ValueError, match="after"):
+        AttachedAt(bare, PinocchioWorld(IIWA, pendulum={"mass": 1.0, "length": 0.5}).model, 1.0)

@@ -38,6 +38,8 @@ class MPCController:
         hypotheses: optional :class:`gato.hypotheses.HypothesisBatch` whose
             ``batch_size`` equals the solver's; each batch entry solves under its
             own hypothesis and the one that best explains the measured state wins.
+            Before any evidence (the first step) the lowest final merit wins, unless
+            the batch names a row: ``first_row()`` returning an index (None: merit).
             None: the entries solve the same problem and the lowest final merit wins
             (best-of-batch; B = 1 is a plain single-solve MPC).
         warm_start: "shift" (default): next tick's warm start is the winning plan
@@ -443,7 +445,8 @@ class MPCController:
         Per tick: pred_err against the warm start; optional re-seed; rho reset;
         ``hypotheses.apply``; the linsys choice; one batched solve; selection
         (``hypotheses.select`` / ``update`` once a previous control exists, else
-        the lowest finite final merit); the next warm start (shift or hold of the
+        the batch's ``first_row()`` where it names one, else the lowest finite final
+        merit); the next warm start (shift or hold of the
         winner into every entry).
 
         A diverged solve never yields a non-finite control: if no entry is finite,
@@ -510,7 +513,13 @@ class MPCController:
                 raise ValueError(f"hypotheses: select() returned {best}, expected an index in [0, {B})")
             hyp.update(best, getattr(hyp, "last_errors", None))
         else:
-            best = int(np.argmin(np.where(div, np.inf, merit))) if B > 1 else 0
+            first = getattr(hyp, "first_row", None)
+            best = first() if callable(first) else None
+            if best is None:
+                best = int(np.argmin(np.where(div, np.inf, merit))) if B > 1 else 0
+            elif isinstance(best, bool) or not isinstance(best, (int, np.integer)) or not 0 <= best < B:
+                raise ValueError(f"hypotheses: first_row() returned {best!r}, expected None or an index in [0, {B})")
+            best = int(best)
         fallback = ""
         all_div = bool(np.all(div))
         if div[best] and not all_div:

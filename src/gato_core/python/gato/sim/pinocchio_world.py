@@ -13,7 +13,7 @@ from ..robots.frames import world_wrench_to_joint_local
 from ..robots.mass_scale import _check_mass_scale, _scaled_urdf_xml
 from .world_checks import _check_dt, _stamp, _state_arg
 
-__all__ = ["PinocchioWorld"]
+__all__ = ["PinocchioWorld", "AttachedAt"]
 
 
 # ---------------------------------------------------------------- pinocchio RK4
@@ -275,3 +275,54 @@ class PinocchioWorld:
                       rigid_payload=None if self.rigid_payload is None else dict(self.rigid_payload),
                       constant_f_ext=None if self.constant_f_ext is None else self.constant_f_ext.tolist(),
                       pinocchio=self._pin.__version__)
+
+
+class AttachedAt:
+    """A payload that appears mid-run: the world ``before`` (the bare arm) until its own clock
+    reaches ``t_attach`` [s], then ``after`` (the same arm carrying the payload: a PinocchioWorld
+    with rigid_payload, pendulum or constant_f_ext), from the arm's state at that instant (a
+    pendulum starts hanging at rest; the grasp is not an impulse). The clock is the sum of the
+    ``sim_dt`` stepped since construction or :meth:`reset`. Units: s, rad, rad/s, N*m.
+    ValueError naming the argument for worlds of different nq / nv or a t_attach not finite >= 0.
+    """
+
+    def __init__(self, before, after, t_attach):
+        for name, w in (("before", before), ("after", after)):
+            if not callable(getattr(w, "step", None)):
+                raise ValueError(f"{name}: expected a world with step(q, dq, u, sim_dt), got {type(w).__name__}")
+        if (getattr(before, "nq", None), getattr(before, "nv", None)) != (getattr(after, "nq", None),
+                                                                          getattr(after, "nv", None)):
+            raise ValueError(f"after: its nq / nv {getattr(after, 'nq', None)} / {getattr(after, 'nv', None)} "
+                             f"differ from before's {getattr(before, 'nq', None)} / {getattr(before, 'nv', None)}")
+        if isinstance(t_attach, bool) or not isinstance(t_attach, (int, float, np.floating, np.integer)) \
+                or not math.isfinite(t_attach) or t_attach < 0:
+            raise ValueError(f"t_attach: expected a finite time >= 0 s, got {t_attach!r}")
+        self.before, self.after, self.t_attach = before, after, float(t_attach)
+        self.nq, self.nv = before.nq, before.nv
+        self.t = 0.0
+
+    @property
+    def attached(self) -> bool:
+        """Whether the payload is on (the world's clock has reached t_attach)."""
+        return self.t >= self.t_attach - 1e-9
+
+    def step(self, q, dq, u, sim_dt):
+        """One step of the world in force (``before``, or ``after`` once attached); the clock
+        advances by sim_dt."""
+        out = (self.after if self.attached else self.before).step(q, dq, u, sim_dt)
+        self.t += float(sim_dt)
+        return out
+
+    def reset(self) -> None:
+        """The clock back to 0 (the payload off again) and both worlds reset."""
+        self.t = 0.0
+        for w in (self.before, self.after):
+            if callable(getattr(w, "reset", None)):
+                w.reset()
+
+    @property
+    def params(self) -> dict:
+        """The protocol stamp: both worlds' and the attach time."""
+        stamp = lambda w: dict(getattr(w, "params", {}) or {})  # noqa: E731
+        return {"kind": "attached_at", "t_attach": self.t_attach, "before": stamp(self.before),
+                "after": stamp(self.after)}

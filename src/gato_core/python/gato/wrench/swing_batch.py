@@ -217,11 +217,27 @@ class SwingWrenchBatch(HypothesisBatch):
         if rr is not None:  # the rigid object itself: the model carries its inertia, the row what weighs beyond it
             f = (mr - mi) * g
             out[rr] = np.concatenate([np.repeat(f[None, :], len(c_w), axis=0), np.cross(c_w, f)], axis=1)
-            if self.batch_size > 1 and self._prev_start is None and self.payload_model == "rigid":
-                # the first tick: the controller picks by merit before any select(); every row the
-                # rigid one's (seed 91 scenario 9, B = 8: another row's first plan, J6 1.25x at 62 ms)
-                out[:] = out[rr]
         return out
+
+    def first_row(self) -> int:
+        """The row the controller runs on its first step, before any :meth:`select` (no previous
+        control to score against): the row :meth:`select` would pick without row scores, i.e. the
+        best guess B = 1 runs. With the model choice from B = 3 the model the evidence holds: the
+        rigid row (rigid), row 1 (constant: the identified wrench held) or row 0 (swing: the
+        identified model); otherwise row 0. Not the lowest final merit: the rows saw no evidence
+        yet and differ in what they predict, and a merit comparison handed the off-centre object's
+        first plan to a swing row (seed 91, B = 8: joint 6 at 1.01-1.25x at t = 62 ms, the end of
+        the first plan's period, in 2 of 10 runs that B = 1 carries)."""
+        model_row = self._model_row()
+        return 0 if model_row is None else model_row
+
+    def _model_row(self):
+        """B >= 3 with the model choice: the row the model in force names (rigid -> the rigid row,
+        constant -> row 1), None where the rows compete (swing) or there is no choice."""
+        rr = self.estimator.rigid_row if self.model_choice and self.batch_size > 1 else None
+        if rr is None or self.payload_model == "swing":
+            return None
+        return rr if self.payload_model == "rigid" else 1  # row 1: the identified wrench held constant
 
     def select(self, solver, result, x_prev, u_prev, x_meas, dt) -> int:
         """Score the rows' past predictions against the identified force (above), keep the
@@ -248,8 +264,9 @@ class SwingWrenchBatch(HypothesisBatch):
                 self._model = cand
                 self.model_switches += 1
         rr = self.estimator.rigid_row if self.model_choice and B > 1 else None
-        if rr is not None and self.payload_model != "swing":
-            best = rr if self.payload_model == "rigid" else 1  # row 1: the identified wrench held constant
+        model_row = self._model_row()
+        if model_row is not None:
+            best = model_row
         else:
             best = int(np.argmin(self.scores if rr is None else np.where(np.arange(B) == rr, np.inf, self.scores))) \
                 if B > 1 else 0
