@@ -13,6 +13,7 @@
 #include <string>
 
 #include "gato/floating.hpp"
+#include "gato/floating_sqp.hpp"
 
 namespace gato {
 namespace floating_py {
@@ -150,6 +151,12 @@ struct PyFloating {
     J.resize({long(plant->nc()), 6L, long(plant->nv())});
     return J;
   }
+  Out contact_positions(const py::object& q) {
+    In a = q_(q, "q");
+    Out p({long(plant->nc()), 3L});
+    plant->contact_kinematics(*data, a.data(), p.mutable_data(), A);
+    return p;
+  }
   Out aba(const py::object& q, const py::object& v, const py::object& u, const py::object& f) {
     In Q = q_(q, "q"), V = vec(v, plant->nv(), "v"), U = vec(u, plant->nu(), "u"), keep;
     const double* fp = f_(f, keep);
@@ -193,6 +200,307 @@ struct PyFloating {
     return py::make_tuple(c, g, to_array(A));
   }
 };
+
+/// gato._core.FloatingSQP: arrays are (knots, width) C-ordered on the Python side, which is
+/// the column-major (width, knots) Eigen layout the solver holds.
+struct PySQP {
+  std::unique_ptr<FloatingSQP> sqp;
+  using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+  PySQP(const std::string& urdf_path, const std::vector<std::string>& contact_frames, int N,
+        const py::object& dt, const py::object& integrator)
+      : sqp(std::make_unique<FloatingSQP>(urdf_path, contact_frames, N, PyFloating::dt_(dt),
+                                          PyFloating::integ_(integrator))) {}
+
+  /// A (rows, width) table of finite numbers, or one (width,) row broadcast when allow_one.
+  Eigen::MatrixXd table(const py::object& o, long rows, long width, const char* name, bool allow_one) const {
+    In a;
+    try {
+      a = py::cast<In>(o);
+    } catch (const py::cast_error&) {
+      throw py::value_error(std::string(name) + ": expected an array of numbers");
+    } catch (const py::error_already_set&) {
+      throw py::value_error(std::string(name) + ": expected an array of numbers");
+    }
+    long r;
+    if (allow_one && a.ndim() == 1 && a.shape(0) == width) r = 1;
+    else if (a.ndim() == 2 && a.shape(0) == rows && a.shape(1) == width) r = rows;
+    else
+      throw py::value_error(std::string(name) + ": expected shape (" + std::to_string(rows) + ", " +
+                            std::to_string(width) + ")" + (allow_one ? " or (" + std::to_string(width) + ",)" : "") +
+                            ", got " + shape_str(a));
+    FloatingPlant::check_finite(a.data(), r * width, name);
+    return Eigen::Map<const Eigen::MatrixXd>(a.data(), width, r);
+  }
+  /// A scalar broadcast to n entries, or an (n,) vector.
+  Eigen::VectorXd weights(const py::object& o, long n, const char* name) const {
+    if (py::isinstance<py::bool_>(o)) throw py::value_error(std::string(name) + ": expected a number, got a bool");
+    if (py::isinstance<py::float_>(o) || py::isinstance<py::int_>(o))
+      return Eigen::VectorXd::Constant(n, py::cast<double>(o));
+    In a = vec(o, n, name);
+    return Eigen::Map<const Eigen::VectorXd>(a.data(), n);
+  }
+  static Out cols_to_rows(const Eigen::MatrixXd& M) {  // (width, knots) -> (knots, width)
+    Out a({long(M.cols()), long(M.rows())});
+    std::copy(M.data(), M.data() + M.size(), a.mutable_data());
+    return a;
+  }
+  static Out stack(const std::vector<Eigen::MatrixXd>& Ms) {
+    const long r = Ms.empty() ? 0 : Ms[0].rows(), c = Ms.empty() ? 0 : Ms[0].cols();
+    Out a({long(Ms.size()), r, c});
+    for (size_t k = 0; k < Ms.size(); ++k)
+      Eigen::Map<RowMat>(a.mutable_data() + k * r * c, r, c) = Ms[k];
+    return a;
+  }
+  static Out stackv(const std::vector<Eigen::VectorXd>& vs) {
+    Eigen::MatrixXd M(vs.empty() ? 0 : vs[0].size(), vs.size());
+    for (size_t k = 0; k < vs.size(); ++k) M.col(k) = vs[k];
+    return cols_to_rows(M);
+  }
+  In x0_(const py::object& o) const {
+    In a = vec(o, sqp->nx(), "x0");
+    sqp->plant().check_x(a.data(), "x0");
+    return a;
+  }
+  Eigen::MatrixXd W_(const py::object& o) const { return table(o, sqp->N() - 1, sqp->nw(), "W", false); }
+  /// The cold start (FloatingSQP::cold_start).
+  Eigen::MatrixXd default_W(const double* x0) const {
+    Eigen::MatrixXd X, W;
+    sqp->cold_start(x0, X, W);
+    return W;
+  }
+  Out hold_controls(const py::object& x, double damping) {
+    In X = vec(x, sqp->nx(), "x");
+    Out w(sqp->nw());
+    sqp->hold_controls(X.data(), w.mutable_data(), damping);
+    return w;
+  }
+
+  void set_state_weights(const py::object& wr, const py::object& wt) {
+    const Eigen::VectorXd a = weights(wr, sqp->ndx(), "w_running");
+    const Eigen::VectorXd b = wt.is_none() ? a : weights(wt, sqp->ndx(), "w_terminal");
+    sqp->set_state_weights(a, b);
+  }
+  void set_x_ref(const py::object& o) {
+    sqp->set_x_ref(table(o, sqp->N(), sqp->nx(), "x_ref", true));
+  }
+  void set_u_cost(const py::object& o) { sqp->set_u_cost(weights(o, sqp->nu(), "u_cost")); }
+  void set_u_ref(const py::object& o) {
+    const Eigen::VectorXd u = o.is_none() ? Eigen::VectorXd::Zero(sqp->nu()) : weights(o, sqp->nu(), "u_ref");
+    sqp->set_u_ref(u);
+  }
+  void set_fc_cost(const py::object& o) { sqp->set_fc_cost(weights(o, sqp->nf(), "fc_cost")); }
+  void set_fc_ref(const py::object& o) {
+    Eigen::VectorXd f = Eigen::VectorXd::Zero(sqp->nf());
+    if (!o.is_none()) {
+      In a;
+      try {
+        a = py::cast<In>(o);
+      } catch (const py::cast_error&) {
+        throw py::value_error("fc_ref: expected an array of numbers");
+      } catch (const py::error_already_set&) {
+        throw py::value_error("fc_ref: expected an array of numbers");
+      }
+      if (a.size() != 0) {
+        const long nc = sqp->plant().nc();
+        const bool ok = (a.ndim() == 1 && a.shape(0) == 6 * nc) ||
+                        (a.ndim() == 2 && a.shape(0) == nc && a.shape(1) == 6);
+        if (!ok)
+          throw py::value_error("fc_ref: expected shape (" + std::to_string(6 * nc) + ",) or (" + std::to_string(nc) +
+                                ", 6), got " + shape_str(a));
+        FloatingPlant::check_finite(a.data(), 6 * nc, "fc_ref");
+        f = Eigen::Map<const Eigen::VectorXd>(a.data(), 6 * nc);
+      }
+    }
+    sqp->set_fc_ref(f);
+  }
+  void set_contact_pos_cost(const py::object& weight, const py::object& targets) {
+    if (py::isinstance<py::bool_>(weight)) throw py::value_error("contact_pos_weight: expected a number");
+    double w;
+    try {
+      w = py::cast<double>(weight);
+    } catch (const py::cast_error&) {
+      throw py::value_error("contact_pos_weight: expected a number");
+    }
+    const long nc = sqp->plant().nc();
+    In a;
+    try {
+      a = py::cast<In>(targets);
+    } catch (const py::cast_error&) {
+      throw py::value_error("contact_targets: expected an array of numbers");
+    } catch (const py::error_already_set&) {
+      throw py::value_error("contact_targets: expected an array of numbers");
+    }
+    Eigen::MatrixXd T;
+    if (a.ndim() == 2 && a.shape(0) == nc && a.shape(1) == 3) {
+      FloatingPlant::check_finite(a.data(), 3 * nc, "contact_targets");
+      T = Eigen::Map<const Eigen::MatrixXd>(a.data(), 3 * nc, 1);
+    } else {
+      T = table(targets, sqp->N(), 3 * nc, "contact_targets", true);
+    }
+    sqp->set_contact_pos_cost(w, T);
+  }
+
+  py::tuple knot_cost(int k, const py::object& x, const py::object& w) {
+    if (k < 0 || k >= sqp->N()) throw py::value_error("k: expected 0 <= k < N = " + std::to_string(sqp->N()));
+    In X = vec(x, sqp->nx(), "x");
+    sqp->plant().check_x(X.data(), "x");
+    In Wv;
+    const bool last = k == sqp->N() - 1;
+    if (!last) Wv = vec(w, sqp->nw(), "w");
+    Eigen::VectorXd gx, gw;
+    Eigen::MatrixXd Hxx, Hww;
+    const double c = sqp->knot_cost(k, X.data(), last ? nullptr : Wv.data(), &gx, last ? nullptr : &gw, &Hxx,
+                                    last ? nullptr : &Hww);
+    if (last) return py::make_tuple(c, Out(gx.size(), gx.data()), py::none(), to_array(Hxx),
+                                    py::none());
+    return py::make_tuple(c, Out(gx.size(), gx.data()),
+                          Out(gw.size(), gw.data()), to_array(Hxx), to_array(Hww));
+  }
+  py::tuple rollout(const py::object& x0, const py::object& W) {
+    In X0 = x0_(x0);
+    Eigen::MatrixXd X;
+    const double c = sqp->rollout(X0.data(), W_(W), X);
+    return py::make_tuple(c, cols_to_rows(X));
+  }
+  py::dict lq(const py::object& x0, const py::object& W) {
+    In X0 = x0_(x0);
+    Eigen::MatrixXd X, Wm = W_(W);
+    sqp->rollout(X0.data(), Wm, X);
+    FloatingSQP::LQ l;
+    sqp->linearize(X, Wm, l);
+    py::dict d;
+    d["X"] = cols_to_rows(X);
+    d["A"] = stack(l.A);
+    d["B"] = stack(l.B);
+    d["Hxx"] = stack(l.Hxx);
+    d["Hww"] = stack(l.Hww);
+    d["gx"] = stackv(l.gx);
+    d["gw"] = stackv(l.gw);
+    return d;
+  }
+  py::tuple riccati_step(const py::object& x0, const py::object& W, double reg) {
+    if (!std::isfinite(reg) || reg < 0) throw py::value_error("reg: expected a finite number >= 0");
+    In X0 = x0_(x0);
+    Eigen::MatrixXd X, Wm = W_(W), kff, dX, dW;
+    sqp->rollout(X0.data(), Wm, X);
+    FloatingSQP::LQ l;
+    sqp->linearize(X, Wm, l);
+    std::vector<Eigen::MatrixXd> K;
+    double dV1, dV2;
+    if (!sqp->riccati(l, reg, kff, K, dV1, dV2))
+      throw py::value_error("reg: Qww is not positive definite at this trajectory; raise reg");
+    sqp->lq_step(l, kff, K, dX, dW);
+    return py::make_tuple(cols_to_rows(dX), cols_to_rows(dW), stack(K), dV1, dV2);
+  }
+  py::dict solve(const py::object& x0, const py::object& W, int max_iters, double tol, const py::object& Xw,
+                 const py::object& Kw, bool try_cold) {
+    In X0 = x0_(x0);
+    Eigen::MatrixXd Wm = W.is_none() ? default_W(X0.data()) : W_(W), X;
+    std::vector<Eigen::MatrixXd> K;
+    if (Xw.is_none() != Kw.is_none()) throw py::value_error("X: warm X and K come together (both or neither)");
+    if (!Xw.is_none()) {
+      if (W.is_none()) throw py::value_error("W: a warm X / K needs the warm W");
+      X = table(Xw, sqp->N(), sqp->nx(), "X", false);
+      In k;
+      try {
+        k = py::cast<In>(Kw);
+      } catch (const py::error_already_set&) {
+        throw py::value_error("K: expected an array of numbers");
+      }
+      const long m = sqp->nw(), nd = sqp->ndx();
+      if (k.ndim() != 3 || k.shape(0) != sqp->N() - 1 || k.shape(1) != m || k.shape(2) != nd)
+        throw py::value_error("K: expected shape (" + std::to_string(sqp->N() - 1) + ", " + std::to_string(m) + ", " +
+                              std::to_string(nd) + "), got " + shape_str(k));
+      FloatingPlant::check_finite(k.data(), k.size(), "K");
+      for (int i = 0; i < sqp->N() - 1; ++i) K.push_back(Eigen::Map<const RowMat>(k.data() + i * m * nd, m, nd));
+    }
+    FloatingSQP::Result r;
+    {
+      py::gil_scoped_release nogil;
+      r = sqp->solve(X0.data(), X, Wm, K, max_iters, tol, try_cold);
+    }
+    py::dict d;
+    d["X"] = cols_to_rows(X);
+    d["W"] = cols_to_rows(Wm);
+    d["K"] = stack(K);
+    d["cost"] = r.cost;
+    d["cost0"] = r.cost0;
+    d["iters"] = r.iters;
+    d["converged"] = r.converged;
+    d["line_search_fails"] = r.line_search_fails;
+    d["reg"] = r.reg;
+    d["last_alpha"] = r.last_alpha;
+    d["cold"] = r.cold;
+    return d;
+  }
+};
+
+inline void bind_floating_sqp(py::module_& m) {
+  py::class_<PySQP>(m, "FloatingSQP", R"doc(
+Floating-base contact-force trajectory optimizer (issue 34; gato/floating_sqp.hpp): a
+Gauss-Newton SQP over N knots of the FloatingPlant (semi-implicit Euler, step dt) with a
+Riccati backward pass and a forward rollout on the manifold with a backtracking line search
+(single shooting). Controls w = (u (nu joint torques, N m), fc (nf = 6 nc): per contact frame a
+world-aligned wrench [n (N m); f (N)] about the frame origin, the consumer contract's fc layout).
+Arrays over knots are (knots, width): X (N, nx), W (N-1, nw), K (N-1, nw, ndx).
+Cost: tangent state cost to x_ref, control cost to u_ref, fc cost to fc_ref (default weight
+1e-2), contact-position penalty to per-knot targets, friction-pyramid penalty. All are
+quadratic penalties (no hard constraint). Bad input raises ValueError naming the field.
+Python wrapper with SolveResult-style accessors: gato.floating.FloatingMPCSolver.
+)doc")
+      .def(py::init<const std::string&, const std::vector<std::string>&, int, const py::object&,
+                    const py::object&>(),
+           py::arg("urdf_path"), py::arg("contact_frames"), py::arg("N"), py::arg("dt") = 0.02,
+           py::arg("integrator") = "semi_implicit")
+      .def_property_readonly("N", [](const PySQP& s) { return s.sqp->N(); })
+      .def_property_readonly("dt", [](const PySQP& s) { return s.sqp->dt(); })
+      .def_property_readonly("nx", [](const PySQP& s) { return s.sqp->nx(); })
+      .def_property_readonly("ndx", [](const PySQP& s) { return s.sqp->ndx(); })
+      .def_property_readonly("nu", [](const PySQP& s) { return s.sqp->nu(); })
+      .def_property_readonly("nf", [](const PySQP& s) { return s.sqp->nf(); })
+      .def_property_readonly("nw", [](const PySQP& s) { return s.sqp->nw(); })
+      .def_property_readonly("contact_frames", [](const PySQP& s) { return s.sqp->plant().contact_frames(); })
+      .def("set_state_weights", &PySQP::set_state_weights, py::arg("w_running"), py::arg("w_terminal") = py::none(),
+           "Tangent state weights (ndx,) or a scalar; w_terminal None = w_running.")
+      .def("set_x_ref", &PySQP::set_x_ref, py::arg("x_ref"), "(nx,) for every knot or (N, nx) per knot.")
+      .def("set_u_cost", &PySQP::set_u_cost, py::arg("u_cost"), "(nu,) or a scalar, >= 0 (default 1e-4).")
+      .def("set_u_ref", &PySQP::set_u_ref, py::arg("u_ref") = py::none(), "(nu,); None = zeros.")
+      .def("set_fc_cost", &PySQP::set_fc_cost, py::arg("weight"), "(nf,) or a scalar, >= 0 (default 1e-2).")
+      .def("set_fc_ref", &PySQP::set_fc_ref, py::arg("ref") = py::none(),
+           "(nf,) or (nc, 6) in [n; f] per frame; None / empty = zeros.")
+      .def("set_contact_pos_cost", &PySQP::set_contact_pos_cost, py::arg("weight"), py::arg("targets"),
+           "Penalty 1/2 weight ||p_c(q_k) - target||^2; targets (nc, 3), (3 nc,) or (N, 3 nc) (m).")
+      .def("set_friction",
+           [](PySQP& s, double mu, double fz_min, double weight) { s.sqp->set_friction(mu, fz_min, weight); },
+           py::arg("mu"), py::arg("fz_min") = 0.0, py::arg("weight") = 0.0,
+           "Friction-pyramid / unilateral PENALTY on every frame's force: 1/2 weight max(r, 0)^2 over the rows "
+           "fz_min - fz, +-fx - mu fz, +-fy - mu fz. weight 0 = off (default).")
+      .def("hold_controls", &PySQP::hold_controls, py::arg("x"), py::arg("damping") = 0.0,
+           "The hold control (nw,) at x: next velocity (1 - damping) v (0: zero acceleration), closest to "
+           "(u_ref, fc_ref) in the u / fc weights (a weight below 1e-8 counts as 1e-8).")
+      .def("cold_start",
+           [](PySQP& s, const py::object& x0) {
+             In X0 = s.x0_(x0);
+             return s.cols_to_rows(s.default_W(X0.data()));
+           },
+           py::arg("x0"),
+           "The cold start's controls W (N-1, nw): hold_controls(x_k, 0.5) along their own rollout from x0.")
+      .def("knot_cost", &PySQP::knot_cost, py::arg("k"), py::arg("x"), py::arg("w") = py::none(),
+           "(cost, gx, gw, Hxx, Hww) of knot k (gw / Hww None at the terminal knot); gradients in the tangent.")
+      .def("rollout", &PySQP::rollout, py::arg("x0"), py::arg("W"), "(cost, X): the rollout of W from x0.")
+      .def("lq", &PySQP::lq, py::arg("x0"), py::arg("W"),
+           "The LQ subproblem at the rollout of W: dict X, A, B, Hxx, Hww, gx, gw.")
+      .def("riccati_step", &PySQP::riccati_step, py::arg("x0"), py::arg("W"), py::arg("reg") = 0.0,
+           "(dX (N, ndx), dW (N-1, nw), K (N-1, nw, ndx), dV1, dV2): the Riccati solution of lq(x0, W).")
+      .def("solve", &PySQP::solve, py::arg("x0"), py::arg("W") = py::none(), py::arg("max_iters") = 10,
+           py::arg("tol") = 1e-8, py::arg("X") = py::none(), py::arg("K") = py::none(),
+           py::arg("try_cold") = false,
+           "Gauss-Newton SQP from x0 warm-started at W (None: cold_start(x0)); with X (N, nx) and K (N-1, nw, "
+           "ndx) the warm start is the policy W_k + K_k (x_k (-) X_k) rolled out from x0; try_cold: keep the "
+           "cold start when it costs less. dict X, W, K, cost, cost0, iters, converged, line_search_fails, reg, "
+           "last_alpha, cold.");
+}
 
 inline void bind_floating(py::module_& m) {
   py::class_<PyFloating>(m, "FloatingPlant", R"doc(
@@ -241,6 +549,8 @@ One instance owns one scratch: not for concurrent use from several threads.
            "(D0, D1): d(x1 (-) x0) / d dx0 and / d dx1, each (ndx, ndx).")
       .def("contact_jacobians", &PyFloating::contact_jacobians, py::arg("q"),
            "J_c per contact frame, shape (nc, 6, nv), LOCAL_WORLD_ALIGNED, rows (linear; angular).")
+      .def("contact_positions", &PyFloating::contact_positions, py::arg("q"),
+           "World positions of the contact frames' origins, shape (nc, 3) (m).")
       .def("aba", &PyFloating::aba, py::arg("q"), py::arg("v"), py::arg("u"), py::arg("f") = py::none(),
            "Acceleration a, shape (nv,) (m/s^2, rad/s^2).")
       .def("aba_derivatives", &PyFloating::aba_derivatives, py::arg("q"), py::arg("v"), py::arg("u"),
@@ -263,6 +573,7 @@ One instance owns one scratch: not for concurrent use from several threads.
            "(cost, grad, hess): e = x (-) x_ref (ndx,), cost 1/2 e^T diag(w) e, its gradient in the tangent "
            "of x (ndx,) and Gauss-Newton Hessian D^T diag(w) D (ndx, ndx), D = de/ddx. w (ndx,) >= 0, "
            "units 1/(unit of each tangent entry)^2.");
+  bind_floating_sqp(m);
 }
 
 }  // namespace

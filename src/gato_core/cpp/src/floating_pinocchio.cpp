@@ -189,6 +189,15 @@ void FloatingPlant::contact_jacobians(Data& d, const double* q, Mat& J) const {
   }
 }
 
+void FloatingPlant::contact_kinematics(Data& d, const double* q, double* p, Mat& J) const {
+  contact_jacobians(d, q, J);  // runs the forward kinematics: oMi valid
+  const auto& m = impl_->model;
+  for (int c = 0; c < nc(); ++c) {
+    const auto& frame = m.frames[impl_->frames[c]];
+    Eigen::Map<V3>(p + 3 * c) = d.data.oMi[frame.parentJoint].act(frame.placement).translation();
+  }
+}
+
 void FloatingPlant::forward_dynamics(Data& d, const double* q, const double* v, const double* u,
                                      const double* f, double* a) const {
   const auto& m = impl_->model;

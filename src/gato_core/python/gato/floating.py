@@ -1,3 +1,5 @@
-"""``gato.floating``: the floating-base plant of the C++ core; the module is
-:mod:`gato.core.floating` (docs/architecture.md); this file only re-exports it."""
-from .core.floating import FloatingPlant, __all__, for_robot  # noqa: F401
+"""``gato.floating``: the floating-base plant and its contact-force SQP of the C++ core; the
+modules are :mod:`gato.core.floating` and :mod:`gato.core.floating_mpc` (docs/architecture.md);
+this file only re-exports them."""
+from .core.floating import FloatingPlant, for_robot  # noqa: F401
+from .core.floating_mpc import FloatingMPC, FloatingSolveResult, FloatingSQP  # noqa: F401

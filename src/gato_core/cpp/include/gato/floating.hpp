@@ -83,6 +83,9 @@ class FloatingPlant {
   // ---- dynamics; f may be null (no contact wrenches) ----
   /// J (6 nc x nv): the contact frames' LOCAL_WORLD_ALIGNED Jacobians stacked, rows (linear; angular).
   void contact_jacobians(Data& d, const double* q, Mat& J) const;
+  /// The contact frames' world positions p (3 nc: x, y, z per frame, m) and their stacked
+  /// Jacobians J as contact_jacobians (rows 6c..6c+2 are dp_c / d dq in the tangent of q).
+  void contact_kinematics(Data& d, const double* q, double* p, Mat& J) const;
   /// a (nv): pinocchio's aba with the wrenches as joint-frame external forces.
   void forward_dynamics(Data& d, const double* q, const double* v, const double* u, const double* f,
                         double* a) const;
