@@ -6,6 +6,7 @@ posture), against the same curve run position-only.
     python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds 300 301 --n 2          # held out
     python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds 100 --n 2 --rot 2 8 32  # weight sweep
     python bench/bench_pose_fig8.py --seeds 300 301 --pose-params '{"q_cost": 60, "N_cost": 39}'
+    python bench/bench_pose_fig8.py --seeds 300 301 --pose-scale 1                    # pose windows unscaled
     python bench/bench_pose_fig8.py --seeds 300 301 --n 1 --params '{"q_lim_cost": 0}'  # both runs
     python bench/bench_pose_fig8.py --seeds 300 301 --protocol plane                   # the first protocol
     python bench/bench_pose_fig8.py --robots fr3 --seeds 100 --limits off --params '{"q_lim_cost": 0}'  # diagnostics
@@ -16,8 +17,9 @@ whose pose path keeps 0.1 rad inside the solver's joint box (of 8, the one askin
 "clear", the default) or the figure plane's horizontal axis or its horizontal normal, whichever
 asks less (protocol "plane", the first one); both runs take that curve. MuJoCo
 world (1 ms substeps, lockstep: the world advances one control period per tick), BSQPPlanner with
-the arm's shipped weights (gato.planners.shipped_weights) and the orientation weight under test
-(default ORIENTATION_WEIGHTS), N 32, dt 0.01 s, limits admm, one period. Errors are taken at
+the arm's shipped weights (gato.planners.shipped_weights), its pose-window EE weight factor
+(POSE_EE_WEIGHT_SCALE: the controller's pose_ee_weight_scale, on the pose run's windows; --pose-scale)
+and the orientation weight under test (default ORIENTATION_WEIGHTS), N 32, dt 0.01 s, limits admm, one period. Errors are taken at
 every tick against knot 0 of that tick's window: position ||p_ee - p_ref|| [mm], orientation
 angle of R_ref^T R_ee [deg] (pinocchio FK of the measured joints, the EE frame). Prints a table
 and, last, one JSON line (docs/benchmarks.md, "Pose figure-8").
@@ -120,22 +122,25 @@ def references(robot: str, scenario: dict, protocol: str = "clear", info: dict |
     return pos, pose, stretch, name
 
 
-def run(robot: str, scenario: dict, reference, *, rot=None, N=32, dt=0.01, periods=1.0, weights=None) -> dict:
+def run(robot: str, scenario: dict, reference, *, rot=None, N=32, dt=0.01, periods=1.0, weights=None,
+        pose_scale=None) -> dict:
     """One closed-loop run of ``reference`` from the scenario's q0 in MuJoCo; returns
     {pos_mm, pos_max_mm, rot_deg, rot_max_deg (None for a position-only reference), wall_s, stop}.
     ``rot``: (rot_cost, N_rot_cost) for the controller (None: its default); ``weights``: the solver
-    weights (default: the arm's shipped ones)."""
+    weights (default: the arm's shipped ones); ``pose_scale``: the controller's pose_ee_weight_scale (None:
+    the arm's shipped POSE_EE_WEIGHT_SCALE; it acts on the windows that carry orientations only)."""
     import pinocchio as pin
 
     import gato
     from gato import simloop as S
     from gato.planners.bsqp_planner import BSQPPlanner
-    from gato.planners.shipped_weights import shipped_weights
+    from gato.planners.shipped_weights import pose_ee_weight_scale, shipped_weights
 
     urdf = str(gato.robot_urdf(robot))
     ee = scenario["ee_frame"]
     cfg = dict(N=N, dt=dt, params=dict(shipped_weights(robot) if weights is None else weights),
-               limits=DIAG["limits"])
+               limits=DIAG["limits"],
+               pose_ee_weight_scale=pose_ee_weight_scale(robot) if pose_scale is None else float(pose_scale))
     if rot is not None:
         cfg["orientation_weights"] = tuple(rot)
     if DIAG["integrator"] is None:
@@ -190,7 +195,8 @@ def scenarios(robot: str, seeds, n: int, dt=0.01):
     return [sc for s in seeds for sc in fig8_scenarios(model, robot, n, seed=int(s), dt=dt, ratio_range=(0.6, 0.9))]
 
 
-def study(robots, seeds, n, rots, periods=1.0, pose_params=None, params=None, protocol="clear") -> list:
+def study(robots, seeds, n, rots, periods=1.0, pose_params=None, params=None, protocol="clear",
+          pose_scale=None) -> list:
     from gato.planners.shipped_weights import shipped_weights
 
     rows = []
@@ -202,7 +208,7 @@ def study(robots, seeds, n, rots, periods=1.0, pose_params=None, params=None, pr
             base = run(robot, sc, pos, periods=periods, weights=both)
             for rot in rots:
                 w = {**both, **(pose_params or {})}
-                r = run(robot, sc, pose, rot=rot, periods=periods, weights=w)
+                r = run(robot, sc, pose, rot=rot, periods=periods, weights=w, pose_scale=pose_scale)
                 rows.append(dict(robot=robot, id=sc["id"], period_s=float(pos.period), stretch=stretch, axis=axis,
                                  clearance_rad=info["clearance"],
                                  rot=list(rot),
@@ -234,6 +240,9 @@ def main(argv=None) -> int:
                     help='JSON: solver weights over the shipped ones for both runs, e.g. \'{"q_lim_cost": 0}\'')
     ap.add_argument("--pose-params", type=json.loads, default=None,
                     help='JSON: solver weights over the shipped ones for the pose runs only, e.g. \'{"q_cost": 60}\'')
+    ap.add_argument("--pose-scale", type=float, default=None,
+                    help="the controller's pose_ee_weight_scale (EE weight factor on pose windows; default: the "
+                         "arm's shipped POSE_EE_WEIGHT_SCALE; 1 = the shipped weights on pose windows too)")
     ap.add_argument("--limits", default="admm", help="diagnostic: the controller's limits (admm; off)")
     ap.add_argument("--world", default="mujoco", choices=("mujoco", "pinocchio"), help="diagnostic: the world")
     ap.add_argument("--integrator", default=None, choices=("euler", "semi_implicit", "rk4"),
@@ -248,7 +257,7 @@ def main(argv=None) -> int:
     from gato.planners.shipped_weights import ORIENTATION_WEIGHTS
 
     rots = [(w, w) for w in a.rot] if a.rot else [(ORIENTATION_WEIGHTS["rot_cost"], ORIENTATION_WEIGHTS["N_rot_cost"])]
-    rows = study(a.robots, a.seeds, a.n, rots, a.periods, a.pose_params, a.params, a.protocol)
+    rows = study(a.robots, a.seeds, a.n, rots, a.periods, a.pose_params, a.params, a.protocol, a.pose_scale)
     print(f"\n{'robot':8s} {'rot':>9s} {'n':>3s} {'pos-only mm':>12s} {'pose pos mm':>12s} {'ratio max':>10s} "
           f"{'orient. mean deg':>17s} {'worst mean deg':>15s} {'max deg':>8s}")
     summary = []
@@ -266,7 +275,7 @@ def main(argv=None) -> int:
                   f"{s['ratio_max']:10.2f} {s['rot_deg']:17.3f} {s['rot_worst_deg']:15.3f} {s['rot_max_deg']:8.2f}")
     print(json.dumps(dict(seeds=a.seeds, n=a.n, periods=a.periods, sweep_deg=SWEEP_DEG, protocol=a.protocol,
                           params=a.params,
-                          pose_params=a.pose_params,
+                          pose_params=a.pose_params, pose_scale=a.pose_scale,
                           summary=summary, rows=rows)))
     return 0
 

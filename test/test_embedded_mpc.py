@@ -136,3 +136,83 @@ def test_ee_position_error_is_the_measured_ee_against_knot_0_of_the_solved_refer
     assert mpc.step(T0 + 4 * int(DT * 1e9), x + 0.05)
     want = np.linalg.norm(solver.frame_position(x[:7] + 0.05, -1) - solver.frame_position(x[:7], -1))
     assert mpc.ee_position_error == pytest.approx(want, rel=1e-12)
+
+
+def _pose_window(urdf, ee, x):
+    """A 4-knot window around the EE at x whose orientations turn away from the EE's (rotation
+    vectors) and the same one's unit quaternions xyzw (gato_msgs/EEReference.orientations)."""
+    import pinocchio as pin
+
+    from gato.references import rotvec_to_quat
+
+    model = pin.buildModelFromUrdf(urdf)
+    data = model.createData()
+    pin.forwardKinematics(model, data, x[:7])
+    M = pin.updateFramePlacement(model, data, model.getFrameId(ee))
+    rv = np.array([pin.log3(M.rotation @ pin.exp3(np.array([0.0, 0.1 * k, 0.05 * k]))) for k in range(4)])
+    pos = M.translation + np.array([[0.0, 0.0, 0.0], [0.02, 0.01, 0.0], [0.04, 0.0, -0.01], [0.05, -0.01, -0.02]])
+    win = ReferenceWindow(stamp_ns=T0 - 10**8, knot_dt=0.05, positions=pos, orientations=rv)
+    return win, rotvec_to_quat(rv), model, data
+
+
+def test_a_window_with_orientations_solves_the_pose_problem(robot):
+    """Issue 30: the embedded loop solves toward the window's orientations as the Python controller
+    does: slots [3:6] = the orientations slerped onto the solver's knots (ReferenceWindow
+    .sample_orientations), the settings' rot_cost / N_rot_cost on, q_cost / N_cost times
+    pose_ee_weight_scale; ee_orientation_error = the angle of R_ref^T R_ee at knot 0."""
+    import pinocchio as pin
+
+    urdf, ee = robot
+    rot = {"rot_cost": 8.0, "N_rot_cost": 8.0}
+    mpc = core.EmbeddedMpc(urdf, ee, N, DT, rot, warmup_solves=2, pose_ee_weight_scale=2.0)
+    sp = gato.SolverParams()
+    raw = core.Solver64(urdf, ee, 1, N, DT, {**rot, "q_cost": 2 * sp.q_cost, "N_cost": 2 * sp.N_cost}, 1)
+    x = x0()
+    win, quats, model, data = _pose_window(urdf, ee, x)
+    assert np.isnan(mpc.ee_orientation_error)
+    assert mpc.step(T0, x, win.positions, win.stamp_ns, win.knot_dt, quats)
+    ref = win.solver_reference(T0, N, DT)
+    assert np.any(ref.reshape(N, 6)[:, 3:] != 0.0)
+    np.testing.assert_allclose(mpc.reference, ref, rtol=0, atol=1e-12)
+    xu = hold_warm(x)[None, :].copy()
+    for _ in range(2 + 1):
+        raw.solve(x[None, :], mpc.reference[None, :], xu)
+    np.testing.assert_allclose(mpc.xu, xu[0], rtol=0, atol=1e-12)
+    pin.forwardKinematics(model, data, x[:7])
+    R = pin.updateFramePlacement(model, data, model.getFrameId(ee)).rotation
+    want = np.linalg.norm(pin.log3(pin.exp3(mpc.reference[3:6]).T @ R))
+    assert want > 1e-3
+    assert mpc.ee_orientation_error == pytest.approx(want, rel=1e-9)
+    # the same window without its orientations: the position-only step, NaN orientation error
+    assert mpc.step(T0 + int(DT * 1e9), x, win.positions, win.stamp_ns, win.knot_dt)
+    assert np.all(mpc.reference.reshape(N, 6)[:, 3:] == 0.0) and np.isnan(mpc.ee_orientation_error)
+
+
+def test_position_only_steps_are_as_before_whatever_the_orientation_settings(robot):
+    """rot_cost / N_rot_cost and pose_ee_weight_scale act on windows with orientations only: a
+    position-only run is bit for bit the run without them."""
+    urdf, ee = robot
+    a = core.EmbeddedMpc(urdf, ee, N, DT, {"rot_cost": 8.0, "N_rot_cost": 8.0}, warmup_solves=2,
+                         pose_ee_weight_scale=3.0)
+    b = core.EmbeddedMpc(urdf, ee, N, DT, {}, warmup_solves=2)
+    x = x0()
+    win, _, _, _ = _pose_window(urdf, ee, x)
+    for k in range(3):
+        t = T0 + k * int(DT * 1e9)
+        assert a.step(t, x, win.positions, win.stamp_ns, win.knot_dt)
+        assert b.step(t, x, win.positions, win.stamp_ns, win.knot_dt)
+        np.testing.assert_array_equal(a.xu, b.xu)
+
+
+def test_bad_orientations_and_scales_raise_value_errors(robot):
+    urdf, ee = robot
+    mpc = core.EmbeddedMpc(urdf, ee, N, DT, {})
+    pos = np.zeros((2, 3)) + 0.5
+    for bad in (np.zeros((2, 4)), np.array([[0.0, 0.0, 0.0, 1.01], [0.0, 0.0, 0.0, 1.0]]),
+                np.array([[np.nan, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]]), np.zeros((3, 4))):
+        with pytest.raises(ValueError, match="ref_orientations"):
+            mpc.step(T0, x0(), pos, T0, 0.05, bad)
+    with pytest.raises(ValueError, match="pose_ee_weight_scale"):
+        core.EmbeddedMpc(urdf, ee, N, DT, {}, pose_ee_weight_scale=0.0)
+    with pytest.raises(ValueError, match="pose_ee_weight_scale"):
+        mpc.pose_ee_weight_scale = -1.0

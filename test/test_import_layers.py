@@ -206,7 +206,7 @@ CPP_OVER = {
              "on one Group layout), member templates of BatchSolverImpl included once by solver_impl.hpp; "
              "not split while issue 33 edits the CPU solver"),
     "src/gato_ros/src/gato_controller.cpp": (
-        809, "one class, GatoController (the ros2_control plugin): its lifecycle, plans, the real-time "
+        789, "one class, GatoController (the ros2_control plugin): its lifecycle, plans, the real-time "
              "update() and the embedded solver thread share its members (its diagnostics and status report "
              "are apart, in gato_controller_diagnostics.cpp); a further split means friend classes for one plugin"),
 }

@@ -8,6 +8,7 @@ from .param_defaults import (COLLISION_MECHS, SOLVER as _SOLVER, LIMITS as _LIMI
                              joint_names as _joint_names, obstacle_check as _obstacles)
 from .param_spec import Param
 from gato.planners.shipped_weights import ORIENTATION_WEIGHTS as _ORIENTATION_WEIGHTS
+from gato.planners.shipped_weights import pose_ee_weight_scale as _pose_scale
 
 #: What the description of a parameter whose default is the arm's shipped value says.
 SHIPPED_NOTE = " (default per arm: its shipped weights, gato.planners.shipped_weights)"
@@ -127,6 +128,12 @@ CONTROLLER = (
           "carries orientations (gato_msgs/EEReference.orientations; ~/goal_pose with goal_orientation); a "
           "position-only reference solves without the term, as before (default: "
           "gato.planners.shipped_weights.ORIENTATION_WEIGHTS)", "1/rad^2", range=(0.0, 1e4), group="cost"),
+    Param("pose_ee_weight_scale", "double", _pose_scale,
+          "planner bsqp: factor on the EE position weights (q_cost, N_cost) of the ticks whose reference "
+          "carries orientations (the pose path moves the joints faster and lags more at the same weights); "
+          "position-only ticks solve with q_cost / N_cost as set, bit for bit (default per arm: "
+          "gato.planners.shipped_weights.POSE_EE_WEIGHT_SCALE, 1 for an arm without one; 1 = off)", "x",
+          range=(0.01, 100.0), group="cost"),
     Param("runaway_factor", "double", 3.0,
           "runaway guard (gato.sim.guard.RunawayGuard, as in the closed loop): a joint faster than this multiple of "
           "its URDF velocity limit at two ticks in a row (or than max(10, this) at one), or more than 0.5 rad beyond "

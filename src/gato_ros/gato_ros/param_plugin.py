@@ -23,6 +23,18 @@ def _effort_scaled(factor: float):
     return default
 
 
+#: Embedded mode: the descriptions of the controller node's pose parameters as the plugin uses them.
+_EMBEDDED_POSE = {
+    "orientation_weight": "embedded mode: EE orientation weight (rot_cost = N_rot_cost, every knot) of the solves "
+                          "toward an EE reference window that carries orientations (gato_msgs/EEReference."
+                          "orientations, slerped onto the knots); position-only windows solve without the term "
+                          "(default: gato.planners.shipped_weights.ORIENTATION_WEIGHTS)",
+    "pose_ee_weight_scale": "embedded mode: factor on the EE position weights (q_cost, N_cost) of the solves toward "
+                            "a window that carries orientations; position-only windows solve with q_cost / N_cost "
+                            "as set (1 = off, the default: the plugin's weights are the struct's, not the shipped "
+                            "ones the arms' factor was chosen with)",
+}
+
 #: Controller name and pluginlib type of the C++ plugin (gato_ros/src/gato_controller.cpp).
 PLUGIN_NAME = "gato_plugin"
 PLUGIN_TYPE = "gato_ros/GatoController"
@@ -89,6 +101,11 @@ PLUGIN = (
                           default=getattr(_SOLVER, p.name)) for p in CONTROLLER
       if p.name in ("q_cost", "qd_cost", "u_cost", "N_cost", "q_lim_cost", "mu", "rho", "max_sqp_iters",
                     "max_pcg_iters", "pcg_tol")),
+    # issue 30: the EEReference windows' orientations (optional): the controller node's weight and its
+    # default (ORIENTATION_WEIGHTS); the pose-window EE factor off by default (the plugin's weights are
+    # the struct's, not the shipped ones it was chosen with)
+    *(dataclasses.replace(p, description=_EMBEDDED_POSE[p.name], default=1.0 if p.name == "pose_ee_weight_scale"
+                          else p.default) for p in CONTROLLER if p.name in _EMBEDDED_POSE),
     Param("linsys", "string", _DEFAULT_LINSYS, "embedded mode: Schur-system path: pcg | bdsv (exact "
           "block-tridiagonal) | "
           "bdsv_first", choices=("pcg", "bdsv", "bdsv_first"), group="solver"),

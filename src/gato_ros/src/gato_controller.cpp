@@ -220,6 +220,7 @@ CallbackReturn GatoController::on_configure(const rclcpp_lifecycle::State&) {
       mc.dt = params_.dt;
       mc.settings = settings_from(params_);
       mc.warmup_solves = int(params_.warmup_solves);
+      mc.pose_ee_weight_scale = params_.pose_ee_weight_scale;
       if (mc.N > executor_->max_knots())
         throw std::invalid_argument("N: " + std::to_string(mc.N) + " exceeds max_knots " +
                                     std::to_string(executor_->max_knots()));
@@ -294,6 +295,7 @@ void GatoController::apply_parameters() {
     if (embedded_) {  // the solver thread applies them before its next solve
       std::lock_guard<std::mutex> lk(settings_mutex_);
       pending_settings_ = settings_from(p);
+      pending_pose_scale_ = p.pose_ee_weight_scale;
       settings_pending_ = true;
     }
     params_ = p;
@@ -412,6 +414,7 @@ gato::Settings GatoController::settings_from(const gato_plugin::Params& p) const
   st.u_cost = p.u_cost;
   st.N_cost = p.N_cost;
   st.q_lim_cost = p.q_lim_cost;
+  st.rot_cost = st.N_rot_cost = p.orientation_weight;  // issue 30: of windows with orientations only
   st.mu = p.mu;
   st.rho = p.rho;
   st.max_sqp_iters = int(p.max_sqp_iters);
@@ -420,34 +423,6 @@ gato::Settings GatoController::settings_from(const gato_plugin::Params& p) const
   st.linsys = p.linsys == "pcg" ? gato::LinSys::kPcg
               : p.linsys == "bdsv_first" ? gato::LinSys::kBdsvFirst : gato::LinSys::kBdsv;
   return st;
-}
-
-void GatoController::on_reference(const gato_msgs::msg::EEReference& m) {
-  // The limits of the Python readers (gato_ros.inputs): targets within 100 m of the world
-  // origin, knot_dt in [1e-6, 3600] s (the ns knot grid neither degenerates nor overflows),
-  // a stamp at most 10 s ahead of the node clock (a future window would pin the reference).
-  const int n = m.n_knots;
-  const std::int64_t stamp = std::int64_t(m.header.stamp.sec) * 1000000000LL + std::int64_t(m.header.stamp.nanosec);
-  const bool ok = n >= 1 && n <= ref_in_.capacity() && m.positions.size() == size_t(3) * size_t(n) &&
-                  std::isfinite(m.knot_dt) && m.knot_dt >= 1e-6 && m.knot_dt <= 3600.0 &&
-                  std::all_of(m.positions.begin(), m.positions.end(),
-                              [](double v) { return std::isfinite(v) && std::abs(v) <= 100.0; }) &&
-                  stamp - get_node()->get_clock()->now().nanoseconds() <= 10 * 1000000000LL;
-  if (!ok) {
-    ++refs_rejected_;
-    RCLCPP_ERROR_THROTTLE(get_node()->get_logger(), *get_node()->get_clock(), 2000,
-                          "EE reference rejected: n_knots=%d, %zu positions, knot_dt=%g, stamp %.3f s (expected "
-                          "1 <= n_knots <= %d, 3 n_knots finite positions within 100 m, 1e-6 <= knot_dt <= 3600 s, "
-                          "a stamp at most 10 s ahead of the clock)", n, m.positions.size(), m.knot_dt,
-                          double(stamp) * 1e-9, ref_in_.capacity());
-    return;
-  }
-  std::lock_guard<std::mutex> lk(ref_mutex_);
-  ref_in_.stamp_ns = std::int64_t(m.header.stamp.sec) * 1000000000LL + std::int64_t(m.header.stamp.nanosec);
-  ref_in_.knot_dt = m.knot_dt;
-  ref_in_.n_knots = n;
-  std::copy(m.positions.begin(), m.positions.end(), ref_in_.p.begin());
-  ref_in_valid_ = true;
 }
 
 void GatoController::solver_loop() {
@@ -480,12 +455,15 @@ void GatoController::solver_loop() {
         ref_work_.knot_dt = ref_in_.knot_dt;
         ref_work_.n_knots = ref_in_.n_knots;
         std::copy_n(ref_in_.p.begin(), 3 * ref_in_.n_knots, ref_work_.p.begin());
+        ref_work_.has_orientations = ref_in_.has_orientations;  // issue 30: rotation vectors per knot
+        if (ref_in_.has_orientations) std::copy_n(ref_in_.r.begin(), 3 * ref_in_.n_knots, ref_work_.r.begin());
       }
     }
     {
       std::lock_guard<std::mutex> lk(settings_mutex_);
       if (settings_pending_) {
         mpc_->set_settings(pending_settings_);
+        mpc_->set_pose_ee_weight_scale(pending_pose_scale_);
         linsys_ = pending_settings_.linsys;
         settings_pending_ = false;
       }
@@ -502,6 +480,8 @@ void GatoController::solver_loop() {
     }
     last_solve_us_.store(mpc_->last_solve_us(), std::memory_order_relaxed);
     ee_pos_err_.store(ok ? mpc_->ee_position_error() : std::numeric_limits<double>::quiet_NaN(),
+                      std::memory_order_relaxed);
+    ee_rot_err_.store(ok ? mpc_->ee_orientation_error() : std::numeric_limits<double>::quiet_NaN(),
                       std::memory_order_relaxed);
     if (!ok) {  // the executor keeps its last plan until it goes stale, then holds
       ++solve_failures_;
@@ -575,7 +555,7 @@ CallbackReturn GatoController::on_activate(const rclcpp_lifecycle::State&) {
   latency_count_ = 0;
   latency_max_us_ = latency_last_us_ = 0.0;
   seen_accepted_ = executor_->counters().plans_accepted;
-  ee_pos_err_ = std::numeric_limits<double>::quiet_NaN();
+  ee_pos_err_ = ee_rot_err_ = std::numeric_limits<double>::quiet_NaN();
   if (embedded_) {
     reset_mpc_ = true;  // a cold start from the first state after activation
     solving_ = true;

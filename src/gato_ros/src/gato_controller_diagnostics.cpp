@@ -191,13 +191,14 @@ void GatoController::fill_status(const rclcpp::Time& time, gato::ExecMode mode) 
   s.effort_measured = use_effort_;
   s.effort_error_max = effort_err_nan_ ? std::numeric_limits<double>::quiet_NaN() : effort_err_max_;
   // Issue 30, as the controller node reports them: embedded mode, following, the last solve's
-  // measured EE against knot 0 of the reference it solved toward; the orientation NaN (the
-  // plugin's windows are positions only); both NaN on holds and in follow mode (the node
-  // that planned reports them).
-  s.ee_position_error = (embedded_ && mode == gato::ExecMode::kFollow)
-                            ? ee_pos_err_.load(std::memory_order_relaxed)
-                            : std::numeric_limits<double>::quiet_NaN();
-  s.ee_orientation_error = std::numeric_limits<double>::quiet_NaN();
+  // measured EE against knot 0 of the reference it solved toward (position [m]; orientation [rad],
+  // the angle of R_ref^T R_ee, NaN when that window had no orientations); both NaN on holds and
+  // in follow mode (the node that planned reports them).
+  const bool following = embedded_ && mode == gato::ExecMode::kFollow;
+  s.ee_position_error = following ? ee_pos_err_.load(std::memory_order_relaxed)
+                                  : std::numeric_limits<double>::quiet_NaN();
+  s.ee_orientation_error = following ? ee_rot_err_.load(std::memory_order_relaxed)
+                                     : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace gato_ros

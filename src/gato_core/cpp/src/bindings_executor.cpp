@@ -87,7 +87,7 @@ Settings settings_from_py(const py::object& d);  // bindings.cpp: a Settings, a 
 void bind_executor(py::module_& m) {
   py::class_<PyEmbedded>(m, "EmbeddedMpc")
       .def(py::init([](const std::string& urdf, const std::string& ee_frame, int N, double dt,
-                       const py::object& settings, int warmup_solves) {
+                       const py::object& settings, int warmup_solves, double pose_ee_weight_scale) {
              auto p = std::make_unique<PyEmbedded>();
              p->plant = std::make_shared<Plant<double>>(urdf, ee_frame);
              EmbeddedMpcConfig c;
@@ -95,15 +95,17 @@ void bind_executor(py::module_& m) {
              c.dt = dt;
              c.settings = settings_from_py(settings);
              c.warmup_solves = warmup_solves;
+             c.pose_ee_weight_scale = pose_ee_weight_scale;
              p->mpc = std::make_unique<EmbeddedMpc>(p->plant, c);
              p->plan.allocate(p->plant->nv(), N);
              return p;
            }),
            py::arg("urdf"), py::arg("ee_frame"), py::arg("N"), py::arg("dt"), py::arg("settings"),
-           py::arg("warmup_solves") = 5)
+           py::arg("warmup_solves") = 5, py::arg("pose_ee_weight_scale") = 1.0)
       .def("step", [](PyEmbedded& p, std::int64_t stamp_ns, const Arr& x, const py::object& ref_positions,
-                      std::int64_t ref_stamp_ns, double ref_knot_dt) {
-        // x (2 nv); ref_positions None or (n, 3) [m] with knot j at ref_stamp_ns + j ref_knot_dt.
+                      std::int64_t ref_stamp_ns, double ref_knot_dt, const py::object& ref_orientations) {
+        // x (2 nv); ref_positions None or (n, 3) [m] with knot j at ref_stamp_ns + j ref_knot_dt;
+        // ref_orientations None or (n, 4) unit quaternions xyzw (issue 30).
         const long nv = p.plant->nv();
         expect_shape(x, {2 * nv}, "x");
         const EeWindow* w = nullptr;
@@ -118,13 +120,27 @@ void bind_executor(py::module_& m) {
           p.window.n_knots = int(n);
           p.window.stamp_ns = ref_stamp_ns;
           p.window.knot_dt = ref_knot_dt;
+          p.window.has_orientations = false;
+          if (!ref_orientations.is_none()) {
+            Arr o = py::cast<Arr>(ref_orientations);
+            expect_shape(o, {n, 4}, "ref_orientations");
+            if (!p.window.set_orientations_xyzw(o.data(), int(n)))
+              throw py::value_error("ref_orientations: expected finite unit quaternions (x, y, z, w)");
+          }
           w = &p.window;
         }
         return p.mpc->step(stamp_ns, x.data(), w, p.plan);
       }, py::arg("stamp_ns"), py::arg("x"), py::arg("ref_positions") = py::none(), py::arg("ref_stamp_ns") = 0,
-         py::arg("ref_knot_dt") = 0.0,
+         py::arg("ref_knot_dt") = 0.0, py::arg("ref_orientations") = py::none(),
          "One MPC step; returns False (and starts cold next time) when the solution is not finite.")
       .def("reset", [](PyEmbedded& p) { p.mpc->reset(); })
+      .def_property("pose_ee_weight_scale", [](const PyEmbedded& p) { return p.mpc->pose_ee_weight_scale(); },
+                    [](PyEmbedded& p, double v) { p.mpc->set_pose_ee_weight_scale(v); },
+                    "factor on q_cost / N_cost of steps toward orientations (issue 30)")
+      .def("set_settings", [](PyEmbedded& p, const py::object& s) { p.mpc->set_settings(settings_from_py(s)); })
+      .def_property_readonly("ee_orientation_error", [](const PyEmbedded& p) { return p.mpc->ee_orientation_error(); },
+                             "[rad] the angle of R_ref^T R_ee of the last step against knot 0's orientation (NaN "
+                             "when it solved toward positions only; issue 30)")
       .def_property("gains", [](const PyEmbedded& p) { return p.mpc->gains(); },
                     [](PyEmbedded& p, bool on) { p.mpc->set_gains(on); },
                     "compute the plan's feedback gains every step (plan_K; issue 33)")

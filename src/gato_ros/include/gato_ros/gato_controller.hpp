@@ -149,6 +149,10 @@ class GatoController : public controller_interface::ControllerInterface {
   // issue 30: the last successful embedded solve's measured EE against knot 0 of the reference it
   // solved toward [m] (EmbeddedMpc::ee_position_error; NaN after a failed solve), for ~/status
   std::atomic<double> ee_pos_err_{std::numeric_limits<double>::quiet_NaN()};
+  // ... and the angle [rad] of R_ref^T R_ee against knot 0's orientation (EmbeddedMpc::ee_orientation_error;
+  // NaN when the window had no orientations)
+  std::atomic<double> ee_rot_err_{std::numeric_limits<double>::quiet_NaN()};
+  double pending_pose_scale_ = 1.0;  // pose_ee_weight_scale with pending_settings_ (issue 30)
   double solve_period_s_ = 0.01;
   rclcpp::Subscription<gato_msgs::msg::EEReference>::SharedPtr ref_sub_;
   rclcpp::Publisher<gato_msgs::msg::StepResult>::SharedPtr step_pub_;

@@ -8,10 +8,19 @@
 // state's time with the solver's knot spacing (linear interpolation, clamped to
 // the window's ends; gato.references.ReferenceWindow.sample).
 //
+// Issue 30: a window may carry EE orientations (one per knot, gato_msgs/EEReference
+// .orientations). A step toward one solves with the orientation term on: the reference's slots
+// [3:6] take the window's orientations sampled at the solver's knots (spherical interpolation,
+// gato.references.ReferenceWindow.sample_orientations), the term's weights are the settings'
+// rot_cost / N_rot_cost, and the EE position weights q_cost / N_cost are multiplied by
+// pose_ee_weight_scale (the Python MPCController's). A position-only step solves with
+// rot_cost = N_rot_cost = 0 and the settings' q_cost / N_cost (zeros in slots [3:6]).
+//
 // Not real-time: step() runs a solve (allocation-free inside the solver) and
 // is meant for a non-real-time thread. Units: rad, rad/s, N*m, m, s, ns.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -27,15 +36,32 @@ template <typename S>
 class BatchSolver;
 struct SolveStats;
 
+/// How far the norm of an orientation quaternion may be from 1 (gato.references.QUAT_UNIT_TOL).
+inline constexpr double kQuatUnitTol = 1e-3;
+
+/// Whether n quaternions (n, 4) xyzw are finite with norms within kQuatUnitTol of 1.
+bool unit_quaternions(const double* q, std::size_t n);
+
 /// An EE reference window: n_knots positions (capacity, 3) [m], knot j at
-/// stamp_ns + j * knot_dt.
+/// stamp_ns + j * knot_dt; optionally n_knots orientations r (capacity, 3), rotation vectors
+/// [rad] (world frame, norm in [0, pi]), used when has_orientations.
 struct EeWindow {
   std::int64_t stamp_ns = 0;
   double knot_dt = 0.0;  // [s]
   int n_knots = 0;
-  std::vector<double> p;
-  void allocate(int capacity) { p.assign(size_t(capacity) * 3, 0.0); n_knots = 0; }
+  bool has_orientations = false;
+  std::vector<double> p, r;
+  void allocate(int capacity) {
+    p.assign(size_t(capacity) * 3, 0.0);
+    r.assign(size_t(capacity) * 3, 0.0);
+    n_knots = 0;
+    has_orientations = false;
+  }
   int capacity() const { return int(p.size() / 3); }
+  /// The orientations of the first n knots from unit quaternions q (n, 4) xyzw (as
+  /// gato.references.quat_to_rotvec: q and -q alike); false (nothing set) when n exceeds the
+  /// capacity or unit_quaternions(q, n) fails. n == 0: position only.
+  bool set_orientations_xyzw(const double* q, int n);
 };
 
 struct EmbeddedMpcConfig {
@@ -44,6 +70,7 @@ struct EmbeddedMpcConfig {
   Settings settings;         // solver settings (costs, iterations, integrator, linsys)
   int warmup_solves = 5;     // solves on a cold start before the first plan
   int threads = 1;           // solver threads (batch 1: one is enough)
+  double pose_ee_weight_scale = 1.0;  // factor on q_cost / N_cost of steps toward orientations (> 0)
 };
 
 class EmbeddedMpc {
@@ -59,8 +86,12 @@ class EmbeddedMpc {
   int nv() const { return nv_; }
   int xu_size() const;
 
-  /// New solver settings, used from the next step on.
+  /// New solver settings, used from the next step on (rot_cost / N_rot_cost: the orientation
+  /// weights of steps toward a window with orientations).
   void set_settings(const Settings& s);
+  /// The factor on q_cost / N_cost of steps toward orientations (> 0, else invalid_argument).
+  void set_pose_ee_weight_scale(double scale);
+  double pose_ee_weight_scale() const { return pose_scale_; }
   /// The next step starts cold (hold warm start, warm-up solves, hold reference
   /// at the EE position of that state when no window is given).
   void reset();
@@ -94,11 +125,16 @@ class EmbeddedMpc {
   /// solved toward (reference()[0:3]: the window sampled at the state's time, or the hold
   /// position). NaN before the first step and after a step that failed.
   double ee_position_error() const { return ee_err_; }
+  /// The angle [rad] of R_ref^T R_ee at the measured state against knot 0's orientation
+  /// (reference()[3:6]) of the last step; NaN when it solved toward positions only (as
+  /// ControllerStatus.ee_orientation_error), before the first step and after a failed one.
+  double ee_orientation_error() const { return ee_rot_err_; }
   const SolveStats& stats() const;
   double last_solve_us() const { return solve_us_; }
 
  private:
   void sample_reference(std::int64_t stamp_ns, const EeWindow* ref);
+  void apply_pose_settings(bool pose);  // the settings of a pose / position-only step (on a change)
 
   std::shared_ptr<const Plant<double>> plant_;
   std::unique_ptr<PlantWorkspace<double>> ws_;
@@ -112,6 +148,10 @@ class EmbeddedMpc {
   std::vector<double> xu_, ref_, hold_ee_, x_;
   double solve_us_ = 0.0;
   double ee_err_ = std::numeric_limits<double>::quiet_NaN();
+  double ee_rot_err_ = std::numeric_limits<double>::quiet_NaN();
+  Settings base_;              // the configured settings
+  double pose_scale_ = 1.0;
+  bool pose_on_ = false, settings_dirty_ = false;  // the solver's settings are a pose step's
 };
 
 }  // namespace gato

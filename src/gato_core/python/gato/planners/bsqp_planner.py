@@ -25,7 +25,7 @@ SOLVER_KEYS = ("N", "dt", "batch_size", "params", "plant_type")
 #: Config keys passed to :class:`gato.MPCController` as they are (see there).
 CONTROLLER_KEYS = ("hypotheses", "warm_start", "reset_rho_each_step", "linsys", "bdsv_threshold", "task_tag",
                    "reseed_threshold", "admm_linsys", "admm_threshold", "limits", "limits_kw",
-                   "orientation_weights")
+                   "orientation_weights", "pose_ee_weight_scale")
 
 
 def set_posture(solver, q_nom, weight) -> None:

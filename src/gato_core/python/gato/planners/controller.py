@@ -24,6 +24,7 @@ from ..core.results import SolveResult
 from ..core.state import MeasuredState
 from .planner import StepResult
 from .shipped_weights import ORIENTATION_WEIGHTS
+from .pose_ee_scale import PoseEEScale, check_scale
 
 __all__ = ["MPCController", "StepResult"]
 
@@ -94,6 +95,9 @@ class MPCController:
             ``orientation_weight`` of its own. None (default): the solver's configured
             rot_cost / N_rot_cost when either is > 0, else the shipped
             :data:`gato.planners.shipped_weights.ORIENTATION_WEIGHTS`.
+        pose_ee_weight_scale: factor (> 0) on the EE position weights (q_cost, N_cost) of the
+            solves whose reference window carries orientations; position-only solves keep the
+            configured weights (:mod:`gato.planners.pose_ee_scale`). None (default): 1, off.
 
     References: a flat (6N,) / (N, 6) array solves with the solver's configured weights, as
     given (slots [3:6] are read only when the configured orientation weight is > 0). A
@@ -130,7 +134,8 @@ class MPCController:
 
     def __init__(self, solver, *, hypotheses=None, warm_start="shift", reset_rho_each_step=True, linsys=None,
                  bdsv_threshold=None, task_tag=None, reseed_threshold=None, admm_linsys=None,
-                 admm_threshold=None, limits=None, limits_kw=None, orientation_weights=None):
+                 admm_threshold=None, limits=None, limits_kw=None, orientation_weights=None,
+                 pose_ee_weight_scale=None):
         for attr in ("solve", "nx", "nu", "N", "batch_size", "xu_size", "hold_trajectory"):
             if not hasattr(solver, attr):
                 raise ValueError(f"solver: expected a gato.BSQP, got {type(solver).__name__} (no {attr!r})")
@@ -170,6 +175,7 @@ class MPCController:
         self._rot_configured = (float(getattr(p, "rot_cost", 0.0)), float(getattr(p, "N_rot_cost", 0.0)))
         self.orientation_weights = self._orientation_weights(orientation_weights)
         self._rot_saved = None     # the solver's own orientation weights while a window's are in force
+        self._pose_ee = PoseEEScale(pose_ee_weight_scale)   # issue 30: the EE weights of pose windows
         self._warm = None          # (B, xu_size) float64 warm start of the next solve
         self._x_prev = None        # (nx,) state the last returned control was computed at
         self._u_prev = None        # (nu,) full-width control returned last
@@ -290,6 +296,23 @@ class MPCController:
                              f"[1/rad^2], got {w!r}")
         return float(a[0]), float(a[1])
 
+    @property
+    def pose_ee_weight_scale(self) -> float:
+        """The factor on the EE position weights of pose windows (1 = off); settable between steps."""
+        return self._pose_ee.scale
+
+    @pose_ee_weight_scale.setter
+    def pose_ee_weight_scale(self, v) -> None:
+        self._pose_ee.scale = check_scale(v)
+
+    def configured_ee_weights(self) -> tuple:
+        """(q_cost, N_cost) as configured: the solver's, without a pose window's scale."""
+        return self._pose_ee.configured(self.solver)
+
+    def restore_ee_weights(self) -> None:
+        """The configured EE position weights back on the solver (call before changing them)."""
+        self._pose_ee.restore(self.solver)
+
     def _set_rot(self, want: tuple) -> None:
         """The solver's orientation weights for the next solve (set only on a change: a settings push);
         the weights a window replaced are kept, for the next flat reference."""
@@ -310,6 +333,7 @@ class MPCController:
             self._set_rot((win.orientation_weight, win.orientation_weight))
         else:
             self._set_rot(self.orientation_weights)
+        self._pose_ee.apply(s, win.orientations is not None)
         if win.n_knots == N and win.knot_dt == dt:
             return win.solver_layout()
         return win.solver_reference(win.stamp_ns, N, dt)
@@ -320,6 +344,7 @@ class MPCController:
         if self._rot_saved is not None:  # a window set the weights: the flat reference gets the solver's own back
             saved, self._rot_saved = self._rot_saved, None
             self.solver.set_cost_weights(rot_cost=saved[0], N_rot_cost=saved[1])
+        self._pose_ee.restore(self.solver)
         arr = to_numpy(ref, "reference", np.float64)
         N = int(self.solver.N)
         if arr.shape == (N, 6):

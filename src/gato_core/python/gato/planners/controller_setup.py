@@ -23,7 +23,8 @@ from ..core.config import SolverParams
 from .controller import MPCController
 from ..core.bsqp import BSQP, robot_urdf
 
-__all__ = ["COST_KEYS", "SOLVER_KEYS", "COLLISION_KEYS", "COLLISION_DEFAULTS", "COLLISION_MECHS", "TUNABLE_KEYS",
+__all__ = ["COST_KEYS", "SOLVER_KEYS", "COLLISION_KEYS", "POSE_KEYS", "COLLISION_DEFAULTS", "COLLISION_MECHS",
+           "TUNABLE_KEYS",
            "build_controller", "apply_tunables", "tunables", "collision_obstacles", "collision_settings",
            "check_collision_limits", "urdf_sha256"]
 
@@ -41,8 +42,11 @@ COLLISION_DEFAULTS = {"collision_spheres": [], "collision_planes": [], "collisio
                       "collision_mech": "admm"}
 #: Mechanisms of the collision rows (telemetry: clearances in the stats, no effect on the plan).
 COLLISION_MECHS = ("admm", "al", "barrier", "telemetry")
+#: The controller's factor on the EE position weights of pose windows (issue 30; MPCController
+#: ``pose_ee_weight_scale``); a configuration without it (a bag from before it): 1, off.
+POSE_KEYS = ("pose_ee_weight_scale",)
 #: Everything :func:`apply_tunables` applies between ticks.
-TUNABLE_KEYS = COST_KEYS + SOLVER_KEYS + ("linsys", "reseed_threshold", "limits") + COLLISION_KEYS
+TUNABLE_KEYS = COST_KEYS + SOLVER_KEYS + ("linsys", "reseed_threshold", "limits") + COLLISION_KEYS + POSE_KEYS
 
 _REQUIRED = ("robot", "N", "dt", "batch_size", "warm_start", "linsys", "reseed_threshold", "limits")
 
@@ -78,7 +82,8 @@ def build_controller(config: Mapping, *, urdf=None) -> MPCController:
                          f"(no enable_limit_{limits} on {type(solver).__name__}); use 'off'")
     col = _collision_settings(config, COLLISION_DEFAULTS)
     ctrl = MPCController(solver, warm_start=config["warm_start"], linsys=config["linsys"],
-                         reseed_threshold=config["reseed_threshold"] or None, limits=limits)
+                         reseed_threshold=config["reseed_threshold"] or None, limits=limits,
+                         pose_ee_weight_scale=config.get("pose_ee_weight_scale", 1.0))
     _install_collision(ctrl, col)
     return ctrl
 
@@ -98,8 +103,12 @@ def apply_tunables(controller: MPCController, changes: Mapping) -> None:
         # checked before anything is applied: a bad value leaves the controller as it was
         col = _collision_settings(changes, collision_settings(controller))
         check_collision_limits(col, changes.get("limits", controller.limits or "off"))
+    if "pose_ee_weight_scale" in changes:
+        controller.pose_ee_weight_scale = changes["pose_ee_weight_scale"]   # from the next pose window on
     cost = {k: changes[k] for k in COST_KEYS if k in changes}
     if cost:
+        if "q_cost" in cost or "N_cost" in cost:
+            controller.restore_ee_weights()   # the change is to the configured weights, not a pose tick's
         s.set_cost_weights(**cost)
     sp = {k: changes[k] for k in SOLVER_KEYS if k in changes}
     if sp:
@@ -135,7 +144,9 @@ def tunables(controller: MPCController) -> dict:
     installed: empty obstacle lists and the configured margin / mechanism)."""
     p = controller.solver.params
     out = {k: getattr(p, k) for k in COST_KEYS + SOLVER_KEYS}
-    out.update(linsys=controller.linsys, limits=controller.limits or "off",
+    out["q_cost"], out["N_cost"] = controller.configured_ee_weights()   # without a pose tick's scale
+    out.update(pose_ee_weight_scale=controller.pose_ee_weight_scale, linsys=controller.linsys,
+               limits=controller.limits or "off",
                reseed_threshold=controller.reseed_threshold or 0.0)
     out.update(collision_settings(controller))
     return out

@@ -31,7 +31,8 @@ u_cost [1/(N*m)^2], on the knot costs of docs/solver_method.md; max_sqp_iters pe
 """
 from __future__ import annotations
 
-__all__ = ["SHIPPED_WEIGHTS", "shipped_weights", "ORIENTATION_WEIGHTS"]
+__all__ = ["SHIPPED_WEIGHTS", "shipped_weights", "ORIENTATION_WEIGHTS", "POSE_EE_WEIGHT_SCALE",
+           "pose_ee_weight_scale"]
 
 _TUNED = {"u_ref": "gravity", "q_cost": 20.0, "N_cost": 13.0, "qd_cost": 8.0e-4, "u_cost": 2.0e-6,
           "max_sqp_iters": 2}
@@ -60,3 +61,19 @@ def shipped_weights(robot: str) -> dict:
 #: scenarios each, the sweep axis clear of the joint limits): 0.115 / 0.148 deg mean, worst tick
 #: 0.55 / 0.56 deg (docs/benchmarks.md, "Pose figure-8").
 ORIENTATION_WEIGHTS = {"rot_cost": 8.0, "N_rot_cost": 8.0}
+
+
+#: {robot: factor}: the EE position weights (q_cost, N_cost) of the controller's solves whose
+#: reference window carries orientations are these times the shipped ones (MPCController
+#: ``pose_ee_weight_scale``; gato.planners.pose_ee_scale); position-only solves keep the shipped
+#: weights, bit for bit. Why: the pose path moves the joints ~2x faster and the terms the EE
+#: position trades against lag more there (fr3 pose figure-8 at 1x: 1.92x the position-only error).
+#: Chosen on fig8 seed 100 (x2: fr3 1.04x; x1.5 held out: fr3 1.26x) and checked on held-out seeds
+#: (docs/benchmarks.md "Pose figure-8": python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds
+#: 300 301 302 303 410 411 412 413 --n 2). The other arms were not measured on the pose figure-8: 1.
+POSE_EE_WEIGHT_SCALE = {"iiwa14": 2.0, "fr3": 2.0}
+
+
+def pose_ee_weight_scale(robot: str) -> float:
+    """The shipped pose-window EE weight factor of ``robot`` (1 for an arm without one)."""
+    return float(POSE_EE_WEIGHT_SCALE.get(robot, 1.0))
