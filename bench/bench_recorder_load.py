@@ -21,6 +21,11 @@ Variants (``--variants``, alternated within each round):
   ``FASTDDS_DEFAULT_PROFILES_FILE=<path>``. (Fast DDS 3 reads only that variable; the older
   FASTRTPS_DEFAULT_PROFILES_FILE, which this bench used first, is ignored by it.)
 
+The bringup waits for ``ros2 bag record`` (``bringup_sim --wait-recorder rosbag2_recorder``: the
+lockstep world starts only once its subscriptions to the recorded topics exist; issue 32: without
+it the recorder, which subscribes to a topic only once it has discovered its publisher, missed the
+controller's first commands in 3 of 5 runs); ``--no-wait-recorder`` starts it at once, as before.
+
 ``--ros2bag-profile`` gives ``ros2 bag record`` alone a Fast DDS profile: ``record`` is
 share/gato_bringup/config/fastdds_record.xml (every reader of the process at least 1,000 samples
 deep, the gato transports; docs/replay.md), ``none`` (the default) leaves it Fast DDS's defaults
@@ -58,7 +63,8 @@ def _bag_ticks(bag: Path) -> dict:
     ticks = sorted({int(m.tick) for _, m in msgs})
     if not ticks:
         return {"commands": 0, "missing": None}
-    return {"commands": len(ticks), "missing": ticks[-1] - ticks[0] + 1 - len(ticks)}
+    return {"commands": len(ticks), "first_tick": ticks[0], "last_tick": ticks[-1],
+            "missing": ticks[-1] - ticks[0] + 1 - len(ticks)}
 
 
 def record_profile_path(choice: str) -> str | None:
@@ -73,7 +79,7 @@ def record_profile_path(choice: str) -> str | None:
 
 
 def one_run(out: Path, duration: float, hogs: int, variant: str, ros2bag_profile: str | None = None,
-            hog_nice: int = 0) -> dict:
+            hog_nice: int = 0, wait_recorder: bool = True) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     env = dict(os.environ)
@@ -101,8 +107,9 @@ def one_run(out: Path, duration: float, hogs: int, variant: str, ros2bag_profile
     try:
         load0 = os.getloadavg()[0]
         t0 = time.monotonic()
+        wait = ["--wait-recorder", "rosbag2_recorder"] if rec is not None and wait_recorder else []
         p = subprocess.run([sys.executable, "-m", "gato_ros.bringup_sim", "--duration", str(duration), "--out",
-                            str(out / "run")], env=env, capture_output=True, text=True, timeout=1800)
+                            str(out / "run"), *wait], env=env, capture_output=True, text=True, timeout=1800)
         wall = time.monotonic() - t0
         load1 = os.getloadavg()[0]
     finally:
@@ -116,8 +123,13 @@ def one_run(out: Path, duration: float, hogs: int, variant: str, ros2bag_profile
     (out / "bringup.log").write_text(text)
     miss = re.findall(r"(\d+) ticks missing on /gato_controller/command", text)
     res = {"variant": variant, "ros2bag_profile": ros2bag_profile, "hog_nice": hog_nice, "rc": p.returncode,
+           "wait_recorder": bool(rec is not None and wait_recorder),
            "gato_recorder_missing": int(miss[-1]) if miss else None,
            "wall_s": round(wall, 1), "load_1min": [round(load0, 2), round(load1, 2)]}
+    try:
+        res["gato_recorder"] = _bag_ticks(out / "run" / "bag")
+    except Exception as e:  # noqa: BLE001 - said so in the result
+        res["gato_recorder"] = {"error": str(e)}
     if rec is not None:
         try:
             res["ros2_bag_record"] = _bag_ticks(out / "ros2bag")
@@ -137,6 +149,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ros2bag-profile", default="none", metavar="P",
                     help="none | record | path: a Fast DDS profile for ros2 bag record alone (see above)")
     ap.add_argument("--hog-nice", type=int, default=0, help="nice -n for the busy loops (0: none)")
+    ap.add_argument("--no-wait-recorder", action="store_true",
+                    help="start the bringup at once, without waiting for ros2 bag record's subscriptions")
     a = ap.parse_args(argv)
     for v in a.variants:
         if v not in ("default", "gato") and not Path(v).is_file():
@@ -145,7 +159,7 @@ def main(argv=None) -> int:
     for i in range(a.runs):
         for k, v in enumerate(a.variants):
             r = one_run(a.out / f"run{i}_{k}", a.duration, a.hogs, v, record_profile_path(a.ros2bag_profile),
-                        a.hog_nice)
+                        a.hog_nice, not a.no_wait_recorder)
             print(json.dumps(r), flush=True)
             res.append(r)
     write_result(a.out, res)

@@ -66,8 +66,8 @@ def set_listener_wait(tmp_path_factory):
     return exe
 
 
-def _run_wait(exe, mode, domain):
-    env = dict(os.environ)
+def _run_wait(exe, mode, domain, **extra_env):
+    env = dict(os.environ, **extra_env)
     env.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
     r = subprocess.run([exe, mode, str(domain)], capture_output=True, text=True, env=env, timeout=120)
     return r.returncode, r.stdout
@@ -138,3 +138,91 @@ def test_run_detaches_the_listener_before_destroying_the_node(ros_env, detach_li
     r = subprocess.run([sys.executable, "-c", _RUN], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "detached 0" in r.stdout and "calls ['run_check'] code 0" in r.stdout, (r.stdout, r.stderr[-2000:])
+
+
+# --- the C++ nodes: libgato_fastdds_preload.so, preloaded by the launch files (gato_ros.fastdds_preload)
+
+def _preload_lib():
+    from gato_ros.fastdds_preload import library_path
+    return library_path()
+
+
+@pytest.fixture
+def preload_lib():
+    lib = _preload_lib()
+    if lib is None:
+        pytest.skip("libgato_fastdds_preload.so is not installed (colcon build of gato_ros: scripts/setup.sh)")
+    return lib
+
+
+def test_the_preload_makes_the_unbounded_set_listener_return_with_a_callback_in_flight(set_listener_wait, ros_env,
+                                                                                        preload_lib):
+    # the very call that hangs above (rmw_fastrtps's, from rclcpp's teardown in a C++ node), with
+    # the interposer preloaded: it takes the bounded overload and returns once the callback ends
+    domain = 100 + (int(ros_env["ROS_DOMAIN_ID"]) + 1) % 100
+    for _ in range(3):
+        rc, out = _run_wait(set_listener_wait, "inf", domain, LD_PRELOAD=preload_lib)
+        assert rc == 0 and "set_listener(no timeout) returned 0" in out, (rc, out)
+
+
+def test_a_cpp_node_runs_with_the_preload_and_exits_0_on_sigint(ros_env, preload_lib):
+    import signal
+    import time
+
+    from ament_index_python.packages import get_package_prefix
+    exe = os.path.join(get_package_prefix("robot_state_publisher"), "lib", "robot_state_publisher",
+                       "robot_state_publisher")
+    urdf = '<robot name="r"><link name="a"/></robot>'
+    p = subprocess.Popen([exe, "--ros-args", "-p", f"robot_description:={urdf}"],
+                         env=dict(ros_env, LD_PRELOAD=preload_lib), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    try:
+        maps = ""
+        for _ in range(200):                   # the library is mapped, and the node is up (its log line)
+            maps = open(f"/proc/{p.pid}/maps").read()
+            if "libfastdds" in maps:
+                break
+            time.sleep(0.05)
+        assert os.path.basename(preload_lib) in maps and "libfastdds" in maps
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, out[-3000:]
+    assert "gato_fastdds_preload" not in out          # no wait expired
+
+
+def test_the_preload_is_given_only_where_fastdds_is_the_rmw():
+    from gato_ros.fastdds_preload import preload_value
+    lib = "/p/lib/libgato_fastdds_preload.so"
+    assert preload_value({}, lib) == lib
+    assert preload_value({"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}, lib) == lib
+    assert preload_value({"RMW_IMPLEMENTATION": "rmw_fastrtps_dynamic_cpp", "LD_PRELOAD": "/a.so /b.so"}, lib) == \
+        "/a.so:/b.so:" + lib
+    assert preload_value({"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp", "LD_PRELOAD": "/a.so"}, lib) == "/a.so"
+    assert preload_value({"RMW_IMPLEMENTATION": "rmw_zenoh_cpp"}, lib) == ""
+    assert preload_value({"GATO_FASTDDS_PRELOAD": "off"}, lib) == ""
+    assert preload_value({"LD_PRELOAD": lib}, lib) == lib          # not twice
+
+
+def test_the_hardware_launch_preloads_it_into_the_non_gato_processes(ros_env, preload_lib):
+    import json
+    env = {k: v for k, v in ros_env.items() if k not in ("LD_PRELOAD", "RMW_IMPLEMENTATION", "GATO_FASTDDS_PRELOAD")}
+    r = subprocess.run([sys.executable, "-m", "gato_ros.launch_runner", "gato_bringup", "hardware.launch.xml",
+                        "record:=true", "recorder:=ros2bag", "--print"], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    procs = {d["name"]: d for d in map(json.loads, r.stdout.splitlines())}
+    for name in ("robot_state_publisher", "controller_manager", "spawner_joint_state_broadcaster",
+                 "spawner_effort_controller", "ros2_bag_record"):
+        assert procs[name]["env"].get("LD_PRELOAD") == preload_lib, (name, procs[name]["env"])
+    assert "LD_PRELOAD" not in procs["gato_controller"]["env"]       # a gato node detaches by itself
+    r = subprocess.run([sys.executable, "-m", "gato_ros.launch_runner", "gato_bringup", "hardware.launch.xml",
+                        "--print"], capture_output=True, text=True, timeout=120,
+                       env=dict(env, RMW_IMPLEMENTATION="rmw_cyclonedds_cpp"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    rsp = next(d for d in map(json.loads, r.stdout.splitlines()) if d["name"] == "robot_state_publisher")
+    assert not rsp["env"].get("LD_PRELOAD")

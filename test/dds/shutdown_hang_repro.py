@@ -12,6 +12,16 @@ stderr then says so; "held" counts them), which only happens by chance without i
     source scripts/activate.sh     # ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
     g++ -O2 -shared -fPIC test/dds/hold_discovery_callback.cpp -o /tmp/libhold.so -ldl
     python test/dds/shutdown_hang_repro.py N SEED [K] [TARGET_PRELOAD=/tmp/libhold.so] [PIN=0]
+
+TARGET=rsp: the node is a C++ one instead, robot_state_publisher (rclcpp's teardown, which gato
+cannot change), SIGINTed 1-2 s after its start, counted as hung when it has not exited GRACE s
+after the signal (it has no exit guard; it is then SIGKILLed). TARGET_PRELOAD may then name two
+libraries, colon-separated: the hold library and the interposer the launch files preload into the
+C++ nodes (libgato_fastdds_preload.so, gato_ros.fastdds_preload):
+
+    python test/dds/shutdown_hang_repro.py 10 51 TARGET=rsp TARGET_PRELOAD=/tmp/libhold.so
+    python test/dds/shutdown_hang_repro.py 10 51 TARGET=rsp \
+        TARGET_PRELOAD=/tmp/libhold.so:install/gato_ros/lib/libgato_fastdds_preload.so
 """
 import os
 import random
@@ -53,6 +63,16 @@ while True:
 """
 
 
+_URDF = '<robot name="r"><link name="a"/><link name="b"/><joint name="j" type="fixed"><parent link="a"/>' \
+        '<child link="b"/></joint></robot>'
+
+
+def _rsp_exe() -> str:
+    from ament_index_python.packages import get_package_prefix
+    return os.path.join(get_package_prefix("robot_state_publisher"), "lib", "robot_state_publisher",
+                        "robot_state_publisher")
+
+
 def main():
     n, seed = int(sys.argv[1]), int(sys.argv[2])
     k = int(sys.argv[3]) if len(sys.argv) > 3 and "=" not in sys.argv[3] else 2
@@ -76,21 +96,36 @@ def main():
             if env.get("TARGET_PRELOAD"):
                 tenv["LD_PRELOAD"] = env["TARGET_PRELOAD"]
             pin = ["taskset", "-c", env["PIN"]] if env.get("PIN") else []
-            t = subprocess.Popen(pin + [sys.executable, "-c", _TARGET, str(grace)], env=tenv, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
-            t.stdout.readline()
-            time.sleep(rng.uniform(0.2, 1.0))
-            t.send_signal(signal.SIGINT)
-            _, err = t.communicate()
-            hangs += t.returncode == 70
+            if env.get("TARGET") == "rsp":
+                t = subprocess.Popen(pin + [_rsp_exe(), "--ros-args", "-p", f"robot_description:={_URDF}"], env=tenv,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                time.sleep(rng.uniform(1.0, 2.0))
+                t.send_signal(signal.SIGINT)
+                try:
+                    _, err = t.communicate(timeout=grace)
+                    hung = False
+                except subprocess.TimeoutExpired:
+                    t.kill()
+                    _, err = t.communicate()
+                    hung = True
+            else:
+                t = subprocess.Popen(pin + [sys.executable, "-c", _TARGET, str(grace)], env=tenv,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                t.stdout.readline()
+                time.sleep(rng.uniform(0.2, 1.0))
+                t.send_signal(signal.SIGINT)
+                _, err = t.communicate()
+                hung = t.returncode == 70
+            hangs += hung
             held += "in flight" in err
             codes[t.returncode] = codes.get(t.returncode, 0) + 1
-            print(f"run {it}: exit {t.returncode}", flush=True)
+            print(f"run {it}: exit {t.returncode}{' (hung: killed)' if hung else ''}", flush=True)
     finally:
         for p in churn:
             p.kill()
-    print(f"seed {seed} N {n} K {k}: hung (exit guard, 70) {hangs}/{n}, callback held at the destroy {held}, "
-          f"exit codes {codes}")
+    what = "not exited GRACE s after SIGINT" if env.get("TARGET") == "rsp" else "exit guard, 70"
+    print(f"seed {seed} N {n} K {k} target {env.get('TARGET', 'gato')}: hung ({what}) {hangs}/{n}, "
+          f"callback held at the destroy {held}, exit codes {codes}")
 
 
 if __name__ == "__main__":

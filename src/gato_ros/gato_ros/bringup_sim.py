@@ -117,6 +117,10 @@ def main(argv=None) -> int:
                          "graph leaves over), nice (nice 19), normal (unchanged); auto (default): idle with "
                          "--realtime (a deadline to protect), normal in lockstep (none: a starved view would only "
                          "stall the page on a busy machine)")
+    ap.add_argument("--wait-recorder", default="", metavar="NODE",
+                    help="lockstep: a recorder node started beside the bringup, e.g. rosbag2_recorder (`ros2 bag "
+                         "record` of the controller graph): the world starts only once it has subscribed to the "
+                         "recorded topics, so that its bag holds the first command (sim node start_recorder)")
     a = ap.parse_args(argv)
     if a.duration <= 0:
         ap.error("--duration must be > 0 (the bringup ends after that much simulated time)")
@@ -145,7 +149,7 @@ def main(argv=None) -> int:
            f"reference:={a.reference}", f"orientation:={a.orientation}", "record:=true", f"bag:={bag.resolve()}",
            f"link_mass_scale:={mass_scale}", f"payload_mass_kg:={float(a.payload_mass)!r}",
            f"respawn:={'true' if a.respawn else 'false'}", f"timeout_action:={a.timeout_action}",
-           f"planner:={a.planner}"]
+           f"planner:={a.planner}", f"wait_recorder:={a.wait_recorder}"]
     view_auto = "idle" if a.realtime else "normal"
     if a.view:
         cmd += ["view:=true", f"view_host:={a.view_host}", f"view_port:={a.view_port}",

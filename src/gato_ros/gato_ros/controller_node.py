@@ -26,11 +26,16 @@ in; ~/plan_path, ~/reference_path, ~/batch_paths/row_<b>, ~/markers, the gato_ee
 out.
 Parameters: the controller schema of :mod:`gato_ros.params` (docs/parameters.md);
 tunables are validated in an on-set callback and applied between ticks.
+``GATO_START_RECORDER=<node>`` in the environment (hardware.launch.xml ``record:=true`` with
+``ros2 bag record``: rosbag2_recorder): joint_states is subscribed, so the first command or plan
+goes out, only once that recorder has subscribed to this node's topics
+(:mod:`gato_ros.recorder_gate`; at most ``GATO_START_RECORDER_TIMEOUT_S``, 60 s; issue 32).
 
 Run: ``ros2 run gato_ros controller_node --ros-args --params-file <robot>.yaml``.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -50,7 +55,6 @@ class ControllerNode(Node):
         super().__init__("gato_controller", **kwargs)
         from gato_msgs.msg import ControllerStatus, EEReference, EffortCommand, Plan, SolveInput, SolverStats, StepResult
         from rcl_interfaces.msg import SetParametersResult
-        from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
 
         self._SetParametersResult = SetParametersResult
@@ -72,7 +76,23 @@ class ControllerNode(Node):
         # (queueing would add every late tick's delay to the next). Lockstep has one in flight.
         # The callback is the logic's entry itself: a joint state reaches the C++ solver in five Python
         # frames from it (issue 29, test/test_tick_path.py).
-        self.create_subscription(JointState, "joint_states", self.logic.on_joint_state_msg, qos(1))
+        self._start_gate = None
+        recorder = os.environ.get("GATO_START_RECORDER", "").strip()
+        if recorder:                   # record:=true: the recorder's subscriptions first (issue 32)
+            from .recorder_gate import RecorderGate
+
+            topics = [p.topic_name for p in (self.pub_cmd, self.pub_cmd_stamped, self.pub_step, self.pub_plan,
+                                             self.pub_input)]
+            self._start_gate = RecorderGate(self, recorder, topics,
+                                            float(os.environ.get("GATO_START_RECORDER_TIMEOUT_S", "60")),
+                                            log.info, log.error)
+            from rclpy.clock import Clock, ClockType
+
+            # wall clock: with use_sim_time no /clock may come before the first command (mujoco:=true)
+            self._start_timer = self.create_timer(0.1, self._on_start_gate,
+                                                  clock=Clock(clock_type=ClockType.STEADY_TIME))
+        else:
+            self._subscribe_joint_states()
         self.create_subscription(EEReference, "ee_reference", self._on_reference, qos())
         from geometry_msgs.msg import WrenchStamped
 
@@ -93,6 +113,16 @@ class ControllerNode(Node):
         log.info(f"gato controller for {values['robot']}: planner {values['planner']} (fallback "
                  f"{values['fallback']}), N={values['N']}, dt={values['dt']} s, "
                  f"{values['control_rate_hz']:g} Hz, trigger={values['trigger']}, {out_to}")
+
+    def _subscribe_joint_states(self):
+        from sensor_msgs.msg import JointState
+
+        self.create_subscription(JointState, "joint_states", self.logic.on_joint_state_msg, qos(1))
+
+    def _on_start_gate(self):
+        if self._start_gate.ready():
+            self.destroy_timer(self._start_timer)
+            self._subscribe_joint_states()
 
     def _log(self, level: str, text: str) -> None:
         # One call site per severity: rclpy refuses a severity change at the same call site.

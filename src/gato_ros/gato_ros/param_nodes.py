@@ -36,6 +36,18 @@ SIM = (
     Param("start_subscribers", "integer", 0, "lockstep: publish the first joint state only once /joint_states "
           "has this many subscribers (the controller, a recorder), so that nobody misses the start (0 = at once)",
           "subscribers", range=(0, 100), read_only=True),
+    Param("start_recorder", "string", "", "lockstep: the name of a recorder node outside the bringup (e.g. "
+          "rosbag2_recorder, the node of `ros2 bag record`); the first joint state then also waits until that node "
+          "subscribes to every topic of start_recorder_topics that has a publisher, so that its bag holds the run "
+          "from the first command (empty = no such wait)", read_only=True),
+    Param("start_recorder_topics", "string_array", ["/joint_states", "/ee_reference",
+                                                    "/gato_controller/command", "/gato_controller/solve_input",
+                                                    "/gato_controller/step_result"],
+          "lockstep, start_recorder set: the topics that recorder must have subscribed to before the start "
+          "(those with no publisher yet are not waited for)", read_only=True),
+    Param("start_recorder_timeout_s", "double", 60.0, "lockstep, start_recorder set: wall-clock limit of that "
+          "wait; then the world starts anyway and logs an error naming the topics the recorder did not subscribe "
+          "to", "s", range=(0.1, 3600.0), read_only=True),
     Param("lockstep_resend_s", "double", 0.5, "lockstep: re-publish the current joint state and clock when no "
           "command arrived for this long (wall clock): covers start-up and lost messages", "s",
           range=(0.01, 60.0), read_only=True),

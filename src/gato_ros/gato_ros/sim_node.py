@@ -26,6 +26,12 @@ per second (wall clock), stamped with simulated time.
 
 start_subscribers > 0 (lockstep): the first joint state goes out only once that many
 subscribers (controller, recorder) listen, so a recording starts at t = 0.
+start_recorder (lockstep; e.g. rosbag2_recorder, the node of a `ros2 bag record` started beside
+the bringup): the first joint state also waits until that node has subscribed to each of
+start_recorder_topics that has a publisher (`ros2 bag record` subscribes to a topic only once it
+has discovered its publisher: without the wait it missed the controller's first, volatile,
+commands; issue 32), then 0.5 s more for the publishers to match it (gato_ros.recorder_gate).
+After start_recorder_timeout_s the world starts anyway and logs an error naming the topics.
 
 With duration_s > 0 the node exits 0 once that much time has been simulated (use
 ``on_exit="shutdown"`` in a launch file to end the whole bringup with it).
@@ -42,6 +48,7 @@ from rclpy.node import Node
 from . import conversions as cv
 from . import params as schema
 from .node_util import declare_schema, qos, run
+from .recorder_gate import RecorderGate
 from .sim_logic import SimWorldLogic
 from .watchdog import CommandWatchdog
 
@@ -77,7 +84,10 @@ class SimNode(Node):
             self.create_subscription(EffortCommand, cfg["command_topic"], self._on_stamped_command, qos())
             self._last_progress = time.monotonic()
             self._resend_s = cfg["lockstep_resend_s"]
-            self._started = cfg["start_subscribers"] == 0
+            self._started = cfg["start_subscribers"] == 0 and not cfg["start_recorder"]
+            log = self.get_logger()
+            self._recorder_gate = RecorderGate(self, cfg["start_recorder"], cfg["start_recorder_topics"],
+                                               cfg["start_recorder_timeout_s"], log.info, log.error)
             self.create_timer(min(0.05, self._resend_s / 2), self._resend, clock=self._wall)
         else:
             cname = cfg["controller_name"].strip("/")
@@ -161,7 +171,7 @@ class SimNode(Node):
     def _resend(self):
         if not self._started:
             n = self.pub_js.get_subscription_count()
-            if n < self.logic.cfg["start_subscribers"]:
+            if n < self.logic.cfg["start_subscribers"] or not self._recorder_gate.ready():
                 return
             self.get_logger().info(f"{n} joint-state subscribers: starting")
             self._started = True
