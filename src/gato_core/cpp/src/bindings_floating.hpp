@@ -447,7 +447,8 @@ Arrays over knots are (knots, width): X (N, nx), W (N-1, nw), K (N-1, nw, ndx).
 Cost: tangent state cost to x_ref, control cost to u_ref, fc cost to fc_ref (default weight
 1e-2), contact-position penalty to per-knot targets, friction-pyramid penalty. All are
 quadratic penalties (no hard constraint). Bad input raises ValueError naming the field.
-Python wrapper with SolveResult-style accessors: gato.floating.FloatingMPCSolver.
+One instance owns one scratch: not for concurrent use from several threads (solve releases the GIL).
+Python wrapper with SolveResult-style accessors: gato.floating.FloatingMPC (docs/floating_solver.md).
 )doc")
       .def(py::init<const std::string&, const std::vector<std::string>&, int, const py::object&,
                     const py::object&>(),
