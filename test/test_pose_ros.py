@@ -5,6 +5,7 @@ and into SolveInput (reference slots [3:6], orientation_weight), ``~/goal_pose``
 ``goal_orientation``, bad quaternions refused by field, the controller status's EE orientation
 error beside the position error, and ``gato replay`` of a pose run reproducing it bit for bit.
 Logic level (no DDS); synthetic time."""
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -285,3 +286,39 @@ def test_a_bag_from_before_the_orientation_fields_still_replays_exactly(tmp_path
     # position-only: the report's EE tracking has no orientation row
     assert s["ee_tracking"]["orientation_ticks"] == 0 and s["ee_tracking"]["orientation_mean_deg"] is None
     assert "EE orientation error" not in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_the_worst_ticks_of_a_pose_run_re_solve_the_pose_problem(tmp_path, capsys):
+    """worst_ticks.npz of a pose run carries each tick's orientation weight beside its goals
+    (slots [3:6] the rotation vectors): ``gato replay FILE.npz`` re-solves the pose problem the
+    controller ran (the in-sequence replay's window), not the flat position-only one; a case file
+    without the array (an older gato) re-solves position only."""
+    import_or_skip("rosbags", "pip install rosbags (scripts/setup.sh)")
+    from gato.__main__ import main as gato_main
+    from gato.replay import replay_bag
+    from gato.replay.cases import rerun_cases
+    from replay_fixtures import record_lockstep_run
+
+    bag = record_lockstep_run(tmp_path / "bag", seconds=0.2, reference={"orientation": "sweep"})
+    s = replay_bag(bag, tmp_path / "out", worst=3, log=None)
+    assert s["matched"]
+    path = Path(s["cases"])
+    z = dict(np.load(path))
+    ow = z["orientation_weight"]
+    assert ow.shape == (3,) and np.all(ow == 8.0)               # the controller's default orientation_weight
+    rot = z["goals"].reshape(3, -1, 6)[:, :, 3:]
+    assert np.all(np.linalg.norm(rot, axis=2) > 0.1)           # the recorded target rotation vectors
+    # the standalone re-solve reproduces the file's pose solve bit for bit
+    r = rerun_cases(path)
+    assert r["n"] == 3 and r["match"].all() and r["max_du"].max() <= 1e-9
+    assert gato_main(["replay", str(path)]) == 0 and "all cases reproduce" in capsys.readouterr().out
+    # the same ticks solved flat (weight 0, as before the array) give other commands: the weight is used
+    flat = {k: v for k, v in z.items() if k != "orientation_weight"}
+    np.savez(tmp_path / "flat.npz", **flat)
+    rf = rerun_cases(tmp_path / "flat.npz")
+    assert rf["n"] == 3 and rf["max_du"].min() > 1.0, rf["max_du"]      # 10-13 N*m (seeded lockstep run)
+    # and the pose re-solve is the one near what the robot commanded (1.3-2.0 vs 9.9-11.3 N*m)
+    off_pose = np.abs(z["u_standalone"] - z["u_recorded"]).max(axis=1)
+    off_flat = np.abs(rf["u"] - z["u_recorded"]).max(axis=1)
+    assert np.all(off_flat > 3.0 * off_pose), (off_pose, off_flat)
+    assert gato_main(["replay", str(tmp_path / "flat.npz")]) == 1 and "DIFFERS" in capsys.readouterr().out

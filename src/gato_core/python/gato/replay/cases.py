@@ -30,7 +30,11 @@ scalars (0-d): ``urdf_sha256``, ``robot``, ``module_name``, ``solver_params_json
 too (a case file without the array: none). ``posture_q`` / ``posture_weight`` (K, N, nq) [rad,
 1/rad^2]: the joint posture targets and weights each tick solved with (issue 31, a joint
 trajectory or hold; NaN where the posture term was off), programmed into the standalone solve
-too (a case file without the arrays: off).
+too (a case file without the arrays: off). ``orientation_weight`` (K,) [1/rad^2]: the EE
+orientation weight each tick solved with (issue 30; 0 = position only); where it is > 0, slots
+[3:6] of the tick's ``goals`` are its target rotation vectors and the standalone solve is the
+pose problem the controller ran (a ReferenceWindow on the solver's grid, as the in-sequence
+replay hands it: :meth:`gato.replay.Tick.solver_reference`); a case file without the array: 0.
 """
 from __future__ import annotations
 
@@ -41,8 +45,9 @@ import numpy as np
 
 from ..planners import controller_setup as setup
 from ..core.bsqp import module_name, robot_urdf
+from ..core.references import ReferenceWindow
 from ..planners.bsqp_planner import set_posture
-from .resolve import install_wrenches
+from .resolve import _reference, install_wrenches
 
 __all__ = ["standalone_solve", "write_cases", "rerun_cases"]
 
@@ -68,6 +73,18 @@ def standalone_solve(controller, x, goals, xu_warm, dt_elapsed=None, wrenches=No
     r = controller.step(x, goals, dt_elapsed or None)
     lim = np.asarray(s.limits["u"], dtype=np.float64).reshape(-1)
     return np.clip(np.asarray(r.u, dtype=np.float64), -lim, lim), np.asarray(r.xu_best, dtype=np.float64)
+
+
+def case_reference(goals, orientation_weight, stamp_ns, dt):
+    """The solver reference of a case: the flat (6N,) ``goals`` when ``orientation_weight`` is 0
+    (position only), else the pose window the tick solved on (slots [3:6] its rotation vectors),
+    built exactly as :meth:`gato.replay.Tick.solver_reference` builds it."""
+    w = float(orientation_weight)
+    if not w > 0:
+        return np.asarray(goals, dtype=np.float64)
+    a = np.asarray(goals, dtype=np.float64).reshape(-1, 6)
+    return ReferenceWindow(int(stamp_ns), float(dt), a[:, :3].copy(), orientations=a[:, 3:].copy(),
+                           orientation_weight=w)
 
 
 def _posture_tables(solver, tk):
@@ -98,7 +115,8 @@ def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, 
     nu = int(ctrl.solver.nu)
     arr = {k: [] for k in ("x", "goals", "xu_warm", "dt_elapsed", "tick", "stamp_ns", "u_recorded", "u_replayed",
                            "u_standalone", "xu_recorded", "xu_replayed", "xu_standalone", "pred_err_torque",
-                           "config_json", "wrench_hypotheses", "posture_q", "posture_weight")}
+                           "config_json", "wrench_hypotheses", "posture_q", "posture_weight",
+                           "orientation_weight")}
     B = int(ctrl.solver.batch_size)
     for i, tk in zip(indices, ticks):
         warm = tk.xu_warm[0] if tk.xu_warm is not None else replay.warm[i]
@@ -107,7 +125,9 @@ def write_cases(path, recording, replay, indices, reasons, prediction_tau=None, 
             cfg = tk.config
         w = getattr(tk, "wrench_hypotheses", None)
         post = _posture_tables(ctrl.solver, tk)
-        u_s, xu_s = standalone_solve(ctrl, tk.x, tk.reference, warm, tk.dt_elapsed, w, cfg["robot"], post)
+        ref = _reference(tk, float(ctrl.solver.dt))   # the pose window on a pose tick, as the replay solves it
+        u_s, xu_s = standalone_solve(ctrl, tk.x, ref, warm, tk.dt_elapsed, w, cfg["robot"], post)
+        arr["orientation_weight"].append(float(getattr(tk, "orientation_weight", 0.0)))
         arr["wrench_hypotheses"].append(np.full((B, 6), np.nan) if w is None or np.shape(w) != (B, 6) else w)
         nan = np.full((int(ctrl.solver.N), int(ctrl.solver.nq)), np.nan)
         arr["posture_q"].append(nan if post is None else post[0])
@@ -172,8 +192,9 @@ def rerun_cases(path, *, tol: float = 1e-9, urdf=None) -> dict:
             ctrl, cfg = setup.build_controller(c, urdf=urdf), c
         w = z["wrench_hypotheses"][k] if "wrench_hypotheses" in z.files else None
         post = (z["posture_q"][k], z["posture_weight"][k]) if "posture_q" in z.files else None
-        u, _ = standalone_solve(ctrl, z["x"][k], z["goals"][k], z["xu_warm"][k], float(z["dt_elapsed"][k]), w,
-                                robot, post)
+        ow = float(z["orientation_weight"][k]) if "orientation_weight" in z.files else 0.0
+        ref = case_reference(z["goals"][k], ow, int(z["stamp_ns"][k]), float(ctrl.solver.dt))
+        u, _ = standalone_solve(ctrl, z["x"][k], ref, z["xu_warm"][k], float(z["dt_elapsed"][k]), w, robot, post)
         us.append(u)
         du.append(float(np.max(np.abs(u - z["u_standalone"][k]))))
     du = np.asarray(du)
