@@ -238,7 +238,8 @@ def test_replay_of_a_pose_run_matches_bit_for_bit(tmp_path):
     from replay_fixtures import record_lockstep_run
 
     bag = record_lockstep_run(tmp_path / "bag", seconds=0.3, reference={"orientation": "sweep"})
-    s = replay_bag(bag, tmp_path / "out", log=None)
+    said = []
+    s = replay_bag(bag, tmp_path / "out", log=said.append)
     assert s["compared"] == 30 and s["matched"] and s["max_du"] <= 1e-9 and s["max_dplan"] <= 1e-9
     assert s["problems"] == []
     # the report shows the orientation error beside the position error (measured EE vs knot 0)
@@ -247,6 +248,10 @@ def test_replay_of_a_pose_run_matches_bit_for_bit(tmp_path):
     assert 0.0 < ee["position_mean_mm"] < 20.0 and 0.0 < ee["orientation_mean_deg"] < 10.0
     report = (tmp_path / "out" / "report.md").read_text()
     assert "EE position error, mean / max [mm]" in report and "EE orientation error, mean / max [deg]" in report
+    # and so does the console: both errors on one line, the summary's numbers
+    line = next(ln for ln in said if "EE tracking" in ln)
+    assert f"position error mean {ee['position_mean_mm']:.3g} mm" in line
+    assert f"orientation error mean {ee['orientation_mean_deg']:.3g} deg" in line and "(30 ticks with" in line
 
 
 def test_a_bag_from_before_the_orientation_fields_still_replays_exactly(tmp_path):
@@ -281,11 +286,14 @@ def test_a_bag_from_before_the_orientation_fields_still_replays_exactly(tmp_path
         return bytes(ts.serialize_cdr(m, "gato_msgs/msg/SolveInput"))
 
     bag = record_lockstep_run(tmp_path / "bag", seconds=0.2, typestore_override=ts, solve_input_encoder=encode)
-    s = replay_bag(bag, tmp_path / "out", log=None)
+    said = []
+    s = replay_bag(bag, tmp_path / "out", log=said.append)
     assert s["compared"] == 20 and s["matched"] and s["max_du"] <= 1e-9 and s["problems"] == []
     # position-only: the report's EE tracking has no orientation row
     assert s["ee_tracking"]["orientation_ticks"] == 0 and s["ee_tracking"]["orientation_mean_deg"] is None
     assert "EE orientation error" not in (tmp_path / "out" / "report.md").read_text()
+    line = next(ln for ln in said if "EE tracking" in ln)          # the console: position only
+    assert "position error mean" in line and "orientation" not in line
 
 
 def test_the_worst_ticks_of_a_pose_run_re_solve_the_pose_problem(tmp_path, capsys):

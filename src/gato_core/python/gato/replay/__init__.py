@@ -37,6 +37,7 @@ from .report import FLOOR, Report, decimate_rows, plot_prediction, plot_replay
 from .resolve import TickReplay, replay_ticks
 from .stream import StreamRun, stream_replay
 from .streamer import _ee_tracking
+from .tracking import tracking_line
 
 __all__ = ["replay_bag", "rerun_cases", "standalone_solve", "load_recording", "replay_ticks", "predict_errors",
            "stream_replay", "Recording", "Tick", "TickReplay", "StreamRun", "Prediction", "TOPICS"]
@@ -325,6 +326,8 @@ def _report_run(run, bag_path, out, t0, *, tol, worst, html, say, window) -> dic
     summary["report"] = str(report_path)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     say(f"[gato replay] {verdict(summary)}")
+    if tracking_line(summary.get("ee_tracking")):
+        say(f"[gato replay] {tracking_line(summary.get('ee_tracking'))}")
     if pred is not None and pred.suspects:
         say(f"[gato replay] model vs reality: largest prediction-error contributors: {', '.join(pred.suspects)}")
     say(f"[gato replay] report: {report_path}")

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-__all__ = ["EETracking"]
+__all__ = ["EETracking", "tracking_line"]
 
 
 class EETracking:
@@ -67,3 +67,17 @@ class EETracking:
                 "orientation_ticks": self.n_rot,
                 "orientation_mean_deg": self.rot_sum / self.n_rot if self.n_rot else None,
                 "orientation_max_deg": self.rot_max if self.n_rot else None}
+
+
+def tracking_line(ee: dict | None) -> str | None:
+    """The console line of a replay's EE tracking (:meth:`EETracking.summary`): the position
+    error and, on a run with orientation references, the orientation error beside it (issue 30);
+    None without a summary."""
+    if not ee:
+        return None
+    line = (f"EE tracking (recorded, {ee['ticks']} ticks): position error mean {ee['position_mean_mm']:.3g} mm, "
+            f"max {ee['position_max_mm']:.3g} mm")
+    if ee.get("orientation_ticks"):
+        line += (f"; orientation error mean {ee['orientation_mean_deg']:.3g} deg, max "
+                 f"{ee['orientation_max_deg']:.3g} deg ({ee['orientation_ticks']} ticks with an orientation reference)")
+    return line
