@@ -330,3 +330,49 @@ def test_the_worst_ticks_of_a_pose_run_re_solve_the_pose_problem(tmp_path, capsy
     off_flat = np.abs(rf["u"] - z["u_recorded"]).max(axis=1)
     assert np.all(off_flat > 3.0 * off_pose), (off_pose, off_flat)
     assert gato_main(["replay", str(tmp_path / "flat.npz")]) == 1 and "DIFFERS" in capsys.readouterr().out
+
+
+def test_reference_node_goals_slerp_tool_down_from_the_ee_orientation_at_q0():
+    """Goals mode with orientation:=tool_down: as the positions ramp from the EE at q0, the
+    orientation is slerped from the EE's at q0 to tool down on the same minimum-jerk ramp
+    (R0 exp(s log(R0^T R_down))), then held exactly (as the constant before)."""
+    import pinocchio as pin
+
+    from gato.core.references import min_jerk
+
+    q0 = [0.0, 0.6, 0.0, -1.3, 0.0, 1.6, 0.0]        # the wrist tilted 0.4 rad from the default q0
+    ref = ReferenceLogic({"robot": "iiwa14", "orientation": "tool_down", "mode": "goals", "goal_seed": 3, "q0": q0,
+                          "goal_ramp_s": 0.6, "goal_hold_s": 2.0, "knot_dt": 0.02, "n_knots": 40})
+    R0, Rd = pin.exp3(ref.start_rot), pin.exp3(ref.tool_down)
+    total = np.linalg.norm(pin.log3(R0.T @ Rd))
+    assert total > 0.3                                 # a real turn to make (0.4 rad tilt + the heading)
+    w = ref.window(0)
+    t = 0.02 * np.arange(40)
+    for k in range(40):
+        Rk = pin.exp3(w.orientations[k])
+        s = min_jerk(min(t[k] / 0.6, 1.0))
+        assert np.linalg.norm(pin.log3(R0.T @ Rk)) == pytest.approx(s * total, abs=1e-9)   # along the geodesic
+        assert np.linalg.norm(pin.log3(Rk.T @ Rd)) == pytest.approx((1 - s) * total, abs=1e-9)
+    assert np.allclose(pin.exp3(w.orientations[0]), R0, atol=1e-12)   # starts at the EE's orientation at q0
+    # from the ramp's end on: the constant tool-down target, bit for bit; later windows too
+    assert np.array_equal(w.orientations[30:], np.tile(ref.tool_down, (10, 1)))
+    assert np.array_equal(ref.window(10**9).orientations, np.tile(ref.tool_down, (40, 1)))
+    assert np.array_equal(ref.window(5 * 10**9).orientations, np.tile(ref.tool_down, (40, 1)))  # the next cycle
+    # closed loop (logic, lockstep, 0.6 s = the ramp): the tilted start is turned without a jolt;
+    # with the constant target from t = 0 (before) the same run peaked at 35.6 mm / 20.5 deg / 189 N*m
+    from gato_ros.controller_logic import ControllerLogic
+    from gato_ros.sim_logic import SimWorldLogic
+
+    ref = ReferenceLogic({"robot": "iiwa14", "orientation": "tool_down", "mode": "goals", "goal_seed": 3, "q0": q0})
+    ctrl = ControllerLogic({"robot": "iiwa14", "reference_sync": True})
+    world = SimWorldLogic({"robot": "iiwa14", "q0": q0})
+    pe, oe, tau = [], [], []
+    for k in range(60):
+        t = world.t_ns
+        ctrl.on_reference(ref.window(t), t)
+        out = ctrl.on_joint_state(world.joint_state(), t)
+        pe.append(ctrl.status.ee_position_error)
+        oe.append(ctrl.status.ee_orientation_error)
+        tau.append(np.max(np.abs(out.effort)))
+        world.advance(world.effort_from(out.effort))
+    assert max(pe) < 0.006 and np.degrees(max(oe)) < 1.0 and max(tau) < 100.0, (max(pe), max(oe), max(tau))

@@ -15,7 +15,9 @@ Modes:
 Orientation (issue 30, ``orientation``): ``none`` (position-only windows), ``tool_down`` (a
 constant orientation, any mode: the tool z axis along world -z, its x axis the horizontal
 heading of the EE's x axis at q0, so an arm whose EE points down at q0 is not asked to spin
-its wrist half a turn to match :data:`gato.core.poses.TOOL_DOWN`'s heading) or ``sweep`` (fig8
+its wrist half a turn to match :data:`gato.core.poses.TOOL_DOWN`'s heading; in goals mode it
+is reached as the positions are: slerped from the EE orientation at q0 on the first goal's
+minimum-jerk ramp, R0 exp(s log(R0^T R_down)), then held) or ``sweep`` (fig8
 mode only: :class:`gato.core.poses.PoseFigure8` with that tool-down base, swinging +/-
 ``sweep_deg`` about a horizontal axis chosen by :func:`gato.core.sweep_axis.choose_sweep_axis`,
 the rule of bench/bench_pose_fig8.py's protocol ``clear``: of 8 horizontal axes (every 22.5 deg
@@ -62,6 +64,7 @@ class ReferenceLogic:
             raise ValueError(f"q0: expected {kin.model.nq} joint positions [rad], got {q0.size}")
         self.start = kin.ee_pos(q0)
         self.tool_down = _tool_down_at(kin, q0)     # (3,) rad, world frame
+        self.start_rot = _rotvec_at(kin, q0)        # (3,) rad, world frame: the EE orientation at q0
         self.goals = np.zeros((0, 3))
         self.sweep_axis = None
         if cfg["mode"] == "goals":
@@ -89,7 +92,12 @@ class ReferenceLogic:
         if cfg["orientation"] == "sweep" and cfg["mode"] != "fig8":
             raise ValueError(f"orientation: 'sweep' swings the tool along the figure-8 (mode fig8); mode "
                              f"{cfg['mode']!r} takes 'none' or 'tool_down'")
-        if cfg["orientation"] == "tool_down":
+        if cfg["orientation"] == "tool_down" and cfg["mode"] == "goals":
+            # as the positions ramp from the EE at q0 to the first goal, the orientation slerps from
+            # the EE's at q0 to tool down on the same minimum-jerk ramp, then holds it
+            self.reference = PoseReference(self.reference, _slerp_in(self.start_rot, self.tool_down,
+                                                                      min(cfg["goal_ramp_s"], cfg["goal_hold_s"])))
+        elif cfg["orientation"] == "tool_down":
             self.reference = PoseReference(self.reference, self.tool_down)
 
     def positions(self, t) -> np.ndarray:
@@ -107,6 +115,33 @@ class ReferenceLogic:
         c = self.cfg
         t = ns_to_sec(t_ns) + c["knot_dt"] * np.arange(c["n_knots"])
         return ReferenceWindow(int(t_ns), c["knot_dt"], self.positions(t), orientations=self.orientations(t))
+
+
+def _rotvec_at(kin, q0) -> np.ndarray:
+    """(3,) rotation vector [rad], world frame: the EE frame's orientation at ``q0``."""
+    import pinocchio as pin
+
+    pin.forwardKinematics(kin.model, kin.data, q0)
+    return np.asarray(pin.log3(pin.updateFramePlacement(kin.model, kin.data, kin.fid).rotation), dtype=np.float64)
+
+
+def _slerp_in(r0, r1, ramp_s: float):
+    """Orientation targets ``t (T,) [s] -> (T, 3)`` rotation vectors [rad]: R0 exp(s log(R0^T R1))
+    with s = min_jerk(t / ramp_s) (the goals' position profile), R1 from ``ramp_s`` on (at once
+    when ``ramp_s`` is 0)."""
+    import pinocchio as pin
+
+    R0 = pin.exp3(np.asarray(r0, dtype=np.float64))
+    w = np.asarray(pin.log3(R0.T @ pin.exp3(np.asarray(r1, dtype=np.float64))), dtype=np.float64)
+    r1 = np.asarray(r1, dtype=np.float64)
+
+    def at(t):
+        t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+        s = np.ones_like(t) if ramp_s <= 0 else min_jerk(np.clip(t / ramp_s, 0.0, 1.0))
+        return np.array([r1 if sk >= 1.0 else np.asarray(pin.log3(R0 @ pin.exp3(sk * w)), dtype=np.float64)
+                         for sk in s]).reshape(-1, 3)
+
+    return at
 
 
 def _tool_down_at(kin, q0) -> np.ndarray:
