@@ -17,7 +17,7 @@ PinocchioWorld's ``rigid_payload``).
 runs bare until a time drawn uniformly from [T0, T1] s per scenario (numpy default_rng([seed, scenario])),
 then carries the payload (gato.sim.pinocchio_world.AttachedAt; a pendulum starts hanging at rest).
 
-    python bench/bench_payload_kinds.py --load rigid --offset 0.1 0 0 --attach 0.5 2.0 --configs swing:1 --seed 7
+    python bench/bench_payload_kinds.py --load rigid --offset 0.1 0 0 --attach 0.3 1.0 --configs swing:1 --seed 7
 
 ``--limit-check step`` judges the joint limits after every 1 ms physics step instead of at the control
 ticks (each run's line prints both velocity peaks).
@@ -86,27 +86,30 @@ def main(argv=None):
         except ValueError:
             raise SystemExit(f"--configs: expected ESTIMATOR:B entries (swing:8), got {entry!r}") from None
         cfg = {"hypotheses": {"estimator": est, "batch_size": B}, "solver": {"vel_lim_cost": 0.1}}
-        ok = 0
+        ok = early = 0
         for k, sc in enumerate(scenarios, start=a.first):
             t0 = time.perf_counter()
             r = run_payload(sc, cfg, load(k), k, limit_check=a.limit_check)
             ok += int(r["success"])
+            before = a.attach is not None and not r["sim_time"] > attach_t(k)
+            early += int(before)
             first, last = r.get("first_violation_t"), r.get("last_violation_t")
             when = "" if first is None else f" (limits exceeded t = {first:.3f}-{last:.3f} s)"
             peaks = "" if r.get("step_qd_ratio") is None else \
                 f" qd peak {r['tick_qd_ratio']:.2f}x at ticks / {r['step_qd_ratio']:.2f}x at 1 ms"
-            att = "" if a.attach is None else f" attached t = {attach_t(k):.3f} s"
+            att = "" if a.attach is None else f" attached t = {attach_t(k):.3f} s" + (
+                " (the run ended before the attachment)" if before else "")
             print(f"{a.load}{att} {entry} scenario {k}: success {r['success']} ({r['stop_reason']}) "
-                  f"{r['reason'][:100]}{when}{peaks} [{time.perf_counter() - t0:.1f} s]", flush=True)
-        totals.append((entry, ok))
+                  f"{r['reason'][:100]}{when}{peaks}, {r['sim_time']:.2f} s simulated [{time.perf_counter() - t0:.1f} s]", flush=True)
+        totals.append((entry, ok, early))
     what = {"pendulum": f"pendulum {a.length:g} m, damping {a.damping:g}", "constant": "constant weight",
             "rigid": f"rigid, offset {list(a.offset)} m"}[a.load]
     if a.attach is not None:
         what += f", attached mid-run at a seeded t in [{a.attach[0]:g}, {a.attach[1]:g}] s"
     print(f"\n{what}, {a.mass:g} kg, seed {a.seed}, scenarios {a.first}-{a.first + a.n - 1}, step references, "
           f"limits judged {'every 1 ms physics step' if a.limit_check == 'step' else 'at control ticks'}:")
-    for entry, ok in totals:
-        print(f"  {entry:>10}: {ok} / {a.n}")
+    for entry, ok, early in totals:
+        print(f"  {entry:>10}: {ok} / {a.n}" + (f" ({early} ended before the attachment)" if early else ""))
     return 0
 
 
