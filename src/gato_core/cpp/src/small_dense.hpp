@@ -6,6 +6,10 @@
 
 #include <cmath>
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
 namespace gato {
 namespace linsys {
 // L = the lower Cholesky factor of the symmetric positive definite A,
@@ -47,6 +51,56 @@ bool spd_inverse(const Mat& A, Mat& L, Mat& Y, Mat& Ainv) {
   solve_right_lower_t(L, Y);
   Ainv.noalias() = Y.lazyProduct(Y.transpose());
   return true;
+}
+
+// tmp -= E E' for 14 x 14 column-major double blocks (bdsv's E_k E_k' on a 7-DoF arm), on and
+// below the diagonal only: columns two at a time (8 FMA chains in flight; Eigen's
+// coefficient-based product runs one column, 4 chains of 14 dependent FMAs, latency-bound), rows
+// from the 4-row packet holding the diagonal down (rows 12-13 as a 2-row packet). Each entry it
+// writes is computed in the order of tmp.noalias() -= E.lazyProduct(E.transpose()): E(i,0) E(j,0),
+// one FMA per k = 1..13, then the subtraction, so those entries are bit-identical to it
+// (bench/stage_floors.cpp times both and compares them). Entries above the diagonal's packet keep
+// tmp's values: cholesky_lower never reads them. False (nothing done) without AVX2 + FMA.
+inline bool sub_aat_lower14(const double* e, double* t) {
+#if defined(__AVX2__) && defined(__FMA__)
+  constexpr int n = 14;
+  for (int j = 0; j < n; j += 2) {
+    const int p0 = (j / 4) * 4;
+    __m256d a0[3], a1[3];
+    const __m256d b0 = _mm256_set1_pd(e[j]), b1 = _mm256_set1_pd(e[j + 1]);
+    for (int p = p0; p < 12; p += 4) {
+      const __m256d x = _mm256_loadu_pd(e + p);
+      a0[p / 4] = _mm256_mul_pd(x, b0);
+      a1[p / 4] = _mm256_mul_pd(x, b1);
+    }
+    const __m128d x2 = _mm_loadu_pd(e + 12);
+    __m128d c0 = _mm_mul_pd(x2, _mm256_castpd256_pd128(b0)), c1 = _mm_mul_pd(x2, _mm256_castpd256_pd128(b1));
+    for (int k = 1; k < n; ++k) {
+      const __m256d g0 = _mm256_set1_pd(e[k * n + j]), g1 = _mm256_set1_pd(e[k * n + j + 1]);
+      for (int p = p0; p < 12; p += 4) {
+        const __m256d x = _mm256_loadu_pd(e + k * n + p);
+        a0[p / 4] = _mm256_fmadd_pd(x, g0, a0[p / 4]);
+        a1[p / 4] = _mm256_fmadd_pd(x, g1, a1[p / 4]);
+      }
+      const __m128d y = _mm_loadu_pd(e + k * n + 12);
+      c0 = _mm_fmadd_pd(y, _mm256_castpd256_pd128(g0), c0);
+      c1 = _mm_fmadd_pd(y, _mm256_castpd256_pd128(g1), c1);
+    }
+    double* t0 = t + j * n;
+    double* t1 = t + (j + 1) * n;
+    for (int p = p0; p < 12; p += 4) {
+      _mm256_storeu_pd(t0 + p, _mm256_sub_pd(_mm256_loadu_pd(t0 + p), a0[p / 4]));
+      _mm256_storeu_pd(t1 + p, _mm256_sub_pd(_mm256_loadu_pd(t1 + p), a1[p / 4]));
+    }
+    _mm_storeu_pd(t0 + 12, _mm_sub_pd(_mm_loadu_pd(t0 + 12), c0));
+    _mm_storeu_pd(t1 + 12, _mm_sub_pd(_mm_loadu_pd(t1 + 12), c1));
+  }
+  return true;
+#else
+  (void)e;
+  (void)t;
+  return false;
+#endif
 }
 
 // True when every off-diagonal entry is exactly zero.

@@ -94,7 +94,11 @@ bool BatchSolverImpl<S, NV>::factor_bdsv(Entry& e) {
       // E_k = M_{k,k-1} L_{k-1}^-T, with M_{k,k-1} = -phi_{k-1}.
       e.E[k] = -e.phi[k - 1];
       linsys::solve_right_lower_t(e.Lc[k - 1], e.E[k]);
-      e.tmp.noalias() -= e.E[k].lazyProduct(e.E[k].transpose());
+      // The lower triangle of tmp - E E' (all cholesky_lower reads), the same bits as the
+      // lazy product's (small_dense.hpp).
+      bool done = false;
+      if constexpr (NX == 14 && std::is_same_v<S, double>) done = linsys::sub_aat_lower14(e.E[k].data(), e.tmp.data());
+      if (!done) e.tmp.noalias() -= e.E[k].lazyProduct(e.E[k].transpose());
     }
     if (!linsys::cholesky_lower(e.tmp, e.Lc[k])) return false;
   }
