@@ -14,7 +14,8 @@
   decreases the merit.
 * Cold-start goal reaching with max_sqp_iters = 20: the eh solve reaches the Gauss-Newton solve's
   optimum, and reaches the Gauss-Newton solve's final merit in fewer iterations on every problem
-  of seeded goal-reaching sets with a faster local rate (the step-norm ratio falls below a bound
+  of seeded goal-reaching sets (the bench's sets at N = 32: never more, ties as measured: none on
+  the tuning seeds, one of 24 on the held-out seeds) with a faster local rate (the step-norm ratio falls below a bound
   the Gauss-Newton iterates do not reach) (docs/solver_method.md "Exact Hessian",
   bench/bench_exact_hessian.py); the switch between exact and Gauss-Newton steps is in
   SolverStats.exact_step.
@@ -262,6 +263,7 @@ def test_the_switch_between_gauss_newton_and_exact_steps_is_in_the_stats(robot, 
     ex, alpha = np.asarray(re_.stats.exact_step), np.asarray(re_.stats.step_size)
     assert ex.shape == alpha.shape and ex.dtype == bool
     assert ex.any() and not ex.all(), ex
+    assert not ex[:, 0].any(), ex  # a cold start's first iteration (all multipliers 0): Gauss-Newton
     for b in range(B):
         taken = np.nonzero(alpha[b, :re_.stats.sqp_iters[b]] > 0)[0]
         assert ex[b, taken[-1]], (b, ex[b], alpha[b])
@@ -271,7 +273,7 @@ def test_the_switch_between_gauss_newton_and_exact_steps_is_in_the_stats(robot, 
 def test_fewer_iterations_than_gauss_newton_and_a_faster_local_rate(robot, seed):
     # Seeded goal-reaching problems (seeds 41 / 42 are not the bench's tuning seeds), cold start,
     # max_sqp_iters = 20. (1) The eh solve reaches the GN solve's final merit (1e-9 relative) in
-    # fewer iterations than GN on every problem (measured: iiwa14 eh 6 4 5 5 vs GN 7 6 7 7, indy7
+    # fewer iterations than GN on every problem (measured: iiwa14 eh 5 4 5 5 vs GN 7 6 7 7, indy7
     # 3 6 5 4 vs 5 7 6 6). (2) Local rate: per problem the smallest ratio of consecutive step norms
     # ||s_k+1|| / ||s_k|| over ||s_k|| in 1e-11 .. 0.1 (a next step that was taken); its median is
     # below 1e-3 for eh (measured 8e-5 / 4e-6; steps 1.3e-2 -> 2.5e-6, 1.4e-3 -> 8.4e-9: a
@@ -292,6 +294,41 @@ def test_fewer_iterations_than_gauss_newton_and_a_faster_local_rate(robot, seed)
     r_gn = _min_step_ratio(_cold_iterates(gn, x, ref, K), lo=1e-11, hi=0.1)
     assert np.median(r_eh) < 1e-3, r_eh
     assert np.median(r_gn) > 0.015, r_gn
+
+
+# Iterations to the Gauss-Newton solve's final merit per problem on the bench's problem sets
+# (bench/bench_exact_hessian.py --problems 4: N = 32, B = 4, max_sqp_iters = 20, cold start), and
+# how many problems may tie (eh as many iterations as GN) per set, as measured: the tuning seeds the
+# rules were chosen on (the first iteration of a cold start and an exact step cut to alpha <= 1/4
+# take the Gauss-Newton step; docs/solver_method.md "Exact Hessian"), and a held-out set run once
+# after the code was final. No problem may need more iterations than GN.
+_SETS = {"tuning": ((7, 41, 42), {"iiwa14": 0, "indy7": 0}),
+         "held_out": ((2027, 4242, 8080), {"iiwa14": 0, "indy7": 1})}
+
+
+@pytest.mark.parametrize("robot", ["iiwa14", "indy7"])
+@pytest.mark.parametrize("problem_set", sorted(_SETS))
+def test_fewer_iterations_per_problem_on_the_bench_sets(robot, problem_set):
+    # Measured (eh vs GN per problem): tuning iiwa14 7 5 5 5 / 5 4 6 6 / 5 5 6 7 vs 8 7 15 11 /
+    # 7 7 7 8 / 6 7 7 10, indy7 6 5 5 5 / 4 5 7 6 / 4 5 6 5 vs 7 6 8 6 / 7 12 9 7 / 5 8 7 6;
+    # held out iiwa14 6 7 6 6 / 4 6 7 6 / 5 5 5 4 vs 10 8 11 10 / 6 9 9 11 / 10 8 8 7, indy7
+    # 5 5 4 6 / 5 7 4 5 / 7 4 4 8 vs 7 7 8 7 / 7 8 9 6 / 7 6 6 9 (seed 8080 p0 ties at 7).
+    seeds, ties = _SETS[problem_set]
+    N, B, iters = 32, 4, 20
+    urdf = robot_urdf(robot)
+    gn = gato.BSQP(urdf, B, N, DT, max_sqp_iters=iters, threads=1)
+    eh = gato.BSQP(urdf, B, N, DT, max_sqp_iters=iters, threads=1, variant="eh")
+    n_gn, n_eh = [], []
+    for seed in seeds:
+        x, ref = _goal_problems(gn, seed=seed, B=B)
+        gn.reset()
+        eh.reset()
+        mg, me = _merit_history(gn.solve(x, ref).stats), _merit_history(eh.solve(x, ref).stats)
+        n_gn += [_iterations_to(mg[b], mg[b, -1]) for b in range(B)]
+        n_eh += [_iterations_to(me[b], mg[b, -1]) for b in range(B)]
+    assert all(e <= g for e, g in zip(n_eh, n_gn)), (n_eh, n_gn)
+    assert sum(e == g for e, g in zip(n_eh, n_gn)) <= ties[robot], (n_eh, n_gn)
+    assert sum(n_eh) < sum(n_gn)
 
 
 def test_cold_start_converges_to_the_gauss_newton_optimum():

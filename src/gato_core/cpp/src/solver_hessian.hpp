@@ -245,7 +245,9 @@ bool BatchSolverImpl<S, NV>::factor_stage_eh(Entry& e, int k) {
 // null space and its KKT point is no minimizer; the backward pass is then run again on the
 // Gauss-Newton blocks with rho (D_k = 0: positive definite stage blocks, so positive definite
 // Quu_k), i.e. that iteration takes the Gauss-Newton step (eh.exact_step false: the switch,
-// reported per iteration in SolveStats::exact_step). Measured against the usual shift (Quu_k + delta I,
+// reported per iteration in SolveStats::exact_step). The Gauss-Newton step is also taken on a
+// cold start's first iteration (all multipliers zero) and where iterate() finds it better than an
+// exact step the line search cut to alpha <= 1/4 (solver_iteration.hpp). Measured against the usual shift (Quu_k + delta I,
 // delta from 1e-8 s up by 10x until the Cholesky succeeds, Ipopt / crocoddyl): far from the
 // optimum (the first iterations of a cold start: a large EE residual, large multipliers) the
 // shifted exact model gave steps the line search cut to 1/64 or rejected (RK4: 3 of the first 7
@@ -318,7 +320,10 @@ bool BatchSolverImpl<S, NV>::riccati_eh(Entry& e) {
     }
     return true;
   };
-  w.exact_step = backward(true);
+  // The Gauss-Newton blocks outright on a cold start's first iteration (every multiplier zero:
+  // D_k would carry no dynamics curvature, only the EE residual's, at the largest residual of the
+  // solve) and for iterate()'s comparison with an exact step the line search cut back (force_gn).
+  w.exact_step = !w.force_gn && !e.lam.isZero(0) && backward(true);
   if (!w.exact_step) {
     ++w.regularized;
     if (!backward(false)) return false;

@@ -351,6 +351,8 @@ struct BatchSolverImpl<S, NV>::Entry {
     VecX<S> qz, pc, dxk, duk;
     long regularized = 0;  // steps that fell back to the Gauss-Newton blocks (since construction)
     bool exact_step = false;  // the last riccati_eh used the exact blocks
+    bool force_gn = false;    // riccati_eh takes the Gauss-Newton blocks (iterate's comparison)
+    Vec dz_x, lam_x;          // the exact step and its multipliers while that comparison runs
   } eh;
   void size_eh() {
     size_gravity();  // At and qt hold the eliminated A and gradient

@@ -99,29 +99,57 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
   } else if (!riccati) {
     recover_step(e);
   }
-  S best = std::numeric_limits<S>::infinity();
-  S best_alpha = 0;
-  S alpha = 1;
   const bool first = set_.line_search == LineSearch::kFirst;
-  if (use_lanes()) {
-    // All step sizes at once (the 'best' rule looks at every one anyway).
-    S alphas[kLineSearchSteps], m[kLineSearchSteps];
-    for (int i = 0; i < kLineSearchSteps; ++i, alpha *= S(0.5)) alphas[i] = alpha;
-    trial_merits_lanes(e, alphas, m);
-    for (int i = 0; i < kLineSearchSteps; ++i) {
-      if (m[i] < best) {  // strict: ties keep the larger alpha
-        best = m[i];
-        best_alpha = alphas[i];
+  auto search = [&](S& best, S& best_alpha) {  // the merit's best step size along e.dz
+    best = std::numeric_limits<S>::infinity();
+    best_alpha = 0;
+    S alpha = 1;
+    if (use_lanes()) {
+      // All step sizes at once (the 'best' rule looks at every one anyway).
+      S alphas[kLineSearchSteps], m[kLineSearchSteps];
+      for (int i = 0; i < kLineSearchSteps; ++i, alpha *= S(0.5)) alphas[i] = alpha;
+      trial_merits_lanes(e, alphas, m);
+      for (int i = 0; i < kLineSearchSteps; ++i) {
+        if (m[i] < best) {  // strict: ties keep the larger alpha
+          best = m[i];
+          best_alpha = alphas[i];
+        }
+      }
+    } else {
+      for (int i = 0; i < kLineSearchSteps; ++i, alpha *= S(0.5)) {
+        const S m = trial_merit(e, alpha);
+        if (m < best) {  // strict: ties keep the larger alpha
+          best = m;
+          best_alpha = alpha;
+        }
+        if (first && best < e.merit0) break;  // backtracking: the first strict decrease
       }
     }
-  } else {
-    for (int i = 0; i < kLineSearchSteps; ++i, alpha *= S(0.5)) {
-      const S m = trial_merit(e, alpha);
-      if (m < best) {  // strict: ties keep the larger alpha
-        best = m;
-        best_alpha = alpha;
-      }
-      if (first && best < e.merit0) break;  // backtracking: the first strict decrease
+  };
+  S best, best_alpha;
+  search(best, best_alpha);
+  if (riccati && e.eh.exact_step && best_alpha < S(0.5)) {
+    // The line search cut the exact step to alpha <= 1/4: its model is poor here (far from the
+    // optimum). The Gauss-Newton step too (one more backward pass, no second-order terms) and
+    // the lower merit of the two; alpha = 1 or 1/2 keeps the exact step without this (the local
+    // phase, quadratic). Measured on tuning seeds (docs/solver_method.md, "Exact Hessian").
+    e.eh.dz_x = e.dz;
+    e.eh.lam_x = e.lam;
+    const bool conv_x = e.converged;
+    e.eh.force_gn = true;
+    const bool ok_gn = riccati_eh(e);
+    e.eh.force_gn = false;
+    S best_gn = std::numeric_limits<S>::infinity(), alpha_gn = 0;
+    if (ok_gn) search(best_gn, alpha_gn);
+    if (ok_gn && best_gn < best) {
+      best = best_gn;
+      best_alpha = alpha_gn;
+      e.lam = e.r;
+      e.exact_it[it] = 0;
+    } else {
+      e.dz = e.eh.dz_x;
+      e.lam = e.eh.lam_x;
+      e.converged = conv_x;
     }
   }
   const bool accept = best < e.merit0;
