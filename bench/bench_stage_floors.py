@@ -211,9 +211,8 @@ def main():
                  "per-repeat ratios. Eigen's LLT on the same blocks: "
                  + ", ".join(f"N = {N}: {mmm([r['floors']['chol_eigen'] for r in runs[N]])} µs" for N in args.horizons)
                  + ".")
-    lines.append("\nA lead for the linear solve (not the solver's code): factor_bdsv's tmp -= E E' as Eigen's 14 x 14 "
-                 "lazy product against the same sums two columns at a time from the diagonal's row packet down "
-                 "(bench/stage_floors.cpp, eet_two_columns), N products: "
+    lines.append("\nfactor_bdsv's tmp -= E E', Eigen's 14 x 14 lazy product (before a4d47cc) -> the solver's "
+                 "linsys::sub_aat_lower14 (two columns at a time, on and below the diagonal), N products: "
                  + ", ".join(f"N = {N}: {mmm([r['floors']['eet_eigen'] for r in runs[N]])} -> "
                              f"{mmm([r['floors']['eet_two'] for r in runs[N]])} µs, lower-triangle entries differing in "
                              f"any bit: {max(r['floors']['eet_mismatch'] for r in runs[N])} of {2000 * 105}"

@@ -273,7 +273,7 @@ void floors_stage_replica(int N, int which, int reps, double* out) {
       if (k > 0) {
         E[k] = -phi[k - 1];
         gato::linsys::solve_right_lower_t(Lc[k - 1], E[k]);
-        tmp.noalias() -= E[k].lazyProduct(E[k].transpose());
+        gato::linsys::sub_aat_lower14(E[k].data(), tmp.data());  // as factor_bdsv (a4d47cc)
       }
       gato::linsys::cholesky_lower(tmp, Lc[k]);
     }
@@ -304,48 +304,10 @@ void floors_stage_replica(int N, int which, int reps, double* out) {
 }
 }
 
-// A lead, not the solver's code: factor_bdsv's tmp -= E E' (Eigen's coefficient-based 14 x 14
-// product: one column at a time, so each column's 4 row packets are 4 dependent FMA chains of 14,
-// latency-bound) against the same sums two columns at a time (8 chains in flight) and only from
-// the row packet holding the diagonal down (cholesky_lower reads the lower triangle of tmp; the
-// strictly upper part is its scratch). Each entry keeps Eigen's order: E(i,0) E(j,0), then an FMA
-// per k = 1..13, then the subtraction.
-namespace {
-void eet_two_columns(MatXX& tmp, const MatXX& E) {
-  const double* e = E.data();
-  double* t = tmp.data();
-  for (int j = 0; j < NX; j += 2) {
-    const int p0 = (j / 4) * 4;
-    __m256d a0[3], a1[3];
-    const __m256d b0 = _mm256_set1_pd(E(j, 0)), b1 = _mm256_set1_pd(E(j + 1, 0));
-    for (int p = p0; p < 12; p += 4) {
-      const __m256d x = _mm256_loadu_pd(e + p);
-      a0[p / 4] = _mm256_mul_pd(x, b0);
-      a1[p / 4] = _mm256_mul_pd(x, b1);
-    }
-    const __m128d x2 = _mm_loadu_pd(e + 12);
-    __m128d c0 = _mm_mul_pd(x2, _mm256_castpd256_pd128(b0)), c1 = _mm_mul_pd(x2, _mm256_castpd256_pd128(b1));
-    for (int k = 1; k < NX; ++k) {
-      const __m256d g0 = _mm256_set1_pd(E(j, k)), g1 = _mm256_set1_pd(E(j + 1, k));
-      for (int p = p0; p < 12; p += 4) {
-        const __m256d x = _mm256_loadu_pd(e + k * NX + p);
-        a0[p / 4] = _mm256_fmadd_pd(x, g0, a0[p / 4]);
-        a1[p / 4] = _mm256_fmadd_pd(x, g1, a1[p / 4]);
-      }
-      const __m128d y = _mm_loadu_pd(e + k * NX + 12);
-      c0 = _mm_fmadd_pd(y, _mm256_castpd256_pd128(g0), c0);
-      c1 = _mm_fmadd_pd(y, _mm256_castpd256_pd128(g1), c1);
-    }
-    for (int p = p0; p < 12; p += 4) {
-      _mm256_storeu_pd(t + j * NX + p, _mm256_sub_pd(_mm256_loadu_pd(t + j * NX + p), a0[p / 4]));
-      _mm256_storeu_pd(t + (j + 1) * NX + p, _mm256_sub_pd(_mm256_loadu_pd(t + (j + 1) * NX + p), a1[p / 4]));
-    }
-    _mm_storeu_pd(t + j * NX + 12, _mm_sub_pd(_mm_loadu_pd(t + j * NX + 12), c0));
-    _mm_storeu_pd(t + (j + 1) * NX + 12, _mm_sub_pd(_mm_loadu_pd(t + (j + 1) * NX + 12), c1));
-  }
-}
-}  // namespace
-
+// factor_bdsv's tmp -= E E': Eigen's coefficient-based 14 x 14 product (what the solver ran
+// before a4d47cc; one column at a time, 4 dependent FMA chains of 14, latency-bound) against the
+// solver's linsys::sub_aat_lower14 (two columns at a time, on and below the diagonal, each entry
+// in the lazy product's order).
 extern "C" {
 // N products tmp -= E E' on seeded blocks: out_eigen / out_two [us per N products, REPS each];
 // returns the number of lower-triangle entries (over `checks` random blocks of wide-range
@@ -362,7 +324,7 @@ long floors_eet(int N, int reps, int checks, double* out_eigen, double* out_two)
     }
     MatXX A = T, B = T;
     A.noalias() -= E.lazyProduct(E.transpose());
-    eet_two_columns(B, E);
+    gato::linsys::sub_aat_lower14(E.data(), B.data());
     for (int j = 0; j < NX; ++j)
       for (int i = j; i < NX; ++i) mism += std::memcmp(&A(i, j), &B(i, j), sizeof(double)) != 0;
   }
@@ -378,7 +340,7 @@ long floors_eet(int N, int reps, int checks, double* out_eigen, double* out_two)
     out_eigen[r] = us(t0);
     A = T;
     t0 = Clock::now();
-    for (int k = 0; k < N; ++k) eet_two_columns(A[k], E[k]);
+    for (int k = 0; k < N; ++k) gato::linsys::sub_aat_lower14(E[k].data(), A[k].data());
     out_two[r] = us(t0);
   }
   g_sink = A[N - 1](NX - 1, NX - 1);
