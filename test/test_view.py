@@ -158,6 +158,7 @@ def test_plot_samples_tracking_error_and_solve_time_per_new_state(geometry):
     np.testing.assert_allclose(fr.plot["t"], [1.2])
     np.testing.assert_allclose(fr.plot["error_mm"], [3.0], atol=1e-9)
     np.testing.assert_allclose(fr.plot["solve_ms"], [2.5])
+    assert np.isnan(fr.plot["orientation_deg"]).all()   # a position-only window: no orientation error
     assert fr.info["deadline_misses"] == 4 and fr.info["state"] == "running"
     np.testing.assert_allclose(fr.reference, pos)
     assert logic.frame().plot["t"].size == 1            # no new joint state: no new sample
@@ -167,6 +168,32 @@ def test_plot_samples_tracking_error_and_solve_time_per_new_state(geometry):
     assert fr.plot["t"][0] >= fr.plot["t"][-1] - 1.0 - 1e-9 and fr.plot["t"][-1] == pytest.approx(2.7)
     logic.on_joint_state(JointStateSample(500_000_000, NAMES, q, np.zeros(7)))   # a new run: clock back
     np.testing.assert_allclose(logic.frame().plot["t"], [0.5])
+
+
+def test_plot_samples_the_orientation_error_beside_the_position_error(geometry):
+    """A pose window (issue 30): the plot's orientation_deg is the angle of R_ref^T R_ee at the
+    state's time, the window's slerp between knots."""
+    import pinocchio as pin
+
+    rng = np.random.default_rng(5)
+    q = _q(rng)
+    ee = geometry.ee_positions(q)[0]
+    geometry.skeleton()
+    R = geometry.ee_rotation()
+    axis = rng.normal(size=3)
+    axis /= np.linalg.norm(axis)
+    # knot k is the EE orientation turned k * 2 deg about ``axis``; the state falls half-way between knots 2 and 3
+    rots = np.stack([pin.log3(R @ pin.exp3(np.radians(2.0 * k) * axis)) for k in range(6)])
+    logic = ViewLogic(geometry, plot_window_s=1.0)
+    logic.on_reference(ReferenceWindow(1_000_000_000, 0.1, np.tile(ee, (6, 1)), orientations=rots))
+    logic.on_joint_state(JointStateSample(1_250_000_000, NAMES, q, np.zeros(7)))
+    fr = logic.frame()
+    np.testing.assert_allclose(fr.plot["orientation_deg"], [5.0], atol=1e-9)
+    np.testing.assert_allclose(fr.plot["error_mm"], [0.0], atol=1e-9)
+    from gato_ros.view_server import BrowserView       # the browser's text panel prints both
+
+    html = BrowserView._panel_html(fr)
+    assert "EE error: 0.0 mm" in html and "EE orientation error: 5.00 deg" in html
 
 
 def test_plot_window_must_be_positive(geometry):
@@ -476,7 +503,7 @@ def test_foxglove_channels_each_carry_messages(bringup):
     js = deserialize_message(bytes(first["/joint_states"]), JointState)      # the bytes are the ROS message
     assert list(js.name) == NAMES and len(js.position) == 7
     sample = json.loads(bytes(first["/gato_view/plot"]))
-    assert set(sample) == {"t", "error_mm", "solve_ms"}
+    assert set(sample) == {"t", "error_mm", "solve_ms", "orientation_deg"}
 
 
 def _task_priorities(pid: int) -> dict:

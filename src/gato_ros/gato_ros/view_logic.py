@@ -213,6 +213,10 @@ class RobotGeometry:
         pts.append(self.data.oMf[self._ee_id].translation.copy())
         return np.asarray(pts)
 
+    def ee_rotation(self) -> np.ndarray:
+        """(3, 3) world rotation of the EE frame at the last :meth:`skeleton` call's configuration."""
+        return np.array(self.data.oMf[self._ee_id].rotation, dtype=float)
+
     def ee_positions(self, qs: np.ndarray) -> np.ndarray:
         """(K, 3) EE frame origins [m] at the rows of ``qs`` (K, nq), model order."""
         pin = self._pin
@@ -235,7 +239,9 @@ class ViewFrame:
     ``batch_paths`` list of (N, 3): the other batch rows of the latest step (hypotheses);
     ``reference`` (K, 3) the latest reference window's targets [m] (None before the first);
     ``plot``: dict of equal-length arrays ``t`` [s], ``error_mm`` (EE - reference at the
-    state's time) and ``solve_ms`` (the controller's last MPC step time) over the last
+    state's time), ``orientation_deg`` (the angle of R_ref^T R_ee at that time, the window's
+    slerp; NaN on position-only windows; issue 30) and ``solve_ms`` (the controller's last MPC
+    step time) over the last
     :data:`PLOT_WINDOW_S`; ``info``: counters and the controller's state for the text panel;
     ``seq``: increases with every frame computed."""
 
@@ -273,7 +279,7 @@ class ViewLogic:
         self._status: dict = {}
         self._counts = {"joint_states": 0, "plans": 0, "step_results": 0, "references": 0, "rejected": 0}
         self._last_reject = ""
-        self._plot = deque()              # (t, error_mm, solve_ms)
+        self._plot = deque()              # (t, error_mm, solve_ms, orientation_deg)
         self._last_js_stamp = None
         self._seq = 0
         self._good = (None, None)         # (the last joint state the view could read, its q)
@@ -383,18 +389,22 @@ class ViewLogic:
             fr.reference = np.asarray(ref.positions, dtype=float).reshape(-1, 3)
         if fr.t is not None and good_js.stamp_ns != self._last_js_stamp:
             self._last_js_stamp = good_js.stamp_ns
-            err = np.nan
+            err = rot = np.nan
             if ref is not None:
                 target = ref.sample(good_js.stamp_ns, 1, 0.0)[0]
                 err = 1e3 * float(np.linalg.norm(fr.ee - target))
+                r_ref = ref.sample_orientations(good_js.stamp_ns, 1, 0.0)
+                if r_ref is not None:
+                    pin = g._pin
+                    rot = float(np.degrees(np.linalg.norm(pin.log3(pin.exp3(r_ref[0]).T @ g.ee_rotation()))))
             solve_ms = status.get("solve_us", np.nan) * 1e-3 if status else np.nan
             if self._plot and fr.t < self._plot[-1][0]:
                 self._plot.clear()          # the clock went back (a new run): start the plot again
-            self._plot.append((fr.t, err, solve_ms))
+            self._plot.append((fr.t, err, solve_ms, rot))
             while self._plot and self._plot[0][0] < fr.t - self.plot_window_s:
                 self._plot.popleft()
-        arr = np.asarray(self._plot, dtype=float).reshape(-1, 3)
-        fr.plot = {"t": arr[:, 0], "error_mm": arr[:, 1], "solve_ms": arr[:, 2]}
+        arr = np.asarray(self._plot, dtype=float).reshape(-1, 4)
+        fr.plot = {"t": arr[:, 0], "error_mm": arr[:, 1], "solve_ms": arr[:, 2], "orientation_deg": arr[:, 3]}
         with self._lock:                     # counts again: this frame may have rejected an input
             counts, last_reject = dict(self._counts), self._last_reject
         fr.info = dict(counts, last_rejected=last_reject, **status)

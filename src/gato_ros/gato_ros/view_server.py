@@ -104,9 +104,12 @@ class BrowserView:
             return "<div style='font-family:monospace'>waiting for joint states ...</div>"
         i = fr.info
         err = fr.plot["error_mm"][-1] if fr.plot.get("error_mm") is not None and len(fr.plot["error_mm"]) else np.nan
+        ro = fr.plot.get("orientation_deg")
+        rot = ro[-1] if ro is not None and len(ro) else np.nan
         lines = [f"t = {fr.t:.2f} s",
                  f"controller: {i.get('state', '?')} {i.get('reason', '')}".rstrip(),
                  f"EE error: {err:.1f} mm" if np.isfinite(err) else "EE error: (no reference)",
+                 *([f"EE orientation error: {rot:.2f} deg"] if np.isfinite(rot) else []),
                  f"solve: {i['solve_us'] / 1e3:.2f} ms, deadline misses {i['deadline_misses']}"
                  if "solve_us" in i else "solve: (no controller status)",
                  f"plans {i['plans']}, batch rows drawn {len(fr.batch_paths) + (fr.plan_path is not None)}"]
@@ -183,7 +186,7 @@ class FoxgloveView:
     mesh embedded (STL) or its triangles, frame-locked to ``gato_view/<visual>``; sent again
     whenever a client subscribes), ``/gato_view/tf`` (foxglove.FrameTransforms: each visual's
     placement in ``world`` per frame), ``/gato_view/scene`` (foxglove.SceneUpdate: plan, batch
-    rows, reference, skeleton per frame), ``/gato_view/plot`` (JSON: t [s], error_mm, solve_ms
+    rows, reference, skeleton per frame), ``/gato_view/plot`` (JSON: t [s], error_mm, orientation_deg, solve_ms
     per new joint state). Graph topics: :meth:`publish_raw` advertises a topic (ros2msg schema,
     CDR) at its first message and forwards its serialized messages unchanged."""
 
@@ -200,7 +203,9 @@ class FoxgloveView:
         plot_schema = {"type": "object", "properties": {
             "t": {"type": "number", "description": "stamp of the joint state [s]"},
             "error_mm": {"type": ["number", "null"], "description": "|EE - reference| at that time [mm]"},
-            "solve_ms": {"type": ["number", "null"], "description": "the controller's last MPC step [ms]"}}}
+            "solve_ms": {"type": ["number", "null"], "description": "the controller's last MPC step [ms]"},
+            "orientation_deg": {"type": ["number", "null"], "description": "angle of R_ref^T R_ee at that time "
+                                "[deg] (null on position-only references)"}}}
         self._plot_ch = foxglove.Channel("/gato_view/plot", context=self.context, message_encoding="json",
                                          schema=foxglove.Schema(name="gato_view.TrackingSample", encoding="jsonschema",
                                                                 data=json.dumps(plot_schema).encode()))
@@ -297,8 +302,10 @@ class FoxgloveView:
         if t is not None and len(t) and t[-1] != self._last_plot_t:
             self._last_plot_t = t[-1]
             e, s = fr.plot["error_mm"][-1], fr.plot["solve_ms"][-1]
+            o = fr.plot["orientation_deg"][-1] if "orientation_deg" in fr.plot else np.nan
             self._plot_ch.log({"t": float(t[-1]), "error_mm": float(e) if np.isfinite(e) else None,
-                               "solve_ms": float(s) if np.isfinite(s) else None})
+                               "solve_ms": float(s) if np.isfinite(s) else None,
+                               "orientation_deg": float(o) if np.isfinite(o) else None})
 
     def publish_raw(self, topic: str, type_name: str, schema_text: str, data: bytes, log_time_ns: int) -> None:
         """Forward one serialized (CDR) ROS message of ``type_name`` (e.g. ``sensor_msgs/msg/JointState``,
