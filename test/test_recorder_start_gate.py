@@ -204,3 +204,28 @@ def test_the_controller_subscribes_to_joint_states_only_once_the_recorder_has_su
         probe.close()
         out = _stop(ctl)
     assert "recorder late_rec2 subscribed to the recorded topics" in out, out[-3000:]
+
+
+def test_sim_launch_waits_for_its_own_recorder_and_the_one_beside(tmp_path):
+    # record:=true: the world also waits for the bringup's gato_recorder (its /joint_states subscription
+    # alone, counted by start_subscribers, once left it missing the first 92 commands of a loaded run)
+    import gato_ros.launch_runner as lr
+    from ament_index_python.packages import get_package_share_directory
+
+    path = os.path.join(get_package_share_directory("gato_bringup"), "launch", "sim.launch.yaml")
+
+    def start_recorder(**args):
+        import yaml
+        sim = lr.load(path, args, tmp_path)[-1]
+        assert sim.name == "gato_sim"
+        params = {}
+        for i, a in enumerate(sim.cmd):          # the robot file, then the inline parameters (last wins)
+            if a == "--params-file":
+                for v in yaml.safe_load(open(sim.cmd[i + 1])).values():
+                    params.update(v["ros__parameters"])
+        return str(params.get("start_recorder") or "").split()
+
+    assert start_recorder(record="true") == ["gato_recorder"]
+    assert start_recorder(record="true", wait_recorder="rosbag2_recorder") == ["gato_recorder", "rosbag2_recorder"]
+    assert start_recorder(wait_recorder="rosbag2_recorder") == ["rosbag2_recorder"]
+    assert start_recorder() == []

@@ -36,10 +36,10 @@ SIM = (
     Param("start_subscribers", "integer", 0, "lockstep: publish the first joint state only once /joint_states "
           "has this many subscribers (the controller, a recorder), so that nobody misses the start (0 = at once)",
           "subscribers", range=(0, 100), read_only=True),
-    Param("start_recorder", "string", "", "lockstep: the name of a recorder node outside the bringup (e.g. "
-          "rosbag2_recorder, the node of `ros2 bag record`); the first joint state then also waits until that node "
-          "subscribes to every topic of start_recorder_topics that has a publisher, so that its bag holds the run "
-          "from the first command (empty = no such wait)", read_only=True),
+    Param("start_recorder", "string", "", "lockstep: recorder node names, separated by spaces or commas (e.g. gato_recorder, "
+          "the bringup's, and rosbag2_recorder, the node of a `ros2 bag record` beside it); the first joint state "
+          "then also waits until each has subscribed to every topic of start_recorder_topics that has a publisher, "
+          "so that its bag holds the run from the first command (empty = no such wait)", read_only=True),
     Param("start_recorder_topics", "string_array", ["/joint_states", "/ee_reference",
                                                     "/gato_controller/command", "/gato_controller/solve_input",
                                                     "/gato_controller/step_result"],

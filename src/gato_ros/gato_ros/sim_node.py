@@ -26,8 +26,9 @@ per second (wall clock), stamped with simulated time.
 
 start_subscribers > 0 (lockstep): the first joint state goes out only once that many
 subscribers (controller, recorder) listen, so a recording starts at t = 0.
-start_recorder (lockstep; e.g. rosbag2_recorder, the node of a `ros2 bag record` started beside
-the bringup): the first joint state also waits until that node has subscribed to each of
+start_recorder (lockstep; node names separated by spaces or commas, e.g. "gato_recorder rosbag2_recorder": the
+bringup's recorder and a `ros2 bag record` started beside): the first joint state also waits until
+each of those nodes has subscribed to each of
 start_recorder_topics that has a publisher (`ros2 bag record` subscribes to a topic only once it
 has discovered its publisher: without the wait it missed the controller's first, volatile,
 commands; issue 32), then 0.5 s more for the publishers to match it (gato_ros.recorder_gate).
@@ -84,7 +85,7 @@ class SimNode(Node):
             self.create_subscription(EffortCommand, cfg["command_topic"], self._on_stamped_command, qos())
             self._last_progress = time.monotonic()
             self._resend_s = cfg["lockstep_resend_s"]
-            self._started = cfg["start_subscribers"] == 0 and not cfg["start_recorder"]
+            self._started = cfg["start_subscribers"] == 0 and not cfg["start_recorder"].strip(" ,\t")
             log = self.get_logger()
             self._recorder_gate = RecorderGate(self, cfg["start_recorder"], cfg["start_recorder_topics"],
                                                cfg["start_recorder_timeout_s"], log.info, log.error)
