@@ -107,8 +107,9 @@ REFERENCE = (
     Param("goal_ramp_s", "double", 0.6, "goals mode: minimum-jerk travel time between goals (0 = steps)", "s",
           range=(0.0, 1000.0), read_only=True),
     Param("orientation", "string", "none", "EE orientation in the windows (gato_msgs/EEReference.orientations): "
-          "none (position only); tool_down (constant, any mode: tool z axis along world -z, tool x the horizontal "
-          "heading of the EE x axis at q0); sweep (fig8 mode: that tool-down orientation swinging +/- sweep_deg "
+          "none (position only); tool_down (any mode: tool z axis along world -z, tool x the horizontal "
+          "heading of the EE x axis at q0; constant, except in goals mode, where the first goal's ramp slerps to it "
+          "from the EE orientation at q0); sweep (fig8 mode: that tool-down orientation swinging +/- sweep_deg "
           "about a horizontal axis whose exact-IK path keeps 0.1 rad inside the joint box, one swing per figure-8, "
           "gato.core.sweep_axis.choose_sweep_axis)", choices=("none", "tool_down", "sweep"),
           read_only=True),
