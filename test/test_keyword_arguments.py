@@ -88,7 +88,7 @@ CASES = [
     ("MPCController", lambda: MPCController, (solver(),), dict(
         hypotheses=object(), warm_start="keep", reset_rho_each_step="yes", linsys="direct", bdsv_threshold=-1.0,
         task_tag="", reseed_threshold=np.nan, admm_linsys="bdsv", admm_threshold=-1.0, limits="hard",
-        limits_kw=[("iters", 3)], orientation_weights=(-1.0, 1.0))),
+        limits_kw=[("iters", 3)], orientation_weights=(-1.0, 1.0), pose_ee_weight_scale=0.0)),
     ("MPCController.reset", lambda: MPCController(solver()).reset, (x0(),), dict(xu_warm=np.zeros(3))),
     ("MPCController.step", lambda: _reset(MPCController(solver())).step, (x0(), np.zeros(6 * N)), dict(
         dt_elapsed=-1.0, budget_s=0.0)),
