@@ -156,17 +156,19 @@ def test_ros2_bag_record_beside_a_lockstep_bringup_keeps_every_command(tmp_path,
 
 def test_hardware_launch_record_makes_the_controller_wait_for_ros2_bag_record(ros_env):
     import json
-    env = {k: v for k, v in ros_env.items() if k != "GATO_START_RECORDER"}
-
-    def controller_env(*args):
+    def controller_params(*args):
         r = subprocess.run([sys.executable, "-m", "gato_ros.launch_runner", "gato_bringup", "hardware.launch.xml",
-                            *args, "--print"], capture_output=True, text=True, env=env, timeout=120)
+                            *args, "--print"], capture_output=True, text=True, env=ros_env, timeout=120)
         assert r.returncode == 0, r.stderr[-3000:]
-        return next(d for d in map(json.loads, r.stdout.splitlines()) if d["name"] == "gato_controller")["env"]
+        inline = next(d for d in map(json.loads, r.stdout.splitlines())
+                      if d["name"] == "gato_controller")["inline_params"]
+        # {file: {node: {"ros__parameters": {...}}}}: the launch file's <param> entries
+        return {k: v for f in inline.values() for n in f.values() for k, v in n["ros__parameters"].items()}
 
-    assert controller_env("record:=true", "recorder:=ros2bag")["GATO_START_RECORDER"] == "rosbag2_recorder"
-    assert not controller_env("record:=true", "recorder:=gato").get("GATO_START_RECORDER")
-    assert not controller_env().get("GATO_START_RECORDER")
+    # a schema parameter (docs/parameters.md), not an environment variable
+    assert controller_params("record:=true", "recorder:=ros2bag")["start_recorder"] == "rosbag2_recorder"
+    assert controller_params("record:=true", "recorder:=gato")["start_recorder"] == ""
+    assert controller_params()["start_recorder"] == ""
 
 
 def test_the_controller_subscribes_to_joint_states_only_once_the_recorder_has_subscribed(ros_env):
@@ -176,8 +178,9 @@ def test_the_controller_subscribes_to_joint_states_only_once_the_recorder_has_su
 
     exe = os.path.join(get_package_prefix("gato_ros"), "lib", "gato_ros", "controller_node")
     cfg = os.path.join(get_package_share_directory("gato_bringup"), "config", "iiwa14.yaml")
-    ctl = subprocess.Popen([exe, "--ros-args", "--params-file", cfg, "-r", "__node:=gato_controller"],
-                           env=dict(ros_env, GATO_START_RECORDER="late_rec2"), stdout=subprocess.PIPE,
+    ctl = subprocess.Popen([exe, "--ros-args", "--params-file", cfg, "-r", "__node:=gato_controller",
+                            "-p", "start_recorder:=late_rec2"],
+                           env=ros_env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     probe = _Probe("probe3")
     try:

@@ -26,16 +26,15 @@ in; ~/plan_path, ~/reference_path, ~/batch_paths/row_<b>, ~/markers, the gato_ee
 out.
 Parameters: the controller schema of :mod:`gato_ros.params` (docs/parameters.md);
 tunables are validated in an on-set callback and applied between ticks.
-``GATO_START_RECORDER=<node>`` in the environment (hardware.launch.xml ``record:=true`` with
-``ros2 bag record``: rosbag2_recorder): joint_states is subscribed, so the first command or plan
-goes out, only once that recorder has subscribed to this node's topics
-(:mod:`gato_ros.recorder_gate`; at most ``GATO_START_RECORDER_TIMEOUT_S``, 60 s; issue 32).
+Parameter ``start_recorder`` (hardware.launch.xml ``record:=true`` with ``ros2 bag record``:
+rosbag2_recorder): joint_states is subscribed, so the first command or plan goes out, only once that
+recorder has subscribed to this node's topics (:mod:`gato_ros.recorder_gate`; at most
+``start_recorder_timeout_s``, 60 s; issue 32).
 
 Run: ``ros2 run gato_ros controller_node --ros-args --params-file <robot>.yaml``.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -77,14 +76,14 @@ class ControllerNode(Node):
         # The callback is the logic's entry itself: a joint state reaches the C++ solver in five Python
         # frames from it (issue 29, test/test_tick_path.py).
         self._start_gate = None
-        recorder = os.environ.get("GATO_START_RECORDER", "").strip()
+        recorder = values["start_recorder"].strip()
         if recorder:                   # record:=true: the recorder's subscriptions first (issue 32)
             from .recorder_gate import RecorderGate
 
             topics = [p.topic_name for p in (self.pub_cmd, self.pub_cmd_stamped, self.pub_step, self.pub_plan,
                                              self.pub_input)]
             self._start_gate = RecorderGate(self, recorder, topics,
-                                            float(os.environ.get("GATO_START_RECORDER_TIMEOUT_S", "60")),
+                                            float(values["start_recorder_timeout_s"]),
                                             log.info, log.error)
             from rclpy.clock import Clock, ClockType
 

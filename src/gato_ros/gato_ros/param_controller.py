@@ -298,4 +298,14 @@ CONTROLLER = (
     Param("diagnostics_recover_s", "double", 1.0,
           "/diagnostics: the degraded spell ends after this long without a missed or fallback tick", "s",
           range=(0.0, 600.0), read_only=True, group="output"),
+    Param("start_recorder", "string", "",
+          "recorder node name (e.g. rosbag2_recorder, the node of `ros2 bag record`; hardware.launch.xml "
+          "record:=true sets it): the controller subscribes to /joint_states, and so sends its first command, "
+          "only once that node has subscribed to its command, step-result, plan and solve-input topics, so that "
+          "the bag holds the run from the first command (gato_ros.recorder_gate; empty = no wait)",
+          read_only=True, group="output"),
+    Param("start_recorder_timeout_s", "double", 60.0,
+          "start_recorder set: wall-clock limit of that wait; then the controller starts anyway and logs an "
+          "error naming the topics the recorder did not subscribe to", "s", range=(0.1, 3600.0), read_only=True,
+          group="output"),
 )

@@ -4,7 +4,7 @@
 first subscriptions therefore match after the publishers exist, and what they publish before
 (the controller's first, volatile, commands) is not in the bag: in loaded lockstep bringups the
 first 60-140 commands in 3 of 5 runs. The lockstep world (sim node ``start_recorder``) and the
-controller node of the hardware bringup (``GATO_START_RECORDER`` in its environment,
+controller node of the hardware bringup (its parameter ``start_recorder``,
 hardware.launch.xml ``record:=true`` with ``ros2 bag record``) wait until the recorder node has
 subscribed to the recorded topics that have a publisher, then :data:`START_RECORDER_SETTLE_S`
 for the other publishers to match it, or at most a timeout, after which they start anyway with an
