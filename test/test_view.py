@@ -194,6 +194,22 @@ def test_plot_samples_the_orientation_error_beside_the_position_error(geometry):
 
     html = BrowserView._panel_html(fr)
     assert "EE error: 0.0 mm" in html and "EE orientation error: 5.00 deg" in html
+    # ... and its plot draws both curves: a second sample turns the target 2 deg further about ``axis``
+    logic.on_joint_state(JointStateSample(1_350_000_000, NAMES, q, np.zeros(7)))
+    fr = logic.frame()
+    np.testing.assert_allclose(fr.plot["orientation_deg"], [5.0, 7.0], atol=1e-9)
+    view = BrowserView(geometry, port=0)
+    try:
+        view.draw(fr)
+        labels = [s["label"] for s in view._plot.series]
+        assert labels == ["t [s]", "EE error [mm]", "EE orientation error [deg]", "solve [ms]"]
+        t, err, rot, solve = view._plot.data
+        np.testing.assert_allclose(t, [1.25, 1.35])
+        np.testing.assert_allclose(err, [0.0, 0.0], atol=1e-9)
+        np.testing.assert_allclose(rot, [5.0, 7.0], atol=1e-9)
+        np.testing.assert_allclose(solve, [0.0, 0.0])     # no controller status: NaN, drawn as 0
+    finally:
+        view.close()
 
 
 def test_plot_window_must_be_positive(geometry):

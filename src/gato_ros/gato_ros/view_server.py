@@ -5,9 +5,9 @@ foxglove-sdk 0.30: the Foxglove WebSocket protocol, subprotocol ``foxglove.sdk.v
 
 Both draw a :class:`gato_ros.view_logic.ViewFrame`: the robot from its URDF visuals at the
 measured joint state, the current plan's EE path (blue), the other batch rows' paths (grey:
-hypotheses), the reference window (green) and the EE tracking error / solve time. The browser
-page also shows a text panel with the controller's state and its own "frames received"
-counter (element ``#gato-frames``: the number of frames this page received, counted in the
+hypotheses), the reference window (green) and the EE tracking error (position, orientation) /
+solve time. The browser page also shows a text panel with the controller's state and its own
+"frames received" counter (element ``#gato-frames``: the number of frames this page received, counted in the
 page as they arrive).
 
 Ports: one TCP port each, bound to ``host`` (127.0.0.1 by default: the view is reachable
@@ -28,6 +28,11 @@ PLAN_RGB = (20, 110, 255)
 BATCH_RGB = (150, 150, 150)
 REFERENCE_RGB = (20, 170, 60)
 EE_RGB = (220, 30, 30)
+#: the browser plot's curves after t: (ViewFrame.plot key, label, scale, colour); the EE
+#: orientation error beside the position error (issue 30)
+PLOT_SERIES = (("error_mm", "EE error [mm]", "mm", "#e0301e"),
+               ("orientation_deg", "EE orientation error [deg]", "deg", "#9b30d0"),
+               ("solve_ms", "solve [ms]", "ms", "#1e6eff"))
 
 
 def _wxyz(rot: np.ndarray) -> np.ndarray:
@@ -86,17 +91,27 @@ class BrowserView:
         import viser.uplot as up
 
         self._plot = s.gui.add_uplot(
-            data=(np.zeros(2), np.full(2, np.nan), np.full(2, np.nan)),
+            data=(np.zeros(2), *(np.full(2, np.nan) for _ in PLOT_SERIES)),
             series=(up.Series(label="t [s]"),
-                    up.Series(label="EE error [mm]", stroke="#e0301e", width=2, scale="mm"),
-                    up.Series(label="solve [ms]", stroke="#1e6eff", width=2, scale="ms")),
-            scales={"x": up.Scale(time=False), "mm": up.Scale(auto=True), "ms": up.Scale(auto=True)},
-            axes=(up.Axis(), up.Axis(scale="mm", label="mm"), up.Axis(scale="ms", side=1, label="ms")),
+                    *(up.Series(label=label, stroke=stroke, width=2, scale=unit) for _, label, unit, stroke in PLOT_SERIES)),
+            scales={"x": up.Scale(time=False), "mm": up.Scale(auto=True), "deg": up.Scale(auto=True),
+                    "ms": up.Scale(auto=True)},
+            axes=(up.Axis(), up.Axis(scale="mm", label="mm"), up.Axis(scale="deg", side=1, label="deg"),
+                  up.Axis(scale="ms", side=1, label="ms")),
             title="tracking error and solve time", aspect=1.6)
         self._counter = s.gui.add_html(
             "<div style='font-family:monospace'>frames received: <span id='gato-frames'>0</span>"
             "<span id='gato-seq' style='display:none'>0</span></div>" + _COUNTER_JS)
         self._lock = threading.Lock()
+
+    @staticmethod
+    def plot_data(fr: ViewFrame) -> tuple | None:
+        """The plot curve's arrays (t, then one per :data:`PLOT_SERIES`; NaN drawn as 0: the
+        orientation error on position-only windows), None before two samples."""
+        t = fr.plot.get("t")
+        if t is None or len(t) < 2:
+            return None
+        return (t, *(np.nan_to_num(fr.plot.get(key, np.full(len(t), np.nan)), nan=0.0) for key, *_ in PLOT_SERIES))
 
     @staticmethod
     def _panel_html(fr: ViewFrame | None) -> str:
@@ -165,10 +180,9 @@ class BrowserView:
                 if self._ee is None:
                     self._ee = s.scene.add_icosphere("/ee", radius=0.015, color=EE_RGB)
                 self._ee.position = fr.ee
-            t = fr.plot.get("t")
-            if t is not None and len(t) >= 2:
-                self._plot.data = (t, np.nan_to_num(fr.plot["error_mm"], nan=0.0),
-                                   np.nan_to_num(fr.plot["solve_ms"], nan=0.0))
+            data = self.plot_data(fr)
+            if data is not None:
+                self._plot.data = data
             self._panel.content = self._panel_html(fr)
             self._counter.content = (
                 "<div style='font-family:monospace'>frames received: <span id='gato-frames'>"
