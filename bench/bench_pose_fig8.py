@@ -10,6 +10,7 @@ posture), against the same curve run position-only.
     python bench/bench_pose_fig8.py --seeds 300 301 --n 1 --params '{"q_lim_cost": 0}'  # both runs
     python bench/bench_pose_fig8.py --seeds 300 301 --protocol plane                   # the first protocol
     python bench/bench_pose_fig8.py --robots fr3 --seeds 100 --limits off --params '{"q_lim_cost": 0}'  # diagnostics
+    python bench/bench_pose_fig8.py --robots iiwa14 --seeds 601 602 --skip-infeasible  # infeasible paths not run
 
 Per scenario (:func:`references`): the period is stretched so the pose path asks the joints for
 the scenario's drawn fraction of their velocity limits, and the sweep axis is a horizontal axis
@@ -22,7 +23,8 @@ the arm's shipped weights (gato.planners.shipped_weights), its pose-window EE we
 and the orientation weight under test (default ORIENTATION_WEIGHTS), N 32, dt 0.01 s, limits admm, one period. Errors are taken at
 every tick against knot 0 of that tick's window: position ||p_ee - p_ref|| [mm], orientation
 angle of R_ref^T R_ee [deg] (pinocchio FK of the measured joints, the EE frame). Prints a table
-and, last, one JSON line (docs/benchmarks.md, "Pose figure-8").
+(means over every scenario run, then over the feasible ones: :func:`feasible`, a pose path inside
+the joint box) and, last, one JSON line (docs/benchmarks.md, "Pose figure-8").
 """
 from __future__ import annotations
 
@@ -195,8 +197,40 @@ def scenarios(robot: str, seeds, n: int, dt=0.01):
     return [sc for s in seeds for sc in fig8_scenarios(model, robot, n, seed=int(s), dt=dt, ratio_range=(0.6, 0.9))]
 
 
+def feasible(clearance_rad: float) -> bool:
+    """Whether a scenario's pose path can be followed by a controller that keeps its joint limits:
+    the chosen sweep axis's exact-IK path stays inside the solver's joint box (clearance >= 0; the
+    box is the URDF limits shrunk by 0.1 rad). A property of the reference alone, known before
+    any run (iiwa14 411/1 and 602/1: -0.46 / -0.54 rad on every axis, the period stretched ~100x)."""
+    return bool(clearance_rad >= 0.0)
+
+
+def summarize(rows: list, robot: str, rot) -> dict:
+    """Means over ``robot``'s rows at orientation weights ``rot``: every scenario run, and over the
+    feasible ones (:func:`feasible`) alone (``*_feasible``; ratio_feasible = the ratio of the means)."""
+    rr = [r for r in rows if r["robot"] == robot and r["rot"] == list(rot) and r.get("pose_pos_mm") is not None]
+    ff = [r for r in rr if r["feasible"]]
+
+    def mean(key, of):
+        return float(np.mean([r[key] for r in of])) if of else float("nan")
+
+    return dict(robot=robot, rot=list(rot), n=len(rr), pos_only_mm=mean("pos_only_mm", rr),
+                pose_pos_mm=mean("pose_pos_mm", rr),
+                ratio_max=float(np.max([r["pos_ratio"] for r in rr])) if rr else float("nan"),
+                rot_deg=mean("rot_deg", rr),
+                rot_worst_deg=float(np.max([r["rot_deg"] for r in rr])) if rr else float("nan"),
+                rot_max_deg=float(np.max([r["rot_max_deg"] for r in rr])) if rr else float("nan"),
+                n_feasible=len(ff), n_infeasible=sum(1 for r in rows if r["robot"] == robot
+                                                     and r["rot"] == list(rot) and not r["feasible"]),
+                pos_only_mm_feasible=mean("pos_only_mm", ff), pose_pos_mm_feasible=mean("pose_pos_mm", ff),
+                ratio_feasible=mean("pose_pos_mm", ff) / mean("pos_only_mm", ff) if ff else float("nan"),
+                rot_deg_feasible=mean("rot_deg", ff))
+
+
 def study(robots, seeds, n, rots, periods=1.0, pose_params=None, params=None, protocol="clear",
-          pose_scale=None) -> list:
+          pose_scale=None, skip_infeasible=False) -> list:
+    """The closed-loop runs; ``skip_infeasible``: a scenario whose pose path is not
+    :func:`feasible` is listed (``feasible`` False, no errors) but not run."""
     from gato.planners.shipped_weights import shipped_weights
 
     rows = []
@@ -204,13 +238,23 @@ def study(robots, seeds, n, rots, periods=1.0, pose_params=None, params=None, pr
         for sc in scenarios(robot, seeds, n):
             info: dict = {}
             pos, pose, stretch, axis = references(robot, sc, protocol, info)
+            ok = feasible(info["clearance"])
+            if skip_infeasible and not ok:
+                for rot in rots:
+                    rows.append(dict(robot=robot, id=sc["id"], period_s=float(pos.period), stretch=stretch, axis=axis,
+                                     clearance_rad=info["clearance"], feasible=False, rot=list(rot),
+                                     pos_only_mm=None, pose_pos_mm=None))
+                print(f"{robot:7s} {sc['id']:22s} x{stretch:.2f} {axis:8s} clear {info['clearance']:+.3f} "
+                      "infeasible (the pose path leaves the joint box on every axis): not run", file=sys.stderr,
+                      flush=True)
+                continue
             both = {**shipped_weights(robot), **(params or {})}
             base = run(robot, sc, pos, periods=periods, weights=both)
             for rot in rots:
                 w = {**both, **(pose_params or {})}
                 r = run(robot, sc, pose, rot=rot, periods=periods, weights=w, pose_scale=pose_scale)
                 rows.append(dict(robot=robot, id=sc["id"], period_s=float(pos.period), stretch=stretch, axis=axis,
-                                 clearance_rad=info["clearance"],
+                                 clearance_rad=info["clearance"], feasible=ok,
                                  rot=list(rot),
                                  pos_only_mm=base["pos_mm"], pose_pos_mm=r["pos_mm"],
                                  pos_ratio=r["pos_mm"] / base["pos_mm"], rot_deg=r["rot_deg"],
@@ -243,6 +287,10 @@ def main(argv=None) -> int:
     ap.add_argument("--pose-scale", type=float, default=None,
                     help="the controller's pose_ee_weight_scale (EE weight factor on pose windows; default: the "
                          "arm's shipped POSE_EE_WEIGHT_SCALE; 1 = the shipped weights on pose windows too)")
+    ap.add_argument("--skip-infeasible", action="store_true",
+                    help="list, but do not run, the scenarios whose pose path leaves the solver's joint box on "
+                         "every sweep axis (feasible(): exact-IK clearance < 0); the summary gives the means over "
+                         "every scenario run and over the feasible ones either way")
     ap.add_argument("--limits", default="admm", help="diagnostic: the controller's limits (admm; off)")
     ap.add_argument("--world", default="mujoco", choices=("mujoco", "pinocchio"), help="diagnostic: the world")
     ap.add_argument("--integrator", default=None, choices=("euler", "semi_implicit", "rk4"),
@@ -257,22 +305,20 @@ def main(argv=None) -> int:
     from gato.planners.shipped_weights import ORIENTATION_WEIGHTS
 
     rots = [(w, w) for w in a.rot] if a.rot else [(ORIENTATION_WEIGHTS["rot_cost"], ORIENTATION_WEIGHTS["N_rot_cost"])]
-    rows = study(a.robots, a.seeds, a.n, rots, a.periods, a.pose_params, a.params, a.protocol, a.pose_scale)
+    rows = study(a.robots, a.seeds, a.n, rots, a.periods, a.pose_params, a.params, a.protocol, a.pose_scale,
+                 a.skip_infeasible)
     print(f"\n{'robot':8s} {'rot':>9s} {'n':>3s} {'pos-only mm':>12s} {'pose pos mm':>12s} {'ratio max':>10s} "
           f"{'orient. mean deg':>17s} {'worst mean deg':>15s} {'max deg':>8s}")
     summary = []
     for robot in a.robots:
         for rot in rots:
-            rr = [r for r in rows if r["robot"] == robot and r["rot"] == list(rot)]
-            s = dict(robot=robot, rot=list(rot), n=len(rr), pos_only_mm=float(np.mean([r["pos_only_mm"] for r in rr])),
-                     pose_pos_mm=float(np.mean([r["pose_pos_mm"] for r in rr])),
-                     ratio_max=float(np.max([r["pos_ratio"] for r in rr])),
-                     rot_deg=float(np.mean([r["rot_deg"] for r in rr])),
-                     rot_worst_deg=float(np.max([r["rot_deg"] for r in rr])),
-                     rot_max_deg=float(np.max([r["rot_max_deg"] for r in rr])))
+            s = summarize(rows, robot, rot)
             summary.append(s)
             print(f"{robot:8s} {rot[0]:4g}/{rot[1]:<4g} {s['n']:3d} {s['pos_only_mm']:12.2f} {s['pose_pos_mm']:12.2f} "
                   f"{s['ratio_max']:10.2f} {s['rot_deg']:17.3f} {s['rot_worst_deg']:15.3f} {s['rot_max_deg']:8.2f}")
+            print(f"  feasible scenarios {s['n_feasible']} (infeasible {s['n_infeasible']}): pos-only "
+                  f"{s['pos_only_mm_feasible']:.2f} mm, pose {s['pose_pos_mm_feasible']:.2f} mm, ratio of the means "
+                  f"{s['ratio_feasible']:.2f}, orientation mean {s['rot_deg_feasible']:.3f} deg")
     print(json.dumps(dict(seeds=a.seeds, n=a.n, periods=a.periods, sweep_deg=SWEEP_DEG, protocol=a.protocol,
                           params=a.params,
                           pose_params=a.pose_params, pose_scale=a.pose_scale,

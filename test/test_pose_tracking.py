@@ -125,3 +125,28 @@ def test_sampling_orientation_term_adds_nothing_on_position_only_windows():
     assert all(np.array_equal(a, b) for a, b in zip(*us))
     with pytest.raises(ValueError, match="rot_weight"):
         _sampling_case(-1.0)
+
+
+def test_a_pose_path_outside_the_joint_box_is_infeasible_and_not_run(monkeypatch):
+    """iiwa14 seed 602 scenario 1 (fresh, 2026-12-07): on every horizontal sweep axis the exact
+    IK leaves the solver's joint box (measured -0.544 rad), so no controller that keeps its
+    joint limits can follow it; ``--skip-infeasible`` lists it without running it, and the
+    summary's feasible means leave it out. Exact IK only, no closed loop."""
+    sc = B.scenarios("iiwa14", [602], 2)[1]
+    info: dict = {}
+    B.references("iiwa14", sc, "clear", info)
+    assert info["clearance"] < -0.4 and not B.feasible(info["clearance"])
+    assert all(c[2] < 0 for c in info["candidates"])       # no axis keeps it inside
+    assert B.feasible(0.0) and B.feasible(0.019)            # iiwa14 301's tightest axis stays in
+    monkeypatch.setattr(B, "scenarios", lambda robot, seeds, n: [sc])
+    monkeypatch.setattr(B, "run", lambda *a, **k: pytest.fail("an infeasible scenario was run"))
+    (row,) = B.study(["iiwa14"], [602], 2, [(8.0, 8.0)], skip_infeasible=True)
+    assert row["id"] == sc["id"] and row["feasible"] is False and row["pose_pos_mm"] is None
+    rows = [dict(robot="iiwa14", id="a", rot=[8.0, 8.0], feasible=True, pos_only_mm=2.0, pose_pos_mm=1.0,
+                 pos_ratio=0.5, rot_deg=0.1, rot_max_deg=0.3),
+            dict(robot="iiwa14", id="b", rot=[8.0, 8.0], feasible=False, pos_only_mm=2.0, pose_pos_mm=10.0,
+                 pos_ratio=5.0, rot_deg=0.6, rot_max_deg=3.0),
+            dict(robot="iiwa14", id="c", rot=[8.0, 8.0], feasible=False, pos_only_mm=None, pose_pos_mm=None)]
+    s = B.summarize(rows, "iiwa14", (8.0, 8.0))
+    assert s["n"] == 2 and s["n_feasible"] == 1 and s["n_infeasible"] == 2
+    assert s["pose_pos_mm"] == 5.5 and s["ratio_feasible"] == 0.5 and s["rot_deg_feasible"] == 0.1
