@@ -41,11 +41,31 @@ def _yaml_value(v) -> str:
     raise TypeError(f"no YAML form for {v!r}")
 
 
+#: {robot: (held-out mean EE error [mm] with the shipped weights, with the reference's, the bringup's
+#: mean)}: the figures the per-robot file's header names (docs/benchmarks.md, "Shipped BSQP weights
+#: per arm"; held out: fig8_scenarios seeds 200, 201, 3 scenarios each; bringup: scripts/sim.sh, 10 s)
+SHIPPED_WEIGHT_FIGURES = {"iiwa14": (2.84, 24.3, 2.07), "indy7": (3.98, 43.0, 0.69), "fr3": (4.23, 51.3, 1.94),
+                          "gen3": (1.53, 20.6, 1.23), "ur5e": (3.24, 48.1, 1.03)}
+
+
+def _weights_note(robot: str) -> str:
+    """The header lines naming where the controller's cost weights come from (issue 30)."""
+    if robot not in SHIPPED_WEIGHT_FIGURES:
+        return ""
+    held, ref, sim = SHIPPED_WEIGHT_FIGURES[robot]
+    return ("# Cost weights (gato_controller u_ref, q_cost, N_cost, qd_cost, u_cost, max_sqp_iters): the arm's\n"
+            "# gato.planners.shipped_weights, chosen on gato.tasks.fig8_scenarios seeds 100, 101 and checked on\n"
+            f"# seeds 200, 201: `python bench/fig8_heldout.py --robot {robot} --seeds 200 201 --n 3 --bringup`\n"
+            f"# gives {held:g} mm mean EE error (the reference's weights: {ref:.1f} mm); `scripts/sim.sh --robot {robot}`\n"
+            f"# {sim:g} mm (docs/benchmarks.md, \"Shipped BSQP weights per arm\"). SolverParams() keeps the reference's.\n")
+
+
 def robot_yaml(robot: str) -> str:
     """The per-robot parameter file (gato_bringup/config/<robot>.yaml): every parameter of the
     nodes with its default for ``robot``, one comment line each (description, unit,
-    range / choices, read-only)."""
-    lines = [_HEADER, f"# Parameters of the gato nodes for {robot}.\n"]
+    range / choices, read-only); the header names the command and figures of the shipped cost
+    weights."""
+    lines = [_HEADER, f"# Parameters of the gato nodes for {robot}.\n", _weights_note(robot)]
     for node, schema in SCHEMAS.items():
         lines.append(f"{node}:\n  ros__parameters:\n")
         for p in schema:
