@@ -36,6 +36,11 @@ ARG_SETS = {
         {"view": "true", "hypotheses": "estimator", "record": "true", "bag": "/tmp/gato_parity_bag",
          "view_host": "0.0.0.0"},
     ],
+    "go2_sim.launch.yaml": [
+        {},
+        {"odometry": "false", "seed": "3", "base_height": "0.3", "duration": "2.5",
+         "sim_summary": "/tmp/gato_parity_sim.json", "controller_summary": "/tmp/gato_parity_ctl.json"},
+    ],
     "hardware.launch.xml": [
         {},
         {"reference": "true", "reference_mode": "goals", "record": "true", "bag": "/tmp/gato_parity_bag"},

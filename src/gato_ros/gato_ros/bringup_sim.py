@@ -17,6 +17,7 @@ output folder:
     python -m gato_ros.bringup_sim --link-mass-scale L4:1.2 --payload-mass 1.5   # model errors
     python -m gato_ros.bringup_sim --planner sampling     # or osc: the other planners (gato.planner)
     python -m gato_ros.bringup_sim --view --realtime --duration 60   # watch it in a browser (URL printed)
+    python -m gato_ros.bringup_sim --robot go2 --duration 10    # a floating base: gato_ros.bringup_floating
 
 ``--view`` starts the live view (gato_ros view_node, its own process): a page at
 http://127.0.0.1:8080 (``--view-port``) with the robot, the plan, the reference and a plot,
@@ -52,6 +53,19 @@ from pathlib import Path
 __all__ = ["main"]
 
 
+def _floating_robot(argv) -> bool:
+    """True when ``--robot`` names a floating-base robot of the registry (go2)."""
+    argv = list(argv)
+    robot = next((a.split("=", 1)[1] for a in argv if a.startswith("--robot=")), None)
+    if robot is None and "--robot" in argv and argv.index("--robot") + 1 < len(argv):
+        robot = argv[argv.index("--robot") + 1]
+    if robot is None:
+        return False
+    from gato.robots.registry import robot_info
+
+    return bool((robot_info(robot) or {}).get("floating_base", False))
+
+
 def _plot(summary: dict, path: Path):
     """The tracking plot (gato_ros.analysis.plot_tracking), or None when the run has no tick."""
     from .analysis import plot_tracking
@@ -82,6 +96,9 @@ def _watchdog_summary(bag: Path) -> str:
 
 
 def main(argv=None) -> int:
+    if _floating_robot(sys.argv[1:] if argv is None else argv):   # go2: gato_ros.bringup_floating (issue 34)
+        from .bringup_floating import main as floating_main
+        return floating_main(argv)
     ap = argparse.ArgumentParser(prog="python -m gato_ros.bringup_sim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--robot", default="iiwa14", help="registered robot (iiwa14, indy7, fr3, gen3, ur5e)")
     ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
