@@ -42,8 +42,8 @@ def _yaml_value(v) -> str:
 
 
 #: {robot: (held-out mean EE error [mm] with the shipped weights, with the reference's, the bringup's
-#: mean)}: the figures the per-robot file's header names (docs/benchmarks.md, "Shipped BSQP weights
-#: per arm"; held out: fig8_scenarios seeds 200, 201, 3 scenarios each; bringup: scripts/sim.sh, 10 s)
+#: mean)}: the figures the per-robot file's header names (held out: fig8_scenarios seeds 200, 201,
+#: 3 scenarios each; bringup: scripts/sim.sh, 10 s; docs/benchmarks.md, "Shipped BSQP weights per arm")
 SHIPPED_WEIGHT_FIGURES = {"iiwa14": (2.84, 24.3, 2.07), "indy7": (3.98, 43.0, 0.69), "fr3": (4.23, 51.3, 1.94),
                           "gen3": (1.53, 20.6, 1.23), "ur5e": (3.24, 48.1, 1.03)}
 
