@@ -8,7 +8,8 @@ private ROS domain on loopback (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST), lockst
   bench/go2_stand.py seed 0) and after 1.5 s of 3 s is within 2 cm of the height reference and
   2 degrees of level, every foot loaded; meanwhile this process publishes bad odometry on /odom
   (non-finite, stale, out of order, wrong frame, non-unit quaternion): the controller refuses each
-  kind, counted under its name, and never holds (the world's own odometry keeps coming);
+  kind, counted under its name, and never holds (the world's own odometry keeps coming); the
+  world's record equals the same loop run in-process without ROS, bit for bit (lockstep);
 - without odometry (odometry:=false) the controller answers with the damped joint hold, counted
   as no_odometry, and never runs the MPC.
 
@@ -114,6 +115,20 @@ def run_bringup(tmp_path, env, name, args, listener=None):
     return json.loads((out / "summary.json").read_text()), text
 
 
+def in_process(seed, duration_s):
+    """The same closed loop without ROS: the two logic classes, tick by tick; the world's record."""
+    from gato_ros.floating_controller_logic import FloatingControllerLogic, Odometry
+    from gato_ros.floating_sim_logic import FloatingSimLogic
+
+    sim, ctl = FloatingSimLogic("go2", seed=seed), FloatingControllerLogic({})
+    for _ in range(int(round(duration_s / sim.period_s))):
+        names, q, dq, _ = sim.joint_state()
+        od = sim.odometry()
+        ctl.on_odometry(Odometry(sim.t_ns, "odom", "base", od["position"], od["quat_xyzw"], od["linear"], od["angular"]))
+        sim.advance(sim.effort_from(ctl.on_joint_state(sim.t_ns, names, q, dq).effort, ctl.joint_names))
+    return sim.summary()
+
+
 @pytest.mark.slow
 def test_go2_stands_over_dds_and_bad_odometry_is_refused_by_name(tmp_path, ros_env):
     share()
@@ -128,6 +143,9 @@ def test_go2_stands_over_dds_and_bad_odometry_is_refused_by_name(tmp_path, ros_e
     assert s["tilt_max_settled_deg"] < 2.0, s
     assert s["foot_load_min_settled_n"] > 10.0, s
     c = s["controller"]
+    print(f"go2 over DDS, seed 5: height {s['height_error_max_settled_m'] * 1e3:.1f} mm, tilt "
+          f"{s['tilt_max_settled_deg']:.2f} deg, feet >= {s['foot_load_min_settled_n']:.1f} N; bad odometry sent "
+          f"{bad.sent}, refused {c['refusals']}")
     assert c["ticks"] == c["mpc_ticks"] == 3000 and c["holds"] == {}, c
     sent = {k: v for k, v in bad.sent.items() if v}
     assert set(sent) == set(BAD_KINDS), bad.sent          # every kind went out
@@ -135,6 +153,10 @@ def test_go2_stands_over_dds_and_bad_odometry_is_refused_by_name(tmp_path, ros_e
         assert c["refusals"].get(kind, 0) >= 1, (kind, c["refusals"], bad.sent)
     assert set(c["refusals"]) <= set(BAD_KINDS), c["refusals"]
     assert s["commands_ignored"] == 0 and s["commands_rejected"] == 0
+    # lockstep: the run over DDS (bad odometry beside it) is the in-process loop, bit for bit
+    rec, ref = json.loads((tmp_path / "stand" / "sim_summary.json").read_text()), in_process(5, 3.0)
+    for key in ("height", "tilt_deg", "fn", "slip_m"):
+        assert rec[key] == ref[key], key
 
 
 @pytest.mark.slow
