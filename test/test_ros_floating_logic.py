@@ -131,3 +131,8 @@ def test_bad_configuration_and_reference_are_refused_by_name(sim):
     c.set_reference([0.1, 0.0, 0.27], [0, 0, 0, 1.0])
     c.on_odometry(odom(sim, 1 * MS))
     assert c.on_joint_state(1 * MS, *js(sim)).source == "mpc" and c.status()["base_height_ref"] == 0.27
+    assert c.solves == 2                                   # the new reference: a new standing task, solved at once
+    c.set_reference([0.1, 0.0, 0.27], [0, 0, 0, 1.0])      # the same pose again: the plan stays
+    c.on_odometry(odom(sim, 2 * MS))
+    c.on_joint_state(2 * MS, *js(sim))
+    assert c.solves == 2

@@ -10,6 +10,8 @@ private ROS domain on loopback (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST), lockst
   (non-finite, stale, out of order, wrong frame, non-unit quaternion): the controller refuses each
   kind, counted under its name, and never holds (the world's own odometry keeps coming); the
   world's record equals the same loop run in-process without ROS, bit for bit (lockstep);
+- a base-pose reference published on /gato_floating_controller/base_reference (height 0.27 m instead
+  of the stand pose's 0.288 m) is followed to within 2 cm after 1.5 s;
 - without odometry (odometry:=false) the controller answers with the damped joint hold, counted
   as no_odometry, and never runs the MPC.
 
@@ -80,6 +82,46 @@ class BadOdometry:
         m.header.stamp.sec, m.header.stamp.nanosec = divmod(ns, 10**9)
         self.pub.publish(m)
         self.sent[kind] += 1
+
+    def close(self):
+        self.node.destroy_node()
+        self.ctx.try_shutdown()
+
+
+class BaseReference:
+    """Publishes a base-pose reference (PoseStamped on /gato_floating_controller/base_reference: the
+    start's xy, ``height``, level, yaw 0) at every 20th odometry message from 0.2 s to 0.6 s of
+    simulated time (re-sent: discovery; the controller ignores a repeat of the same pose)."""
+
+    def __init__(self, domain_id, height):
+        from geometry_msgs.msg import PoseStamped
+        from nav_msgs.msg import Odometry
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+
+        from gato_ros.node_util import qos
+
+        self.ctx, self.height, self.xy, self.sent, self._PoseStamped = Context(), height, None, 0, PoseStamped
+        rclpy.init(context=self.ctx, domain_id=domain_id)
+        self.node = rclpy.create_node("gato_test_base_reference", context=self.ctx)
+        self.pub = self.node.create_publisher(PoseStamped, "/gato_floating_controller/base_reference", qos())
+        self.node.create_subscription(Odometry, "/odom", self._on, qos(100))
+        self.n = 0
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+
+    def _on(self, m):
+        t = m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
+        if self.xy is None:
+            self.xy = (m.pose.pose.position.x, m.pose.pose.position.y)
+        self.n += 1
+        if 0.2 <= t <= 0.6 and self.n % 20 == 0:
+            r = self._PoseStamped()
+            r.header.frame_id = "odom"
+            r.pose.position.x, r.pose.position.y, r.pose.position.z = self.xy[0], self.xy[1], self.height
+            r.pose.orientation.w = 1.0
+            self.pub.publish(r)
+            self.sent += 1
 
     def close(self):
         self.node.destroy_node()
@@ -167,3 +209,18 @@ def test_go2_without_odometry_gets_the_damped_joint_hold(tmp_path, ros_env):
     assert c["mpc_ticks"] == 0 and c["solves"] == 0, c
     assert c["holds"] == {"no_odometry": c["ticks"]} and c["ticks"] == 300, c
     assert s["tilt_max_deg"] < 5.0, s                      # the hold keeps the crouch (no collapse, no tip-over)
+
+
+@pytest.mark.slow
+def test_go2_follows_a_base_height_reference_from_the_topic(tmp_path, ros_env):
+    share()
+    ref = BaseReference(int(ros_env["ROS_DOMAIN_ID"]), 0.27)
+    try:
+        s, _ = run_bringup(tmp_path, ros_env, "reference", ["--duration", "3"], ref)
+    finally:
+        ref.close()
+    assert ref.sent >= 1
+    c = s["controller"]
+    assert c["base_height_ref"] == 0.27 and s["base_height_ref_m"] == 0.27, c
+    assert s["height_error_max_settled_m"] < 0.02 and s["tilt_max_settled_deg"] < 2.0, s
+    assert c["holds"] == {} and c["refusals"] == {}, c

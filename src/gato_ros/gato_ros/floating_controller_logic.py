@@ -145,13 +145,17 @@ class FloatingControllerLogic:
         return None
 
     def set_reference(self, position, quat_xyzw) -> None:
-        """A full base-pose reference (world frame); ValueError when not finite / not a unit quaternion."""
+        """A full base-pose reference (world frame); ValueError when not finite / not a unit quaternion.
+        A new pose re-sets the standing task at the next MPC tick (cold start); the same pose again: nothing."""
         p, qq = np.asarray(position, float), np.asarray(quat_xyzw, float)
         if p.shape != (3,) or qq.shape != (4,) or not (np.all(np.isfinite(p)) and np.all(np.isfinite(qq))):
             raise ValueError("base reference: expected a finite position (3,) and quaternion (4,)")
         if abs(np.linalg.norm(qq) - 1.0) > 1e-3:
             raise ValueError("base reference: the quaternion is not a unit one")
-        self._ref_pose = (p, qq / np.linalg.norm(qq))
+        qq = qq / np.linalg.norm(qq)
+        if self._ref_pose is not None and np.array_equal(p, self._ref_pose[0]) and np.array_equal(qq, self._ref_pose[1]):
+            return                      # the same pose again (a re-sent reference): the plan stays
+        self._ref_pose = (p, qq)
         self._x_ref = None              # rebuilt (set_standing) at the next MPC tick
 
     # ------------------------------------------------------------------ ticks
