@@ -26,7 +26,7 @@ DDS_GRAPH_TEST_FILES = frozenset({
     "test_ros_estimator_system.py", "test_ros_hardware_faults.py", "test_ros_hardware_plugin.py",
     "test_ros_planners_system.py", "test_ros_plugin.py", "test_ros_plugin_no_effort.py",
     "test_ros_process_faults.py", "test_ros_recorder.py", "test_ros_system.py", "test_ros_targets_system.py",
-    "test_ros_action_system.py",
+    "test_ros_action_system.py", "test_ros_go2_system.py",
 })
 DDS_GRAPH_RERUNS = 1
 
