@@ -100,7 +100,9 @@ def main(argv=None) -> int:
         from .bringup_floating import main as floating_main
         return floating_main(argv)
     ap = argparse.ArgumentParser(prog="python -m gato_ros.bringup_sim", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--robot", default="iiwa14", help="registered robot (iiwa14, indy7, fr3, gen3, ur5e)")
+    ap.add_argument("--robot", default="iiwa14",
+                    help="registered robot (iiwa14, indy7, fr3, gen3, ur5e; go2: the floating-base bringup, "
+                         "python -m gato_ros.bringup_floating --help)")
     ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
     ap.add_argument("--world", default="mujoco", choices=("mujoco", "pinocchio"))
     ap.add_argument("--realtime", action="store_true", help="free-running at wall-clock pace instead of lockstep")
