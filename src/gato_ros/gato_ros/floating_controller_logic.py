@@ -21,8 +21,9 @@ Odometry is checked before it is used; a refused message is counted under its re
 Each joint state (stamp t) is answered when the odometry stamped t has arrived (the lockstep
 world publishes both each tick). While the latest good odometry is older than t by no more than
 ``odom_timeout_s`` the answer waits (:meth:`on_joint_state` returns None; the node gives up after
-``odom_wait_s`` of wall clock and calls :meth:`hold_for`); odometry older than that, or none: the
-answer is the safe fallback at once, a damped joint hold (``hold_kp`` (q_hold - q) - ``hold_kd`` dq,
+``odom_wait_s`` of wall clock and calls :meth:`hold_for`; 2 s: longer than the world's 0.5 s re-send, so
+an odometry message lost while DDS matches the endpoints at start-up comes again before that);
+odometry older than that, or none: the answer is the safe fallback at once, a damped joint hold (``hold_kp`` (q_hold - q) - ``hold_kd`` dq,
 q_hold the joint positions where the hold began), counted in ``holds`` under its reason
 (``stale_odometry``, ``no_odometry``, ``non_finite_joint_state``, ``solver_non_finite``). When
 good odometry returns the MPC cold-starts.
@@ -45,7 +46,7 @@ from .floating_sim_logic import effort_limits, quat_to_R, rpy_to_quat_xyzw
 __all__ = ["Odometry", "FloatingCommand", "FloatingControllerLogic", "DEFAULTS"]
 
 DEFAULTS = dict(robot="go2", horizon=20, knot_dt=0.02, max_iters=3, first_iters=30, replan_s=0.02,
-                odom_timeout_s=0.05, odom_wait_s=0.5, hold_kp=60.0, hold_kd=2.0, base_height=0.0,
+                odom_timeout_s=0.05, odom_wait_s=2.0, hold_kp=60.0, hold_kd=2.0, base_height=0.0,
                 base_rpy=[0.0, 0.0, 0.0], yaw_from_odometry=True, odom_frame="odom", base_frame="base")
 
 
