@@ -12,17 +12,26 @@ import pytest
 
 import gato
 import gato.fingerprint as fp
+import gato.floating  # noqa: F401  (gato.floating.FloatingPlant)
 from gato.robots import sha256_file
 from gato.tools import make_fingerprint as mk
 
 pin = pytest.importorskip("pinocchio")
 
-PLANTS = ("iiwa14", "indy7", "fr3", "gen3", "ur5e")
+PLANTS = ("iiwa14", "indy7", "fr3", "gen3", "ur5e", "go2")  # go2: floating base (issue 34)
+GO2_FEET = ["FL_foot_joint", "FR_foot_joint", "RL_foot_joint", "RR_foot_joint"]
+
+
+def pin_model(plant):
+    urdf = str(gato.robot_urdf(plant))
+    if gato.robot_info(plant).get("floating_base"):
+        return pin.buildModelFromUrdf(urdf, pin.JointModelFreeFlyer())
+    return pin.buildModelFromUrdf(urdf)
 
 
 def aba_fn(plant, armature=None, damping=None):
     """qdd_fn of pinocchio aba on the plant's URDF, optionally with extra armature / viscous damping."""
-    model = pin.buildModelFromUrdf(str(gato.robot_urdf(plant)))
+    model = pin_model(plant)
     if armature is not None:
         model.armature = np.asarray(model.armature) + np.asarray(armature)
     data = model.createData()
@@ -41,15 +50,21 @@ def test_table_schema_probes_and_urdf_pins():
     for plant, e in table["plants"].items():
         urdf = gato.robot_urdf(plant)
         assert e["urdf_sha256"] == sha256_file(urdf) == gato.robot_info(plant)["urdf_sha256"]
-        model = pin.buildModelFromUrdf(str(urdf))
+        model = pin_model(plant)
+        nb = 6 if e["floating_base"] else 0          # the base's unactuated rows (zero in every u)
+        assert e["floating_base"] == (plant == "go2")
         assert (e["nq"], e["nv"]) == (model.nq, model.nv)
-        assert e["joints"] == list(model.names)[1:]
+        assert e["joints"] == list(model.names)[1 + (nb > 0):]
         kinds = [p["kind"] for p in e["probes"]]
-        assert kinds.count("gravity") == 4 and kinds.count("coriolis") == 3 and kinds.count("inertia_j") == e["nv"]
+        assert kinds.count("gravity") == 4 and kinds.count("coriolis") == 3
+        assert kinds.count("inertia_j") == e["nv"] - nb
         for p in e["probes"]:
             q, qd, u = (np.asarray(p[k]) for k in ("q", "qd", "u"))
             assert q.shape == (e["nq"],) and qd.shape == u.shape == (e["nv"],) == np.shape(p["qdd"])
             assert np.all(q > model.lowerPositionLimit) and np.all(q < model.upperPositionLimit)
+            assert not u[:nb].any()
+            if nb:
+                assert abs(np.linalg.norm(q[3:7]) - 1.0) < 1e-8   # schema 2: quaternion xyzw
             if p["kind"] in ("gravity", "inertia_j"):
                 assert not qd.any()
             if p["kind"] == "gravity":
@@ -74,7 +89,26 @@ def test_pinocchio_aba_passes_at_machine_precision():
         res = fp.check(aba_fn(plant), plant)
         assert res["ok"], fp.report(res)
         assert res["max_rel_err"] < 1e-12
-        np.testing.assert_allclose(res["inertia_ratio"], 1.0, atol=1e-12)
+        nb = 6 if plant == "go2" else 0
+        assert np.all(np.isnan(res["inertia_ratio"][:nb]))
+        np.testing.assert_allclose(res["inertia_ratio"][nb:], 1.0, atol=1e-12)
+
+
+def test_the_cores_floating_plant_passes_the_go2_fingerprint():
+    """gato.floating.FloatingPlant (the floating SQP's dynamics): u's base rows are zero at every
+    probe, so its actuated aba takes u[6:]; measured max relative error 0.0 (the same pinocchio aba)."""
+    plant = gato.floating.FloatingPlant(str(gato.robot_urdf("go2")), GO2_FEET)
+
+    def qdd(q, qd, u):
+        assert not np.any(u[:6])
+        return plant.aba(q, qd, u[6:])
+
+    res = fp.check(qdd, "go2")
+    assert res["ok"] and res["max_rel_err"] < 1e-12, fp.report(res)
+    assert "disagree" not in fp.report(res)                          # the base rows (no probe) are not named
+    heavy = fp.check(lambda q, qd, u: 0.8 * qdd(q, qd, u), "go2")   # a 25 % heavier robot is named
+    assert not heavy["ok"] and np.allclose(heavy["inertia_ratio"][6:], 0.8)
+    assert "joints [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] disagree" in fp.report(heavy)
 
 
 @pytest.mark.parametrize("plant", ["iiwa14", "indy7"])
@@ -121,7 +155,7 @@ def test_damping_mismatch_shows_only_on_the_coriolis_probes():
 
 def test_check_input_errors(tmp_path):
     with pytest.raises(ValueError, match="plant"):
-        fp.check(aba_fn("iiwa14"), "go2")
+        fp.check(aba_fn("iiwa14"), "no_such_plant")
     with pytest.raises(ValueError, match="qdd_fn"):
         fp.check(lambda q, qd, u: np.zeros(3), "iiwa14")
     with pytest.raises(ValueError, match="rtol"):

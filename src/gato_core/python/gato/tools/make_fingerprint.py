@@ -23,6 +23,14 @@ function of the URDFs (``gato.robot_urdf(name)``) and the seeds below:
 - N_CORIOLIS "coriolis" probes: q drawn, qd uniform in +-0.5 * the URDF
   velocity limit, u uniform in +-0.1 * the URDF effort limit.
 
+A floating-base plant (registry ``floating_base``: go2) is built with pinocchio's free flyer
+(schema-2 state: base position, quaternion x y z w, joints; base-frame twist, joint rates): the
+base at (0, 0, 0.3) m plus uniform +-0.05 m, a random unit quaternion within about 0.3 rad of
+upright (rounded to 9 decimals, norm 1 to ~1e-9), the joints as above; u is the full generalized
+force with ZERO base rows (the contract's convention: the base is unactuated), so the inertia_j
+probes drive the actuated joints only (nv - 6 of them) and a coriolis probe's base twist is
+uniform in +-0.5 m/s, rad/s.
+
 Gravity is pinocchio's default (0, 0, -9.81); no external wrench. Probe
 inputs are rounded to 6 decimals before evaluation so the JSON holds exactly
 the numbers the reference was computed at.
@@ -38,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 SEED = 20261001
-PLANTS = ("iiwa14", "indy7", "fr3", "gen3", "ur5e")  # fixed-base arms (go2 is floating: not here)
+PLANTS = ("iiwa14", "indy7", "fr3", "gen3", "ur5e", "go2")  # fixed-base arms, then the floating go2
 N_GRAVITY = 4
 N_CORIOLIS = 3
 INERTIA_ACC = 10.0  # rad/s^2 target response of the driven joint on its inertia_j probe
@@ -50,25 +58,39 @@ def _sig(x: float, digits: int = 3) -> float:
 
 
 def plant_entry(plant: str) -> dict:
-    """The schema-2 table entry (dict) of one registered fixed-base plant."""
+    """The schema-2 table entry (dict) of one registered plant (fixed-base, or floating: go2)."""
     import pinocchio as pin
 
     from gato.robots.registry import robot_urdf, sha256_file
 
+    from gato.robots.registry import robot_info
+
     urdf = robot_urdf(plant)
-    model = pin.buildModelFromUrdf(str(urdf))
+    floating = bool(robot_info(plant).get("floating_base", False))
+    model = pin.buildModelFromUrdf(str(urdf), pin.JointModelFreeFlyer()) if floating \
+        else pin.buildModelFromUrdf(str(urdf))
     data = model.createData()
     nq, nv = model.nq, model.nv
-    if nq != nv:
-        raise ValueError(f"{plant}: nq {nq} != nv {nv}; this generator covers fixed-base revolute arms")
+    nb = 6 if floating else 0  # unactuated base rows of u
+    if nq != nv + (1 if floating else 0):
+        raise ValueError(f"{plant}: nq {nq}, nv {nv}; this generator covers revolute joints (and a free flyer)")
     rng = np.random.default_rng([SEED, zlib.crc32(plant.encode())])
-    lo = np.maximum(model.lowerPositionLimit, -np.pi)
-    hi = np.minimum(model.upperPositionLimit, np.pi)
+    lo = np.maximum(model.lowerPositionLimit[nq - nv + nb:], -np.pi)
+    hi = np.minimum(model.upperPositionLimit[nq - nv + nb:], np.pi)
     pad = 0.1 * (hi - lo)
-    qd_lim, u_lim = np.asarray(model.velocityLimit), np.asarray(model.effortLimit)
+    qd_lim, u_lim = np.asarray(model.velocityLimit)[nb:], np.asarray(model.effortLimit)[nb:]
+    if floating:
+        qd_lim = np.r_[np.ones(6), qd_lim]
+        u_lim = np.r_[np.zeros(6), u_lim]
 
     def draw_q():
-        return np.round(rng.uniform(lo + pad, hi - pad), 6)
+        joints = np.round(rng.uniform(lo + pad, hi - pad), 6)
+        if not floating:
+            return joints
+        base = np.round(np.r_[0.0, 0.0, 0.3] + rng.uniform(-0.05, 0.05, 3), 6)
+        quat = np.r_[rng.uniform(-0.15, 0.15, 3), 1.0]
+        quat = np.round(quat / np.linalg.norm(quat), 9)
+        return np.r_[base, quat, joints]
 
     def aba(q, qd, u):
         return np.asarray(pin.aba(model, data, q, qd, u), dtype=np.float64).copy()
@@ -81,7 +103,7 @@ def plant_entry(plant: str) -> dict:
     q = draw_q()
     g = aba(q, zeros, zeros)
     M = pin.crba(model, data, q)
-    for j in range(nv):
+    for j in range(nb, nv):
         tau = _sig(INERTIA_ACC * M[j, j])
         u = zeros.copy()
         u[j] = tau
@@ -97,8 +119,8 @@ def plant_entry(plant: str) -> dict:
         for k, v in p.items():
             if isinstance(v, np.ndarray):
                 p[k] = [float(x) for x in v]
-    return dict(urdf=urdf.name, urdf_sha256=sha256_file(urdf), nq=nq, nv=nv, floating_base=False,
-                joints=list(model.names)[1:], probes=probes)
+    return dict(urdf=urdf.name, urdf_sha256=sha256_file(urdf), nq=nq, nv=nv, floating_base=floating,
+                joints=list(model.names)[1 + (1 if floating else 0):], probes=probes)
 
 
 def build_table(plants=PLANTS) -> dict:
