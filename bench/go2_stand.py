@@ -7,7 +7,7 @@ holds the standing reference (height of the registry stand pose, level, the star
 line per seed: height / tilt / yaw errors after 2 s, the smallest foot normal force after 2 s
 (fn_by_body), the largest horizontal foot slip from the start, CPU seconds.
 
-usage: python bench/go2_stand.py SEED [SEED ...] [--T 10] [--N 20] [--iters 3] [--replan 0.02]
+usage: python bench/go2_stand.py SEED [SEED ...] [--T 10] [--N 20] [--iters 3] [--replan 0.02] [--push-recovery]
 """
 import argparse, json, math, sys, time
 import numpy as np
@@ -24,6 +24,8 @@ ap.add_argument("--iters", type=int, default=3)
 ap.add_argument("--replan", type=float, default=0.02)
 ap.add_argument("--nofb", action="store_true")
 ap.add_argument("--fixfeet", action="store_true", help="keep the initial foot targets (default: retarget each tick)")
+ap.add_argument("--push-recovery", action="store_true",
+                help="run gato.sim.go2.run_go2_stand with the push-recovery controller (gato.sim.go2.PUSH_RECOVERY) instead")
 args = ap.parse_args()
 FEET = ["FL_foot", "FR_foot", "RL_foot", "RR_foot"]
 EFFORT = np.array([23.7, 23.7, 45.43] * 4)
@@ -114,4 +116,10 @@ def run(seed):
 
 
 for s in args.seeds:
-    run(s)
+    if args.push_recovery:
+        from gato.sim.go2 import PUSH_RECOVERY, go2_stand_scenarios, run_go2_stand
+        t0 = time.process_time()
+        out = run_go2_stand(go2_stand_scenarios(s, 1)[0], T=args.T, controller=dict(PUSH_RECOVERY))
+        print(json.dumps(dict(seed=s, controller="push_recovery", cpu_s=time.process_time() - t0, **out)), flush=True)
+    else:
+        run(s)

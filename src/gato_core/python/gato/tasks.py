@@ -5,3 +5,5 @@ from .sim.scenarios import (__all__, CENTRE_OF_RECORD, ee_frame_of, feasible_fig
                             Figure8, figure8, GOAL_BOX, ik_track, joint_speed_ratio,
                             pickplace_scenarios, Q_MARGIN, Q_READY, shipped_registry, urdf_limits,
                             within_q_limits)  # noqa: F401
+from .sim.go2 import (Go2Balance, go2_push_scenarios, go2_stand_scenarios, PUSH_RECOVERY,  # noqa: F401
+                      run_go2_push, run_go2_stand)

@@ -98,6 +98,17 @@ METRICS = {
     "end_goal_error_max": "max over goals of ||ee - goal|| at the end of the goal's goal_s [m] (sampling_pickplace)",
     "box_error": "final ||box (x, y) - goal|| [m] (sampling_box_push)",
     "box_error_open_loop": "final box error of the scripted IK path played open loop [m] (sampling_box_push)",
+    # go2 under the floating-base MPC (gato.eval.go2_studies).
+    "height_error_max": "max |base height - stand height| after min(2, T / 2) s [m] (go2_stand)",
+    "tilt_max_deg": "max base tilt after min(2, T / 2) s [deg] (go2_stand)",
+    "min_foot_fn": "smallest foot normal force after min(2, T / 2) s, MuJoCo contacts [N] (go2_stand)",
+    "foot_slip_max": "max horizontal travel of a foot body from the landed start [m] (go2_stand)",
+    "up": "1 when the base stayed above 60 % of its start height after the push and no link but the feet "
+          "touched the ground, else 0 (go2_push)",
+    "hmin_rel": "lowest base height after the push / the start's [1] (go2_push)",
+    "body_contact": "links other than the feet that touched the ground after the push (go2_push)",
+    "trunk_contact": "links above the calves (base, head, hips, thighs) that touched the ground (go2_push)",
+    "drift_m": "horizontal base travel from the start at the end [m] (go2_push)",
 }
 #: List-valued metric columns (one value per joint).
 VECTOR_METRICS = ("qd_ratio",)
@@ -290,8 +301,13 @@ def parse_spec(raw) -> Spec:
         robots = [robots]
     if not isinstance(robots, list) or not robots:
         raise _err("robots", f"expected a non-empty list of robot names, got {robots!r}")
+    from .studies import STUDIES as _STUDIES
+    task_kind = raw["task"].get("kind") if isinstance(raw.get("task"), dict) else None
+    study_robots = _STUDIES[task_kind].robots if task_kind in _STUDIES else ()
     for i, r in enumerate(robots):
-        if r not in Q_READY:
+        if study_robots and r not in study_robots:
+            raise _err(f"robots[{i}]", f"the {task_kind} study runs {list(study_robots)}, got {r!r}")
+        if not study_robots and r not in Q_READY:
             raise _err(f"robots[{i}]", f"no task tables for {r!r}; expected one of {sorted(Q_READY)}")
     pls = raw["planners"]
     if not isinstance(pls, list) or not pls:

@@ -71,6 +71,8 @@ class Study:
     #: ``disturbance_check(case_list, path)`` -> the validated list: the study takes
     #: disturbance cases (default None: it takes none).
     disturbance_check: object = None
+    #: The robots the study runs, e.g. ("go2",) (empty: those with task tables, gato.tasks.Q_READY).
+    robots: tuple = ()
 
 
 def study_metrics(kind: str) -> tuple:
@@ -300,3 +302,8 @@ STUDIES.update({kind: Study(**fields) for kind, fields in WRENCH_STUDIES.items()
 from .planner_studies import PLANNER_STUDIES  # noqa: E402
 
 STUDIES.update({kind: Study(**fields) for kind, fields in PLANNER_STUDIES.items()})
+
+# go2 standing and pushed under the floating-base MPC (issue 34) live in gato.eval.go2_studies.
+from .go2_studies import GO2_STUDIES  # noqa: E402
+
+STUDIES.update({kind: Study(**fields) for kind, fields in GO2_STUDIES.items()})

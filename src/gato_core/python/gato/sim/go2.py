@@ -1,0 +1,241 @@
+"""go2 standing and push-recovery tasks in MuJoCo under the floating-base contact-force MPC
+(issue 34; docs/floating_solver.md). Re-exported by :mod:`gato.tasks`; the ``gato eval`` study
+kinds ``go2_stand`` / ``go2_push`` (gato.eval.go2_studies) run these episodes.
+
+- :class:`Go2Balance`: the controller. :class:`gato.floating.FloatingMPC` (N knots of dt,
+  replanned every dt with ``iters`` SQP iterations warm-started from the shifted plan), its
+  plan's knot torque plus its Riccati gain on the state error at the world's 1 kHz, torques
+  clamped to the URDF effort. Each replan retargets the contact-position penalty to the measured
+  feet and (``follow_xy``) the base's horizontal reference to the measured base position while the
+  base moves faster than a threshold: after a push the plan damps the base velocity
+  (``w_base_vel``) instead of pulling the robot back.
+  It knows nothing of the push (no push time, no push force).
+- :func:`go2_stand_scenarios` / :func:`run_go2_stand`: from the registry's crouch with a seeded
+  perturbation (base xy +-5 cm, yaw +-0.3 rad, roll / pitch +-0.05 rad, joints +-0.05 rad; 0.3 s
+  of a joint PD lands it) to the stand height, level, for T s (bench/go2_stand.py's protocol).
+- :func:`go2_push_scenarios` / :func:`run_go2_push`: from ``reset("stand")``, a horizontal force
+  ``impulse / duration`` on the base (the free joint's force rows, MuJoCo ``qfrc_applied``) for
+  ``duration`` s from a seeded time in ``window``, in a seeded direction (uniform in the
+  horizontal plane, or ``lateral``: the base's +-y +-15 deg). Up = the base height stays above 60 %
+  of the start's after the push and no link but the four feet touches the ground (MuJoCo
+  contacts, :attr:`MuJoCoWorld.last_contact`), to T s.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["Go2Balance", "PUSH_RECOVERY", "go2_stand_scenarios", "go2_push_scenarios", "run_go2_stand",
+           "run_go2_push", "GO2_FEET"]
+
+GO2_FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
+_EFFORT = np.array([23.7, 23.7, 45.43] * 4)
+SIM_DT = 0.001
+#: The controller settings of the push-recovery result, tuned on go2_push_scenarios(seed=18) (its
+#: 10 uniform and 10 lateral pushes); every other seed is held out (docs/floating_solver.md).
+PUSH_RECOVERY = dict(w_base_vel=(1000.0, 1000.0, 30.0), follow_xy=0.2)
+
+
+def _R(x, y, z, w):
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def _world():
+    from ..robots.registry import robot_urdf
+    from .mujoco_world import MuJoCoWorld
+
+    return MuJoCoWorld(str(robot_urdf("go2")), floating=True)
+
+
+class Go2Balance:
+    """The go2 balance controller (module docstring). ``N``, ``dt`` [s], ``iters`` (SQP iterations
+    per replan), ``first_iters`` (the first solve's), ``w_base_vel`` (the base's linear-velocity
+    weight of FloatingMPC.set_standing, one number or (x, y, z) in the base frame; 30 is the standing
+    study's), ``follow_xy`` (True: retarget the base's x, y reference to the measured base each
+    replan; a speed [m/s]: only while the base's horizontal speed exceeds it, so the reference
+    stays where a pushed robot came to rest), ``feedback`` (apply the
+    plan's Riccati gains between replans), ``standing``: further FloatingMPC.set_standing keywords."""
+
+    def __init__(self, N: int = 20, dt: float = 0.02, iters: int = 3, first_iters: int = 30,
+                 w_base_vel: float = 30.0, follow_xy: bool = False, feedback: bool = True, standing=None):
+        from ..core.floating_mpc import FloatingMPC
+
+        for name, v in (("N", N), ("iters", iters), ("first_iters", first_iters)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "N" else 1):
+                raise ValueError(f"{name}: expected an int >= {2 if name == 'N' else 1}, got {v!r}")
+        if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:
+            raise ValueError(f"dt: expected a finite number > 0, got {dt!r}")
+        wv = np.array(w_base_vel if isinstance(w_base_vel, (list, tuple, np.ndarray)) else [w_base_vel] * 3,
+                      dtype=object)
+        if wv.shape != (3,) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                                       and v > 0 for v in wv):
+            raise ValueError(f"w_base_vel: expected a finite number > 0 or three (base x, y, z), got {w_base_vel!r}")
+        k = float(dt) / SIM_DT
+        if abs(k - round(k)) > 1e-9:
+            raise ValueError(f"dt: expected a multiple of the world's {SIM_DT} s, got {dt!r}")
+        self.mpc = FloatingMPC("go2", N=N, dt=float(dt), max_iters=iters)
+        self.N, self.dt, self.first_iters = N, float(dt), first_iters
+        self.replan = int(round(k))
+        if not isinstance(follow_xy, (bool, int, float)) or (not isinstance(follow_xy, bool)
+                                                              and not (math.isfinite(follow_xy) and follow_xy >= 0)):
+            raise ValueError(f"follow_xy: expected a bool or a speed >= 0 m/s, got {follow_xy!r}")
+        self.follow_xy = follow_xy if isinstance(follow_xy, bool) else float(follow_xy)
+        self.w_base_vel, self.feedback = wv.astype(float), bool(feedback)
+        self.res, self._t0, self.iters_log = None, 0, []
+        self.standing = dict(standing or {})
+        if "w_base_vel" in self.standing:
+            raise ValueError("standing: give w_base_vel as Go2Balance's own keyword")
+
+    def begin(self, q, dq, x_ref) -> None:
+        """Set the standing reference x_ref (nx,) and the feet where they are; the first solve."""
+        self.x_ref = np.array(x_ref, dtype=float)
+        self.mpc.set_standing(self.x_ref, self.mpc.contact_positions(q), w_base_vel=self.w_base_vel,
+                              **self.standing)
+        self.res = self.mpc.step(np.concatenate([q, dq]), max_iters=self.first_iters)
+        self._t0 = 0
+
+    def torque(self, i: int, q, dq) -> np.ndarray:
+        """The actuated torques (12,) N m at world step i (replans every dt)."""
+        x = np.concatenate([q, dq])
+        if i > 0 and i % self.replan == 0:
+            self.mpc.set_feet(self.mpc.contact_positions(q))
+            if self.follow_xy is True or (self.follow_xy is not False
+                                          and float(np.hypot(*(_R(*q[3:7]) @ dq[:3])[:2])) > self.follow_xy):
+                self.x_ref[:2] = q[:2]
+                self.mpc.sqp.set_x_ref(self.x_ref)
+            self.res = self.mpc.step(x)
+            self.iters_log.append(self.res.iters)
+            self._t0 = i
+        res, plant = self.res, self.mpc.plant
+        s = (i - self._t0) * SIM_DT / self.dt
+        kk = min(int(s), self.N - 2)
+        u = res.W[kk, :12].copy()
+        if self.feedback:
+            xp = plant.integrate(res.X[kk], (s - kk) * plant.difference(res.X[kk], res.X[kk + 1]))
+            u += res.K[kk][:12] @ plant.difference(xp, x)
+        return np.clip(u, -_EFFORT, _EFFORT)
+
+
+def _ctrl(controller) -> Go2Balance:
+    return controller if isinstance(controller, Go2Balance) else Go2Balance(**(controller or {}))
+
+
+# ------------------------------------------------------------------------------ standing
+def go2_stand_scenarios(seed: int = 0, n: int = 1) -> list:
+    """n crouched starts of seed (scenario k: numpy default_rng(seed + k), bench/go2_stand.py's
+    seeds): {"id", "seed", "dxy" (2,) m, "rpy" (3,) rad, "dq_joints" (12,) rad}."""
+    out = []
+    for k in range(int(n)):
+        rng = np.random.default_rng(int(seed) + k)
+        dxy = rng.uniform(-0.05, 0.05, 2)
+        rpy = [rng.uniform(-0.05, 0.05), rng.uniform(-0.05, 0.05), rng.uniform(-0.3, 0.3)]
+        out.append(dict(id=f"stand-{int(seed) + k}", seed=int(seed) + k, dxy=dxy.tolist(), rpy=rpy,
+                        dq_joints=rng.uniform(-0.05, 0.05, 12).tolist()))
+    return out
+
+
+def _quat(r, p, y):
+    cr, sr, cp, sp, cy, sy = math.cos(r / 2), math.sin(r / 2), math.cos(p / 2), math.sin(p / 2), \
+        math.cos(y / 2), math.sin(y / 2)
+    return [sr * cp * cy - cr * sp * sy, cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy,
+            cr * cp * cy + sr * sp * sy]
+
+
+def run_go2_stand(scenario: dict, T: float = 10.0, controller=None) -> dict:
+    """One standing episode (module docstring); ``controller``: a Go2Balance or its keywords.
+    Returns h_err_max_after2s [m], tilt_max_after2s [deg], tilt_max_deg, yaw_err_max_after2s [deg],
+    min_foot_fn_after2s [N] (fn_by_body), slip_max_m (foot bodies' horizontal travel), mean_iters,
+    t_within_2cm [s]; "after 2 s" is after min(2, T / 2)."""
+    world = _world()
+    q_st, _ = world.standing_state("stand")
+    q, dq = world.reset("crouch")
+    q[:2] += scenario["dxy"]
+    q[3:7] = _quat(*scenario["rpy"])
+    q[7:] += scenario["dq_joints"]
+    q[2] += 0.01
+    qc = q[7:].copy()
+    for _ in range(300):
+        q, dq = world.step(q, dq, np.clip(60 * (qc - q[7:]) - 2 * dq[6:], -_EFFORT, _EFFORT), SIM_DT)
+    world.reset()
+    ctrl = _ctrl(controller)
+    body0 = np.array([world.body_position(q, b) for b in GO2_FEET])
+    yaw = math.atan2(*_R(*q[3:7])[[1, 0], 0])
+    ctrl.begin(q, dq, np.concatenate([[q[0], q[1], q_st[2], 0, 0, math.sin(yaw / 2), math.cos(yaw / 2)],
+                                      q_st[7:], np.zeros(18)]))
+    log = dict(t=[], h=[], tilt=[], yaw=[], fn=[], slip=[])
+    for i in range(int(round(T / SIM_DT))):
+        q, dq = world.step(q, dq, ctrl.torque(i, q, dq), SIM_DT)
+        q[3:7] /= np.linalg.norm(q[3:7])
+        if i % 10 == 9:
+            R, fn = _R(*q[3:7]), world.last_contact["fn_by_body"]
+            log["t"].append((i + 1) * SIM_DT)
+            log["h"].append(abs(q[2] - q_st[2]))
+            log["tilt"].append(math.degrees(math.acos(min(1.0, R[2, 2]))))
+            log["yaw"].append(math.degrees(abs(math.atan2(R[1, 0], R[0, 0]) - yaw)))
+            log["fn"].append([fn.get(b, 0.0) for b in GO2_FEET])
+            pos = np.array([world.body_position(q, b) for b in GO2_FEET])
+            log["slip"].append(float(np.max(np.linalg.norm((pos - body0)[:, :2], axis=1))))
+    t, h = np.array(log["t"]), np.array(log["h"])
+    late = t >= min(2.0, T / 2)
+    within = next((tt for tt in t if np.all(h[t >= tt] < 0.02)), math.nan)
+    return dict(h_err_max_after2s=float(h[late].max()), tilt_max_after2s=float(np.array(log["tilt"])[late].max()),
+                tilt_max_deg=float(max(log["tilt"])), yaw_err_max_after2s=float(np.array(log["yaw"])[late].max()),
+                min_foot_fn_after2s=float(np.array(log["fn"])[late].min()), slip_max_m=float(max(log["slip"])),
+                mean_iters=float(np.mean(ctrl.iters_log)) if ctrl.iters_log else math.nan,
+                t_within_2cm=float(within), sim_time=float(T))
+
+
+# ------------------------------------------------------------------------------ pushes
+def go2_push_scenarios(seed: int = 0, n: int = 10, *, impulse: float = 20.0, duration: float = 0.05,
+                       window=(1.0, 1.5), lateral: bool = False) -> list:
+    """n pushes of seed (scenario k: numpy default_rng([34, seed, k])): {"id", "seed", "k",
+    "angle" rad (world, from x; the robot starts facing x), "t_push" s (uniform in window, on
+    the 1 ms grid), "impulse" N s, "duration" s}."""
+    for name, v in (("impulse", impulse), ("duration", duration)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{name}: expected a finite number > 0, got {v!r}")
+    lo, hi = (float(w) for w in window)
+    if not 0 < lo <= hi:
+        raise ValueError(f"window: expected (t0, t1) with 0 < t0 <= t1 s, got {window!r}")
+    out = []
+    for k in range(int(n)):
+        rng = np.random.default_rng([34, int(seed), k])
+        ang = rng.uniform(0, 2 * math.pi)
+        if lateral:
+            ang = math.copysign(math.pi / 2, rng.uniform(-1, 1)) + rng.uniform(-math.pi / 12, math.pi / 12)
+        t_push = round(rng.uniform(lo, hi) / SIM_DT) * SIM_DT
+        out.append(dict(id=f"push-{int(seed)}-{k}", seed=int(seed), k=k, angle=float(ang), t_push=float(t_push),
+                        impulse=float(impulse), duration=float(duration)))
+    return out
+
+
+def run_go2_push(scenario: dict, T: float = 3.0, controller=None) -> dict:
+    """One push episode (module docstring). Returns up (bool), hmin_rel (lowest base height after
+    the push / the start's), body_contact (sorted links other than the feet that touched the
+    ground after the push), trunk_contact (those of them above the calves: base, head, hips,
+    thighs), drift_m (base horizontal travel at T), angle_deg, t_push."""
+    world = _world()
+    q, dq = world.reset("stand")
+    h0 = q[2]
+    ctrl = _ctrl(controller)
+    ctrl.begin(q, dq, np.concatenate([q, np.zeros(18)]))
+    i0 = int(round(scenario["t_push"] / SIM_DT))
+    n_push = int(round(scenario["duration"] / SIM_DT))
+    F = scenario["impulse"] / (n_push * SIM_DT) * np.array([math.cos(scenario["angle"]), math.sin(scenario["angle"]), 0.0])
+    xy0, hmin, contact = q[:2].copy(), math.inf, set()
+    for i in range(int(round(T / SIM_DT))):
+        u = np.concatenate([np.zeros(6), ctrl.torque(i, q, dq)])
+        if i0 <= i < i0 + n_push:
+            u[:3] = _R(*q[3:7]).T @ F      # the world rotates the free joint's force rows by R
+        q, dq = world.step(q, dq, u, SIM_DT)
+        q[3:7] /= np.linalg.norm(q[3:7])
+        if i >= i0:
+            hmin = min(hmin, q[2])
+            contact |= {b for b in world.last_contact["fn_by_body"] if b not in GO2_FEET}
+    trunk = sorted(b for b in contact if "calf" not in b)
+    return dict(up=bool(hmin > 0.6 * h0 and not contact), hmin_rel=float(hmin / h0), body_contact=sorted(contact),
+                trunk_contact=trunk, drift_m=float(np.linalg.norm(q[:2] - xy0)),
+                angle_deg=float(math.degrees(scenario["angle"])), t_push=float(scenario["t_push"]), sim_time=float(T))
