@@ -20,7 +20,7 @@ then carries the payload (gato.sim.pinocchio_world.AttachedAt; a pendulum starts
     python bench/bench_payload_kinds.py --load rigid --offset 0.1 0 0 --attach 0.3 1.0 --configs swing:1 --seed 7
 
 ``--limit-check step`` judges the joint limits after every 1 ms physics step instead of at the control
-ticks (each run's line prints both velocity peaks).
+ticks (each run's line prints both velocity peaks, and when the limits were exceeded at the 1 ms steps).
 
 Prints one line per run (success, stop reason, why it failed) and a total per configuration.
 """
@@ -93,7 +93,8 @@ def main(argv=None):
             ok += int(r["success"])
             before = a.attach is not None and not r["sim_time"] > attach_t(k)
             early += int(before)
-            first, last = r.get("first_violation_t"), r.get("last_violation_t")
+            first, last = ((r.get("step_first_violation_t"), r.get("step_last_violation_t")) if a.limit_check == "step"
+                           else (r.get("first_violation_t"), r.get("last_violation_t")))
             when = "" if first is None else f" (limits exceeded t = {first:.3f}-{last:.3f} s)"
             peaks = "" if r.get("step_qd_ratio") is None else \
                 f" qd peak {r['tick_qd_ratio']:.2f}x at ticks / {r['step_qd_ratio']:.2f}x at 1 ms"

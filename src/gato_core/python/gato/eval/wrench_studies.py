@@ -18,8 +18,15 @@ Kinds (task.kind):
   ready pose, step or minimum-jerk ramps) run by MPC_GATO.run_mpc_goals (``goal_timeout`` s per
   goal, ``goal_threshold`` m / ``velocity_threshold`` rad/s (L1) gates) with an unmodelled
   payload, the disturbance case: ``[{kind: pendulum, mass, length[, damping]}]`` (a pendulum
-  hanging from the EE) or ``[{kind: constant_wrench, wrench}]`` (e.g. the weight alone), or
-  ``[]``. Success: every goal reached, no joint outside its URDF position or velocity limit at
+  hanging from the EE), ``[{kind: constant_wrench, wrench}]`` (e.g. the weight alone),
+  ``[{kind: rigid_payload, mass[, offset, radius]}]`` (a grasped object that does not swing:
+  a solid sphere fixed to the EE at ``offset`` [m] in EE axes, PinocchioWorld's rigid_payload),
+  or ``[]``; any of them with ``attach: [T0, T1]`` is picked up mid-run, at a time drawn
+  uniformly from [T0, T1] s per scenario (numpy default_rng([seed, k]), as
+  bench/bench_payload_kinds.py --attach; gato.sim.pinocchio_world.AttachedAt). Task option
+  ``ramps``: the scenarios' reference ramps [s] (null: pickplace_scenarios' default mix; [0.0]:
+  step references, issue 32's protocol).
+  Success: every goal reached, no joint outside its URDF position or velocity limit at
   any recorded tick (``limit_check: tick``, the default) or after any physics substep
   (``limit_check: step``, 1 ms; the step_* metrics are measured either way), no planner
   fallback, no divergence; ``success_after_grace`` judges the limits from t >= ``grace`` s only; ``clamp_torques`` (default true): the world applies the
@@ -342,9 +349,10 @@ def _pay_scenarios(robot, o, seed, n):
     from ..core.bsqp import robot_urdf
 
     model = pin.buildModelFromUrdf(str(robot_urdf(robot)))
-    out = tasks.pickplace_scenarios(model, robot, n, seed=seed)
+    kw = {} if o.get("ramps") is None else {"ramps": tuple(float(r) for r in o["ramps"])}
+    out = tasks.pickplace_scenarios(model, robot, n, seed=seed, **kw)
     for k, s in enumerate(out):
-        s["k"] = k
+        s["k"], s["seed"] = k, int(seed)
     return out
 
 
@@ -357,6 +365,12 @@ def _check_pay(kind, o, world):
         raise _err("task.options.clamp_torques", f"expected true or false, got {o['clamp_torques']!r}")
     if o["limit_check"] not in LIMIT_CHECKS:
         raise _err("task.options.limit_check", f"expected one of {', '.join(LIMIT_CHECKS)}, got {o['limit_check']!r}")
+    r = o.get("ramps")
+    if r is not None:
+        if not isinstance(r, (list, tuple)) or not r:
+            raise _err("task.options.ramps", f"expected null or a list of ramp times >= 0 s, got {r!r}")
+        for j, v in enumerate(r):
+            _num(v, f"task.options.ramps[{j}]", lo=0.0)
 
 
 def _check_pay_case(case: list, path: str) -> list:
@@ -366,8 +380,25 @@ def _check_pay_case(case: list, path: str) -> list:
         raise _err(path, f"expected one payload (pendulum or constant_wrench) or none, got {len(case)}")
     out = []
     for j, d in enumerate(case):
-        if not isinstance(d, dict) or d.get("kind") not in ("pendulum", "constant_wrench"):
-            raise _err(f"{path}[{j}]", f"the payload_pickplace study takes a pendulum or a constant_wrench, got {d!r}")
+        if not isinstance(d, dict) or d.get("kind") not in ("pendulum", "constant_wrench", "rigid_payload"):
+            raise _err(f"{path}[{j}]", f"the payload_pickplace study takes a pendulum, a constant_wrench or a "
+                                       f"rigid_payload, got {d!r}")
+        attach = d.get("attach")
+        if attach is not None:
+            if not isinstance(attach, (list, tuple)) or len(attach) != 2:
+                raise _err(f"{path}[{j}].attach", f"expected [T0, T1] s, got {attach!r}")
+            t0 = _num(attach[0], f"{path}[{j}].attach[0]", lo=0.0)
+            _num(attach[1], f"{path}[{j}].attach[1]", lo=float(t0))
+        d = {key: v for key, v in d.items() if key != "attach"}
+        if d["kind"] == "rigid_payload":
+            from ..sim.pinocchio_world import PinocchioWorld
+
+            try:
+                PinocchioWorld._rigid_cfg({key: v for key, v in d.items() if key != "kind"})
+            except ValueError as e:
+                raise _err(f"{path}[{j}]", str(e)) from None
+            out.append(dict(d, **({} if attach is None else {"attach": [float(a) for a in attach]})))
+            continue
         if d["kind"] == "pendulum":  # named field by field here, before the payload's own check of them all
             for key, lo, opn in (("mass", 0.0, True), ("length", 0.0, True), ("damping", 0.0, False),
                                  ("radius", 0.0, True)):
@@ -376,17 +407,37 @@ def _check_pay_case(case: list, path: str) -> list:
         d = _disturbance(d, f"{path}[{j}]")
         if d["kind"] == "constant_wrench" and d.get("via", "auto") != "auto":
             raise _err(f"{path}[{j}].via", "MPC_GATO installs the wrench on the world itself; remove via")
-        out.append(d)
+        out.append(d if attach is None else dict(d, attach=[float(a) for a in attach]))
     return out
 
 
-def _load_kwargs(case: list) -> dict:
+def attach_time(attach, seed: int, k: int) -> float:
+    """The pick-up time [s] of scenario k of ``seed`` for ``attach`` [T0, T1] (uniform, numpy
+    default_rng([seed, k]); bench/bench_payload_kinds.py --attach draws the same)."""
+    return float(np.random.default_rng([int(seed), int(k)]).uniform(float(attach[0]), float(attach[1])))
+
+
+def _load_kwargs(case: list, robot="iiwa14", seed=0, k=0) -> dict:
     if not case:
         return {}
-    d = case[0]
-    if d["kind"] == "constant_wrench":
-        return dict(constant_f_ext=list(d["wrench"]))
-    return dict(pendulum_config={k: v for k, v in d.items() if k != "kind"})
+    d = dict(case[0])
+    attach = d.pop("attach", None)
+    kind = d.pop("kind")
+    if kind == "constant_wrench":
+        load = dict(constant_f_ext=list(d["wrench"]))
+    elif kind == "rigid_payload":
+        load = dict(rigid_payload=d)
+    else:
+        load = dict(pendulum=d) if attach is not None else dict(pendulum_config=d)
+    if attach is None and kind != "rigid_payload":
+        return load
+    from ..core.bsqp import robot_urdf
+    from ..sim.pinocchio_world import AttachedAt, PinocchioWorld
+
+    urdf = robot_urdf(robot)
+    if attach is None:
+        return {"world": PinocchioWorld(urdf, **load)}
+    return {"world": AttachedAt(PinocchioWorld(urdf), PinocchioWorld(urdf, **load), attach_time(attach, seed, k))}
 
 
 def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=5.0, goal_threshold=0.05,
@@ -465,7 +516,8 @@ def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=
 
 def _run_pay(ep):
     o, sc = ep["task_options"], ep["scenario"]
-    return run_payload(sc, ep["planner"]["config"], _load_kwargs(ep["disturbances"]), sc["k"],
+    load = _load_kwargs(ep["disturbances"], ep["robot"], sc.get("seed", 0), sc["k"])
+    return run_payload(sc, ep["planner"]["config"], load, sc["k"],
                        goal_timeout=o["goal_timeout"], goal_threshold=o["goal_threshold"],
                        velocity_threshold=o["velocity_threshold"], grace=o["grace"], N=o["N"], dt=o["dt"],
                        sim_dt=ep["world"]["sim_dt"], clamp_torques=o["clamp_torques"], limit_check=o["limit_check"])
@@ -485,7 +537,7 @@ WRENCH_STUDIES = {
         kind="payload_pickplace",
         doc="iiwa14 pick-and-place with an unmodelled payload, wrench hypotheses (Fig. 7)",
         options=dict(goal_timeout=5.0, goal_threshold=0.05, velocity_threshold=1.0, grace=0.1, N=32, dt=0.03125,
-                     clamp_torques=True, limit_check="tick"),
+                     clamp_torques=True, limit_check="tick", ramps=None),
         metrics=_PAY_METRICS, scenarios=_pay_scenarios, run=_run_pay, check=_check_pay,
         planner_check=_check_planner, disturbance_check=_check_pay_case),
 }

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from .estimators import _batch_size, _feedback, _real, _seed
+from .attach import PayloadChangeDetector
 from .identifier import OneStepWrenchIdentifier, _ee_frame_id
 from .hypotheses import HypothesisBatch, planned_knots, winning_plan  # noqa: F401 (gato.swing re-exports them)
 
@@ -29,7 +30,7 @@ __all__ = ["PendulumSwingEstimator", "PAYLOAD_MODELS"]
 PAYLOAD_MODELS = ("swing", "rigid", "constant")
 
 
-class PendulumSwingEstimator:
+class PendulumSwingEstimator(PayloadChangeDetector):
     """Swing-aware payload hypotheses: the identified wrench read as a pendulum hanging from the EE,
     predicted over the horizon along the planned EE motion (instead of held constant).
 
@@ -66,6 +67,10 @@ class PendulumSwingEstimator:
     memory ``offset_tau`` on the identified torque, tau = (R c) x F, reads its centre's offset c
     (3,) m in EE axes (:attr:`offset`; a component along every force seen so far is not
     observable and stays at 0).
+
+    A payload picked up mid-run (issue 32): :class:`gato.wrench.attach.PayloadChangeDetector`
+    tells it from the step in what the EE carries and restarts the fits (:meth:`refit`,
+    ``n_attach``); a SwingWrenchBatch then re-opens its model choice.
 
     Rows of a batch (B = ``batch_size``): ``[0]`` the swing predicted at the identified length L;
     from B = 2 ``[1]`` the full identified wrench held constant (the ``inertial_rows`` hypothesis,
@@ -203,6 +208,7 @@ class PendulumSwingEstimator:
         self._v_prev = None
         self._c_AtA = np.zeros((3, 3))  # the offset least squares' sums (memory offset_tau), see identify
         self._c_Aty = np.zeros(3)
+        self._d_num = self._d_den = 0.0  # the rod damping's (memory offset_tau), see identify
         self._R = np.eye(3)  # EE rotation (world <- EE) at the last sample
         self._f_sum = np.zeros(3)
         self._f_n = 0
@@ -210,6 +216,7 @@ class PendulumSwingEstimator:
         self.n_feedback = 0
         self.row_wins = np.zeros(self.batch_size, dtype=np.int64)
         self.n_nonfinite = 0  # (row, interval) predictions that overflowed and fell back to the weight
+        self._reset_change()
 
     @property
     def n_updates(self) -> int:
@@ -222,7 +229,7 @@ class PendulumSwingEstimator:
         None before its first sample."""
         if AtA[0, 0] <= 0.0:
             return None
-        P = self.INERTIA_PRIOR
+        P = self.INERTIA_PRIOR * self._tie_scale()
         mw, mi = np.linalg.solve(AtA + P * np.array([[1.0, -1.0], [-1.0, 1.0]]), Aty)
         mw = max(0.0, float(mw))
         return mw, float(np.clip(mi, 0.0, mw))
@@ -271,6 +278,23 @@ class PendulumSwingEstimator:
         """(3,) identified payload centre [m] in EE axes (the rigid rows' lever arm)."""
         return np.linalg.solve(self._c_AtA + self.OFFSET_PRIOR * np.eye(3), self._c_Aty)
 
+    #: Weight of the zero prior on the rod's damping [s (rad/s)^2], and its bound [N*m*s/rad].
+    DAMPING_PRIOR = 0.005
+    MAX_DAMPING = 20.0
+    #: The swing rows carry the damping's torque only with an identified offset below this [m]
+    #: (SwingWrenchBatch.OFFSET_RIGID's value).
+    DAMPING_OFFSET = 0.03
+
+    @property
+    def rod_damping(self) -> float:
+        """Identified damping [N*m*s/rad] in [0, MAX_DAMPING] of the rod's joint at the EE (issue 32:
+        a damped pendulum drags the wrist with c (omega_rod - omega_EE), perpendicular to the rod),
+        least squares (memory offset_tau) on what the offset leaves of the identified torque:
+        tau - (R c) x F = damping u x (du/dt - omega_EE x u). The swing rows carry its torque only while
+        the offset is below SwingWrenchBatch.OFFSET_RIGID (a rod from the EE origin; a grasped
+        object off-centre turns the force in the EE frame as well, read as a damping)."""
+        return float(np.clip(self._d_num / (self._d_den + self.DAMPING_PRIOR), 0.0, self.MAX_DAMPING))
+
     @property
     def rigid_mass(self) -> float:
         """Identified mass [kg] (>= 0) of a payload fixed to the EE at :attr:`offset`: least squares
@@ -317,11 +341,15 @@ class PendulumSwingEstimator:
         lc = math.exp(-dt / self.offset_tau)
         self._c_AtA = lc * self._c_AtA + dt * (A.T @ A)
         self._c_Aty = lc * self._c_Aty + dt * (A.T @ w[3:])
+        d = np.cross(self.u, self.rate - np.cross(w1, self.u))  # the rod's turn relative to the EE's, across it
+        res = w[3:] - A @ self.offset
+        self._d_num = lc * self._d_num + dt * float(d @ res)
+        self._d_den = lc * self._d_den + dt * float(d @ d)
         # the rigid mass: F = m g - m_i a_c, a_c the centre's acceleration at the current offset
         c = self.offset
         a_c = (v1 + np.cross(w1, R1 @ c) - v0 - np.cross(w0, self._R @ c)) / dt
         phi = np.stack([self._g, -a_c], axis=1)  # (3, 2): the regressors of (m, m_i)
-        lr = math.exp(-dt / self.forgetting_tau)
+        lr = math.exp(-dt / self._fit_tau())
         self._r_AtA = lr * self._r_AtA + phi.T @ phi
         self._r_Aty = lr * self._r_Aty + phi.T @ F
         # A near-slack rod (|F| well below the weight) says little about its direction: hold the
@@ -340,7 +368,7 @@ class PendulumSwingEstimator:
             self.rate -= (self.rate @ self.u) * self.u
             w2 = float(self.rate @ self.rate)
             load = float((self._g - a) @ self.u)  # (g - a) . u: what the rod carries per kg
-            lam = math.exp(-dt / self.forgetting_tau)
+            lam = math.exp(-dt / self._fit_tau())
             mi = self.inertial_mass
             gu, au = float(self._g @ self.u), float(a @ self.u)
             if w2 < self.MAX_RATE ** 2:
@@ -365,6 +393,7 @@ class PendulumSwingEstimator:
                 res = float(F @ self.u) - (m * gu - mi * au)
                 self._ls_num = lam * self._ls_num + mi * w2 * res
                 self._ls_den = lam * self._ls_den + (mi * w2) ** 2
+        self._detect_change(dt, fn)
         return w
 
     def take_mean_force(self):
@@ -411,10 +440,12 @@ class PendulumSwingEstimator:
 
     def model_state(self) -> dict:
         """What the predictions start from, copied: rod direction u, rate, length, mass,
-        inertial_mass, rigid_mass, rigid_inertial_mass, offset (EE axes), R (the EE rotation at the last sample), wrench (the identified (6,))."""
+        inertial_mass, rigid_mass, rigid_inertial_mass, offset (EE axes), R (the EE rotation at the last sample),
+        damping (:attr:`rod_damping`), wrench (the identified (6,))."""
         return dict(u=self.u.copy(), rate=self.rate.copy(), length=self.length, mass=self.mass,
                     inertial_mass=self.inertial_mass, rigid_mass=self.rigid_mass,
                     rigid_inertial_mass=self.rigid_inertial_mass, offset=self.offset, R=self._R.copy(),
+                    damping=self.rod_damping if float(np.linalg.norm(self.offset)) < self.DAMPING_OFFSET else 0.0,
                     wrench=np.array(self.identifier.wrench, dtype=np.float64))
 
     def _predict(self, ee_vel, dt, L, ee_rot=None, ee_omega=None, st=None, gain=None) -> np.ndarray:
@@ -450,26 +481,43 @@ class PendulumSwingEstimator:
         h = dt / self.substeps
         out = np.zeros((B, K, 6))
         fs = np.zeros((R, K, 3))
+        ts = np.zeros((R, K, 3))
+        cd = float(st.get("damping", 0.0))
+        # the rod's damping c (issue 32): the rod's rate relative to the EE's turn decays at c / (m_i L^2) and
+        # drags the EE with the torque c u x (du/dt - omega_EE x u); omega_EE per interval from the knots
+        kd = cd / (mi * Ls ** 2) if cd > 0 and mi > 0 else np.zeros_like(Ls)
+        w_ee = np.zeros((K, 3))
+        if cd > 0 and ee_omega is not None:
+            w_ee = 0.5 * (om_ee[1:] + om_ee[:-1])
+        elif cd > 0 and ee_rot is not None:
+            dR = rot[1:] @ np.transpose(rot[:-1], (0, 2, 1))
+            w_ee = 0.5 * np.stack([dR[:, 2, 1] - dR[:, 1, 2], dR[:, 0, 2] - dR[:, 2, 0],
+                                   dR[:, 1, 0] - dR[:, 0, 1]], axis=1) / dt
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is caught below
             for k in range(K):
                 gp = self._g - (v[k + 1] - v[k]) / dt
                 acc = np.zeros((R, 3))
+                tq = np.zeros((R, 3))
                 for _ in range(self.substeps):
                     gu = u @ gp
                     w2 = np.sum(om * om, axis=1)
                     t_m = np.maximum(gu + Ls[:, 0] * w2, 0.0)  # a slack rod pulls nothing
                     acc += t_m[:, None] * u  # per kg of inertial mass
-                    om = om + h * ((gp[None, :] - gu[:, None] * u) / Ls - w2[:, None] * u)
+                    rel = om - np.cross(w_ee[k][None, :], u)
+                    tq += cd * np.cross(u, rel)
+                    om = om + h * ((gp[None, :] - gu[:, None] * u) / Ls - w2[:, None] * u - kd * rel)
                     u = u + h * om
                     u /= np.linalg.norm(u, axis=1, keepdims=True)
                     om -= np.sum(om * u, axis=1, keepdims=True) * u
                 fs[:, k] = acc / self.substeps
+                ts[:, k] = tq / self.substeps
             # the inertial part (the prediction minus the weight) scaled by inertial_gain: the solver
             # sees it as an exogenous wrench, not as mass, so a full-gain m (g - a_planned) feeds the
             # plan's acceleration back into the next plan's wrench (with the old low-passed mass: 1.0
             # diverged in 6 of 6 runs, 0.3 5 of 6 succeeded; with the tension mass the defaults above)
             wvec = m * self._g
             out[swing, :, :3] = wvec + gain * mi * (fs - self._g)  # the weight, then m_i's reaction
+            out[swing, :, 3:] = gain * ts
             if np.any(rigid):  # the payload moves with the EE: m (g - a_c), at its offset's lever arm
                 mr, mri = st["rigid_mass"], st["rigid_inertial_mass"]
                 wr = mr * self._g
@@ -518,12 +566,14 @@ class PendulumSwingEstimator:
         """The identifier's stats plus mass, inertial_mass, rigid_mass, rigid_inertial_mass kg,
         length m, offset (3,) m (EE axes), rod direction u
         (3,), rate (3,) 1/s, row_lengths (B,) m, row_wins (B,), last_best, n_feedback, n_nonfinite
-        ((row, interval) predictions that overflowed and fell back to the weight)."""
+        ((row, interval) predictions that overflowed and fell back to the weight), n_attach (payload
+        changes detected)."""
         st = self.identifier.get_stats()
         st.update(mass=self.mass, inertial_mass=self.inertial_mass, rigid_mass=self.rigid_mass,
                   rigid_inertial_mass=self.rigid_inertial_mass, length=self.length, offset=self.offset, u=self.u.copy(), rate=self.rate.copy(),
                   row_lengths=self.row_lengths(), row_wins=self.row_wins.copy(), last_best=self.last_best,
-                  n_feedback=self.n_feedback, n_nonfinite=self.n_nonfinite)
+                  n_feedback=self.n_feedback, n_nonfinite=self.n_nonfinite, n_attach=self.n_attach,
+                  rod_damping=self.rod_damping)
         return st
 
 
