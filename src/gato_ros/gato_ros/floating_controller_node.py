@@ -39,7 +39,7 @@ NODE_PARAMETERS = dict(odom_topic="/odom", status_every=100, summary_file="")
 class FloatingControllerNode(Node):
     def __init__(self, **kwargs):
         super().__init__("gato_floating_controller", **kwargs)
-        from gato_msgs.msg import EffortCommand  # noqa: F401
+        from gato_msgs.msg import EffortCommand
         from geometry_msgs.msg import PoseStamped
         from nav_msgs.msg import Odometry as OdometryMsg
         from sensor_msgs.msg import JointState
@@ -51,7 +51,6 @@ class FloatingControllerNode(Node):
         self.node_cfg = {k: cfg.pop(k) for k in NODE_PARAMETERS}
         self.logic = FloatingControllerLogic(cfg)
         self.done, self.exit_code = False, 0
-        from gato_msgs.msg import EffortCommand
         self.pub_cmd = self.create_publisher(EffortCommand, "~/command", qos())
         self.pub_status = self.create_publisher(String, "~/status", qos())
         self.create_subscription(OdometryMsg, self.node_cfg["odom_topic"], self._on_odom, qos(100))
