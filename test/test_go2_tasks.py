@@ -39,6 +39,16 @@ def test_push_scenarios_refuse_bad_input(kw, name):
         go2_push_scenarios(0, 1, **kw)
 
 
+@pytest.mark.parametrize("call,name", [
+    (lambda: go2_push_scenarios(0, 0), "n"), (lambda: go2_push_scenarios(-1, 1), "seed"),
+    (lambda: go2_stand_scenarios(0, 1.5), "n"), (lambda: go2_stand_scenarios("a", 1), "seed"),
+    (lambda: run_go2_push(go2_push_scenarios(0, 1)[0], T=1.0), "T"),
+    (lambda: run_go2_stand(go2_stand_scenarios(0, 1)[0], T=float("inf")), "T")])
+def test_task_functions_refuse_bad_input(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
 @pytest.mark.parametrize("kw,name", [(dict(N=1), "N"), (dict(dt=0.0105), "dt"), (dict(iters=0), "iters"),
                                      (dict(w_base_vel=float("nan")), "w_base_vel"),
                                      (dict(w_base_vel=(1.0, 2.0)), "w_base_vel"), (dict(follow_xy="on"), "follow_xy"),

@@ -119,6 +119,24 @@ class Go2Balance:
         return np.clip(u, -_EFFORT, _EFFORT)
 
 
+def _count(n, name="n") -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"{name}: expected an int >= 1, got {n!r}")
+    return int(n)
+
+
+def _seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
+    return int(seed)
+
+
+def _duration(T) -> float:
+    if isinstance(T, bool) or not isinstance(T, (int, float)) or not math.isfinite(T) or T <= 0:
+        raise ValueError(f"T: expected a duration > 0 s, got {T!r}")
+    return float(T)
+
+
 def _ctrl(controller) -> Go2Balance:
     return controller if isinstance(controller, Go2Balance) else Go2Balance(**(controller or {}))
 
@@ -128,8 +146,8 @@ def go2_stand_scenarios(seed: int = 0, n: int = 1) -> list:
     """n crouched starts of seed (scenario k: numpy default_rng(seed + k), bench/go2_stand.py's
     seeds): {"id", "seed", "dxy" (2,) m, "rpy" (3,) rad, "dq_joints" (12,) rad}."""
     out = []
-    for k in range(int(n)):
-        rng = np.random.default_rng(int(seed) + k)
+    for k in range(_count(n)):
+        rng = np.random.default_rng(_seed(seed) + k)
         dxy = rng.uniform(-0.05, 0.05, 2)
         rpy = [rng.uniform(-0.05, 0.05), rng.uniform(-0.05, 0.05), rng.uniform(-0.3, 0.3)]
         out.append(dict(id=f"stand-{int(seed) + k}", seed=int(seed) + k, dxy=dxy.tolist(), rpy=rpy,
@@ -149,6 +167,7 @@ def run_go2_stand(scenario: dict, T: float = 10.0, controller=None) -> dict:
     Returns h_err_max_after2s [m], tilt_max_after2s [deg], tilt_max_deg, yaw_err_max_after2s [deg],
     min_foot_fn_after2s [N] (fn_by_body), slip_max_m (foot bodies' horizontal travel), mean_iters,
     t_within_2cm [s]; "after 2 s" is after min(2, T / 2)."""
+    T = _duration(T)
     world = _world()
     q_st, _ = world.standing_state("stand")
     q, dq = world.reset("crouch")
@@ -201,8 +220,8 @@ def go2_push_scenarios(seed: int = 0, n: int = 10, *, impulse: float = 20.0, dur
     if not 0 < lo <= hi:
         raise ValueError(f"window: expected (t0, t1) with 0 < t0 <= t1 s, got {window!r}")
     out = []
-    for k in range(int(n)):
-        rng = np.random.default_rng([34, int(seed), k])
+    for k in range(_count(n)):
+        rng = np.random.default_rng([34, _seed(seed), k])
         ang = rng.uniform(0, 2 * math.pi)
         if lateral:
             ang = math.copysign(math.pi / 2, rng.uniform(-1, 1)) + rng.uniform(-math.pi / 12, math.pi / 12)
@@ -217,6 +236,9 @@ def run_go2_push(scenario: dict, T: float = 3.0, controller=None) -> dict:
     the push / the start's), body_contact (sorted links other than the feet that touched the
     ground after the push), trunk_contact (those of them above the calves: base, head, hips,
     thighs), drift_m (base horizontal travel at T), angle_deg, t_push."""
+    T = _duration(T)
+    if T <= scenario["t_push"] + scenario["duration"]:
+        raise ValueError(f"T: the run must outlast the push ({scenario['t_push']} s + {scenario['duration']} s), got {T!r}")
     world = _world()
     q, dq = world.reset("stand")
     h0 = q[2]
