@@ -49,3 +49,33 @@ def dense_kkt_step(A, B, Hxx, Hww, gx, gw, reg=0.0):
     dX = z[:N * ndx].reshape(N, ndx)
     dW = z[N * ndx:].reshape(N - 1, nw)
     return dX, dW, res
+
+
+# ---------------------------------------------------------------- hard rows (issue 34)
+def soc_project(v):
+    """Projection of v = (t, z1, z2) onto the second-order cone ||z|| <= t."""
+    v = np.asarray(v, dtype=float)
+    t, z = v[0], v[1:]
+    nz = np.linalg.norm(z)
+    if nz <= t:
+        return v.copy()
+    if nz <= -t:
+        return np.zeros(3)
+    a = 0.5 * (t + nz)
+    return np.concatenate([[a], a * z / nz])
+
+
+def al_row_terms(g, lam, rho, lo=None, hi=None, cone=False):
+    """(cost, dcost/dg, updated multiplier) of the PHR augmented-Lagrangian term of one knot's rows
+    (docs/constraints.md, mech "al"), written from the definitions:
+    interval rows: sum_i (rho/2) dist_[lo_i, hi_i](g_i + lam_i/rho)^2 - lam_i^2/(2 rho),
+        lam <- rho (v - clip(v, lo, hi)), v = g + lam/rho;
+    a cone (3 rows): (rho/2) dist_K(g - lam/rho)^2 - |lam|^2/(2 rho), lam <- Pi_K(lam - rho g)."""
+    g, lam = np.asarray(g, dtype=float), np.asarray(lam, dtype=float)
+    if cone:
+        v = g - lam / rho
+        e = v - soc_project(v)
+        return 0.5 * rho * e @ e - lam @ lam / (2 * rho), rho * e, soc_project(lam - rho * g)
+    v = g + lam / rho
+    e = v - np.clip(v, lo, hi)
+    return float(np.sum(0.5 * rho * e * e - lam * lam / (2 * rho))), rho * e, rho * e

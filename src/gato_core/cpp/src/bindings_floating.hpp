@@ -341,6 +341,82 @@ struct PySQP {
     sqp->set_contact_pos_cost(w, T);
   }
 
+
+  // ---- hard rows (FloatingSQP::RowGroup; the Python layer gato.core.floating_bsqp names them)
+  static Eigen::VectorXd raw(const py::object& o, const char* name) {  // +-inf allowed; C++ refuses NaN
+    if (o.is_none()) return Eigen::VectorXd();
+    In a;
+    try {
+      a = py::cast<In>(o);
+    } catch (const py::error_already_set&) {
+      throw py::value_error(std::string(name) + ": expected an array of numbers");
+    }
+    if (a.ndim() != 1) throw py::value_error(std::string(name) + ": expected a 1-D array, got " + shape_str(a));
+    return Eigen::Map<const Eigen::VectorXd>(a.data(), a.shape(0));
+  }
+  static Eigen::MatrixXd mat2(const py::object& o, const char* name) {
+    In a;
+    try {
+      a = py::cast<In>(o);
+    } catch (const py::error_already_set&) {
+      throw py::value_error(std::string(name) + ": expected an array of numbers");
+    }
+    if (a.ndim() != 2) throw py::value_error(std::string(name) + ": expected a 2-D array, got " + shape_str(a));
+    return Eigen::Map<const RowMat>(a.data(), a.shape(0), a.shape(1));
+  }
+  int add_fc_rows(const py::object& C, const py::object& d, const py::object& lo, const py::object& hi, bool cone,
+                  int mech, double rho, int knot_lo, int knot_hi) {
+    FloatingSQP::RowGroup g;
+    g.kind = FloatingSQP::RowGroup::kFc;
+    g.C = mat2(C, "C");
+    g.d = raw(d, "d");
+    g.lo = raw(lo, "lo");
+    g.hi = raw(hi, "hi");
+    g.cone = cone;
+    g.mech = mech;
+    g.rho = rho;
+    g.knot_lo = knot_lo;
+    g.knot_hi = knot_hi;
+    return sqp->add_row_group(std::move(g));
+  }
+  /// (N, 3nc) per knot or (3nc,) for all knots -> (3nc, N or 1)
+  Eigen::MatrixXd targets_(const py::object& t) const {
+    return table(t, sqp->N(), 3 * sqp->plant().nc(), "targets", true);
+  }
+  int add_contact_pos_rows(const py::object& targets, const py::object& lo, const py::object& hi, int mech,
+                           double rho, int knot_lo, int knot_hi) {
+    FloatingSQP::RowGroup g;
+    g.kind = FloatingSQP::RowGroup::kContactPos;
+    g.target = targets_(targets);
+    g.lo = raw(lo, "lo");
+    g.hi = raw(hi, "hi");
+    g.mech = mech;
+    g.rho = rho;
+    g.knot_lo = knot_lo;
+    g.knot_hi = knot_hi;
+    return sqp->add_row_group(std::move(g));
+  }
+  py::tuple row_values(int g, int k, const py::object& x, const py::object& w) {
+    if (g < 0 || g >= int(sqp->row_groups().size())) throw py::value_error("g: expected a row-group index");
+    if (k < 0 || k >= sqp->N()) throw py::value_error("k: expected 0 <= k < N");
+    In X = x0_(x);
+    In Wv;
+    const bool last = k == sqp->N() - 1;
+    if (!last) Wv = vec(w, sqp->nw(), "w");
+    Eigen::VectorXd v;
+    Eigen::MatrixXd Jx, Jw;
+    sqp->row_values(g, k, X.data(), last ? nullptr : Wv.data(), v, &Jx, &Jw);
+    return py::make_tuple(Out(v.size(), v.data()), to_array(Jx), to_array(Jw));
+  }
+  double row_violation(int g, const py::object& X, const py::object& W) {
+    if (g < 0 || g >= int(sqp->row_groups().size())) throw py::value_error("g: expected a row-group index");
+    return sqp->row_violation(g, table(X, sqp->N(), sqp->nx(), "X", false), W_(W));
+  }
+  Out duals(int g) const {
+    if (g < 0 || g >= int(sqp->row_groups().size())) throw py::value_error("g: expected a row-group index");
+    return cols_to_rows(sqp->row_groups()[g].lam);
+  }
+
   py::tuple knot_cost(int k, const py::object& x, const py::object& w) {
     if (k < 0 || k >= sqp->N()) throw py::value_error("k: expected 0 <= k < N = " + std::to_string(sqp->N()));
     In X = vec(x, sqp->nx(), "x");
@@ -432,6 +508,8 @@ struct PySQP {
     d["reg"] = r.reg;
     d["last_alpha"] = r.last_alpha;
     d["cold"] = r.cold;
+    d["al_iters"] = r.al_iters;
+    d["violation"] = r.violation;
     return d;
   }
 };
@@ -445,8 +523,10 @@ Riccati backward pass and a forward rollout on the manifold with a backtracking 
 world-aligned wrench [n (N m); f (N)] about the frame origin, the consumer contract's fc layout).
 Arrays over knots are (knots, width): X (N, nx), W (N-1, nw), K (N-1, nw, ndx).
 Cost: tangent state cost to x_ref, control cost to u_ref, fc cost to fc_ref (default weight
-1e-2), contact-position penalty to per-knot targets, friction-pyramid penalty. All are
-quadratic penalties (no hard constraint). Bad input raises ValueError naming the field.
+1e-2), contact-position penalty to per-knot targets, friction-pyramid penalty (all quadratic
+penalties); hard rows (add_fc_rows: fc boxes / friction cones, add_contact_pos_rows) under an
+augmented Lagrangian whose outer loop runs inside solve (set_al; docs/floating_solver.md).
+Bad input raises ValueError naming the field.
 One instance owns one scratch: not for concurrent use from several threads (solve releases the GIL).
 Python wrapper with SolveResult-style accessors: gato.floating.FloatingMPC (docs/floating_solver.md).
 )doc")
@@ -477,6 +557,36 @@ Python wrapper with SolveResult-style accessors: gato.floating.FloatingMPC (docs
            py::arg("mu"), py::arg("fz_min") = 0.0, py::arg("weight") = 0.0,
            "Friction-pyramid / unilateral PENALTY on every frame's force: 1/2 weight max(r, 0)^2 over the rows "
            "fz_min - fz, +-fx - mu fz, +-fy - mu fz. weight 0 = off (default).")
+      .def("add_fc_rows", &PySQP::add_fc_rows, py::arg("C"), py::arg("d") = py::none(), py::arg("lo") = py::none(),
+           py::arg("hi") = py::none(), py::arg("cone") = false, py::arg("mech") = 3, py::arg("rho") = 1.0,
+           py::arg("knot_lo") = 0, py::arg("knot_hi") = -1,
+           "Hard rows g = C fc + d (C (m, nf), [n; f] columns) on control knots [knot_lo, knot_hi) (-1: N-1), "
+           "lo <= g <= hi (None: 0) or, cone=True, (g0, g1, g2) in the SOC; mech 3 = AL, 0 = telemetry. Index.")
+      .def("add_contact_pos_rows", &PySQP::add_contact_pos_rows, py::arg("targets"), py::arg("lo") = py::none(),
+           py::arg("hi") = py::none(), py::arg("mech") = 3, py::arg("rho") = 1.0, py::arg("knot_lo") = 1,
+           py::arg("knot_hi") = -1,
+           "Hard rows g = p_c(q_k) - target_k (3 nc) on state knots [knot_lo, knot_hi) (-1: N); targets (3nc,) "
+           "or (N, 3nc). Index.")
+      .def("set_row_group_targets",
+           [](PySQP& s, int g, const py::object& t) { s.sqp->set_row_group_targets(g, s.targets_(t)); },
+           py::arg("g"), py::arg("targets"))
+      .def("set_row_group_rho", [](PySQP& s, int g, double rho) { s.sqp->set_row_group_rho(g, rho); },
+           py::arg("g"), py::arg("rho"))
+      .def("set_row_group_mech", [](PySQP& s, int g, int mech) { s.sqp->set_row_group_mech(g, mech); },
+           py::arg("g"), py::arg("mech"))
+      .def("clear_row_groups", [](PySQP& s) { s.sqp->clear_row_groups(); })
+      .def("reset_duals", [](PySQP& s) { s.sqp->reset_duals(); })
+      .def("set_al", [](PySQP& s, int n, double tol, double growth, double rho_max) {
+             s.sqp->set_al(n, tol, growth, rho_max);
+           },
+           py::arg("al_iters"), py::arg("al_tol") = 1e-6, py::arg("rho_growth") = 10.0, py::arg("rho_max") = 1e8,
+           "AL outer loop: up to al_iters multiplier updates per solve (stop when every AL group's violation <= "
+           "al_tol), a group's rho x rho_growth (this solve only) where its violation did not fall 4x.")
+      .def_property_readonly("n_row_groups", [](const PySQP& s) { return int(s.sqp->row_groups().size()); })
+      .def("row_values", &PySQP::row_values, py::arg("g"), py::arg("k"), py::arg("x"), py::arg("w") = py::none(),
+           "(g (m,), Jx (m, ndx) tangent, Jw (m, nw)) of row group g at knot k.")
+      .def("row_violation", &PySQP::row_violation, py::arg("g"), py::arg("X"), py::arg("W"))
+      .def("duals", &PySQP::duals, py::arg("g"), "The multipliers of group g, (N, m).")
       .def("hold_controls", &PySQP::hold_controls, py::arg("x"), py::arg("damping") = 0.0,
            "The hold control (nw,) at x: next velocity (1 - damping) v (0: zero acceleration), closest to "
            "(u_ref, fc_ref) in the u / fc weights (a weight below 1e-8 counts as 1e-8).")

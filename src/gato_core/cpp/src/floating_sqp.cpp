@@ -21,6 +21,30 @@ void check_size(long got, long want, const char* name) {
     throw std::invalid_argument(std::string(name) + ": expected " + std::to_string(want) + " entries, got " +
                                 std::to_string(got));
 }
+// Projection onto the second-order cone K = {(t, z): ||z|| <= t} of R^3 and its Jacobian.
+void soc_project(const Eigen::Vector3d& v, Eigen::Vector3d& p, Eigen::Matrix3d* D) {
+  const double t = v[0];
+  const Eigen::Vector2d z = v.tail<2>();
+  const double nz = z.norm();
+  if (nz <= t) {
+    p = v;
+    if (D) D->setIdentity();
+  } else if (nz <= -t) {
+    p.setZero();
+    if (D) D->setZero();
+  } else {
+    const Eigen::Vector2d zh = z / nz;
+    const double a = 0.5 * (t + nz);
+    p << a, a * zh;
+    if (D) {
+      (*D)(0, 0) = 0.5;
+      D->block<1, 2>(0, 1) = 0.5 * zh.transpose();
+      D->block<2, 1>(1, 0) = 0.5 * zh;
+      D->block<2, 2>(1, 1) = 0.5 * zh * zh.transpose() +
+                             a / nz * (Eigen::Matrix2d::Identity() - zh * zh.transpose());
+    }
+  }
+}
 }  // namespace
 
 FloatingSQP::FloatingSQP(const std::string& urdf_path, const std::vector<std::string>& contact_frames, int N,
@@ -143,7 +167,7 @@ double FloatingSQP::knot_cost(int k, const double* x, const double* w, Vec* gx, 
       if (Hxx) Hxx->topLeftCorner(nv, nv).noalias() += wp_ * Jp.transpose() * Jp;
     }
   }
-  if (last) return cost;
+  if (last) return cost + al_terms(k, x, nullptr, gx, nullptr, Hxx, nullptr);
   if (gw) gw->setZero(n + f);
   if (Hww) Hww->setZero(n + f, n + f);
   for (int i = 0; i < n; ++i) {
@@ -177,7 +201,7 @@ double FloatingSQP::knot_cost(int k, const double* x, const double* w, Vec* gx, 
       }
     }
   }
-  return cost;
+  return cost + al_terms(k, x, w, gx, gw, Hxx, Hww);
 }
 
 double FloatingSQP::rollout(const double* x0, const Mat& W, Mat& X) const {
@@ -310,6 +334,295 @@ void FloatingSQP::cold_start(const double* x0, Mat& X, Mat& W) const {
   }
 }
 
+void FloatingSQP::sqp_loop(Mat& X, Mat& W, std::vector<Mat>& K, int max_iters, double tol, Result& res,
+                           double& cost, double& reg) const {
+  LQ lq;
+  Mat kff, Xn(nx(), N_), Wn(nw(), N_ - 1);
+  Vec dx(ndx());
+  for (int it = 0; it < max_iters; ++it) {
+    linearize(X, W, lq);
+    double dV1 = 0, dV2 = 0;
+    bool ok = false;
+    for (int tries = 0; tries < 12; ++tries) {
+      if (riccati(lq, reg, kff, K, dV1, dV2)) {
+        ok = true;
+        break;
+      }
+      reg = reg == 0.0 ? 1e-6 : reg * 10.0;
+    }
+    ++res.iters;  // over every inner loop of the solve
+    res.reg = reg;
+    if (!ok) break;
+    res.converged = false;
+    if (-dV1 <= tol * std::max(1.0, std::abs(cost))) {
+      res.converged = true;
+      break;
+    }
+    bool accepted = false;
+    double alpha = 1.0;
+    for (int h = 0; h <= max_halvings_; ++h, alpha *= 0.5) {
+      Xn.col(0) = X.col(0);
+      double c = 0.0;
+      bool finite = true;
+      for (int k = 0; k < N_ - 1; ++k) {
+        plant_->difference(X.col(k).data(), Xn.col(k).data(), dx.data());
+        Wn.col(k) = W.col(k) + alpha * kff.col(k) + K[k] * dx;
+        c += knot_cost(k, Xn.col(k).data(), Wn.col(k).data(), nullptr, nullptr, nullptr, nullptr);
+        plant_->step(*data_, Xn.col(k).data(), Wn.col(k).data(), fc_to_plant(Wn.col(k).data() + nu()), dt_,
+                     Xn.col(k + 1).data(), integ_);
+        if (!Xn.col(k + 1).allFinite()) {
+          finite = false;
+          break;
+        }
+      }
+      if (!finite) continue;
+      c += knot_cost(N_ - 1, Xn.col(N_ - 1).data(), nullptr, nullptr, nullptr, nullptr, nullptr);
+      const double predicted = -(alpha * dV1 + alpha * alpha * dV2);
+      if (std::isfinite(c) && cost - c >= 1e-4 * predicted && c < cost) {
+        res.last_decrease = cost - c;
+        res.last_alpha = alpha;
+        cost = c;
+        X.swap(Xn);
+        W.swap(Wn);
+        accepted = true;
+        break;
+      }
+    }
+    if (!accepted) {
+      ++res.line_search_fails;
+      reg = reg == 0.0 ? 1e-6 : reg * 10.0;
+      if (reg > 1e6) break;
+      continue;
+    }
+    reg = reg > 1e-9 ? reg * 0.1 : 0.0;
+  }
+}
+
+// ---------------------------------------------------------------- hard rows (AL)
+int FloatingSQP::add_row_group(RowGroup g) {
+  const int nc = plant_->nc();
+  if (g.mech != RowGroup::kAL && g.mech != RowGroup::kTelemetry)
+    throw std::invalid_argument("mech: the floating solver runs 'al' and 'telemetry' row groups");
+  if (!std::isfinite(g.rho) || g.rho <= 0) throw std::invalid_argument("rho: expected a finite number > 0");
+  int m;
+  if (g.kind == RowGroup::kFc) {
+    if (g.C.cols() != nf() || g.C.rows() < 1)
+      throw std::invalid_argument("C: expected shape (m, " + std::to_string(nf()) + "), m >= 1");
+    FloatingPlant::check_finite(g.C.data(), g.C.size(), "C");
+    m = int(g.C.rows());
+    if (g.d.size() == 0) g.d = Vec::Zero(m);
+    check_size(g.d.size(), m, "d");
+    FloatingPlant::check_finite(g.d.data(), m, "d");
+    if (g.cone && m != 3) throw std::invalid_argument("C: a cone needs 3 rows");
+    if (g.knot_hi < 0) g.knot_hi = N_ - 1;
+    if (g.knot_lo < 0 || g.knot_lo >= g.knot_hi || g.knot_hi > N_ - 1)
+      throw std::invalid_argument("knot_lo / knot_hi: expected 0 <= knot_lo < knot_hi <= N-1 = " +
+                                  std::to_string(N_ - 1) + " (control knots)");
+  } else if (g.kind == RowGroup::kContactPos) {
+    if (nc == 0) throw std::invalid_argument("contact_frames: the solver has no contact frame");
+    m = 3 * nc;
+    if (g.cone) throw std::invalid_argument("cone: contact-position rows are interval rows");
+    if (g.knot_hi < 0) g.knot_hi = N_;
+    if (g.knot_lo < 0 || g.knot_lo >= g.knot_hi || g.knot_hi > N_)
+      throw std::invalid_argument("knot_lo / knot_hi: expected 0 <= knot_lo < knot_hi <= N = " + std::to_string(N_));
+    if (g.target.size() == 0) g.target = Mat::Zero(m, 1);
+  } else {
+    throw std::invalid_argument("kind: expected kFc or kContactPos");
+  }
+  if (!g.cone) {
+    if (g.lo.size() == 0) g.lo = Vec::Zero(m);
+    if (g.hi.size() == 0) g.hi = Vec::Zero(m);
+    check_size(g.lo.size(), m, "lo");
+    check_size(g.hi.size(), m, "hi");
+    for (int i = 0; i < m; ++i) {
+      if (std::isnan(g.lo[i]) || std::isnan(g.hi[i]))
+        throw std::invalid_argument("lo / hi: NaN at row " + std::to_string(i));
+      if (g.lo[i] > g.hi[i]) throw std::invalid_argument("lo > hi at row " + std::to_string(i));
+      if (g.lo[i] == std::numeric_limits<double>::infinity() || g.hi[i] == -std::numeric_limits<double>::infinity())
+        throw std::invalid_argument("lo / hi: lo = +inf or hi = -inf leaves no feasible value");
+    }
+  }
+  groups_.push_back(std::move(g));
+  if (groups_.back().kind == RowGroup::kContactPos) {
+    try {
+      set_row_group_targets(int(groups_.size()) - 1, groups_.back().target);
+    } catch (...) {
+      groups_.pop_back();
+      throw;
+    }
+  }
+  groups_.back().lam = Mat::Zero(m, N_);
+  return int(groups_.size()) - 1;
+}
+
+namespace {
+void check_group(int g, size_t n) {
+  if (g < 0 || size_t(g) >= n)
+    throw std::invalid_argument("g: expected a row-group index in [0, " + std::to_string(n) + "), got " +
+                                std::to_string(g));
+}
+}  // namespace
+
+void FloatingSQP::set_row_group_targets(int g, const Mat& targets) {
+  check_group(g, groups_.size());
+  RowGroup& G = groups_[g];
+  if (G.kind != RowGroup::kContactPos)
+    throw std::invalid_argument("g: group " + std::to_string(g) + " is not a contact-position group");
+  check_size(targets.rows(), G.rows(), "targets");
+  if (targets.cols() != 1 && targets.cols() != N_)
+    throw std::invalid_argument("targets: expected 1 or N = " + std::to_string(N_) + " knots, got " +
+                                std::to_string(targets.cols()));
+  FloatingPlant::check_finite(targets.data(), targets.size(), "targets");
+  G.target = targets;
+}
+
+void FloatingSQP::set_row_group_rho(int g, double rho) {
+  check_group(g, groups_.size());
+  if (!std::isfinite(rho) || rho <= 0) throw std::invalid_argument("rho: expected a finite number > 0");
+  groups_[g].rho = rho;
+}
+
+void FloatingSQP::set_row_group_mech(int g, int mech) {
+  check_group(g, groups_.size());
+  if (mech != RowGroup::kAL && mech != RowGroup::kTelemetry)
+    throw std::invalid_argument("mech: the floating solver runs 'al' and 'telemetry' row groups");
+  groups_[g].mech = mech;
+  groups_[g].lam.setZero();
+}
+
+void FloatingSQP::reset_duals() {
+  for (auto& G : groups_) G.lam.setZero();
+}
+
+void FloatingSQP::set_al(int outer_iters, double tol, double growth, double rho_max) {
+  if (outer_iters < 1) throw std::invalid_argument("al_iters: expected an integer >= 1");
+  if (!std::isfinite(tol) || tol < 0) throw std::invalid_argument("al_tol: expected a finite number >= 0");
+  if (!std::isfinite(growth) || growth < 1) throw std::invalid_argument("rho_growth: expected a finite number >= 1");
+  if (!std::isfinite(rho_max) || rho_max <= 0) throw std::invalid_argument("rho_max: expected a finite number > 0");
+  al_outer_ = outer_iters;
+  al_tol_ = tol;
+  al_growth_ = growth;
+  al_rho_max_ = rho_max;
+}
+
+bool FloatingSQP::row_active(const RowGroup& G, int k) const {
+  if (G.kind == RowGroup::kFc && k >= N_ - 1) return false;
+  return k >= G.knot_lo && k < G.knot_hi;
+}
+
+void FloatingSQP::row_values(int gi, int k, const double* x, const double* w, Vec& g, Mat* Jx, Mat* Jw) const {
+  const RowGroup& G = groups_[gi];
+  const int m = G.rows(), nv = plant_->nv();
+  if (G.kind == RowGroup::kFc) {
+    if (!w) throw std::invalid_argument("k: fc rows live on the control knots 0 .. N-2 (no w at the last knot)");
+    g = G.C * Eigen::Map<const Vec>(w + nu(), nf()) + G.d;
+    if (Jx) Jx->setZero(m, ndx());
+    if (Jw) {
+      Jw->setZero(m, nw());
+      Jw->rightCols(nf()) = G.C;
+    }
+    return;
+  }
+  plant_->contact_kinematics(*data_, x, p_.data(), J_);
+  g = p_ - G.target.col(G.target.cols() == 1 ? 0 : k);
+  if (Jx) {
+    Jx->setZero(m, ndx());
+    for (int c = 0; c < plant_->nc(); ++c) Jx->block(3 * c, 0, 3, nv) = J_.middleRows(6 * c, 3);
+  }
+  if (Jw) Jw->setZero(m, nw());
+}
+
+double FloatingSQP::row_violation(int gi, const Mat& X, const Mat& W) const {
+  check_group(gi, groups_.size());
+  const RowGroup& G = groups_[gi];
+  double v = 0.0;
+  Vec g;
+  for (int k = 0; k < N_; ++k) {
+    if (!row_active(G, k)) continue;
+    row_values(gi, k, X.col(k).data(), k < N_ - 1 ? W.col(k).data() : nullptr, g, nullptr, nullptr);
+    if (G.cone) {
+      v = std::max(v, g.tail<2>().norm() - g[0]);
+    } else {
+      for (int i = 0; i < G.rows(); ++i) v = std::max(v, std::max(G.lo[i] - g[i], g[i] - G.hi[i]));
+    }
+  }
+  return v;
+}
+
+void FloatingSQP::update_duals(const Mat& X, const Mat& W) const {
+  Vec g;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    RowGroup& G = groups_[gi];
+    if (G.mech != RowGroup::kAL) continue;
+    const double rho = G.rho * (gi < rho_scale_.size() ? rho_scale_[gi] : 1.0);
+    for (int k = 0; k < N_; ++k) {
+      if (!row_active(G, k)) continue;
+      row_values(int(gi), k, X.col(k).data(), k < N_ - 1 ? W.col(k).data() : nullptr, g, nullptr, nullptr);
+      if (G.cone) {  // lam <- Pi_K(lam - rho g)
+        Eigen::Vector3d p;
+        soc_project(G.lam.col(k).head<3>() - rho * g.head<3>(), p, nullptr);
+        G.lam.col(k).head<3>() = p;
+      } else {  // signed: lam <- rho (v - clip(v, lo, hi)), v = g + lam / rho
+        for (int i = 0; i < G.rows(); ++i) {
+          const double v = g[i] + G.lam(i, k) / rho;
+          G.lam(i, k) = rho * (v - std::min(std::max(v, G.lo[i]), G.hi[i]));
+        }
+      }
+    }
+  }
+}
+
+double FloatingSQP::al_terms(int k, const double* x, const double* w, Vec* gx, Vec* gw, Mat* Hxx,
+                             Mat* Hww) const {
+  double cost = 0.0;
+  Vec g, e;
+  Mat Jx, Jw, H;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const RowGroup& G = groups_[gi];
+    if (G.mech != RowGroup::kAL || !row_active(G, k)) continue;
+    const double rho = G.rho * (gi < rho_scale_.size() ? rho_scale_[gi] : 1.0);
+    const bool need = gx || gw || Hxx || Hww;
+    row_values(int(gi), k, x, w, g, need ? &Jx : nullptr, need ? &Jw : nullptr);
+    const int m = G.rows();
+    e.resize(m);
+    H.setZero(m, m);
+    const auto lam = G.lam.col(k);
+    if (G.cone) {  // (rho/2) dist_K(g - lam/rho)^2 - |lam|^2 / (2 rho)
+      const Eigen::Vector3d v = g.head<3>() - lam.head<3>() / rho;
+      Eigen::Vector3d p;
+      Eigen::Matrix3d D;
+      soc_project(v, p, &D);
+      e = v - p;
+      H = rho * (Eigen::Matrix3d::Identity() - D);
+      cost += 0.5 * rho * e.squaredNorm() - lam.head<3>().squaredNorm() / (2 * rho);
+    } else {  // per row (rho/2) dist_[lo,hi](g + lam/rho)^2 - lam^2 / (2 rho)
+      for (int i = 0; i < m; ++i) {
+        const double v = g[i] + lam[i] / rho;
+        e[i] = v - std::min(std::max(v, G.lo[i]), G.hi[i]);
+        if (e[i] != 0.0 || G.lo[i] == G.hi[i]) H(i, i) = rho;
+        cost += 0.5 * rho * e[i] * e[i] - lam[i] * lam[i] / (2 * rho);
+      }
+    }
+    if (!need) continue;
+    const Vec grad = rho * e;
+    if (G.kind == RowGroup::kContactPos) {
+      if (gx) gx->noalias() += Jx.transpose() * grad;
+      if (Hxx) Hxx->noalias() += Jx.transpose() * H * Jx;
+    } else {
+      if (gw) gw->noalias() += Jw.transpose() * grad;
+      if (Hww) Hww->noalias() += Jw.transpose() * H * Jw;
+    }
+  }
+  return cost;
+}
+
+double FloatingSQP::total_cost(const Mat& X, const Mat& W) const {
+  double c = 0.0;
+  for (int k = 0; k < N_ - 1; ++k)
+    c += knot_cost(k, X.col(k).data(), W.col(k).data(), nullptr, nullptr, nullptr, nullptr);
+  return c + knot_cost(N_ - 1, X.col(N_ - 1).data(), nullptr, nullptr, nullptr, nullptr, nullptr);
+}
+
 FloatingSQP::Result FloatingSQP::solve(const double* x0, Mat& X, Mat& W, std::vector<Mat>& K, int max_iters,
                                        double tol, bool try_cold) const {
   plant_->check_x(x0, "x0");
@@ -354,65 +667,34 @@ FloatingSQP::Result FloatingSQP::solve(const double* x0, Mat& X, Mat& W, std::ve
     }
   }
   res.cost0 = cost;
-  LQ lq;
   double reg = 0.0;
-  for (int it = 0; it < max_iters; ++it) {
-    linearize(X, W, lq);
-    double dV1 = 0, dV2 = 0;
-    bool ok = false;
-    for (int tries = 0; tries < 12; ++tries) {
-      if (riccati(lq, reg, kff, K, dV1, dV2)) {
-        ok = true;
-        break;
-      }
-      reg = reg == 0.0 ? 1e-6 : reg * 10.0;
+  rho_scale_.assign(groups_.size(), 1.0);
+  bool any_al = false;
+  for (const auto& G : groups_) any_al = any_al || G.mech == RowGroup::kAL;
+  std::vector<double> prev(groups_.size(), std::numeric_limits<double>::infinity());
+  res.violation.assign(groups_.size(), 0.0);
+  for (int outer = 0; outer < (any_al ? al_outer_ : 1); ++outer) {
+    if (outer > 0) cost = total_cost(X, W);  // the multipliers / rho moved: the same plan costs anew
+    sqp_loop(X, W, K, max_iters, tol, res, cost, reg);
+    bool met = true;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      res.violation[g] = row_violation(int(g), X, W);
+      if (groups_[g].mech == RowGroup::kAL && res.violation[g] > al_tol_) met = false;
     }
-    res.iters = it + 1;
-    res.reg = reg;
-    if (!ok) break;
-    if (-dV1 <= tol * std::max(1.0, std::abs(cost))) {
-      res.converged = true;
-      break;
+    if (!any_al) break;
+    // the PHR multiplier update on the returned plan (also after the last inner solve: repeat
+    // solves continue the outer loop, as the fixed-base AL groups do)
+    update_duals(X, W);
+    ++res.al_iters;
+    if (met) break;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      if (res.violation[g] > 0.25 * prev[g] && res.violation[g] > al_tol_)
+        rho_scale_[g] = std::min(rho_scale_[g] * al_growth_, al_rho_max_ / groups_[g].rho);
+      prev[g] = res.violation[g];
     }
-    bool accepted = false;
-    double alpha = 1.0;
-    for (int h = 0; h <= max_halvings_; ++h, alpha *= 0.5) {
-      Xn.col(0) = X.col(0);
-      double c = 0.0;
-      bool finite = true;
-      for (int k = 0; k < N_ - 1; ++k) {
-        plant_->difference(X.col(k).data(), Xn.col(k).data(), dx.data());
-        Wn.col(k) = W.col(k) + alpha * kff.col(k) + K[k] * dx;
-        c += knot_cost(k, Xn.col(k).data(), Wn.col(k).data(), nullptr, nullptr, nullptr, nullptr);
-        plant_->step(*data_, Xn.col(k).data(), Wn.col(k).data(), fc_to_plant(Wn.col(k).data() + nu()), dt_,
-                     Xn.col(k + 1).data(), integ_);
-        if (!Xn.col(k + 1).allFinite()) {
-          finite = false;
-          break;
-        }
-      }
-      if (!finite) continue;
-      c += knot_cost(N_ - 1, Xn.col(N_ - 1).data(), nullptr, nullptr, nullptr, nullptr, nullptr);
-      const double predicted = -(alpha * dV1 + alpha * alpha * dV2);
-      if (std::isfinite(c) && cost - c >= 1e-4 * predicted && c < cost) {
-        res.last_decrease = cost - c;
-        res.last_alpha = alpha;
-        cost = c;
-        X.swap(Xn);
-        W.swap(Wn);
-        accepted = true;
-        break;
-      }
-    }
-    if (!accepted) {
-      ++res.line_search_fails;
-      reg = reg == 0.0 ? 1e-6 : reg * 10.0;
-      if (reg > 1e6) break;
-      continue;
-    }
-    reg = reg > 1e-9 ? reg * 0.1 : 0.0;
   }
   res.cost = cost;
+  LQ lq;
   // the gains of the returned trajectory (the feedback the caller applies between solves)
   linearize(X, W, lq);
   double dV1, dV2;

@@ -22,6 +22,13 @@
 // +-fy - mu fz; only positive rows cost (a one-sided quadratic penalty, not a constraint).
 // The Hessian is Gauss-Newton: the state term's D^T W D (D = dDifference), J_p^T w_p J_p,
 // the active pyramid rows' outer products; no second derivative of the dynamics.
+//
+// Hard rows (RowGroup, add_row_group): linear rows on the fc block (fc boxes, friction cones,
+// g = C fc + d, interval bounds or one second-order cone) and contact-position rows
+// (g = p_c(q_k) - target_k, interval bounds), enforced by an augmented Lagrangian (PHR) whose
+// outer loop runs inside solve (set_al: up to outer_iters multiplier updates, each after an
+// inner SQP to max_iters, the group's rho grown where its violation did not fall 4x); the
+// multipliers persist across solves (reset_duals). Telemetry groups only report.
 #pragma once
 
 #include <Eigen/Core>
@@ -45,8 +52,26 @@ class FloatingSQP {
     std::vector<Mat> Hxx, Hww;    // N (ndx x ndx), N-1 (nw x nw)
     std::vector<Vec> gx, gw;      // N (ndx), N-1 (nw)
   };
+  /// A hard row group (augmented Lagrangian; docs/floating_solver.md).
+  struct RowGroup {
+    enum Kind { kFc = 0, kContactPos = 1 };
+    enum Mech { kTelemetry = 0, kAL = 3 };  // the ids of gato.rowkinds
+    int kind = kFc;
+    int mech = kAL;
+    bool cone = false;  // kFc only: 3 rows (g0, g1, g2) in the SOC ||(g1, g2)|| <= g0
+    int knot_lo = 0, knot_hi = -1;  // [lo, hi); -1: N-1 (kFc, control knots) or N (kContactPos)
+    double rho = 1.0;
+    Mat C;       // kFc: m x nf, g = C fc + d ([n; f] columns)
+    Vec d;       // kFc: m
+    Mat target;  // kContactPos: 3nc x 1 or 3nc x N
+    Vec lo, hi;  // m each (unused for a cone)
+    Mat lam;     // m x N multipliers (interval: signed; cone: in the cone)
+    int rows() const { return kind == kFc ? int(C.rows()) : int(lo.size()); }
+  };
   struct Result {
     int iters = 0;
+    int al_iters = 0;                 // multiplier updates in this solve
+    std::vector<double> violation;    // per row group, the returned plan's max violation
     bool converged = false;
     double cost = 0.0, cost0 = 0.0;  // final and initial (after the warm rollout)
     double last_alpha = 0.0, last_decrease = 0.0, reg = 0.0;
@@ -78,6 +103,26 @@ class FloatingSQP {
   void set_contact_pos_cost(double weight, const Mat& targets);  // 3nc x 1 or 3nc x N
   void set_friction(double mu, double fz_min, double weight);     // weight 0: off
   void set_max_alpha_halvings(int n) { max_halvings_ = n; }
+
+  // ---- hard rows (std::invalid_argument naming the field on bad values) ----
+  /// Validates and appends g (its lam is reset to zeros); returns its index.
+  int add_row_group(RowGroup g);
+  const std::vector<RowGroup>& row_groups() const { return groups_; }
+  void set_row_group_targets(int g, const Mat& targets);  // kContactPos: 3nc x 1 or 3nc x N
+  void set_row_group_rho(int g, double rho);
+  void set_row_group_mech(int g, int mech);
+  void clear_row_groups() { groups_.clear(); }
+  void reset_duals();
+  /// outer_iters >= 1 multiplier updates per solve (stop early when every AL group's violation
+  /// <= tol), rho x growth (>= 1) for a group whose violation did not fall 4x, capped at rho_max.
+  void set_al(int outer_iters, double tol, double growth, double rho_max);
+  /// Row values g (m) of group gi at knot k; Jx (m x ndx, tangent; zero for kFc), Jw (m x nw).
+  void row_values(int gi, int k, const double* x, const double* w, Vec& g, Mat* Jx, Mat* Jw) const;
+  bool row_active(const RowGroup& G, int k) const;
+  /// The max violation of group gi over its knots at (X, W).
+  double row_violation(int gi, const Mat& X, const Mat& W) const;
+  /// lam <- the PHR update at (X, W) for every AL group.
+  void update_duals(const Mat& X, const Mat& W) const;  // the multipliers are solver state
 
   // ---- evaluation (for the solver and its tests) ----
   /// Cost of knot k (0 <= k < N) at x (nx) and, for k < N-1, w (nw; ignored at N-1).
@@ -128,6 +173,15 @@ class FloatingSQP {
   mutable Vec fplant_;  // scratch: fc in the plant's (f; n) order
   mutable Vec p_;
   mutable Mat J_, Ax_, Bu_, Bf_;
+  mutable std::vector<RowGroup> groups_;  // mutable: solve updates the multipliers
+  int al_outer_ = 1;
+  double al_tol_ = 1e-6, al_growth_ = 10.0, al_rho_max_ = 1e8;
+  mutable std::vector<double> rho_scale_;  // per group, this solve's growth
+
+  double al_terms(int k, const double* x, const double* w, Vec* gx, Vec* gw, Mat* Hxx, Mat* Hww) const;
+  double total_cost(const Mat& X, const Mat& W) const;
+  void sqp_loop(Mat& X, Mat& W, std::vector<Mat>& K, int max_iters, double tol, Result& res, double& cost,
+                double& reg) const;
 
   const double* fc_to_plant(const double* fc) const;
   const double* xref_at(int k) const { return xref_.col(xref_.cols() == 1 ? 0 : k).data(); }
