@@ -15,6 +15,7 @@ import pytest
 
 import gato
 from gato import BSQP, MPCController, MPCPolicy, SolverParams
+from gato.floating import FloatingBSQP
 
 IIWA = gato.robot_urdf("iiwa14")
 N, DT = 8, 0.03
@@ -108,6 +109,36 @@ CASES = [
     ("codegen", lambda: gato.builder.codegen, (IIWA, "arm"), dict(
         ee_frame="no_such_frame", algorithm_list=["aba"], out_dir=3, register="yes", collision_res=-1.0,
         contact_frames=["nope"], floating_base=True)),
+]
+
+#: The floating-base contact-force solver (gato.BSQP(..., plant_type="go2", variant="fc"), issue 34).
+GO2 = gato.robot_urdf("go2")
+
+
+def fc_solver():
+    return BSQP(GO2, 1, N, DT, plant_type="go2", variant="fc")
+
+
+def go2_x0():
+    return np.r_[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 1.0, [0.0, 0.9, -1.8] * 4, np.zeros(18)]
+
+
+CASES += [
+    ("FloatingBSQP", lambda: FloatingBSQP, (GO2,), dict(
+        batch_size=2, N=1, dt=-1.0, params={"mu": 1.0}, plant_type="iiwa14", variant="eh",
+        contact_frames=["no_such_frame"], max_sqp_iters=0, al_iters=0, al_tol=-1.0, tol=np.nan)),
+    ("FloatingBSQP.fc_slots", lambda: fc_solver().fc_slots, (0,), dict(part="m")),
+    ("FloatingBSQP.add_fc_box", lambda: fc_solver().add_fc_box, (0.0, 1.0), dict(
+        slots=[99], mech="admm", rho=-1.0, knot_lo=-1, knot_hi=99)),
+    ("FloatingBSQP.add_fc_cone", lambda: fc_solver().add_fc_cone, (0, 0.5), dict(
+        mech="barrier", rho=0.0, form="ellipse", facets=2, facet_scale="big", knot_lo=-1, knot_hi=99)),
+    ("FloatingBSQP.add_contact_pos_rows", lambda: fc_solver().add_contact_pos_rows, (), dict(
+        targets=np.zeros(5), lo=np.zeros(5), hi=np.nan, mech="admm", rho=-1.0, delta=0.1, sigma=0.1, knot_lo=-1,
+        knot_hi=99, admm_iters=3)),
+    ("FloatingBSQP.solve", lambda: fc_solver().solve, (go2_x0(),), dict(x_ref=np.zeros(3), xu_warm=np.zeros(3))),
+    ("FloatingBSQP.set_state_weights", lambda: fc_solver().set_state_weights, (1.0,), dict(w_terminal=-1.0)),
+    ("FloatingBSQP.set_u_ref", lambda: fc_solver().set_u_ref, (), dict(u_ref=np.zeros(3))),
+    ("FloatingBSQP.set_fc_ref", lambda: fc_solver().set_fc_ref, (), dict(ref=np.zeros(5))),
 ]
 
 

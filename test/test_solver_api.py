@@ -53,9 +53,13 @@ def test_missing_urdf_is_a_clear_error(tmp_path):
         gato.BSQP(tmp_path / "nope.urdf", 1, 8, 0.03)
 
 
-def test_floating_base_robot_is_refused():
-    with pytest.raises(ValueError, match="floating-base"):
-        gato.BSQP(gato.robot_urdf("go2"), 1, 8, 0.03)
+def test_floating_base_robot_gets_the_contact_force_solver():
+    """Issue 34: a floating-base plant is the contact-force SQP (test/test_floating_rows.py), not
+    a batched fixed-base BSQP; B > 1 is refused by name."""
+    s = gato.BSQP(gato.robot_urdf("go2"), 1, 8, 0.03)
+    assert not isinstance(s, gato.BSQP) and s.variant == "fc" and s.floating_base
+    with pytest.raises(ValueError, match="batch_size"):
+        gato.BSQP(gato.robot_urdf("go2"), 2, 8, 0.03)
 
 
 @pytest.mark.parametrize("which,bad,match", [

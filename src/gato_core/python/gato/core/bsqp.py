@@ -6,6 +6,7 @@ The method and every convention: ``docs/solver_method.md``.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import time
@@ -107,6 +108,18 @@ class BSQP(RowGroupAPI, CollisionRowAPI, CostWeightAPI, ExternalLoadAPI, Feedbac
     (set_u_cost_vec) replaces the control weight at every knot; the posture
     anchor (set_q_pos_cost / set_q_nom) is an added term.
     """
+
+    def __new__(cls, model_path=None, *args, plant_type=None, **kwargs):
+        # A floating-base plant (go2; gato.build(..., floating_base=True, contact_forces=True)) gets
+        # the contact-force SQP with the reference's fc surface (gato.core.floating_bsqp, issue 34).
+        try:
+            pt = plant_type or detect_plant(Path(os.fspath(model_path)))
+        except (TypeError, OSError):
+            pt = None
+        if pt and all_robots().get(pt, {}).get("floating_base"):
+            from .floating_bsqp import FloatingBSQP
+            return FloatingBSQP(model_path, *args, plant_type=pt, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, model_path, batch_size, N, dt, params=None, *, plant_type=None, variant=None,
                  rho_batch=None, mu_batch=None, pcg_tol_batch=None, ee_frame=None, dtype=np.float64,
@@ -557,3 +570,9 @@ def shift_plan(row: np.ndarray, nx: int, nu: int, N: int) -> np.ndarray:
     out[(N - 2) * s + nx:(N - 1) * s] = row[(N - 2) * s + nx:(N - 1) * s]  # u_{N-2} repeated
     out[(N - 1) * s:] = row[(N - 1) * s:]  # x_{N-1} repeated
     return out
+
+
+# BSQP.__new__ (the floating-base dispatch) takes *args / **kwargs: the class's signature stays
+# __init__'s (inspect.signature(gato.BSQP) prefers __new__ otherwise).
+_INIT_SIG = inspect.signature(BSQP.__init__)
+BSQP.__signature__ = _INIT_SIG.replace(parameters=list(_INIT_SIG.parameters.values())[1:])

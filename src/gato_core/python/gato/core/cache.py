@@ -58,6 +58,11 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame
 
     from ..robots.builder import _check_frames, check_collision_res
 
+    if floating_base is True or variant == "fc" and floating_base is not False:
+        return register_floating(name, urdf_path, N=N, ee_frame=ee_frame, floating_base=floating_base,
+                                 collision_res=collision_res, contact_frames=contact_frames, variant=variant,
+                                 build=build, cache_dir_override=cache_dir_override, arch=arch, jobs=jobs,
+                                 force=force)
     _check_cpu_variant(variant, "(refused whether or not build=True)")
     _check_no_compile(arch, jobs)
     check_collision_res(collision_res)
@@ -69,8 +74,8 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame
     urdf = Path(urdf_path).resolve()
     if not urdf.is_file():
         raise ValueError(f"urdf_path: file not found: {urdf}")
-    if floating_base:
-        raise ValueError("floating_base: the CPU backend supports fixed-base robots only")
+    if floating_base is not False:
+        raise ValueError(f"floating_base: expected True or False, got {floating_base!r}")
     model = pin.buildModelFromUrdf(str(urdf))
     frames = _check_frames(model, urdf, ee_frame, contact_frames)
     cache = Path(cache_dir_override or cache_dir())
@@ -87,6 +92,63 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame
     if build:
         for n in horizons:
             ensure_module(name, n, variant, cache=cache, quiet=True)
+    return entry
+
+
+def register_floating(name, urdf_path, *, N=(32,), ee_frame="EE", floating_base=True, collision_res=0.15,
+                      contact_frames=None, variant="fc", build=False, cache_dir_override=None, arch=None,
+                      jobs=None, force=False) -> dict:
+    """register_robot's floating-base path (issue 34): a quaternion free-flyer root with contact
+    frames, solved by the contact-force SQP (gato.core.floating_bsqp; ``variant`` "fc", the only
+    floating variant of the CPU backend). The URDF is loaded with the free flyer and every contact
+    frame checked (FloatingPlant); ``ee_frame`` (the base-pose target frame) must exist;
+    ``collision_res`` is recorded. ``build=True`` constructs the solver once per horizon."""
+    if floating_base is not True:
+        raise ValueError("variant: 'fc' modules are CUDA builds for fixed-base arms; on the CPU backend 'fc' is "
+                         "the floating-base contact-force solver (floating_base=True)")
+    if variant != "fc":
+        raise ValueError(f"floating_base: the CPU backend's floating-base solver is the contact-force one; pass "
+                         f"variant='fc' (got variant={variant!r})")
+    from ..robots.builder import check_collision_res
+    from .native import core
+
+    _check_no_compile(arch, jobs)
+    check_collision_res(collision_res)
+    horizons = _horizons(N)
+    build, force = flag(build, "build"), flag(force, "force")
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"name: expected an identifier, got {name!r}")
+    if cache_dir_override is not None and not isinstance(cache_dir_override, (str, os.PathLike)):
+        raise ValueError(f"cache_dir_override: expected a folder path or None, got "
+                         f"{type(cache_dir_override).__name__}")
+    urdf = Path(os.fspath(urdf_path)).resolve()
+    if not urdf.is_file():
+        raise ValueError(f"urdf_path: file not found: {urdf}")
+    if contact_frames is None:
+        raise ValueError("floating_base: a floating-base robot needs contact_frames=[...] (its feet)")
+    if not isinstance(contact_frames, (list, tuple)) or not contact_frames \
+            or not all(isinstance(f, str) for f in contact_frames):
+        raise ValueError(f"contact_frames: a floating-base robot needs a non-empty list of contact frame names, "
+                         f"got {contact_frames!r}")
+    plant = core.FloatingPlant(str(urdf), list(contact_frames))  # ValueError naming contact_frames
+    import pinocchio as pin
+    model = pin.buildModelFromUrdf(str(urdf), pin.JointModelFreeFlyer())
+    if ee_frame != "EE" and not model.existFrame(ee_frame):
+        raise ValueError(f"ee_frame: frame {ee_frame!r} not found in {urdf.name}")
+    cache = Path(cache_dir_override or cache_dir())
+    manifest = load_manifest(cache)
+    digest = sha256_file(urdf)
+    old = manifest.get(name)
+    if old and old.get("urdf_sha256") != digest and not force:
+        raise ValueError(f"name: robot {name!r} is already registered with another URDF "
+                         f"({old.get('urdf_path')}); pass force=True to replace it")
+    entry = dict(nq=plant.nq, nv=plant.nv, ee_frame=ee_frame, urdf=urdf.name, urdf_path=str(urdf),
+                 description="", floating_base=True, urdf_sha256=digest, joints=list(plant.joint_names),
+                 contact_frames=list(contact_frames), collision_res=collision_res, variants=["fc"])
+    store_entry(name, entry, cache)
+    if build:
+        for n in horizons:
+            core.FloatingSQP(str(urdf), list(contact_frames), n, 0.02)
     return entry
 
 
@@ -433,9 +495,25 @@ def build(urdf_path, name=None, N=(32,), ee_frame="EE", arch=None, jobs=None, bu
     is compiled per robot) are refused with a ValueError naming them unless left at their defaults.
     Returns the list of (name, N) pairs made.
     """
-    if flag(contact_forces, "contact_forces"):
-        raise ValueError("contact_forces: the 'fc' variant is a CUDA build; the CPU backend runs "
-                         "'default' and 'eh'")
+    fb = flag(floating_base, "floating_base")
+    if flag(contact_forces, "contact_forces") and not fb:
+        raise ValueError("contact_forces: the 'fc' variant is a CUDA build for fixed-base arms; the CPU backend "
+                         "runs 'default' and 'eh' (and 'fc' for floating-base robots: floating_base=True)")
+    if fb:
+        if not contact_forces:
+            raise ValueError("floating_base: the CPU backend's floating-base solver is the contact-force one; "
+                             "pass contact_forces=True (and contact_frames)")
+        if flag(exact_hessian, "exact_hessian"):
+            raise ValueError("exact_hessian: not available for floating-base robots (the 'fc' solver is "
+                             "Gauss-Newton)")
+        if build_dir is not None:
+            raise ValueError("build_dir: a floating-base robot generates no description (leave None)")
+        if name is None:
+            name = Path(os.fspath(urdf_path)).stem
+        horizons = _horizons(N)
+        register_floating(name, urdf_path, N=horizons, ee_frame=ee_frame, collision_res=collision_res,
+                          contact_frames=contact_frames, arch=arch, jobs=jobs, force=True, build=True)
+        return [(name, n) for n in horizons]
     variant = "eh" if flag(exact_hessian, "exact_hessian") else "default"
     _check_no_compile(arch, jobs)
     if build_dir is not None and not isinstance(build_dir, (str, os.PathLike)):
