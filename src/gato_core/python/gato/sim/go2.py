@@ -235,7 +235,8 @@ def run_go2_push(scenario: dict, T: float = 3.0, controller=None) -> dict:
     """One push episode (module docstring). Returns up (bool), hmin_rel (lowest base height after
     the push / the start's), body_contact (sorted links other than the feet that touched the
     ground after the push), trunk_contact (those of them above the calves: base, head, hips,
-    thighs), drift_m (base horizontal travel at T), angle_deg, t_push."""
+    thighs), contact_fn_max ({link: largest normal force [N] of its ground contact}), drift_m (base
+    horizontal travel at T), angle_deg, t_push."""
     T = _duration(T)
     if T <= scenario["t_push"] + scenario["duration"]:
         raise ValueError(f"T: the run must outlast the push ({scenario['t_push']} s + {scenario['duration']} s), got {T!r}")
@@ -247,7 +248,7 @@ def run_go2_push(scenario: dict, T: float = 3.0, controller=None) -> dict:
     i0 = int(round(scenario["t_push"] / SIM_DT))
     n_push = int(round(scenario["duration"] / SIM_DT))
     F = scenario["impulse"] / (n_push * SIM_DT) * np.array([math.cos(scenario["angle"]), math.sin(scenario["angle"]), 0.0])
-    xy0, hmin, contact = q[:2].copy(), math.inf, set()
+    xy0, hmin, contact, peak = q[:2].copy(), math.inf, set(), {}
     for i in range(int(round(T / SIM_DT))):
         u = np.concatenate([np.zeros(6), ctrl.torque(i, q, dq)])
         if i0 <= i < i0 + n_push:
@@ -256,8 +257,11 @@ def run_go2_push(scenario: dict, T: float = 3.0, controller=None) -> dict:
         q[3:7] /= np.linalg.norm(q[3:7])
         if i >= i0:
             hmin = min(hmin, q[2])
-            contact |= {b for b in world.last_contact["fn_by_body"] if b not in GO2_FEET}
+            for b, fn in world.last_contact["fn_by_body"].items():
+                if b not in GO2_FEET:
+                    contact.add(b)
+                    peak[b] = max(peak.get(b, 0.0), float(fn))
     trunk = sorted(b for b in contact if "calf" not in b)
     return dict(up=bool(hmin > 0.6 * h0 and not contact), hmin_rel=float(hmin / h0), body_contact=sorted(contact),
-                trunk_contact=trunk, drift_m=float(np.linalg.norm(q[:2] - xy0)),
+                trunk_contact=trunk, contact_fn_max=peak, drift_m=float(np.linalg.norm(q[:2] - xy0)),
                 angle_deg=float(math.degrees(scenario["angle"])), t_push=float(scenario["t_push"]), sim_time=float(T))
