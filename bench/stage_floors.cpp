@@ -249,8 +249,12 @@ void floors_stage_replica(int N, int which, int reps, double* out) {
       phi[k].rightCols<NV>() = A[k].rightCols<NV>() * qvv_inv[k].asDiagonal();
       BRinv[k].noalias() = Bm[k].lazyProduct(Rinv[k]);
       MatXX& M = Md[k + 1];
-      M.noalias() = phi[k].lazyProduct(A[k].transpose());
-      M.noalias() += BRinv[k].lazyProduct(Bm[k].transpose());
+      // as factor_schur: both products two columns at a time (linsys::abt14)
+      if (!(gato::linsys::abt14<NX, false>(phi[k].data(), A[k].data(), M.data()) &&
+            gato::linsys::abt14<NV, true>(BRinv[k].data(), Bm[k].data(), M.data()))) {
+        M.noalias() = phi[k].lazyProduct(A[k].transpose());
+        M.noalias() += BRinv[k].lazyProduct(Bm[k].transpose());
+      }
       M.topLeftCorner<NV, NV>() += Qpp_inv[k + 1];
       M.bottomRightCorner<NV, NV>().diagonal() += qvv_inv[k + 1];
       t2 = c[k + 1];

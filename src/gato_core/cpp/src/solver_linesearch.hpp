@@ -7,6 +7,21 @@
 
 namespace gato {
 
+namespace detail {
+// (x1 + alpha dx1 - xn).lpNorm<1>() of a fixed 14-vector of doubles with xn's entries W apart
+// (one lane of the rollouts' lane-minor XN), in the order of Eigen's reduction (3.4: 2-double
+// packets (0, 1) ... (12, 13), summed (p0 + (p1 + p2)) + ((p3 + p4) + (p5 + p6)), then the
+// packet's two halves), so the same bits as the copy into a VecNX and its lpNorm<1> without
+// the copies (bench_solver_ab.py --identity checks it).
+inline double l1_defect14(const double* x1, const double* dx1, double alpha, const double* xn, int W) {
+  double d[14];
+  for (int i = 0; i < 14; ++i) d[i] = std::abs(x1[i] + alpha * dx1[i] - xn[i * W]);
+  const double ev = (d[0] + (d[2] + d[4])) + ((d[6] + d[8]) + (d[10] + d[12]));
+  const double od = (d[1] + (d[3] + d[5])) + ((d[7] + d[9]) + (d[11] + d[13]));
+  return ev + od;
+}
+}  // namespace detail
+
 template <typename S, int NV>
 S BatchSolverImpl<S, NV>::trial_merit(Entry& e, S alpha) {
   const int nx = nx_, nu = nu_;
@@ -82,11 +97,15 @@ void BatchSolverImpl<S, NV>::trial_merits_lanes(Entry& e, const S* alphas, S* ou
         if (!last) {
           const S* x1 = x + nx + nu;
           const S* dx1 = dx + nx + nu;
-          for (int i = 0; i < nx; ++i) {
-            e.t_nx[i] = x1[i] + alpha * dx1[i];
-            e.xnext[i] = XN[i * W + l];
+          if constexpr (NX == 14 && std::is_same_v<S, double>) {
+            defect[a] += detail::l1_defect14(x1, dx1, alpha, XN + l, W);
+          } else {
+            for (int i = 0; i < nx; ++i) {
+              e.t_nx[i] = x1[i] + alpha * dx1[i];
+              e.xnext[i] = XN[i * W + l];
+            }
+            defect[a] += (e.t_nx - e.xnext).template lpNorm<1>();
           }
-          defect[a] += (e.t_nx - e.xnext).template lpNorm<1>();
           if (lane_cost) {
             cost[a] += lc[l];
           } else {

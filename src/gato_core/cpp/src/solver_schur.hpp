@@ -106,8 +106,16 @@ bool BatchSolverImpl<S, NV>::factor_schur(Entry& e) {
     // it saves at these sizes (14 x 14 for a 7-DoF arm).
     e.BRinv[k].noalias() = e.Bm[k].lazyProduct(e.Rinv[k]);
     MatXX& M = e.Md[k + 1];
-    M.noalias() = phi.lazyProduct(Ak.transpose());
-    M.noalias() += e.BRinv[k].lazyProduct(e.Bm[k].transpose());
+    // 14 x 14 doubles (a 7-DoF arm): both products two columns at a time, each entry in the
+    // lazy product's order, so the same bits (linsys::abt14, small_dense.hpp).
+    bool done = false;
+    if constexpr (NX == 14 && std::is_same_v<S, double>)
+      done = linsys::abt14<14, false>(phi.data(), Ak.data(), M.data()) &&
+             linsys::abt14<NU, true>(e.BRinv[k].data(), e.Bm[k].data(), M.data());
+    if (!done) {
+      M.noalias() = phi.lazyProduct(Ak.transpose());
+      M.noalias() += e.BRinv[k].lazyProduct(e.Bm[k].transpose());
+    }
     if (eh_) {
       M += e.eh.Qinv[k + 1];
     } else {
