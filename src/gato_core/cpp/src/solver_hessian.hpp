@@ -247,7 +247,8 @@ bool BatchSolverImpl<S, NV>::factor_stage_eh(Entry& e, int k) {
 // Quu_k), i.e. that iteration takes the Gauss-Newton step (eh.exact_step false: the switch,
 // reported per iteration in SolveStats::exact_step). The Gauss-Newton step is also taken on a
 // cold start's first iteration (all multipliers zero) and where iterate() finds it better than an
-// exact step the line search cut to alpha <= 1/4 (solver_iteration.hpp). Measured against the usual shift (Quu_k + delta I,
+// exact step its model does not predict (actual merit decrease of the full step below 3/4 of
+// pred, computed here) or the line search cut to alpha <= 1/4 (solver_iteration.hpp). Measured against the usual shift (Quu_k + delta I,
 // delta from 1e-8 s up by 10x until the Cholesky succeeds, Ipopt / crocoddyl): far from the
 // optimum (the first iterations of a cold start: a large EE residual, large multipliers) the
 // shifted exact model gave steps the line search cut to 1/64 or rejected (RK4: 3 of the first 7
@@ -349,6 +350,22 @@ bool BatchSolverImpl<S, NV>::riccati_eh(Entry& e) {
   }
   if (!e.dz.allFinite() || !e.r.allFinite()) return false;
   e.converged = decrease < pcg_floor() && cmax < std::sqrt(pcg_floor());
+  if (w.exact_step) {
+    // The predicted decrease of the merit for the full step on the exact model (iterate()'s
+    // ratio test): -(sum_k g_k' dz_k + 1/2 dz_k' H_k dz_k) + mu ||c||_1 (the step meets the
+    // linearized dynamics, so the l1 term of the model drops to zero).
+    S q = 0, c1 = 0;
+    for (int k = 0; k < N; ++k) {
+      const int m = k < N - 1 ? nx + nu : nx;
+      const MatX<S>& H = stage(k, true);
+      Eigen::Map<const VecX<S>> dzk(e.dz.data() + size_t(k) * (nx + nu), m);
+      q += e.qv[k].dot(dzk.head(nx));
+      if (k < N - 1) q += e.rv[k].dot(dzk.tail(nu));
+      q += S(0.5) * dzk.dot(H.topLeftCorner(m, m) * dzk);
+      c1 += e.c[k].template lpNorm<1>();
+    }
+    w.pred = e.mu * c1 - q;
+  }
   return true;
 }
 

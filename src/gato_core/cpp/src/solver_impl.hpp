@@ -353,6 +353,7 @@ struct BatchSolverImpl<S, NV>::Entry {
     bool exact_step = false;  // the last riccati_eh used the exact blocks
     bool force_gn = false;    // riccati_eh takes the Gauss-Newton blocks (iterate's comparison)
     Vec dz_x, lam_x;          // the exact step and its multipliers while that comparison runs
+    S pred = 0;               // the exact model's predicted merit decrease for the full step
   } eh;
   void size_eh() {
     size_gravity();  // At and qt hold the eliminated A and gradient

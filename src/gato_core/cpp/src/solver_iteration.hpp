@@ -10,6 +10,8 @@ namespace gato {
 
 namespace detail {
 using Clock = std::chrono::steady_clock;
+// The exact-Hessian step's trust test: actual / predicted merit decrease of the full step.
+inline constexpr double kEhTrustRatio = 0.75;
 inline double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
@@ -100,6 +102,7 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
     recover_step(e);
   }
   const bool first = set_.line_search == LineSearch::kFirst;
+  S m_full = std::numeric_limits<S>::infinity();  // the merit at alpha = 1
   auto search = [&](S& best, S& best_alpha) {  // the merit's best step size along e.dz
     best = std::numeric_limits<S>::infinity();
     best_alpha = 0;
@@ -109,6 +112,7 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
       S alphas[kLineSearchSteps], m[kLineSearchSteps];
       for (int i = 0; i < kLineSearchSteps; ++i, alpha *= S(0.5)) alphas[i] = alpha;
       trial_merits_lanes(e, alphas, m);
+      m_full = m[0];
       for (int i = 0; i < kLineSearchSteps; ++i) {
         if (m[i] < best) {  // strict: ties keep the larger alpha
           best = m[i];
@@ -118,6 +122,7 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
     } else {
       for (int i = 0; i < kLineSearchSteps; ++i, alpha *= S(0.5)) {
         const S m = trial_merit(e, alpha);
+        if (i == 0) m_full = m;
         if (m < best) {  // strict: ties keep the larger alpha
           best = m;
           best_alpha = alpha;
@@ -128,11 +133,16 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
   };
   S best, best_alpha;
   search(best, best_alpha);
-  if (riccati && e.eh.exact_step && best_alpha < S(0.5)) {
-    // The line search cut the exact step to alpha <= 1/4: its model is poor here (far from the
-    // optimum). The Gauss-Newton step too (one more backward pass, no second-order terms) and
-    // the lower merit of the two; alpha = 1 or 1/2 keeps the exact step without this (the local
-    // phase, quadratic). Measured on tuning seeds (docs/solver_method.md, "Exact Hessian").
+  // The exact model is trusted where its full step lowers the merit by at least 3/4 of what the
+  // model predicts (the trust-region ratio; near the optimum it tends to 1) and the line search
+  // kept alpha >= 1/2. Elsewhere (far from the optimum) the Gauss-Newton step is computed too
+  // (one more backward pass, no second-order terms) and the lower merit of the two is taken; so
+  // the local phase stays Newton's, quadratic. Measured on tuning seeds (docs/solver_method.md,
+  // "Exact Hessian"), with a Levenberg-Marquardt shift driven by the same ratio (dropped).
+  const bool poor_model = riccati && e.eh.exact_step &&
+                          (best_alpha < S(0.5) ||
+                           !(e.eh.pred > S(0) && e.merit0 - m_full >= S(detail::kEhTrustRatio) * e.eh.pred));
+  if (poor_model) {
     e.eh.dz_x = e.dz;
     e.eh.lam_x = e.lam;
     const bool conv_x = e.converged;
