@@ -229,15 +229,17 @@ class MuJoCoWorld:
     def qdd(self, q, dq, u):
         """Forward dynamics of the MuJoCo model (``mj_forward`` with ``qfrc_applied`` = u):
         q (nq,), dq (nv,), u (nv,) -> qdd (nv,) rad/s^2. Contacts included when a table or a
-        ground is present. Floating base: the base linear rows are rotated into the base frame (exact
-        at zero base velocity, the fingerprint's probes)."""
+        ground is present. Floating base: qdd in pinocchio's free-flyer convention (dq[:3] the base
+        origin's velocity in base axes, dq[3:6] its angular velocity in base axes): MuJoCo's free
+        joint gives the world-frame acceleration of the origin, p'', and the derivative of
+        v = R^T p' is R^T p'' - w x v (pinocchio's ``aba`` to 1e-14 relative with the base moving)."""
         q, dq, u = self._inputs(q, dq, u)
         self._load(q, dq, u)
         self._mj.mj_forward(self.model, self.data)
         a = self.data.qacc.copy()
         if self.floating:
             R = _quat_xyzw_to_R(*q[3:7])
-            a[:3] = R.T @ a[:3]
+            a[:3] = R.T @ a[:3] - np.cross(dq[3:6], dq[:3])
         return a
 
     def _contacts(self) -> dict:
