@@ -136,3 +136,22 @@ def test_bad_configuration_and_reference_are_refused_by_name(sim):
     c.on_odometry(odom(sim, 2 * MS))
     c.on_joint_state(2 * MS, *js(sim))
     assert c.solves == 2
+
+
+def test_the_floating_nodes_parameters_are_groups_of_the_one_schema():
+    """gato_floating_controller / gato_floating_sim declare the schema's groups (docs/parameters.md lists
+    them); the logic's defaults are the schema's, so a node started without parameters runs the logic's
+    defaults."""
+    from gato_ros import params
+    from gato_ros.floating_controller_logic import DEFAULTS
+    from gato_ros.floating_controller_node import NODE_PARAMETERS
+    from gato_ros.param_floating import FLOATING_CONTROLLER, FLOATING_SCHEMAS, FLOATING_SIM
+
+    ctl = params.defaults(FLOATING_CONTROLLER, "go2")
+    assert {k: v for k, v in ctl.items() if k not in NODE_PARAMETERS} == DEFAULTS
+    assert set(ctl) - set(DEFAULTS) == set(NODE_PARAMETERS)
+    assert params.defaults(FLOATING_SIM, "go2")["robot"] == "go2"
+    md = params.markdown()
+    for node, schema in FLOATING_SCHEMAS.items():
+        assert f"## `{node}`" in md and all(f"| `{p.name}` |" in md for p in schema)
+    assert params.validate(FLOATING_CONTROLLER, "base_rpy", [0.0, 0.1], allow_read_only=True)  # 2 of 3 refused

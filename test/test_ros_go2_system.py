@@ -91,7 +91,10 @@ class BadOdometry:
 class BaseReference:
     """Publishes a base-pose reference (PoseStamped on /gato_floating_controller/base_reference: the
     start's xy, ``height``, level, yaw 0) at every 20th odometry message from 0.2 s to 0.6 s of
-    simulated time (re-sent: discovery; the controller ignores a repeat of the same pose)."""
+    simulated time (re-sent: discovery; the controller ignores a repeat of the same pose). It also
+    subscribes to /joint_states, and the bringup runs with ``--start-subscribers 2``: the lockstep world
+    starts only once this listener is matched too (without that wait, at load 8-10 the world was past
+    0.6 s before the listener had matched, and nothing was sent)."""
 
     def __init__(self, domain_id, height):
         from geometry_msgs.msg import PoseStamped
@@ -106,6 +109,9 @@ class BaseReference:
         self.node = rclpy.create_node("gato_test_base_reference", context=self.ctx)
         self.pub = self.node.create_publisher(PoseStamped, "/gato_floating_controller/base_reference", qos())
         self.node.create_subscription(Odometry, "/odom", self._on, qos(100))
+        from sensor_msgs.msg import JointState
+
+        self.node.create_subscription(JointState, "/joint_states", lambda m: None, qos(100))
         self.n = 0
         self.ex = SingleThreadedExecutor(context=self.ctx)
         self.ex.add_node(self.node)
@@ -216,7 +222,7 @@ def test_go2_follows_a_base_height_reference_from_the_topic(tmp_path, ros_env):
     share()
     ref = BaseReference(int(ros_env["ROS_DOMAIN_ID"]), 0.27)
     try:
-        s, _ = run_bringup(tmp_path, ros_env, "reference", ["--duration", "3"], ref)
+        s, _ = run_bringup(tmp_path, ros_env, "reference", ["--duration", "3", "--start-subscribers", "2"], ref)
     finally:
         ref.close()
     assert ref.sent >= 1

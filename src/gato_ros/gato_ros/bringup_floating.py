@@ -106,6 +106,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=-1, help="seeded perturbation of the crouched start (-1: none)")
     ap.add_argument("--base-height", type=float, default=0.0, help="base height reference [m] (0: stand pose)")
     ap.add_argument("--no-odometry", action="store_true", help="the world publishes no odometry (the fallback)")
+    ap.add_argument("--start-subscribers", type=int, default=1,
+                    help="the world starts once this many nodes subscribe to /joint_states and /odom (default 1: "
+                         "the controller; more for a recorder or a listener beside it)")
     ap.add_argument("--out", type=Path, default=None, help="output folder (default build/sim/<robot>-<time>)")
     ap.add_argument("--timeout", type=float, default=0.0, help="wall-clock limit [s] (0 = none)")
     a = ap.parse_args(argv)
@@ -120,7 +123,7 @@ def main(argv=None) -> int:
     cmd = [sys.executable, "-m", "gato_ros.launch_runner", "gato_bringup", "go2_sim.launch.yaml", f"robot:={a.robot}",
            f"duration:={a.duration!r}", f"seed:={a.seed}", f"base_height:={float(a.base_height)!r}",
            f"odometry:={'false' if a.no_odometry else 'true'}", f"sim_summary:={sim_json}",
-           f"controller_summary:={ctl_json}"]
+           f"controller_summary:={ctl_json}", f"start_subscribers:={a.start_subscribers}"]
     print(f"[bringup_floating] {a.robot} standing in MuJoCo over ROS 2, lockstep, {a.duration:g} s"
           f"{'' if a.seed < 0 else f', start seed {a.seed}'}{', NO odometry' if a.no_odometry else ''}; "
           f"output in {out}", flush=True)

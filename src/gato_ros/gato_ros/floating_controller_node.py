@@ -14,8 +14,9 @@ Publishes:
         refusals by name, the plan's foot loads), every ``status_every`` ticks and at exit.
 A joint state whose odometry has not come waits for it up to ``odom_wait_s`` (wall clock), then
 is answered with the hold. At exit ``summary_file`` (when set) gets the last status as JSON.
-Parameters: :data:`gato_ros.floating_controller_logic.DEFAULTS` plus those of :data:`NODE_PARAMETERS`
-(this node's own; docs/floating_solver.md lists them).
+Parameters: the ``gato_floating_controller`` group of the one schema
+(:data:`gato_ros.param_floating.FLOATING_CONTROLLER`; docs/parameters.md): the logic's
+(:data:`gato_ros.floating_controller_logic.DEFAULTS`) plus this node's own, :data:`NODE_PARAMETERS`.
 """
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
 from . import conversions as cv
-from .floating_controller_logic import DEFAULTS, FloatingControllerLogic, Odometry
-from .node_util import qos, run
+from .floating_controller_logic import FloatingControllerLogic, Odometry
+from .node_util import declare_schema, qos, run
+from .param_floating import FLOATING_CONTROLLER
 
 __all__ = ["FloatingControllerNode", "NODE_PARAMETERS", "main"]
 
-NODE_PARAMETERS = dict(odom_topic="/odom", status_every=100, summary_file="")
+#: The schema's parameters of the node itself (the others configure the logic).
+NODE_PARAMETERS = ("odom_topic", "status_every", "summary_file")
 
 
 class FloatingControllerNode(Node):
@@ -46,7 +49,7 @@ class FloatingControllerNode(Node):
         from std_msgs.msg import String
 
         self._String = String
-        cfg = {k: self.declare_parameter(k, v).value for k, v in {**DEFAULTS, **NODE_PARAMETERS}.items()}
+        cfg = declare_schema(self, FLOATING_CONTROLLER)
         cfg["base_rpy"] = [float(v) for v in cfg["base_rpy"]]
         self.node_cfg = {k: cfg.pop(k) for k in NODE_PARAMETERS}
         self.logic = FloatingControllerLogic(cfg)

@@ -17,7 +17,8 @@ odometry when it is published). ``publish_odometry`` false: no odometry (the fal
 
 After ``duration_s`` of simulated time the node writes ``summary_file`` (JSON: the world's recorded
 base height, tilt, foot loads and slip; :meth:`FloatingSimLogic.summary`) when set, and exits 0.
-Parameters are this node's own (not in gato_ros.params; docs/floating_solver.md lists them).
+Parameters: the ``gato_floating_sim`` group of the one schema (:data:`gato_ros.param_floating.FLOATING_SIM`;
+docs/parameters.md).
 """
 from __future__ import annotations
 
@@ -30,14 +31,13 @@ from rclpy.node import Node
 
 from . import conversions as cv
 from .floating_sim_logic import FloatingSimLogic
-from .node_util import qos, run
+from .node_util import declare_schema, qos, run
+from .param_floating import FLOATING_SIM
 
 __all__ = ["FloatingSimNode", "PARAMETERS", "main"]
 
-PARAMETERS = dict(robot="go2", duration_s=10.0, period_s=0.001, seed=-1, settle_s=0.3,
-                  command_topic="/gato_floating_controller/command", odom_topic="/odom", odom_frame="odom",
-                  base_frame="base", start_subscribers=1, lockstep_resend_s=0.5, summary_file="",
-                  publish_odometry=True)
+#: The node's parameter names (their schema: gato_ros.param_floating.FLOATING_SIM).
+PARAMETERS = tuple(p.name for p in FLOATING_SIM)
 
 
 class FloatingSimNode(Node):
@@ -49,7 +49,7 @@ class FloatingSimNode(Node):
         from sensor_msgs.msg import JointState
 
         self._ClockMsg, self._Odometry = ClockMsg, Odometry
-        cfg = {k: self.declare_parameter(k, v).value for k, v in PARAMETERS.items()}
+        cfg = declare_schema(self, FLOATING_SIM)
         self.cfg = cfg
         self.logic = FloatingSimLogic(cfg["robot"], cfg["period_s"], int(cfg["seed"]), cfg["settle_s"])
         self.done = False

@@ -291,7 +291,9 @@ def declare_schema(node, params_schema) -> dict:
                     and ("off" if not ov.value else "on") in p.choices:
                 # YAML 1.1 reads an unquoted off / on as a bool (limits:=off, <param value="off"/>)
                 overrides[p.name] = Parameter(p.name, Parameter.Type.STRING, "off" if not ov.value else "on")
-    robot = node.declare_parameter("robot", "iiwa14", schema.descriptor(specs["robot"])).value
+    # the arms' schemas default the robot per file (a callable): iiwa14; the floating nodes' to go2
+    robot_default = specs["robot"].default if not callable(specs["robot"].default) else "iiwa14"
+    robot = node.declare_parameter("robot", robot_default, schema.descriptor(specs["robot"])).value
     values = {"robot": robot}
     for p in params_schema:
         if p.name == "robot":

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .param_defaults import (ROBOTS, joint_names as _joint_names, q_ready as _q_ready,
                              registry_entry as _registry)
+from .param_floating import FLOATING_SCHEMAS
 from .param_nodes import SCHEMAS
 from .param_plugin import PLUGIN, PLUGIN_NAME, PLUGIN_TYPE
 from .param_spec import fmt_number
@@ -213,6 +214,7 @@ def markdown() -> str:
            "unquoted `off` as a boolean: in parameter files and launch arguments the nodes accept it for "
            "`limits` at start-up; at run time quote it (`ros2 param set /gato_controller limits \"'off'\"`).\n"]
     tables = dict(SCHEMAS)
+    tables.update(FLOATING_SCHEMAS)     # go2's nodes (issue 34): listed here, not in the arms' YAML files
     tables[f"{PLUGIN_NAME} ({PLUGIN_TYPE}, ros2_control plugin)"] = PLUGIN
     for node, schema in tables.items():
         out.append(f"\n## `{node}`\n\n| name | type | default | unit | range / choices | access | description |\n"
