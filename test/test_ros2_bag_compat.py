@@ -106,6 +106,17 @@ def bags(tmp_path_factory, ros_env):
     return root
 
 
+def _cut_zstd_files(bag) -> list:
+    """The bag's whole-file zstd storage files that the zstd tool itself finds cut or broken
+    (`zstd -t`: an independent check of what the recorder wrote); [] without the tool."""
+    import shutil
+
+    if shutil.which("zstd") is None:
+        return []
+    return [f.name for f in sorted(bag.glob("*.zstd"))
+            if subprocess.run(["zstd", "-t", "-q", str(f)], capture_output=True, timeout=120).returncode != 0]
+
+
 @pytest.mark.parametrize("name", list(RECORDINGS))
 def test_gato_replay_reads_what_ros2_bag_record_writes(bags, name, ros_env, tmp_path):
     from gato.bagio import read_bag
@@ -115,6 +126,15 @@ def test_gato_replay_reads_what_ros2_bag_record_writes(bags, name, ros_env, tmp_
     info = subprocess.run(["ros2", "bag", "info", str(bag)], env=ros_env, capture_output=True, text=True, timeout=60)
     assert info.returncode == 0, info.stderr           # the real tool reads it back, too
     b = read_bag(bag, GRAPH)
+    cut = _cut_zstd_files(bag)
+    if cut and not b.complete:
+        # ros2 bag record itself wrote a zstd file that ends early (seen once in CI: sqlite3, file mode,
+        # exit code 0, `zstd -t`: "premature end"; rosbag2's known fault, ros2/ros2#1476): gato must say
+        # so by file and read what is there; the replay checks below need the whole run.
+        assert any("the zstd stream ends early or is broken" in p for p in b.problems), b.problems
+        assert sum(b.counts.values()) > 0, (b.counts, b.problems)
+        pytest.xfail(f"ros2 bag record wrote a cut zstd file ({cut}; zstd -t agrees): gato reported it "
+                     f"and read {sum(b.counts.values())} messages")
     assert b.complete and b.storage == RECORDINGS[name][1], (b.storage, b.problems)
     for topic in GRAPH[:5]:
         assert b.counts.get(topic, 0) >= 100, (topic, b.counts, b.problems)
