@@ -33,6 +33,18 @@ from ..robots.manifest import cache_dir, load_manifest, store_entry
 from ..robots.registry import find_urdf, sha256_file, shipped_registry
 
 
+
+def _cache_and_digest(name, urdf: Path, cache_dir_override, force: bool):
+    """The cache folder and ``urdf``'s sha256; ValueError when ``name`` is registered with another
+    URDF and not ``force`` (the fixed-base and floating-base registrations share the rule)."""
+    cache = Path(cache_dir_override or cache_dir())
+    digest = sha256_file(urdf)
+    old = load_manifest(cache).get(name)
+    if old and old.get("urdf_sha256") != digest and not force:
+        raise ValueError(f"name: robot {name!r} is already registered with another URDF "
+                         f"({old.get('urdf_path')}); pass force=True to replace it")
+    return cache, digest
+
 def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame: str = "EE",
                    floating_base: bool = False, collision_res=0.15, contact_frames=None,
                    variant: str = "default", build: bool = False, cache_dir_override: Path | None = None,
@@ -78,13 +90,7 @@ def register_robot(name: str, urdf_path: str | os.PathLike, *, N=(32,), ee_frame
         raise ValueError(f"floating_base: expected True or False, got {floating_base!r}")
     model = pin.buildModelFromUrdf(str(urdf))
     frames = _check_frames(model, urdf, ee_frame, contact_frames)
-    cache = Path(cache_dir_override or cache_dir())
-    manifest = load_manifest(cache)
-    digest = sha256_file(urdf)
-    old = manifest.get(name)
-    if old and old.get("urdf_sha256") != digest and not force:
-        raise ValueError(f"name: robot {name!r} is already registered with another URDF "
-                         f"({old.get('urdf_path')}); pass force=True to replace it")
+    cache, digest = _cache_and_digest(name, urdf, cache_dir_override, force)
     entry = dict(nq=model.nq, nv=model.nv, ee_frame=ee_frame, urdf=urdf.name, urdf_path=str(urdf),
                  description="", floating_base=False, urdf_sha256=digest,
                  joints=list(model.names)[1:], contact_frames=frames, collision_res=collision_res)
@@ -135,13 +141,7 @@ def register_floating(name, urdf_path, *, N=(32,), ee_frame="EE", floating_base=
     model = pin.buildModelFromUrdf(str(urdf), pin.JointModelFreeFlyer())
     if ee_frame != "EE" and not model.existFrame(ee_frame):
         raise ValueError(f"ee_frame: frame {ee_frame!r} not found in {urdf.name}")
-    cache = Path(cache_dir_override or cache_dir())
-    manifest = load_manifest(cache)
-    digest = sha256_file(urdf)
-    old = manifest.get(name)
-    if old and old.get("urdf_sha256") != digest and not force:
-        raise ValueError(f"name: robot {name!r} is already registered with another URDF "
-                         f"({old.get('urdf_path')}); pass force=True to replace it")
+    cache, digest = _cache_and_digest(name, urdf, cache_dir_override, force)
     entry = dict(nq=plant.nq, nv=plant.nv, ee_frame=ee_frame, urdf=urdf.name, urdf_path=str(urdf),
                  description="", floating_base=True, urdf_sha256=digest, joints=list(plant.joint_names),
                  contact_frames=list(contact_frames), collision_res=collision_res, variants=["fc"])
