@@ -26,7 +26,10 @@ for d in md.distributions():
     installer = (d.read_text("INSTALLER") or "").strip()
     name = d.metadata["Name"]
     if installer == "pip" and name.lower() not in ("pip", "gato"):
-        pins.add(f"{name}=={d.version}")
+        # Pin the public version: torch 2.13.0+cpu (the machine's CPU wheel, a find-links
+        # file) locks as torch==2.13.0, which that file still satisfies (PEP 440) and which a
+        # machine without it can still resolve.
+        pins.add(f"{name}=={d.version.split('+', 1)[0]}")
 print("\n".join(sorted(pins, key=str.lower)))
 PY
 } > "$ROOT/requirements/lock.txt"

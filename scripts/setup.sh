@@ -139,6 +139,12 @@ fi
 if [[ $WITH_TESTS == 1 ]] && ! stamp_ok tests "$FULL_HASH"; then
   stage "pip: test set (requirements/lock.txt on top)"
   say "installing the test set: requirements/lock.txt on top of the runtime lock (first run: a minute or two)"
+  # The test set adds ~2 GB to the venv (torch's CPU build, JAX, warp, Ray) and pip unpacks
+  # wheels in its temp folder first: name a short disk before pip fails half-way with ENOSPC.
+  FREE_MB=$(df -Pm "$VENV" | awk 'NR==2 {print $4}')
+  if [[ -n "$FREE_MB" && "$FREE_MB" -lt 3000 ]]; then
+    say "warning: only ${FREE_MB} MB free on the disk of $VENV; the test set needs about 3000 MB (installed plus pip's unpacking)"
+  fi
   python -m pip install -q --no-deps -r requirements/lock.txt
   stamp_set tests "$FULL_HASH"
 fi

@@ -37,7 +37,7 @@ rl = _load("runtime_lock", SCRIPTS / "runtime_lock.py")
 lfri = _load("lock_for_ros_image", ROOT / "docker" / "lock_for_ros_image.py")
 
 #: What the simulation and a robot must not install: the array libraries of the API's tests
-#: (torch with its CUDA runtime wheels, JAX), the warp rollout backend, Ray, and what only they
+#: (torch, JAX), the warp rollout backend, Ray, and what only they
 #: pull in. Names as normalised by PEP 503.
 TEST_ONLY = {"torch", "triton", "jax", "jaxlib", "ml-dtypes", "opt-einsum", "warp-lang",
              "mujoco-warp", "ray", "pandas", "tensorboardx", "sympy", "mpmath",
@@ -78,7 +78,8 @@ def test_read_lock_refuses_unpinned_and_repeated_lines():
 
 def _full_lock_installed():
     full = _pins(FULL)
-    have = {rl.normalize(d.metadata["Name"]): d.version for d in md.distributions()}
+    # A local label is not part of the pin: torch 2.13.0+cpu (the CPU wheel) is torch==2.13.0.
+    have = {rl.normalize(d.metadata["Name"]): d.version.split("+", 1)[0] for d in md.distributions()}
     return all(have.get(n) == line.split("==", 1)[1] for n, line in full.items())
 
 
