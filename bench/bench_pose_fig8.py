@@ -24,7 +24,7 @@ and the orientation weight under test (default ORIENTATION_WEIGHTS), N 32, dt 0.
 every tick against knot 0 of that tick's window: position ||p_ee - p_ref|| [mm], orientation
 angle of R_ref^T R_ee [deg] (pinocchio FK of the measured joints, the EE frame). Prints a table
 (means over every scenario run, then over the feasible ones: :func:`feasible`, a pose path inside
-the joint box) and, last, one JSON line (docs/benchmarks.md, "Pose figure-8").
+the joint box) and, last, one JSON line (docs/benchmarks_arms.md, "Pose figure-8").
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def references(robot: str, scenario: dict, protocol: str = "clear", info: dict |
       the solver's joint box (:func:`limit_clearance`), the one asking the least speed; none: the
       one with the most clearance. Why: on the plane protocol the sweep took iiwa14's joint 6 to
       0.005 rad of its URDF limit (seed 300), beyond the 0.1 rad box the controller keeps, where no
-      controller that keeps its limits can follow the pose (docs/benchmarks.md, "Pose figure-8").
+      controller that keeps its limits can follow the pose (docs/benchmarks_arms.md, "Pose figure-8").
 
     ``info`` (a dict, optional) receives ``clearance`` [rad] of the chosen axis's IK path and
     ``candidates`` [(name, speed ratio, clearance)]."""

@@ -1,6 +1,6 @@
 """docs/benchmarks.md and its companions (docs/benchmarks_sampling.md, docs/benchmarks_ros.md,
 docs/benchmarks_recording.md, docs/benchmarks_hypotheses.md, docs/benchmarks_install.md,
-docs/benchmarks_solver.md) stay navigable: the index at the top
+docs/benchmarks_solver.md, docs/benchmarks_arms.md) stay navigable: the index at the top
 of docs/benchmarks.md lists every section of every file, a text of the repository that names a
 section of one of them ("docs/benchmarks_sampling.md, section "Sampling planner"") names one that
 exists in that file, and no page grows past what a reader scans (one job per page)."""
@@ -17,7 +17,8 @@ import benchmarks_doc  # noqa: E402
 DOCS = {"benchmarks.md": benchmarks_doc.MAIN, "benchmarks_ros.md": benchmarks_doc.ROS,
         "benchmarks_hypotheses.md": benchmarks_doc.HYP, "benchmarks_sampling.md": benchmarks_doc.SAMPLING,
         "benchmarks_recording.md": benchmarks_doc.REC, "benchmarks_install.md": benchmarks_doc.INSTALL,
-        "benchmarks_solver.md": benchmarks_doc.SOLVER}
+        "benchmarks_solver.md": benchmarks_doc.SOLVER,
+        "benchmarks_arms.md": benchmarks_doc.ARMS}
 # The texts that cite benchmark sections: docs, READMEs, code comments, bench specs, tests.
 CITING = [p for pattern in ("*.md", "docs/*.md", "src/**/*.md", "src/**/*.py", "bench/**/*.py",
                             "bench/**/*.yaml", "test/*.py", "src/**/*.yaml")
@@ -34,7 +35,7 @@ def test_every_index_link_names_an_existing_heading():
     main_text = benchmarks_doc.MAIN.read_text()
     block = main_text.split(benchmarks_doc.INDEX_START, 1)[1].split(benchmarks_doc.INDEX_END, 1)[0]
     anchors = {name: {a for _, _, a in benchmarks_doc.headings(path.read_text())} for name, path in DOCS.items()}
-    links = re.findall(r"\]\(((?:benchmarks_(?:ros|hypotheses|sampling|recording|install|solver)\.md)?)#([^)]+)\)", block)
+    links = re.findall(r"\]\(((?:benchmarks_(?:ros|hypotheses|sampling|recording|install|solver|arms)\.md)?)#([^)]+)\)", block)
     assert len(links) == sum(len(a) for a in anchors.values())
     for file, anchor in links:
         assert anchor in anchors[file or "benchmarks.md"], (file, anchor)
@@ -55,7 +56,7 @@ def test_a_missing_index_block_is_named():
 def test_cited_sections_exist_in_the_file_cited():
     titles = {name: [" ".join(t.split()) for _, t, _ in benchmarks_doc.headings(path.read_text())]
               for name, path in DOCS.items()}
-    cite = re.compile(r'docs/(benchmarks(?:_ros|_hypotheses|_sampling|_recording|_install|_solver)?\.md)[\s,(]+(?:section\s+)?"([^"]+)"')
+    cite = re.compile(r'docs/(benchmarks(?:_ros|_hypotheses|_sampling|_recording|_install|_solver|_arms)?\.md)[\s,(]+(?:section\s+)?"([^"]+)"')
     checked = 0
     for path in CITING:
         text = " ".join(re.sub(r"^\s*#\s?", "", path.read_text(), flags=re.M).split())

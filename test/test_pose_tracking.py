@@ -7,11 +7,11 @@ on the windows that carry orientations) and the shipped ORIENTATION_WEIGHTS trac
 orientation sweeps +/- 30 deg about a horizontal axis (period stretched so the pose path asks the
 joints for the scenario's drawn fraction of their velocity limits; the axis one whose pose path
 keeps 0.1 rad inside the solver's joint box where one exists: bench_pose_fig8.references).
-Measured (seed 301 scenario 0, axis h157.5 on both arms; docs/benchmarks.md "Pose figure-8"):
+Measured (seed 301 scenario 0, axis h157.5 on both arms; docs/benchmarks_arms.md "Pose figure-8"):
 orientation mean 0.16 deg (iiwa14) / 0.11 (fr3), max 0.43 / 0.29; position 2.98 / 2.23 mm
 against 3.53 / 2.85 mm position-only on the same curve (x0.84 / x0.78; without the factor x1.48 /
 x1.51). The bound on the ratio is issue 30's (within 1.2x of the position-only run) on this one
-scenario; the criterion over the held-out seeds is docs/benchmarks.md's table.
+scenario; the criterion over the held-out seeds is docs/benchmarks_arms.md's table.
 
 The sampling planner reads the same pose target (its orientation term, a 6-D IK ctrl_ref)."""
 import sys

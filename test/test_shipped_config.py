@@ -42,13 +42,13 @@ def test_every_arm_with_a_parameter_file_has_shipped_weights():
 @pytest.mark.parametrize("robot", schema.ROBOTS)
 def test_each_parameter_file_names_the_command_and_figures_of_its_weights(robot):
     """Issue 30: the shipped file says where its cost weights come from: the held-out command and
-    its figures, the same as docs/benchmarks.md's "Shipped BSQP weights per arm" tables."""
+    its figures, the same as docs/benchmarks_arms.md's "Shipped BSQP weights per arm" tables."""
     from gato_ros.param_files import SHIPPED_WEIGHT_FIGURES
 
     head = (CONFIG / f"{robot}.yaml").read_text().split("gato_controller:")[0]
     held, ref, sim = SHIPPED_WEIGHT_FIGURES[robot]
     assert f"python bench/fig8_heldout.py --robot {robot} --seeds 200 201 --n 3 --bringup" in head
     assert f"gives {held:g} mm" in head and f"reference's weights: {ref:.1f} mm" in head and f"{sim:g} mm" in head
-    doc = (CONFIG.parents[2] / "docs" / "benchmarks.md").read_text()
+    doc = (CONFIG.parents[2] / "docs" / "benchmarks_arms.md").read_text()
     assert f"| {robot} | {ref:.1f} (" in doc and f"| **{held:.2f} (" in doc.split(f"| {robot} | {ref:.1f} (")[1][:40]
     assert f"| **{sim:.2f} / " in doc.split("| arm | reference weights (shipped today)")[1].split(f"| {robot} |")[1][:30]

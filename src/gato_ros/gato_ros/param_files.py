@@ -44,7 +44,7 @@ def _yaml_value(v) -> str:
 
 #: {robot: (held-out mean EE error [mm] with the shipped weights, with the reference's, the bringup's
 #: mean)}: the figures the per-robot file's header names (held out: fig8_scenarios seeds 200, 201,
-#: 3 scenarios each; bringup: scripts/sim.sh, 10 s; docs/benchmarks.md, "Shipped BSQP weights per arm")
+#: 3 scenarios each; bringup: scripts/sim.sh, 10 s; docs/benchmarks_arms.md, "Shipped BSQP weights per arm")
 SHIPPED_WEIGHT_FIGURES = {"iiwa14": (2.84, 24.3, 2.07), "indy7": (3.98, 43.0, 0.69), "fr3": (4.23, 51.3, 1.94),
                           "gen3": (1.53, 20.6, 1.23), "ur5e": (3.24, 48.1, 1.03)}
 
@@ -58,7 +58,7 @@ def _weights_note(robot: str) -> str:
             "# gato.planners.shipped_weights, chosen on gato.tasks.fig8_scenarios seeds 100, 101 and checked on\n"
             f"# seeds 200, 201: `python bench/fig8_heldout.py --robot {robot} --seeds 200 201 --n 3 --bringup`\n"
             f"# gives {held:g} mm mean EE error (the reference's weights: {ref:.1f} mm); `scripts/sim.sh --robot {robot}`\n"
-            f"# {sim:g} mm (docs/benchmarks.md, \"Shipped BSQP weights per arm\"). SolverParams() keeps the reference's.\n")
+            f"# {sim:g} mm (docs/benchmarks_arms.md, \"Shipped BSQP weights per arm\"). SolverParams() keeps the reference's.\n")
 
 
 def robot_yaml(robot: str) -> str:

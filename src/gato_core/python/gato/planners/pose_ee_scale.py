@@ -7,7 +7,7 @@ Why: a pose path (the tool turning while it moves) asks the joints for about twi
 the same position path, and every term the EE position trades against (the limit rows, the joint
 limit barrier, the velocity and torque weights) makes the tracking lag more there; at the shipped
 weights fr3's position error on the pose figure-8 was 1.9x the position-only run's. A stiffer
-EE weight on pose ticks only restores it (docs/benchmarks.md "Pose figure-8") and leaves the
+EE weight on pose ticks only restores it (docs/benchmarks_arms.md "Pose figure-8") and leaves the
 position-only plans bit for bit as before.
 
 The controller keeps the configured weights (``base``) while the scaled ones are in force, so that

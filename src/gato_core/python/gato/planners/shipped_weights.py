@@ -15,7 +15,7 @@ sphere on the path was entered by 31 mm (q_cost 10 / u_cost 3e-7: 5.6 mm clearan
 1 iteration: 12.8 mm; these weights with 2 iterations: 18.2 mm of the 20 mm margin, the test's bound
 15 mm). The second SQP iteration doubles the solve (about 1 ms on iiwa14 at N 32).
 
-Provenance (docs/benchmarks.md, "Shipped BSQP weights"): chosen with sweeps on
+Provenance (docs/benchmarks_arms.md, "Shipped BSQP weights per arm"): chosen with sweeps on
 ``gato.tasks.fig8_scenarios`` seeds 100, 101 and checked on seeds 200, 201 (not used in choosing) with
 ``python bench/fig8_heldout.py --robot R --seeds 200 201 --n 3 --params '<these>'``
 (MPC_GATO, dt 0.01 s, N 32, limits admm; mean of 6 scenarios, reference weights in brackets):
@@ -59,7 +59,7 @@ def shipped_weights(robot: str) -> dict:
 #: orientation error under 1 deg (0.13 / 0.14 deg; also at the scenarios' unstretched speed, where
 #: 2 gives 1.2 deg) and the worst tick under 2 deg (2: 4.5 deg). Held out (seeds 300-303, 2
 #: scenarios each, the sweep axis clear of the joint limits): 0.115 / 0.148 deg mean, worst tick
-#: 0.55 / 0.56 deg (docs/benchmarks.md, "Pose figure-8").
+#: 0.55 / 0.56 deg (docs/benchmarks_arms.md, "Pose figure-8").
 ORIENTATION_WEIGHTS = {"rot_cost": 8.0, "N_rot_cost": 8.0}
 
 
@@ -69,7 +69,7 @@ ORIENTATION_WEIGHTS = {"rot_cost": 8.0, "N_rot_cost": 8.0}
 #: weights, bit for bit. Why: the pose path moves the joints ~2x faster and the terms the EE
 #: position trades against lag more there (fr3 pose figure-8 at 1x: 1.92x the position-only error).
 #: Chosen on fig8 seed 100 (x2: fr3 1.04x; x1.5 held out: fr3 1.26x) and checked on held-out seeds
-#: (docs/benchmarks.md "Pose figure-8": python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds
+#: (docs/benchmarks_arms.md "Pose figure-8": python bench/bench_pose_fig8.py --robots iiwa14 fr3 --seeds
 #: 300 301 302 303 410 411 412 413 --n 2). The other arms were not measured on the pose figure-8: 1.
 POSE_EE_WEIGHT_SCALE = {"iiwa14": 2.0, "fr3": 2.0}
 
