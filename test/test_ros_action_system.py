@@ -10,22 +10,20 @@ ros2_control + MuJoCo in test_launch_targets_hardware.py.
 
 Times are the joint states' stamps (simulated); no wall-clock time is asserted.
 """
-import os
 import re
-import signal
 import uuid
 
 import numpy as np
 import pytest
 
-from conftest import import_or_skip, kill_tagged
+from conftest import import_or_skip
 
 _HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
 
 import_or_skip("gato_msgs.msg", _HINT)
 import_or_skip("gato_ros.launch_runner", _HINT)
 import_or_skip("control_msgs.action", "needs the ROS 2 overlay (scripts/setup.sh; source scripts/activate.sh)")
-from test_ros_system import RUN_TIMEOUT_S, WAIT_S, assert_clean_exit, finish, share, start_runner  # noqa: E402
+from test_ros_system import WAIT_S, assert_clean_exit, stop_launch, share, start_runner  # noqa: E402
 from test_ros_targets_system import NS, ROBOT, Probe, _stamp  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -107,16 +105,7 @@ def action_bringup(tmp_path, ros_env):
     probe = None
 
     def stop_graph():
-        if probe is not None:
-            probe.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        try:
-            out = finish(proc, RUN_TIMEOUT_S)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            kill_tagged("GATO_TEST_MARKER", marker)
+        out = stop_launch(proc, marker, probe)
         assert_clean_exit(proc, out, report, marker)
 
     stopped = False

@@ -13,20 +13,18 @@ ROS domain on loopback, recorded to a bag).
 
 No wall-clock time is asserted; timeouts are generous (2 shared cores).
 """
-import os
-import signal
 import uuid
 
 import numpy as np
 import pytest
 
-from conftest import import_or_skip, kill_tagged
+from conftest import import_or_skip
 
 _HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
 rclpy = import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
 import_or_skip("gato_msgs.msg", _HINT)
 import_or_skip("gato_ros.launch_runner", _HINT)
-from test_ros_system import RUN_TIMEOUT_S, WAIT_S, assert_clean_exit, finish, run_sim, share, start_runner  # noqa: E402
+from test_ros_system import WAIT_S, assert_clean_exit, stop_launch, run_sim, share, start_runner  # noqa: E402
 
 pytestmark = pytest.mark.ros
 ROBOT = "iiwa14"
@@ -171,16 +169,7 @@ def test_stalled_solver_switches_to_the_osc_fallback_and_back(tmp_path, ros_env)
         t_back = st.ticks
         probe.wait(lambda s: s.ticks >= t_back + 100, "100 ticks after the return")
     finally:
-        if probe is not None:
-            probe.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        try:
-            out = finish(proc, RUN_TIMEOUT_S)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            kill_tagged("GATO_TEST_MARKER", marker)
+        out = stop_launch(proc, marker, probe)
     assert_clean_exit(proc, out, report, marker)
 
     # --- the bag: the switch and the return are recorded; tracking during the fallback

@@ -70,6 +70,22 @@ def finish(proc, timeout):
     return out
 
 
+def stop_launch(proc, marker, probe=None, timeout=RUN_TIMEOUT_S):
+    """Close ``probe`` (a test node, or None), stop the launch with SIGINT (what Ctrl-C sends)
+    and return its output; whatever happens, nothing tagged with ``marker`` outlives the call
+    (SIGKILL to the process group and the tagged processes). The caller asserts the exit."""
+    if probe is not None:
+        probe.close()
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        return finish(proc, timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        kill_tagged("GATO_TEST_MARKER", marker)
+
+
 def assert_clean_exit(proc, out, report, marker):
     rep = json.loads(Path(report).read_text())
     assert proc.returncode == 0, out[-4000:]

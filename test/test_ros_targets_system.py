@@ -24,15 +24,13 @@ The FollowJointTrajectory action (MoveIt's interface) is tested in test_ros_acti
 same bringup and Probe. Times are the joint states' stamps (simulated); no wall-clock time is
 asserted.
 """
-import os
-import signal
 import time
 import uuid
 
 import numpy as np
 import pytest
 
-from conftest import import_or_skip, kill_tagged
+from conftest import import_or_skip
 
 _HINT = "build the workspace and source install/setup.bash (scripts/setup.sh; source scripts/activate.sh)"
 rclpy = import_or_skip("rclpy", "install the ROS 2 wheels (scripts/setup.sh)")
@@ -42,7 +40,7 @@ import_or_skip("nav_msgs.msg", "needs the ROS 2 overlay (scripts/setup.sh; sourc
 import_or_skip("diagnostic_msgs.msg", "needs the ROS 2 overlay (scripts/setup.sh; source scripts/activate.sh)")
 import_or_skip("tf2_msgs.msg", "needs the ROS 2 overlay (scripts/setup.sh; source scripts/activate.sh)")
 import_or_skip("visualization_msgs.msg", "build the workspace (scripts/setup.sh builds src/vendor/visualization_msgs)")
-from test_ros_system import RUN_TIMEOUT_S, WAIT_S, assert_clean_exit, finish, share, start_runner  # noqa: E402
+from test_ros_system import WAIT_S, assert_clean_exit, stop_launch, share, start_runner  # noqa: E402
 
 pytestmark = pytest.mark.ros
 ROBOT = "iiwa14"
@@ -180,16 +178,7 @@ def _sim_graph(tmp_path, ros_env, *extra_args, probe_class=None):
         probe = (probe_class or Probe)(int(ros_env["ROS_DOMAIN_ID"]))
         yield probe
     finally:
-        if probe is not None:
-            probe.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        try:
-            out = finish(proc, RUN_TIMEOUT_S)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            kill_tagged("GATO_TEST_MARKER", marker)
+        out = stop_launch(proc, marker, probe)
     assert_clean_exit(proc, out, report, marker)
 
 
