@@ -24,12 +24,21 @@ sensor rate, once per simulation substep (:func:`gato.wrench.options.substep_obs
 options become a hypothesis batch in :func:`gato.wrench.options.from_options`.
 
 The exact-Hessian variant (``variant="eh"``) runs on the CPU core (docs/solver_method.md,
-"Exact Hessian"). Not in this build (each raises ValueError naming the option): the
-contact-force variant (``fc_config``, ``variant="fc"``).
+"Exact Hessian"). Not in this build for fixed-base arms (each raises ValueError naming the
+option): the contact-force variant (``fc_config``, ``variant="fc"``).
+
+Floating-base plants (go2): ``MPC_GATO(None, go2_urdf, N=20, dt=0.02, plant_type="go2",
+variant="fc")`` returns a :class:`gato.frontends.mpc_gato_floating.FloatingMPC_GATO` (not an
+MPC_GATO instance, as gato.BSQP returns a FloatingBSQP there): ``run_mpc_stand`` /
+``run_mpc_push`` run the go2 tasks of gato.tasks through gato.simloop; the fixed-base options
+are refused by name.
 """
 from __future__ import annotations
 
+import inspect
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -46,6 +55,7 @@ from ..core.arrays import flag
 from ..core.bsqp import BSQP
 from ..planners.planner import Plan
 from ..core.references import SampledTrajectory, _points, _positive, _vector
+from ..robots.registry import all_robots, detect_plant
 
 __all__ = ["MPC_GATO"]
 
@@ -140,6 +150,18 @@ class MPC_GATO:
     #: Simulated seconds between progress lines.
     PROGRESS_EVERY_S = 1.0
 
+    def __new__(cls, model=None, model_path=None, *args, plant_type=None, **kwargs):
+        # A floating-base plant (go2) gets its own driver, as gato.BSQP dispatches to FloatingBSQP:
+        # gato.frontends.mpc_gato_floating.FloatingMPC_GATO (the go2 tasks through gato.simloop).
+        try:
+            pt = plant_type or detect_plant(Path(os.fspath(model_path)))
+        except (TypeError, OSError):
+            pt = None
+        if pt and all_robots().get(pt, {}).get("floating_base"):
+            from .mpc_gato_floating import FloatingMPC_GATO
+            return FloatingMPC_GATO(model, model_path, *args, plant_type=plant_type, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, model, model_path, N=32, dt=0.03125, batch_size=1, constant_f_ext=None,
                  track_full_stats=False, plant_type=None, variant=None, pendulum_config=None, params=None,
                  linsys=None, bdsv_threshold=None, reseed_threshold=None, admm_linsys=None, admm_threshold=None,
@@ -148,11 +170,12 @@ class MPC_GATO:
                  feedback_kp=None, feedback_kd=None, feedback_limit=None, runaway_factor=3.0):
         # --- options whose machinery this build lacks: refuse loudly, never degrade silently
         if variant not in (None, "default", "eh"):
-            raise ValueError(f"variant: {variant!r} solver modules are not available in this build "
-                             "(the CPU backend runs 'default' and 'eh')")
+            raise ValueError(f"variant: {variant!r} solver modules are not available in this build for a "
+                             "fixed-base arm (the CPU backend runs 'default' and 'eh'; 'fc' runs on floating-base "
+                             "plants such as go2)")
         if fc_config is not None:
             raise ValueError("fc_config: contact-force decision variables need the 'fc' solver variant, "
-                             "which is not available in this build; pass fc_config=None")
+                             "which is not available in this build for a fixed-base arm; pass fc_config=None")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
         wrench_id = wrench_options.wrench_id_options(wrench_id, batch_size)
@@ -492,3 +515,9 @@ class MPC_GATO:
                        lambda st: f"{st['goals_reached']}/{len(G)} reached, time to all {st['time_to_all_reached']}, "
                                   f"{st['n_ticks']} ticks")
         return None, st
+
+
+# MPC_GATO.__new__ (the floating-base dispatch) takes *args / **kwargs: the class's signature stays
+# __init__'s (inspect.signature(gato.MPC_GATO) prefers __new__ otherwise).
+_INIT_SIG = inspect.signature(MPC_GATO.__init__)
+MPC_GATO.__signature__ = _INIT_SIG.replace(parameters=list(_INIT_SIG.parameters.values())[1:])

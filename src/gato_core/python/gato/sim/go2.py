@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 __all__ = ["Go2Balance", "PUSH_RECOVERY", "go2_stand_scenarios", "go2_push_scenarios", "run_go2_stand",
-           "run_go2_push", "GO2_FEET"]
+           "run_go2_push", "GO2_FEET", "stand_start"]
 
 GO2_FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
 _EFFORT = np.array([23.7, 23.7, 45.43] * 4)
@@ -98,19 +98,31 @@ class Go2Balance:
         self._t0 = 0
 
     def torque(self, i: int, q, dq) -> np.ndarray:
-        """The actuated torques (12,) N m at world step i (replans every dt)."""
-        x = np.concatenate([q, dq])
+        """The actuated torques (12,) N m at world step i (replans every dt): :meth:`tick` at
+        every ``replan``-th step, then :meth:`play` (gato.sim.go2_loop drives the same two)."""
         if i > 0 and i % self.replan == 0:
-            self.mpc.set_feet(self.mpc.contact_positions(q))
-            if self.follow_xy is True or (self.follow_xy is not False
-                                          and float(np.hypot(*(_R(*q[3:7]) @ dq[:3])[:2])) > self.follow_xy):
-                self.x_ref[:2] = q[:2]
-                self.mpc.sqp.set_x_ref(self.x_ref)
-            self.res = self.mpc.step(x)
-            self.iters_log.append(self.res.iters)
+            self.tick(q, dq)
             self._t0 = i
+        return self.play(i - self._t0, q, dq)
+
+    def tick(self, q, dq):
+        """One replan from the measured state: the feet retargeted, the xy reference followed
+        (``follow_xy``), one warm-started FloatingMPC step; returns its result."""
+        self.mpc.set_feet(self.mpc.contact_positions(q))
+        if self.follow_xy is True or (self.follow_xy is not False
+                                      and float(np.hypot(*(_R(*q[3:7]) @ dq[:3])[:2])) > self.follow_xy):
+            self.x_ref[:2] = q[:2]
+            self.mpc.sqp.set_x_ref(self.x_ref)
+        self.res = self.mpc.step(np.concatenate([q, dq]))
+        self.iters_log.append(self.res.iters)
+        return self.res
+
+    def play(self, j: int, q, dq) -> np.ndarray:
+        """The actuated torques (12,) N m j world steps after the latest plan: its knot torque
+        plus (``feedback``) its Riccati gain on the manifold error, clamped to the URDF effort."""
+        x = np.concatenate([q, dq])
         res, plant = self.res, self.mpc.plant
-        s = (i - self._t0) * SIM_DT / self.dt
+        s = j * SIM_DT / self.dt
         kk = min(int(s), self.N - 2)
         u = res.W[kk, :12].copy()
         if self.feedback:
@@ -162,13 +174,11 @@ def _quat(r, p, y):
             cr * cp * cy + sr * sp * sy]
 
 
-def run_go2_stand(scenario: dict, T: float = 10.0, controller=None) -> dict:
-    """One standing episode (module docstring); ``controller``: a Go2Balance or its keywords.
-    Returns h_err_max_after2s [m], tilt_max_after2s [deg], tilt_max_deg, yaw_err_max_after2s [deg],
-    min_foot_fn_after2s [N] (fn_by_body), slip_max_m (foot bodies' horizontal travel), mean_iters,
-    t_within_2cm [s]; "after 2 s" is after min(2, T / 2)."""
-    T = _duration(T)
-    world = _world()
+def stand_start(world, scenario: dict):
+    """The standing episode's start in ``world`` (a go2 MuJoCoWorld(floating=True)): the crouch
+    perturbed by ``scenario``, landed by 0.3 s of a joint PD, the world reset. Returns (q, dq,
+    x_ref (the stand height, level, the landed yaw and xy), q_stand, yaw rad); gato.sim.go2_loop
+    starts the same episode through gato.simloop."""
     q_st, _ = world.standing_state("stand")
     q, dq = world.reset("crouch")
     q[:2] += scenario["dxy"]
@@ -179,11 +189,23 @@ def run_go2_stand(scenario: dict, T: float = 10.0, controller=None) -> dict:
     for _ in range(300):
         q, dq = world.step(q, dq, np.clip(60 * (qc - q[7:]) - 2 * dq[6:], -_EFFORT, _EFFORT), SIM_DT)
     world.reset()
+    yaw = math.atan2(*_R(*q[3:7])[[1, 0], 0])
+    x_ref = np.concatenate([[q[0], q[1], q_st[2], 0, 0, math.sin(yaw / 2), math.cos(yaw / 2)], q_st[7:],
+                            np.zeros(18)])
+    return q, dq, x_ref, q_st, yaw
+
+
+def run_go2_stand(scenario: dict, T: float = 10.0, controller=None) -> dict:
+    """One standing episode (module docstring); ``controller``: a Go2Balance or its keywords.
+    Returns h_err_max_after2s [m], tilt_max_after2s [deg], tilt_max_deg, yaw_err_max_after2s [deg],
+    min_foot_fn_after2s [N] (fn_by_body), slip_max_m (foot bodies' horizontal travel), mean_iters,
+    t_within_2cm [s]; "after 2 s" is after min(2, T / 2)."""
+    T = _duration(T)
+    world = _world()
+    q, dq, x_ref, q_st, yaw = stand_start(world, scenario)
     ctrl = _ctrl(controller)
     body0 = np.array([world.body_position(q, b) for b in GO2_FEET])
-    yaw = math.atan2(*_R(*q[3:7])[[1, 0], 0])
-    ctrl.begin(q, dq, np.concatenate([[q[0], q[1], q_st[2], 0, 0, math.sin(yaw / 2), math.cos(yaw / 2)],
-                                      q_st[7:], np.zeros(18)]))
+    ctrl.begin(q, dq, x_ref)
     log = dict(t=[], h=[], tilt=[], yaw=[], fn=[], slip=[])
     for i in range(int(round(T / SIM_DT))):
         q, dq = world.step(q, dq, ctrl.torque(i, q, dq), SIM_DT)
