@@ -68,7 +68,7 @@ __all__ = ["HYPOTHESIS_ESTIMATORS", "WRENCH_STUDIES", "mpc_gato_kwargs", "run_di
 
 #: hypotheses.estimator values -> MPC_GATO's (estimator, wrench_id) arguments.
 HYPOTHESIS_ESTIMATORS = ("none", "fe", "cem", "wid", "wrench_id", "swing")
-_CONFIG = ("hypotheses", "solver", "limits")
+_CONFIG = ("hypotheses", "solver", "limits", "feedback")
 _HYP = ("estimator", "batch_size", "seed", "mode", "inertial_rows", "centre", "inertial_gain", "centre_knots")
 _LIMITS = ("default", "off", "telemetry", "al", "barrier", "admm")
 _Q_START = [0.0, 0.5, 0.0, -1.2, 0.0, 0.6, 0.0]  # bench/fig8_problem.Q_START: the figures' start pose
@@ -177,6 +177,15 @@ def _check_planner(kind: str, pl: dict, path: str) -> None:
     unknown = sorted(set(cfg) - set(_CONFIG))
     if unknown:
         raise _err(f"{path}.config.{unknown[0]}", f"unknown field; expected one of {list(_CONFIG)}")
+    if cfg.get("feedback") is not None:  # how the payload runs execute each plan between plans
+        from ..sim.commands import FEEDBACK_MODES
+
+        if kind != "payload_pickplace":
+            raise _err(f"{path}.config.feedback", f"the {kind} study plays its plans open loop; feedback is a "
+                                                  "payload_pickplace setting")
+        if cfg["feedback"] not in FEEDBACK_MODES:
+            raise _err(f"{path}.config.feedback", f"expected one of {list(FEEDBACK_MODES)} or null, "
+                                                  f"got {cfg['feedback']!r}")
     h = cfg.get("hypotheses", {}) or {}
     hp = f"{path}.config.hypotheses"
     if not isinstance(h, dict):
@@ -440,6 +449,13 @@ def _load_kwargs(case: list, robot="iiwa14", seed=0, k=0) -> dict:
     return {"world": AttachedAt(PinocchioWorld(urdf), PinocchioWorld(urdf, **load), attach_time(attach, seed, k))}
 
 
+def _effort(urdf) -> np.ndarray:
+    """The URDF effort limits [N*m] of ``urdf`` (pinocchio's model)."""
+    import pinocchio as pin
+
+    return np.asarray(pin.buildModelFromUrdf(str(urdf)).effortLimit, dtype=np.float64)
+
+
 def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=5.0, goal_threshold=0.05,
                 velocity_threshold=1.0, grace=0.1, N=32, dt=0.03125, sim_dt=0.001, clamp_torques=True,
                 limit_check="tick") -> dict:
@@ -455,10 +471,18 @@ def run_payload(sc: dict, config: dict, load: dict, k: int = 0, *, goal_timeout=
     limits after every physics substep (``sim_dt``, 1 ms): step_qd_ratio, step_qd_joint,
     step_pos_excess [rad], step_first/last_violation_t [s], and reason (why it failed, "" on
     success). ``limit_check`` ("tick" | "step", :data:`LIMIT_CHECKS`): where success and
-    success_after_grace judge the limits."""
+    success_after_grace judge the limits. ``config["feedback"]`` (None, the default | "pd" |
+    "riccati" | "riccati+pd"): how each plan is executed over the substeps until the next one
+    (gato.wrench.options.payload_feedback: MPC_GATO's feedback with the payload runs' PD damping;
+    MPC_GATO keywords in ``load`` override it)."""
+    from ..core.bsqp import robot_urdf
+    from ..wrench.options import payload_feedback
+
     if limit_check not in LIMIT_CHECKS:
         raise ValueError(f"limit_check: expected one of {LIMIT_CHECKS}, got {limit_check!r}")
-    m = make_mpc_gato(config, k, N=int(N), dt=float(dt), clamp_torques=bool(clamp_torques), **load)
+    fb = config.get("feedback")
+    fb = {} if fb is None else payload_feedback(fb, _effort(robot_urdf("iiwa14")))
+    m = make_mpc_gato(config, k, N=int(N), dt=float(dt), clamp_torques=bool(clamp_torques), **{**fb, **load})
     steps = StepLimits(m.solver.limits["q_lo"], m.solver.limits["q_hi"], m.solver.limits["qd"])
     m.substep_observers.append(steps)
     x0 = np.r_[np.asarray(sc["q0"], dtype=np.float64), np.zeros(7)]

@@ -16,7 +16,7 @@ from .hypotheses import ForceHypothesisBatch, IdentifiedWrenchBatch
 from .swing import PendulumSwingEstimator
 
 __all__ = ["ESTIMATORS", "FE_CENTRES", "FE_CENTRE_RADIUS", "fe_centre", "wrench_id_options", "from_options",
-           "substep_observers"]
+           "substep_observers", "PAYLOAD_FEEDBACK", "PAYLOAD_FEEDBACK_KD", "payload_feedback"]
 
 #: The wrench samplers of the reference API's ``estimator`` option (gato.MPC_GATO).
 ESTIMATORS = ("fe", "wid", "cem")
@@ -30,6 +30,18 @@ FE_CENTRES = ("weight", "swing")
 #: with the trilateration row, max 1 / 2 / 5 / 20 / 100 N gave 80-85 / 95 / 90-95 / 70-75 /
 #: 60-75 % at B = 8 / 32; without it, max 2 N: 100 / 100 %; docs/benchmarks_hypotheses.md).
 FE_CENTRE_RADIUS = (1.0, 2.0)
+
+#: How the payload runs execute each plan over the 1 ms substeps until the next one (gato.MPC_GATO's
+#: ``feedback``): the plan's torque plus its own Riccati gains and a joint PD toward the planned
+#: state. A payload picked up mid-run pushes the wrist past its velocity limit 8-19 ms after the
+#: pick-up, before the next plan (31.25 ms) has seen it; open loop nothing resists it in between.
+PAYLOAD_FEEDBACK = "riccati+pd"
+#: The PD damping of :data:`PAYLOAD_FEEDBACK` per joint, as a fraction of its URDF effort limit
+#: [N*m*s/rad per N*m] (the plugin's default, FeedbackLaw's, is 0.01): 0.03 damps the bare wrist
+#: (iiwa14 J6 / J7: 1.2 N*m*s/rad) and keeps the explicit 1 ms loop stable (0.1 made J7 run away on
+#: every run of seed 113). Tuned on seed 113 only (weight and off-centre object picked up mid-run,
+#: B = 1: kd 0.01 / 0.03 / 0.05 / 0.1 gave 8 / 10 / 10 / 0 of 10 with the weight).
+PAYLOAD_FEEDBACK_KD = 0.03
 
 
 def fe_centre(centre, model, ee_frame="EE", *, seed=0):
@@ -93,6 +105,19 @@ def from_options(model, ee_frame, batch_size: int, *, estimator="fe", wrench_id=
     else:
         return None
     return ForceHypothesisBatch(est, model, ee_frame)
+
+
+def payload_feedback(mode, effort) -> dict:
+    """gato.MPC_GATO keywords of the payload runs' plan execution ``mode`` (None: the plans'
+    torques open loop, {}; "pd" / "riccati" / "riccati+pd": ``feedback`` with the PD damping
+    :data:`PAYLOAD_FEEDBACK_KD` x ``effort`` (the URDF effort limits, N*m) where a PD term acts;
+    the stiffness and saturation FeedbackLaw's defaults; MPC_GATO refuses another mode by name)."""
+    if mode is None:
+        return {}
+    kw = {"feedback": mode}
+    if mode != "riccati":
+        kw["feedback_kd"] = PAYLOAD_FEEDBACK_KD * np.asarray(effort, dtype=np.float64)
+    return kw
 
 
 def substep_observers(batch, nq: int, nv: int) -> list:
