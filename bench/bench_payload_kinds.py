@@ -22,6 +22,15 @@ then carries the payload (gato.sim.pinocchio_world.AttachedAt; a pendulum starts
 ``--limit-check step`` judges the joint limits after every 1 ms physics step instead of at the control
 ticks (each run's line prints both velocity peaks, and when the limits were exceeded at the 1 ms steps).
 
+``--feedback riccati+pd`` executes each plan with feedback at every 1 ms substep until the next plan
+(MPC_GATO's ``feedback``: the plan's Riccati gains plus a joint PD with damping
+gato.wrench.options.PAYLOAD_FEEDBACK_KD x the effort), as the payload study's specs
+(bench/specs/payload_kinds_*.yaml) do; the default ``none`` plays the plans open loop, as every payload
+figure before 2026-12-07. ``--feedback-kd / -kp / -limit FRAC`` set the PD damping, stiffness and
+saturation as fractions of each joint's URDF effort.
+
+    python bench/bench_payload_kinds.py --load constant --attach 0.3 1.0 --configs swing:1 swing:32 --seed 223 --limit-check step --feedback riccati+pd
+
 Prints one line per run (success, stop reason, why it failed) and a total per configuration.
 """
 import argparse
@@ -43,6 +52,16 @@ def main(argv=None):
                     help="attach the payload at a seeded time in [T0, T1] s (default: from t = 0)")
     ap.add_argument("--limit-check", choices=("tick", "step"), default="tick",
                     help="judge the joint limits at control ticks (default) or after every 1 ms physics step")
+    ap.add_argument("--feedback", choices=("none", "pd", "riccati", "riccati+pd"), default="none",
+                    help="how each plan is executed over the 1 ms substeps until the next one (MPC_GATO's feedback; "
+                         "none, the default: the plan's torques open loop; the payload study's specs: riccati+pd)")
+    ap.add_argument("--feedback-limit", type=float, default=None, metavar="FRAC",
+                    help="saturation of the feedback term as a fraction of each joint's URDF effort (default 0.25)")
+    ap.add_argument("--feedback-kp", type=float, default=None, metavar="FRAC",
+                    help="PD stiffness [N*m/rad] as a fraction of each joint's URDF effort (default 0.1)")
+    ap.add_argument("--feedback-kd", type=float, default=None, metavar="FRAC",
+                    help="PD damping [N*m*s/rad] as a fraction of each joint's URDF effort (default "
+                         "gato.wrench.options.PAYLOAD_FEEDBACK_KD, 0.03)")
     a = ap.parse_args(argv)
     import pinocchio as pin
 
@@ -66,7 +85,23 @@ def main(argv=None):
     def attach_t(k):
         return float(np.random.default_rng([a.seed, k]).uniform(*a.attach))
 
-    def load(k):  # a fresh world per run
+    fb = {} if a.feedback == "none" else {"feedback": a.feedback}
+    if fb and a.feedback_kd is None:  # the payload study's PD damping (gato.wrench.options.PAYLOAD_FEEDBACK_KD)
+        from gato.wrench.options import payload_feedback
+
+        fb = payload_feedback(a.feedback, model.effortLimit)
+    for name in ("limit", "kp", "kd"):
+        frac = getattr(a, "feedback_" + name)
+        if frac is None:
+            continue
+        if not fb:
+            raise SystemExit(f"--feedback-{name}: needs --feedback pd | riccati | riccati+pd")
+        fb["feedback_" + name] = frac * np.asarray(model.effortLimit, dtype=np.float64)
+
+    def load(k):  # a fresh world per run: MPC_GATO keywords (the payload, the executor's feedback)
+        return {**_payload(k), **fb}
+
+    def _payload(k):
         if a.attach is not None:
             after = {"constant": dict(constant_f_ext=[0.0, 0.0, -9.81 * a.mass, 0.0, 0.0, 0.0]),
                      "rigid": dict(rigid_payload={"mass": a.mass, "offset": list(a.offset)}),
@@ -103,8 +138,13 @@ def main(argv=None):
             print(f"{a.load}{att} {entry} scenario {k}: success {r['success']} ({r['stop_reason']}) "
                   f"{r['reason'][:100]}{when}{peaks}, {r['sim_time']:.2f} s simulated [{time.perf_counter() - t0:.1f} s]", flush=True)
         totals.append((entry, ok, early))
-    what = {"pendulum": f"pendulum {a.length:g} m, damping {a.damping:g}", "constant": "constant weight",
-            "rigid": f"rigid, offset {list(a.offset)} m"}[a.load]
+    kd = fb.get("feedback_kd")
+    fracs = dict(limit=a.feedback_limit, kp=a.feedback_kp,
+                 kd=None if kd is None else float(kd[0] / model.effortLimit[0]))
+    what = ("" if a.feedback == "none" else f"feedback {a.feedback}"
+            + "".join(f", {n} {v:g} x effort" for n, v in fracs.items() if v is not None) + ", ")
+    what += {"pendulum": f"pendulum {a.length:g} m, damping {a.damping:g}", "constant": "constant weight",
+             "rigid": f"rigid, offset {list(a.offset)} m"}[a.load]
     if a.attach is not None:
         what += f", attached mid-run at a seeded t in [{a.attach[0]:g}, {a.attach[1]:g}] s"
     print(f"\n{what}, {a.mass:g} kg, seed {a.seed}, scenarios {a.first}-{a.first + a.n - 1}, step references, "
