@@ -604,6 +604,19 @@ Python wrapper with SolveResult-style accessors: gato.floating.FloatingMPC (docs
            "The LQ subproblem at the rollout of W: dict X, A, B, Hxx, Hww, gx, gw.")
       .def("riccati_step", &PySQP::riccati_step, py::arg("x0"), py::arg("W"), py::arg("reg") = 0.0,
            "(dX (N, ndx), dW (N-1, nw), K (N-1, nw, ndx), dV1, dV2): the Riccati solution of lq(x0, W).")
+      .def(
+          "set_base_wrench",
+          [](PySQP& s, const py::object& w, int knots) {
+            Eigen::VectorXd b = Eigen::VectorXd::Zero(6);
+            if (!w.is_none()) b = Eigen::Map<const Eigen::VectorXd>(vec(w, 6, "base_wrench").data(), 6);
+            if (knots < -1) throw py::value_error("knots: expected -1 (all) or a count >= 0, got " + std::to_string(knots));
+            s.sqp->set_base_wrench(b, knots);
+          },
+          py::arg("w"), py::arg("knots") = -1,
+          "Plan under a known external base wrench: (6,) world-aligned force (N) and torque (N m) at the base "
+          "origin, in the dynamics of intervals k < knots (-1: all). None or zeros: none (plans as without it).")
+      .def_property_readonly("base_wrench", [](const PySQP& s) { return Out(6, s.sqp->base_wrench().data()); })
+      .def_property_readonly("base_wrench_knots", [](const PySQP& s) { return s.sqp->base_wrench_knots(); })
       .def("solve", &PySQP::solve, py::arg("x0"), py::arg("W") = py::none(), py::arg("max_iters") = 10,
            py::arg("tol") = 1e-8, py::arg("X") = py::none(), py::arg("K") = py::none(),
            py::arg("try_cold") = false,
@@ -630,7 +643,8 @@ Shapes and units (n actuated joints, nc contact frames):
   f   (nc, 6) or (6 nc,) or None: per contact frame a world-aligned wrench at the frame
       origin, (force N, torque N m); None = no wrenches
   dt  step (s), finite and > 0
-Dynamics a = M^-1 ((0_6, u) + sum_c J_c^T f_c - h) (J_c LOCAL_WORLD_ALIGNED).
+Dynamics a = M^-1 ((0_6, u) + sum_c J_c^T f_c + tau_b - h) (J_c LOCAL_WORLD_ALIGNED; tau_b the
+base wrench of set_base_wrench, zero unless set).
 integrator: "semi_implicit" (default, the reference's): v' = v + dt a, q' = integrate(q, dt v');
 "euler": v' = v + dt a, q' = integrate(q, dt v + dt^2/2 a); rk4 is not implemented here.
 x1 (-) x0 = (difference(q0, q1), v1 - v0); x (+) dx = (integrate(q, dq), v + dv).
@@ -683,7 +697,26 @@ One instance owns one scratch: not for concurrent use from several threads.
       .def("state_cost", &PyFloating::state_cost, py::arg("x"), py::arg("x_ref"), py::arg("w"),
            "(cost, grad, hess): e = x (-) x_ref (ndx,), cost 1/2 e^T diag(w) e, its gradient in the tangent "
            "of x (ndx,) and Gauss-Newton Hessian D^T diag(w) D (ndx, ndx), D = de/ddx. w (ndx,) >= 0, "
-           "units 1/(unit of each tangent entry)^2.");
+           "units 1/(unit of each tangent entry)^2.")
+      .def(
+          "set_base_wrench",
+          [](PyFloating& p, const py::object& w) {
+            if (w.is_none()) return p.plant->set_base_wrench(*p.data, nullptr);
+            In a = vec(w, 6, "base_wrench");
+            p.plant->set_base_wrench(*p.data, a.data());
+          },
+          py::arg("w"),
+          "A known external wrench on the base for every later aba / step / linearize call: (6,) = world-"
+          "aligned force (N) and torque (N m) at the base frame origin; it adds (R^T F, R^T T, 0) to the "
+          "generalized force. None or zeros: none.")
+      .def_property_readonly(
+          "base_wrench",
+          [](const PyFloating& p) {
+            Out w(6);
+            FloatingPlant::base_wrench(*p.data, w.mutable_data());
+            return w;
+          },
+          "(6,) the base wrench set (zeros: none).");
   bind_floating_sqp(m);
 }
 

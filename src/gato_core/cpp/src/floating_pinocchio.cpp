@@ -12,6 +12,7 @@
 #include <pinocchio/multibody.hpp>
 #include <pinocchio/parsers/urdf.hpp>
 
+#include <Eigen/Geometry>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -53,7 +54,21 @@ struct FloatingPlant::Data {
   Vec v1, dq;
   Eigen::MatrixXd Dq0, Dq1;
   Eigen::MatrixXd da_dq, da_dv, da_du, da_df;  // step_derivatives' scratch
+  bool bw_on = false;                           // set_base_wrench: F, T world aligned at the base origin
+  V3 bw_f = V3::Zero(), bw_t = V3::Zero();
 };
+
+namespace {
+Eigen::Matrix3d skew(const V3& a) {
+  Eigen::Matrix3d S;
+  S << 0, -a.z(), a.y(), a.z(), 0, -a.x(), -a.y(), a.x(), 0;
+  return S;
+}
+/// The base rotation of q (quaternion x, y, z, w at q[3:7], as pinocchio's free-flyer reads it).
+Eigen::Matrix3d base_rotation(const double* q) {
+  return Eigen::Quaterniond(q[6], q[3], q[4], q[5]).toRotationMatrix();
+}
+}  // namespace
 
 void FloatingPlant::DataDeleter::operator()(Data* d) const { delete d; }
 
@@ -205,6 +220,11 @@ void FloatingPlant::forward_dynamics(Data& d, const double* q, const double* v, 
   const CRef Q = Eigen::Map<const Vec>(q, m.nq), V = Eigen::Map<const Vec>(v, nv), T = d.tau;
   d.tau.head(6).setZero();
   d.tau.tail(nv - 6) = Eigen::Map<const Vec>(u, nv - 6);
+  if (d.bw_on) {  // tau_b = (R^T F, R^T T, 0)
+    const Eigen::Matrix3d R = base_rotation(q);
+    d.tau.head<3>() = R.transpose() * d.bw_f;
+    d.tau.segment<3>(3) = R.transpose() * d.bw_t;
+  }
   if (!f || nc() == 0) {
     Eigen::Map<Vec>(a, nv) = pinocchio::aba(m, d.data, Q, V, T);
     return;
@@ -233,6 +253,16 @@ void FloatingPlant::forward_dynamics_derivatives(Data& d, const double* q, const
   d.tau.head(6).setZero();
   d.tau.tail(nu) = Eigen::Map<const Vec>(u, nu);
   d.dtau_dq.setZero();
+  if (d.bw_on) {
+    // tau_b = (R^T F, R^T T, 0); along the base's tangent rotation (R -> R Exp(dth)):
+    // d(R^T F)/d dth = [R^T F]x, the same for T; nothing else moves it.
+    const Eigen::Matrix3d R = base_rotation(q);
+    const V3 fb = R.transpose() * d.bw_f, tb = R.transpose() * d.bw_t;
+    d.tau.head<3>() = fb;
+    d.tau.segment<3>(3) = tb;
+    d.dtau_dq.block<3, 3>(0, 3) = skew(fb);
+    d.dtau_dq.block<3, 3>(3, 3) = skew(tb);
+  }
   if (nc > 0) {
     contact_jacobians(d, q, d.Jall);  // leaves data.J (world motion subspaces) and oMi valid
     if (f) {
@@ -273,13 +303,31 @@ void FloatingPlant::forward_dynamics_derivatives(Data& d, const double* q, const
   auto& Minv = d.data.Minv;  // pinocchio fills only the upper triangle
   Minv.triangularView<Eigen::StrictlyLower>() = Minv.transpose().triangularView<Eigen::StrictlyLower>();
   da_dq = d.data.ddq_dq;
-  if (nc > 0 && f) da_dq.noalias() += Minv * d.dtau_dq;
+  if ((nc > 0 && f) || d.bw_on) da_dq.noalias() += Minv * d.dtau_dq;
   da_dv = d.data.ddq_dv;
   da_du = Minv.rightCols(nu);
   if (nc > 0)
     da_df.noalias() = Minv * d.Jall.transpose();
   else
     da_df.resize(nv, 0);
+}
+
+void FloatingPlant::set_base_wrench(Data& d, const double* w) const {
+  d.bw_on = false;
+  d.bw_f.setZero();
+  d.bw_t.setZero();
+  if (!w) return;
+  check_finite(w, 6, "base_wrench");
+  for (int i = 0; i < 6; ++i) d.bw_on = d.bw_on || w[i] != 0.0;
+  if (!d.bw_on) return;
+  d.bw_f = V3(w);
+  d.bw_t = V3(w + 3);
+}
+
+void FloatingPlant::base_wrench(const Data& d, double* w) {
+  Eigen::Map<V3> F(w), T(w + 3);
+  F = d.bw_f;
+  T = d.bw_t;
 }
 
 void FloatingPlant::check_integrator(Integrator integ) {

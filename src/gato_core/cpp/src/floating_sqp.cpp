@@ -212,6 +212,7 @@ double FloatingSQP::rollout(const double* x0, const Mat& W, Mat& X) const {
   double cost = 0.0;
   for (int k = 0; k < N_ - 1; ++k) {
     cost += knot_cost(k, X.col(k).data(), W.col(k).data(), nullptr, nullptr, nullptr, nullptr);
+    wrench_at(k);
     plant_->step(*data_, X.col(k).data(), W.col(k).data(), fc_to_plant(W.col(k).data() + nu()), dt_,
                  X.col(k + 1).data(), integ_);
   }
@@ -230,6 +231,7 @@ void FloatingSQP::linearize(const Mat& X, const Mat& W, LQ& lq) const {
   Vec xn(nx());
   for (int k = 0; k < N_ - 1; ++k) {
     knot_cost(k, X.col(k).data(), W.col(k).data(), &lq.gx[k], &lq.gw[k], &lq.Hxx[k], &lq.Hww[k]);
+    wrench_at(k);
     plant_->step_derivatives(*data_, X.col(k).data(), W.col(k).data(), fc_to_plant(W.col(k).data() + n), dt_,
                              xn.data(), lq.A[k], Bu_, Bf_, integ_);
     lq.B[k].resize(nd, nw());
@@ -299,7 +301,7 @@ void FloatingSQP::lq_step(const LQ& lq, const Mat& kff, const std::vector<Mat>& 
   }
 }
 
-void FloatingSQP::hold_controls(const double* x, double* w, double damping) const {
+void FloatingSQP::hold_controls(const double* x, double* w, double damping, int k) const {
   plant_->check_x(x, "x");
   if (!(damping >= 0.0 && damping <= 1.0)) throw std::invalid_argument("damping: expected a number in [0, 1]");
   const int n = nu(), f = nf(), nv = plant_->nv(), m = nw();
@@ -309,6 +311,7 @@ void FloatingSQP::hold_controls(const double* x, double* w, double damping) cons
   winv.head(n) = r_.cwiseMax(1e-8).cwiseInverse();
   winv.tail(f) = wf_.cwiseMax(1e-8).cwiseInverse();
   Mat A;
+  wrench_at(k);
   plant_->step_derivatives(*data_, x, wr.data(), fc_to_plant(wr.data() + n), dt_, xn.data(), A, Bu_, Bf_, integ_);
   Mat Bv(nv, m);
   Bv.leftCols(n) = Bu_.bottomRows(nv);
@@ -328,7 +331,7 @@ void FloatingSQP::cold_start(const double* x0, Mat& X, Mat& W) const {
   W.resize(nw(), N_ - 1);
   X.col(0) = Eigen::Map<const Vec>(x0, nx());
   for (int k = 0; k < N_ - 1; ++k) {
-    hold_controls(X.col(k).data(), W.col(k).data(), 0.5);
+    hold_controls(X.col(k).data(), W.col(k).data(), 0.5, k);  // sets interval k's wrench
     plant_->step(*data_, X.col(k).data(), W.col(k).data(), fc_to_plant(W.col(k).data() + nu()), dt_,
                  X.col(k + 1).data(), integ_);
   }
@@ -368,6 +371,7 @@ void FloatingSQP::sqp_loop(Mat& X, Mat& W, std::vector<Mat>& K, int max_iters, d
         plant_->difference(X.col(k).data(), Xn.col(k).data(), dx.data());
         Wn.col(k) = W.col(k) + alpha * kff.col(k) + K[k] * dx;
         c += knot_cost(k, Xn.col(k).data(), Wn.col(k).data(), nullptr, nullptr, nullptr, nullptr);
+        wrench_at(k);
         plant_->step(*data_, Xn.col(k).data(), Wn.col(k).data(), fc_to_plant(Wn.col(k).data() + nu()), dt_,
                      Xn.col(k + 1).data(), integ_);
         if (!Xn.col(k + 1).allFinite()) {
@@ -647,6 +651,7 @@ FloatingSQP::Result FloatingSQP::solve(const double* x0, Mat& X, Mat& W, std::ve
       plant_->difference(X.col(k).data(), Xn.col(k).data(), dx.data());
       Wn.col(k) = W.col(k) + K[k] * dx;
       cost += knot_cost(k, Xn.col(k).data(), Wn.col(k).data(), nullptr, nullptr, nullptr, nullptr);
+      wrench_at(k);
       plant_->step(*data_, Xn.col(k).data(), Wn.col(k).data(), fc_to_plant(Wn.col(k).data() + nu()), dt_,
                    Xn.col(k + 1).data(), integ_);
     }

@@ -15,7 +15,10 @@
 //   u  (n): actuated joint torques (N m); the generalized force is (0_6, u).
 //   f  (6 nc): one wrench per contact frame, world aligned, applied at the frame origin,
 //             (force N, torque N m); it adds J_c(q)^T f_c (J_c: LOCAL_WORLD_ALIGNED).
-//   a = M(q)^-1 ((0_6, u) + sum_c J_c^T f_c - h(q, v)).
+//   a = M(q)^-1 ((0_6, u) + sum_c J_c^T f_c + tau_b - h(q, v)).
+//   tau_b (set_base_wrench, per Data; zero unless set): a known external wrench on the base,
+//             world-aligned force F (N) and torque T (N m) at the base frame origin,
+//             tau_b = (R^T F, R^T T, 0_n) (R: the base orientation).
 //   Semi-implicit Euler (the reference's): v' = v + dt a, q' = integrate(q, dt v').
 //   Explicit Euler: v' = v + dt a, q' = integrate(q, dt v + dt^2/2 a) (the fixed-base
 //   core's kEuler on the manifold). RK4 is not implemented on the floating base.
@@ -81,6 +84,12 @@ class FloatingPlant {
   void difference_jacobians(const double* x0, const double* x1, Mat& D0, Mat& D1) const;
 
   // ---- dynamics; f may be null (no contact wrenches) ----
+  /// The known external base wrench every later dynamics call with d adds (tau_b above):
+  /// w = (F (3) N, T (3) N m), world aligned, at the base frame origin; null or all zeros: none
+  /// (the dynamics and derivatives then run exactly as without it, bit for bit).
+  void set_base_wrench(Data& d, const double* w) const;
+  /// The wrench d carries (6; zeros when none).
+  static void base_wrench(const Data& d, double* w);
   /// J (6 nc x nv): the contact frames' LOCAL_WORLD_ALIGNED Jacobians stacked, rows (linear; angular).
   void contact_jacobians(Data& d, const double* q, Mat& J) const;
   /// The contact frames' world positions p (3 nc: x, y, z per frame, m) and their stacked

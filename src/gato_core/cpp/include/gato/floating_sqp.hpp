@@ -33,6 +33,7 @@
 
 #include <Eigen/Core>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,20 @@ class FloatingSQP {
   void set_contact_pos_cost(double weight, const Mat& targets);  // 3nc x 1 or 3nc x N
   void set_friction(double mu, double fz_min, double weight);     // weight 0: off
   void set_max_alpha_halvings(int n) { max_halvings_ = n; }
+  /// A known external wrench on the base in the dynamics of the intervals k < knots (-1: all
+  /// N-1): w (6) = world-aligned force (N) and torque (N m) at the base frame origin
+  /// (FloatingPlant::set_base_wrench). All zeros: none (plans bit-identical to a solver without
+  /// it). One wrench per solve (e.g. a hypothesis of the push acting on the robot now).
+  void set_base_wrench(const Vec& w, int knots = -1) {
+    if (w.size() != 6) throw std::invalid_argument("base_wrench: expected 6 entries, got " + std::to_string(w.size()));
+    FloatingPlant::check_finite(w.data(), 6, "base_wrench");
+    if (knots < -1) throw std::invalid_argument("knots: expected -1 (all) or a count >= 0, got " + std::to_string(knots));
+    bw_ = w;
+    bw_knots_ = knots;
+    bw_on_ = !w.isZero(0.0) && knots != 0;
+  }
+  const Vec& base_wrench() const { return bw_; }
+  int base_wrench_knots() const { return bw_knots_; }
 
   // ---- hard rows (std::invalid_argument naming the field on bad values) ----
   /// Validates and appends g (its lam is reset to zeros); returns its index.
@@ -143,7 +158,8 @@ class FloatingSQP {
   /// acceleration; exact, a is affine in w), closest to (u_ref, fc_ref) in the control and fc
   /// weights (a weight below 1e-8 counts as 1e-8):
   /// w = w_ref + W^-1 Bv^T (Bv W^-1 Bv^T)^-1 ((1 - damping) v - v'(w_ref)), Bv = dv'/dw.
-  void hold_controls(const double* x, double* w, double damping = 0.0) const;
+  /// The base wrench is the one of interval k (set_base_wrench).
+  void hold_controls(const double* x, double* w, double damping = 0.0, int k = 0) const;
   /// The cold start: X, W the rollout from x0 of w_k = hold_controls(x_k, 0.5) (a hold that
   /// halves the velocity each knot: an open-loop constant control diverges within a few knots).
   void cold_start(const double* x0, Mat& X, Mat& W) const;
@@ -170,6 +186,13 @@ class FloatingSQP {
   Mat ptgt_;            // 3nc x 1 or 3nc x N
   double mu_ = 0.7, fzmin_ = 0.0, wcone_ = 0.0;
   int max_halvings_ = 10;
+  Vec bw_ = Vec::Zero(6);  // set_base_wrench
+  int bw_knots_ = -1;
+  bool bw_on_ = false;
+  /// Points the plant's base wrench at interval k's (set_base_wrench) before a step there.
+  void wrench_at(int k) const {
+    plant_->set_base_wrench(*data_, bw_on_ && (bw_knots_ < 0 || k < bw_knots_) ? bw_.data() : nullptr);
+  }
   mutable Vec fplant_;  // scratch: fc in the plant's (f; n) order
   mutable Vec p_;
   mutable Mat J_, Ax_, Bu_, Bf_;

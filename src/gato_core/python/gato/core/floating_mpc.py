@@ -146,6 +146,15 @@ class FloatingMPC:
         instead of pulling a slipped foot back."""
         self.sqp.set_contact_pos_cost(self.foot_weight, np.asarray(feet, float))
 
+    def set_base_wrench(self, w=None, knots: int = -1) -> None:
+        """Plan under a known external wrench on the base: ``w`` (6,) = world-aligned force (N) and
+        torque (N m) at the base frame origin, in the dynamics of the first ``knots`` intervals
+        (-1: the whole horizon). None or zeros: none (the plans are then bit for bit those of a
+        solver that never had one). ValueError naming base_wrench / knots on bad input."""
+        if isinstance(knots, bool) or not isinstance(knots, (int, np.integer)) or knots < -1:
+            raise ValueError(f"knots: expected -1 (all) or an int >= 0, got {knots!r}")
+        self.sqp.set_base_wrench(w, int(knots))
+
     def contact_positions(self, q) -> np.ndarray:
         return self.plant.contact_positions(q)
 
