@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -15,6 +16,7 @@ import_or_skip("mujoco", "pip install -r requirements/lock.txt (scripts/setup.sh
 import_or_skip("pyarrow", "pip install -r requirements/lock.txt (scripts/setup.sh)")
 
 from gato import eval as geval  # noqa: E402
+from gato.sim.go2 import BaseWrenchHypotheses  # noqa: E402
 from gato.tasks import (Go2Balance, go2_push_scenarios, go2_stand_scenarios, PUSH_RECOVERY,  # noqa: E402
                         run_go2_push, run_go2_stand)
 
@@ -53,7 +55,11 @@ def test_task_functions_refuse_bad_input(call, name):
                                      (dict(w_base_vel=float("nan")), "w_base_vel"),
                                      (dict(w_base_vel=(1.0, 2.0)), "w_base_vel"), (dict(follow_xy="on"), "follow_xy"),
                                      (dict(follow_xy=-0.1), "follow_xy"),
-                                     (dict(standing=dict(w_base_vel=3.0)), "standing")])
+                                     (dict(standing=dict(w_base_vel=3.0)), "standing"),
+                                     (dict(hypotheses=0), "hypotheses"), (dict(hypotheses=2.0), "hypotheses"),
+                                     (dict(hypotheses=2, wrench_knots=0), "wrench_knots"),
+                                     (dict(N=4, hypotheses=2, wrench_knots=4), "wrench_knots"),
+                                     (dict(hypotheses=2, hypothesis_options=dict(radius=-1.0)), "radius")])
 def test_controller_refuses_bad_input(kw, name):
     with pytest.raises(ValueError, match=name):
         Go2Balance(**kw)
@@ -116,3 +122,56 @@ def test_generic_kinds_still_refuse_go2():
     raw["robots"] = ["go2"]
     with pytest.raises(ValueError, match=r"robots\[0\]"):
         geval.parse_spec(raw)
+
+
+def test_base_wrench_hypotheses_are_seeded_horizontal_and_follow_the_winner():
+    h, h2 = BaseWrenchHypotheses(8, seed=3), BaseWrenchHypotheses(8, seed=3)
+    b = h.generate_batch()
+    assert b.shape == (8, 6) and not b[:2].any() and np.all(b[:, 2:] == 0)
+    assert np.allclose(np.linalg.norm(b[2:, :3], axis=1), 150.0)
+    h.update(4, np.arange(8.0), b)
+    h2.update(4, np.arange(8.0), b)
+    b1 = h.generate_batch()
+    assert np.array_equal(b1, h2.generate_batch()) and np.array_equal(b1[1, :3], b[4, :3])
+    assert h.radius == 225.0 and list(h.wins) == [0, 0, 0, 0, 1, 0, 0, 0]
+    h.update(0, np.arange(8.0), b1)
+    assert not h.generate_batch()[1].any() and h.radius == pytest.approx(157.5)
+    with pytest.raises(ValueError, match="batch_size"):
+        BaseWrenchHypotheses(1)
+
+
+def test_the_batch_scores_the_wrench_that_moved_the_base_lowest():
+    """The base state one dt after the standing state, stepped by the plant under the plan's first
+    controls and one of the batch's rows: that row's prediction error is ~0, every other row's is
+    its force's velocity change (at least |dF| dt / m), and the batch's scorer picks it."""
+    from gato.sim.go2 import _world
+
+    world = _world()
+    q, dq = world.reset("stand")
+    c = Go2Balance(**PUSH_RECOVERY, hypotheses=8)
+    c.begin(q, dq, np.concatenate([q, np.zeros(18)]))
+    batch = c.hyp.generate_batch()
+    x0, w0, plant = np.concatenate([q, dq]), c.res.W[0], c.mpc.plant
+    f = w0[12:].reshape(4, 6)[:, [3, 4, 5, 0, 1, 2]].ravel()
+    plant.set_base_wrench(batch[5])
+    try:
+        x1 = plant.step(x0, w0[:12], f, c.dt)
+    finally:
+        plant.set_base_wrench(None)
+    err = c.prediction_errors(batch, x0, w0, x1)
+    assert np.argmin(err) == 5 and err[5] <= 1e-9
+    dv = 150.0 * c.dt / plant.total_mass   # the whole robot's mass: the articulated base moves more
+    assert dv <= err[0] <= 3 * dv
+
+
+def test_the_hypothesis_batch_recovers_a_held_out_push():
+    """Seed 0's first push (held out), window shortened, B = 8: the robot stays up, the zero row wins
+    before the push and a pushing row (> 100 N) wins during it."""
+    (sc,) = go2_push_scenarios(0, 1, window=(1.0, 1.2))
+    c = Go2Balance(**PUSH_RECOVERY, hypotheses=8)
+    r = run_go2_push(sc, T=2.0, controller=c)
+    assert r["up"] and r["hmin_rel"] > 0.6
+    i_push = int(sc["t_push"] / c.dt)
+    before = [b for b, _ in c.best_log[:i_push - 2]]
+    assert before.count(0) >= 0.8 * len(before)
+    assert max(n for _, n in c.best_log[i_push - 2:i_push + 5]) > 100.0

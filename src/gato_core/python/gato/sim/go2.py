@@ -10,6 +10,13 @@ kinds ``go2_stand`` / ``go2_push`` (gato.eval.go2_studies) run these episodes.
   base moves faster than a threshold: after a push the plan damps the base velocity
   (``w_base_vel``) instead of pulling the robot back.
   It knows nothing of the push (no push time, no push force).
+  ``hypotheses=B`` (B > 1): the hypothesis batch over the push. Each replan solves B plans, one per
+  external base-wrench hypothesis (:class:`BaseWrenchHypotheses`: world horizontal forces on the base,
+  in each plan's dynamics for its first ``wrench_knots`` intervals, FloatingMPC.set_base_wrench),
+  each warm-started from its own previous plan; the plan applied is the one whose hypothesis best
+  predicts the base motion measured since the last replan (the base's world linear velocity one dt
+  after the last replan's state under the applied plan's first controls and that wrench,
+  FloatingPlant.step), the fixed-base batch's one-step rollout test (gato.wrench.hypotheses).
 - :func:`go2_stand_scenarios` / :func:`run_go2_stand`: from the registry's crouch with a seeded
   perturbation (base xy +-5 cm, yaw +-0.3 rad, roll / pitch +-0.05 rad, joints +-0.05 rad; 0.3 s
   of a joint PD lands it) to the stand height, level, for T s (bench/go2_stand.py's protocol).
@@ -26,8 +33,8 @@ import math
 
 import numpy as np
 
-__all__ = ["Go2Balance", "PUSH_RECOVERY", "go2_stand_scenarios", "go2_push_scenarios", "run_go2_stand",
-           "run_go2_push", "GO2_FEET", "stand_start"]
+__all__ = ["Go2Balance", "BaseWrenchHypotheses", "PUSH_RECOVERY", "go2_stand_scenarios", "go2_push_scenarios",
+           "run_go2_stand", "run_go2_push", "GO2_FEET", "stand_start"]
 
 GO2_FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
 _EFFORT = np.array([23.7, 23.7, 45.43] * 4)
@@ -50,6 +57,49 @@ def _world():
     return MuJoCoWorld(str(robot_urdf("go2")), floating=True)
 
 
+class BaseWrenchHypotheses:
+    """B >= 2 hypotheses of a horizontal push on the base (world force, N; no torque), re-sampled after
+    every scoring: row 0 zero (the nominal model), row 1 the estimate (the last winner), rows 2.. the
+    estimate plus ``radius`` times B - 2 evenly spread horizontal directions turned by a seeded random
+    angle after each update. The radius grows x1.5 when a spread row wins (the push may be larger) and
+    shrinks x0.7 when row 0 or 1 wins, within [min_radius, max_radius] N; a zero win resets the
+    estimate to zero (pushes end abruptly). ``generate_batch()`` (B, 6) world wrenches [F; T] at the
+    base origin; ``update(best, errors, batch)`` with the scored batch; ``wins`` counts the winning rows."""
+
+    def __init__(self, batch_size: int = 8, radius: float = 150.0, min_radius: float = 50.0,
+                 max_radius: float = 400.0, seed: int = 0):
+        self.B = _count(batch_size, "batch_size")
+        if self.B < 2:
+            raise ValueError(f"batch_size: expected an int >= 2, got {batch_size!r}")
+        for name, v in (("radius", radius), ("min_radius", min_radius), ("max_radius", max_radius)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name}: expected a finite number > 0 N, got {v!r}")
+        if not min_radius <= radius <= max_radius:
+            raise ValueError(f"radius: expected min_radius <= radius <= max_radius, got {min_radius!r}, "
+                             f"{radius!r}, {max_radius!r}")
+        self.r0, self.rmin, self.rmax, self.seed = float(radius), float(min_radius), float(max_radius), _seed(seed)
+        self.reset()
+
+    def reset(self) -> None:
+        self.rng = np.random.default_rng([34, self.seed])
+        self.estimate, self.radius, self.turn = np.zeros(3), self.r0, 0.0
+        self.wins = np.zeros(self.B, dtype=int)
+
+    def generate_batch(self) -> np.ndarray:
+        n = self.B - 2
+        a = self.turn + 2 * math.pi * np.arange(n) / max(n, 1)
+        batch = np.zeros((self.B, 6))
+        batch[1, :3] = self.estimate
+        batch[2:, :3] = self.estimate + self.radius * np.stack([np.cos(a), np.sin(a), np.zeros(n)], axis=1)
+        return batch
+
+    def update(self, best: int, errors, batch) -> None:
+        self.wins[best] += 1
+        self.estimate = np.array(batch[best, :3], dtype=float)
+        self.radius = float(np.clip(self.radius * (1.5 if best >= 2 else 0.7), self.rmin, self.rmax))
+        self.turn = float(self.rng.uniform(0, 2 * math.pi))
+
+
 class Go2Balance:
     """The go2 balance controller (module docstring). ``N``, ``dt`` [s], ``iters`` (SQP iterations
     per replan), ``first_iters`` (the first solve's), ``w_base_vel`` (the base's linear-velocity
@@ -57,10 +107,14 @@ class Go2Balance:
     study's), ``follow_xy`` (True: retarget the base's x, y reference to the measured base each
     replan; a speed [m/s]: only while the base's horizontal speed exceeds it, so the reference
     stays where a pushed robot came to rest), ``feedback`` (apply the
-    plan's Riccati gains between replans), ``standing``: further FloatingMPC.set_standing keywords."""
+    plan's Riccati gains between replans), ``standing``: further FloatingMPC.set_standing keywords,
+    ``hypotheses`` (B: 1 = the plain MPC; B > 1 the hypothesis batch of the module docstring),
+    ``wrench_knots`` (the intervals each hypothesis's wrench acts in), ``hypothesis_options``
+    (BaseWrenchHypotheses keywords)."""
 
     def __init__(self, N: int = 20, dt: float = 0.02, iters: int = 3, first_iters: int = 30,
-                 w_base_vel: float = 30.0, follow_xy: bool = False, feedback: bool = True, standing=None):
+                 w_base_vel: float = 30.0, follow_xy: bool = False, feedback: bool = True, standing=None,
+                 hypotheses: int = 1, wrench_knots: int = 1, hypothesis_options=None):
         from ..core.floating_mpc import FloatingMPC
 
         for name, v in (("N", N), ("iters", iters), ("first_iters", first_iters)):
@@ -76,7 +130,14 @@ class Go2Balance:
         k = float(dt) / SIM_DT
         if abs(k - round(k)) > 1e-9:
             raise ValueError(f"dt: expected a multiple of the world's {SIM_DT} s, got {dt!r}")
-        self.mpc = FloatingMPC("go2", N=N, dt=float(dt), max_iters=iters)
+        self.B = _count(hypotheses, "hypotheses")
+        if isinstance(wrench_knots, bool) or not isinstance(wrench_knots, int) or not 1 <= wrench_knots <= N - 1:
+            raise ValueError(f"wrench_knots: expected an int in [1, N - 1], got {wrench_knots!r}")
+        self.wrench_knots = wrench_knots
+        self.mpcs = [FloatingMPC("go2", N=N, dt=float(dt), max_iters=iters) for _ in range(self.B)]
+        self.mpc = self.mpcs[0]
+        self.hyp = BaseWrenchHypotheses(self.B, **(hypothesis_options or {})) if self.B > 1 else None
+        self.best_log, self.errors = [], None
         self.N, self.dt, self.first_iters = N, float(dt), first_iters
         self.replan = int(round(k))
         if not isinstance(follow_xy, (bool, int, float)) or (not isinstance(follow_xy, bool)
@@ -92,10 +153,46 @@ class Go2Balance:
     def begin(self, q, dq, x_ref) -> None:
         """Set the standing reference x_ref (nx,) and the feet where they are; the first solve."""
         self.x_ref = np.array(x_ref, dtype=float)
-        self.mpc.set_standing(self.x_ref, self.mpc.contact_positions(q), w_base_vel=self.w_base_vel,
-                              **self.standing)
-        self.res = self.mpc.step(np.concatenate([q, dq]), max_iters=self.first_iters)
+        feet = self.mpc.contact_positions(q)
+        for m in self.mpcs:
+            m.set_standing(self.x_ref, feet, w_base_vel=self.w_base_vel, **self.standing)
+        x = np.concatenate([q, dq])
+        self.res = self.mpc.step(x, max_iters=self.first_iters)
+        for m in self.mpcs[1:]:     # the first solve: no push yet, every hypothesis from the same plan
+            m._warm = (self.res.X, self.res.W, self.res.K)
+        if self.hyp is not None:
+            self.hyp.reset()
+        self.batch, self._x_prev = np.zeros((self.B, 6)), x
         self._t0 = 0
+
+    def prediction_errors(self, batch, x_prev, w0, x) -> np.ndarray:
+        """(B,) |v_pred - v_meas| [m/s] of the base's world linear velocity: x_prev stepped one dt by
+        the plant under the controls w0 (u, fc [n; f]) and each row of batch as its base wrench."""
+        plant, nu = self.mpc.plant, self.mpc.nu
+        f = w0[nu:].reshape(-1, 6)[:, [3, 4, 5, 0, 1, 2]].ravel()   # contract [n; f] -> plant (f; n)
+        v_meas = _R(*x[3:7]) @ x[19:22]
+        err = np.empty(len(batch))
+        for b, w in enumerate(batch):
+            plant.set_base_wrench(w)
+            xn = plant.step(x_prev, w0[:nu], f, self.dt)
+            err[b] = np.linalg.norm(_R(*xn[3:7]) @ xn[19:22] - v_meas)
+        plant.set_base_wrench(None)
+        return err
+
+    def _batch_step(self, x):
+        """One replan of the hypothesis batch (class docstring): score this batch on the last interval,
+        feed the sampler, solve every hypothesis's plan, return the winner's."""
+        batch = self.hyp.generate_batch()
+        err = self.prediction_errors(batch, self._x_prev, self.res.W[0], x)
+        best = int(np.argmin(err))
+        self.hyp.update(best, err, batch)
+        results = []
+        for m, w in zip(self.mpcs, batch):
+            m.set_base_wrench(w, self.wrench_knots)
+            results.append(m.step(x))
+        self.mpc, self.batch, self.errors, self._x_prev = self.mpcs[best], batch, err, x
+        self.best_log.append((best, float(np.linalg.norm(batch[best, :3]))))
+        return results[best]
 
     def torque(self, i: int, q, dq) -> np.ndarray:
         """The actuated torques (12,) N m at world step i (replans every dt): :meth:`tick` at
@@ -107,13 +204,19 @@ class Go2Balance:
 
     def tick(self, q, dq):
         """One replan from the measured state: the feet retargeted, the xy reference followed
-        (``follow_xy``), one warm-started FloatingMPC step; returns its result."""
-        self.mpc.set_feet(self.mpc.contact_positions(q))
-        if self.follow_xy is True or (self.follow_xy is not False
-                                      and float(np.hypot(*(_R(*q[3:7]) @ dq[:3])[:2])) > self.follow_xy):
+        (``follow_xy``), one warm-started FloatingMPC step (B > 1: the hypothesis batch's B steps,
+        :meth:`_batch_step`); returns its result (the winner's)."""
+        feet = self.mpc.contact_positions(q)
+        follow = self.follow_xy is True or (self.follow_xy is not False
+                                            and float(np.hypot(*(_R(*q[3:7]) @ dq[:3])[:2])) > self.follow_xy)
+        if follow:
             self.x_ref[:2] = q[:2]
-            self.mpc.sqp.set_x_ref(self.x_ref)
-        self.res = self.mpc.step(np.concatenate([q, dq]))
+        for m in self.mpcs:
+            m.set_feet(feet)
+            if follow:
+                m.sqp.set_x_ref(self.x_ref)
+        x = np.concatenate([q, dq])
+        self.res = self.mpc.step(x) if self.hyp is None else self._batch_step(x)
         self.iters_log.append(self.res.iters)
         return self.res
 
