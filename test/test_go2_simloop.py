@@ -75,6 +75,14 @@ def test_push_through_simloop_and_mpc_gato_equals_the_runner():
     assert a["up"] and a["drift_m"] > 0.0
 
 
+def test_the_hypothesis_batch_runs_the_same_through_all_three():
+    cfg = {**PUSH_RECOVERY, "hypotheses": 8}      # the batch step is inside Go2Balance.tick
+    sc = go2_push_scenarios(0, 1, window=(1.0, 1.2))[0]
+    a = run_go2_push(sc, 1.5, cfg)
+    _, st = _go2(controller=cfg).run_mpc_push(sc, sim_time=1.5)
+    assert simloop.simloop_go2_push(sc, 1.5, cfg) == a and {k: st[k] for k in a} == a
+
+
 def test_rows_added_on_the_solver_act_in_the_run():
     m = _go2()
     for f in m.solver.contact_frames:

@@ -38,7 +38,8 @@ _FIXED_ONLY = dict(constant_f_ext=None, pendulum_config=None, params=None, linsy
 class FloatingMPC_GATO:
     """The closed-loop driver of a floating-base plant (module docstring). MPC_GATO's constructor;
     ``controller``: Go2Balance's keywords other than N / dt (iters, first_iters, w_base_vel,
-    follow_xy, feedback, standing; e.g. gato.tasks.PUSH_RECOVERY). ``feedback``: None or
+    follow_xy, feedback, standing, hypotheses, wrench_knots, hypothesis_options; e.g.
+    gato.tasks.PUSH_RECOVERY). ``feedback``: None or
     "riccati" (the plan's gains at every substep; ``controller={"feedback": False}`` plays the
     plans open loop). ``runaway_factor``: None or its default (no guard on a floating base);
     ``clamp_torques``: True (Go2Balance clamps to the URDF efforts). ``world``: None / "mujoco"
@@ -105,7 +106,9 @@ class FloatingMPC_GATO:
             raise ValueError("feedback: 'riccati' contradicts controller={'feedback': False}")
         self.solver = s
         self.controller = Go2Balance(N=N, dt=dt, **opts)
-        self.controller.mpc.sqp = s._s  # one C++ SQP: rows added on self.solver act in the runs
+        # one C++ SQP: rows added on self.solver act in the runs (with hypotheses=B > 1: in the
+        # nominal hypothesis's plan, Go2Balance.mpcs[0], only)
+        self.controller.mpc.sqp = s._s
         if world is None or world == "mujoco":
             world = Go2World()
         elif not isinstance(world, Go2World):
