@@ -21,9 +21,10 @@ SolverParams otherwise) per method, then per method:
 * wall time per SQP iteration [us]: mean / stddev / min / max over repeated solves of the same
   problems (``--repeats``), and the ratio eh / GN.
 
-``--seed`` picks the problems: 2026 (the default), 1, 2, 4, 6, 7, 12, 41 and 42 are seeds the eh
-step was developed and tuned on; 2027, 4242, 8080 are held out (99, 123, 555 were held out once
-and have been looked at since; docs/solver_method.md, "Exact Hessian", says which).
+``--seed`` picks the problems: 2026 (the default), 1-20, 41 and 42 are seeds the eh step was
+developed and tuned on; 2027 / 4242 / 8080 and 99 / 123 / 555 were held out once and tuned on
+since; 3141 / 5926 / 6535 (session 18) and 7391 / 2718 / 9045 (session 19) are the fresh held-out
+sets (docs/exact_hessian.md says which rule each was run against).
 
 Prints the tables; it does not write docs. Usage (about a minute):
 

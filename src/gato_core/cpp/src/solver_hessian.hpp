@@ -31,6 +31,8 @@ namespace detail {
 // The fourth-order central stencil: offsets (in h) and weights (over 12 h).
 inline constexpr double kOffsets[4] = {1.0, -1.0, 2.0, -2.0};
 inline constexpr double kWeights[4] = {8.0, -8.0, -1.0, 1.0};
+// Rule (a): a cold start (every multiplier zero) takes this many Gauss-Newton steps first.
+inline constexpr int kEhColdGnSteps = 2;
 }  // namespace detail
 
 template <typename S, int NV>
@@ -245,8 +247,8 @@ bool BatchSolverImpl<S, NV>::factor_stage_eh(Entry& e, int k) {
 // null space and its KKT point is no minimizer; the backward pass is then run again on the
 // Gauss-Newton blocks with rho (D_k = 0: positive definite stage blocks, so positive definite
 // Quu_k), i.e. that iteration takes the Gauss-Newton step (eh.exact_step false: the switch,
-// reported per iteration in SolveStats::exact_step). The Gauss-Newton step is also taken on a
-// cold start's first iteration (all multipliers zero) and where iterate() finds it better than an
+// reported per iteration in SolveStats::exact_step). The Gauss-Newton step is also taken in a
+// cold start's first two iterations (from all multipliers zero) and where iterate() finds it better than an
 // exact step its model does not predict (actual merit decrease of the full step below 3/4 of
 // pred, computed here) or the line search cut to alpha <= 1/4 (solver_iteration.hpp). Measured against the usual shift (Quu_k + delta I,
 // delta from 1e-8 s up by 10x until the Cholesky succeeds, Ipopt / crocoddyl): far from the
@@ -321,10 +323,17 @@ bool BatchSolverImpl<S, NV>::riccati_eh(Entry& e) {
     }
     return true;
   };
-  // The Gauss-Newton blocks outright on a cold start's first iteration (every multiplier zero:
-  // D_k would carry no dynamics curvature, only the EE residual's, at the largest residual of the
-  // solve) and for iterate()'s comparison with an exact step the line search cut back (force_gn).
-  w.exact_step = !w.force_gn && !e.lam.isZero(0) && backward(true);
+  // The Gauss-Newton blocks outright in a cold start's first two iterations (rule (a): with every
+  // multiplier zero D_k would carry no dynamics curvature, only the EE residual's, at the largest
+  // residual of the solve; the second iteration's multipliers are those of the first Gauss-Newton
+  // QP, whose exact step was measured worse than Gauss-Newton's there) and for iterate()'s
+  // comparison with an exact step its model does not predict (force_gn).
+  if (!w.force_gn) {
+    if (e.lam.isZero(0)) w.gn_left = detail::kEhColdGnSteps;
+    w.cold_gn = w.gn_left > 0;
+    if (w.cold_gn) --w.gn_left;
+  }
+  w.exact_step = !w.force_gn && !w.cold_gn && backward(true);
   if (!w.exact_step) {
     ++w.regularized;
     if (!backward(false)) return false;

@@ -354,6 +354,9 @@ struct BatchSolverImpl<S, NV>::Entry {
     bool force_gn = false;    // riccati_eh takes the Gauss-Newton blocks (iterate's comparison)
     Vec dz_x, lam_x;          // the exact step and its multipliers while that comparison runs
     S pred = 0;               // the exact model's predicted merit decrease for the full step
+    int gn_left = 0;          // Gauss-Newton iterations still to take after zero multipliers (rule (a))
+    bool cold_gn = false;     // the last riccati_eh took the Gauss-Newton step by rule (a)
+    bool trust_next = false;  // the next exact step skips the ratio test (the watchdog)
   } eh;
   void size_eh() {
     size_gravity();  // At and qt hold the eliminated A and gradient

@@ -137,9 +137,14 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
   // model predicts (the trust-region ratio; near the optimum it tends to 1) and the line search
   // kept alpha >= 1/2. Elsewhere (far from the optimum) the Gauss-Newton step is computed too
   // (one more backward pass, no second-order terms) and the lower merit of the two is taken; so
-  // the local phase stays Newton's, quadratic. Measured on tuning seeds (docs/solver_method.md,
-  // "Exact Hessian"), with a Levenberg-Marquardt shift driven by the same ratio (dropped).
-  const bool poor_model = riccati && e.eh.exact_step &&
+  // the local phase stays Newton's, quadratic. The watchdog: the first exact step after a
+  // Gauss-Newton step of rule (a) or of this test skips the test (from Gauss-Newton iterates the
+  // ratio can settle below the threshold and keep every step Gauss-Newton). Measured on tuning
+  // seeds (docs/solver_method.md, "Exact Hessian"), with a Levenberg-Marquardt shift driven by
+  // the same ratio (dropped).
+  const bool trusted = riccati && e.eh.trust_next;
+  if (riccati) e.eh.trust_next = e.eh.cold_gn;
+  const bool poor_model = riccati && e.eh.exact_step && !trusted &&
                           (best_alpha < S(0.5) ||
                            !(e.eh.pred > S(0) && e.merit0 - m_full >= S(detail::kEhTrustRatio) * e.eh.pred));
   if (poor_model) {
@@ -156,6 +161,7 @@ void BatchSolverImpl<S, NV>::iterate(Entry& e, int it) {
       best_alpha = alpha_gn;
       e.lam = e.r;
       e.exact_it[it] = 0;
+      e.eh.trust_next = true;
     } else {
       e.dz = e.eh.dz_x;
       e.lam = e.eh.lam_x;
