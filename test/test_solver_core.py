@@ -235,6 +235,46 @@ def test_bitwise_determinism_and_batch_independence():
         assert np.array_equal(rs.xu[0], r1.xu[b]), f"entry {b} differs alone vs in the batch"
 
 
+
+def test_thread_pool_runs_every_entry_once_with_spinning_and_sleeping_workers():
+    """The pool (gato/thread_pool.hpp) claims entries from both ends and spins before it sleeps:
+    any thread count, back-to-back solves (workers spinning) and solves after a pause longer than
+    the spin (workers asleep) give the single-thread plans bit for bit."""
+    import time
+    rng = np.random.default_rng(12)
+    urdf = gato.robot_urdf("iiwa14")
+    B, N = 7, 8
+    xs = np.stack([state("iiwa14", rng) for _ in range(B)])
+    refs = np.stack([goal_ref(gato.BSQP(urdf, 1, N, 0.03), xs[b], offset=rng.uniform(-0.1, 0.1, 3)) for b in range(B)])
+    one = gato.BSQP(urdf, B, N, 0.03, max_sqp_iters=2, threads=1).solve(xs, refs).xu
+    for threads in (2, 3, 5):
+        s = gato.BSQP(urdf, B, N, 0.03, max_sqp_iters=2, threads=threads)
+        for pause in (0.0, 0.0, 0.01, 0.0, 0.01):
+            time.sleep(pause)
+            s.reset()
+            assert np.array_equal(s.solve(xs, refs).xu, one), f"threads={threads}, pause {pause} s"
+
+
+def test_reset_dual_leaves_no_row_state_after_groups_are_removed():
+    """reset_dual zeroes only the installed groups' row state: the slots of removed groups were
+    zeroed by set_row_groups, so after a solve with 3 groups, 0 groups and reset_dual every slot is 0."""
+    urdf = gato.robot_urdf("iiwa14")
+    rng = np.random.default_rng(13)
+    x0 = state("iiwa14", rng)
+    s = gato.BSQP(urdf, 2, 8, 0.03, max_sqp_iters=2, threads=2)
+    ref = np.stack([goal_ref(s, x0, offset=(0.0, 0.3, 0.1))] * 2)
+    s.enable_limit_al(rho=10.0)
+    for _ in range(3):
+        s.solve(np.stack([x0, x0]), ref)
+    s.enable_limit_admm()
+    s.solve(np.stack([x0, x0]), ref)
+    assert any(np.abs(s._s.get_row_state(w)).max() > 0 for w in range(4))
+    s.disable_row_groups()
+    s.reset_dual()
+    assert all(not np.any(s._s.get_row_state(w)) for w in range(4))
+    s.enable_limit_al()
+    assert all(not np.any(s._s.get_row_state(w)) for w in range(4))
+
 def test_float32_solver_tracks_float64():
     rng = np.random.default_rng(9)
     urdf = gato.robot_urdf("iiwa14")
