@@ -590,8 +590,10 @@ def test_gato_replay_view_serves_the_worst_ticks_of_the_bringups_bag(bringup, tm
             time.sleep(0.5)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
             assert r.status == 200 and b"<html" in r.read(2000).lower()
-        log.flush()
-        assert f"view: http://127.0.0.1:{port}/" in Path(log.name).read_text()
+        # The server listens a moment before the URL line is printed: wait for the line, too.
+        while f"view: http://127.0.0.1:{port}/" not in Path(log.name).read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, Path(log.name).read_text()[-3000:]
+            time.sleep(0.2)
         assert (tmp_path / "replay" / "worst_ticks.npz").is_file()
     finally:
         if proc.poll() is None:

@@ -13,6 +13,7 @@ solver from the recorded warm start) can differ from it, and the panel says by h
 """
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -156,6 +157,7 @@ def serve(case_file, host: str = "127.0.0.1", port: int = 8080, seconds: float =
     """Serve the case file's ticks until Ctrl-C (or ``seconds`` > 0 have passed). Returns 0."""
     view = ReplayView(ReplayCases(case_file), host, port)
     say(f"[gato replay] view: {view.url} ({view.cases.K} worst ticks; Ctrl-C to stop)")
+    sys.stdout.flush()   # the URL is what a user (or a script reading a log file) waits for
     try:
         end = time.monotonic() + seconds if seconds > 0 else None
         while end is None or time.monotonic() < end:
